@@ -1,0 +1,144 @@
+"""Ring snapshots: nodes with their tokens, and the token ranges they form.
+
+Tokens are Murmur3Partitioner tokens, integers in [-2**63, 2**63 - 1]. -2**63 is the partitioner's
+minimum token: it is never owned by a node and marks the wrap-around point of the ring.
+A range is `(start, end]`; when `start >= end` it wraps past the maximum token.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from ringward.errors import RingError
+
+__all__ = ["MAX_TOKEN", "MIN_TOKEN", "Node", "Ring", "TokenRange"]
+
+MIN_TOKEN = -(2**63)
+MAX_TOKEN = 2**63 - 1
+
+
+@dataclass(frozen=True, order=True)
+class TokenRange:
+    """`(start, end]` on the ring; wraps around when `start >= end` (`start == end` is the whole ring)."""
+
+    start: int
+    end: int
+
+    @property
+    def wraps(self) -> bool:
+        return self.start >= self.end
+
+    def contains(self, token: int) -> bool:
+        if self.wraps:
+            return token > self.start or token <= self.end
+        return self.start < token <= self.end
+
+    def width(self) -> int:
+        """Number of tokens in the range (the whole ring for start == end)."""
+        span = self.end - self.start
+        return span if span > 0 else span + 2**64
+
+    def unwrap(self) -> list[TokenRange]:
+        """The range as non-wrapping pieces, split at the minimum token (as nodetool repair needs)."""
+        if not self.wraps or self.end == MIN_TOKEN:
+            return [self]
+        pieces = [TokenRange(self.start, MIN_TOKEN)] if self.start != MIN_TOKEN else []
+        return [*pieces, TokenRange(MIN_TOKEN, self.end)]
+
+    def __str__(self) -> str:
+        return f"({self.start}, {self.end}]"
+
+
+@dataclass(frozen=True)
+class Node:
+    """A Cassandra node as ringward needs it."""
+
+    address: str
+    datacenter: str
+    rack: str
+    tokens: tuple[int, ...]
+    host_id: str | None = None
+    state: str = "UN"
+    load_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Ring:
+    """An immutable snapshot of the token ring: nodes sorted by address, tokens in ring order."""
+
+    nodes: tuple[Node, ...]
+    sorted_tokens: tuple[int, ...] = field(init=False, repr=False)
+    token_owner: dict[int, Node] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            raise RingError("The ring has no nodes.", "Give a ring with at least one node.")
+        owners: dict[int, Node] = {}
+        addresses: set[str] = set()
+        for node in self.nodes:
+            if node.address in addresses:
+                raise RingError(f"Node {node.address} appears twice in the ring.", "List each node once.")
+            addresses.add(node.address)
+            if not node.tokens:
+                raise RingError(f"Node {node.address} has no tokens.", "Give every node its tokens.")
+            for token in node.tokens:
+                if not MIN_TOKEN < token <= MAX_TOKEN:
+                    raise RingError(
+                        f"Token {token} of node {node.address} is outside the Murmur3 range.",
+                        f"Tokens must lie in ({MIN_TOKEN}, {MAX_TOKEN}].",
+                    )
+                if token in owners:
+                    raise RingError(
+                        f"Token {token} is owned by both {owners[token].address} and {node.address}.",
+                        "Each token must belong to exactly one node.",
+                    )
+                owners[token] = node
+        object.__setattr__(self, "nodes", tuple(sorted(self.nodes, key=lambda n: n.address)))
+        object.__setattr__(self, "sorted_tokens", tuple(sorted(owners)))
+        object.__setattr__(self, "token_owner", owners)
+
+    @classmethod
+    def of(cls, nodes: Iterable[Node]) -> Ring:
+        return cls(tuple(nodes))
+
+    def node(self, address: str) -> Node:
+        for node in self.nodes:
+            if node.address == address:
+                return node
+        raise RingError(f"No node {address} in the ring.", "Use one of: " + ", ".join(self.addresses()))
+
+    def addresses(self) -> list[str]:
+        return [n.address for n in self.nodes]
+
+    def datacenters(self) -> dict[str, list[Node]]:
+        """Nodes per datacenter, in address order."""
+        dcs: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            dcs.setdefault(node.datacenter, []).append(node)
+        return dcs
+
+    def ranges(self) -> list[TokenRange]:
+        """One range per ring token, in ring order: the range ending at each token.
+
+        The first range `(last_token, first_token]` is the wrap-around range.
+        """
+        tokens = self.sorted_tokens
+        return [TokenRange(tokens[i - 1], tokens[i]) for i in range(len(tokens))]
+
+    def primary_token(self, token: int) -> int:
+        """The ring token whose range `(previous, token]` contains `token`."""
+        index = bisect.bisect_left(self.sorted_tokens, token)
+        return self.sorted_tokens[index % len(self.sorted_tokens)]
+
+    def primary_ranges(self, address: str) -> list[TokenRange]:
+        """The ranges a node owns as primary replica (as `nodetool repair -pr` repairs them)."""
+        return [r for r in self.ranges() if self.token_owner[r.end].address == address]
+
+    def ring_walk(self, start_token: int) -> Iterator[Node]:
+        """Owners of ring tokens clockwise, starting at the token owning `start_token`."""
+        tokens: Sequence[int] = self.sorted_tokens
+        first = bisect.bisect_left(tokens, start_token) % len(tokens)
+        for i in range(len(tokens)):
+            yield self.token_owner[tokens[(first + i) % len(tokens)]]
