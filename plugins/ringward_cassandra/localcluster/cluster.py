@@ -1,0 +1,299 @@
+"""The embedded local Cassandra cluster: one JVM per node on 127.0.0.x, like ccm.
+
+The processes are found through /proc (their `-Dcassandra.config` points into this cluster's folder), so
+`down` stops every node this checkout started even when pid files are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ringward.errors import LocalClusterError
+
+from ringward_cassandra.localcluster import runtime
+from ringward_cassandra.localcluster.config import write_node_config
+from ringward_cassandra.localcluster.topology import LocalNode, Topology, load_topology
+
+__all__ = ["LocalCluster", "NodeStatus"]
+
+_READY_LINE = "Starting listening for CQL clients"
+_STATUS_LINE = re.compile(r"^([UD][NLJM])\s+(\S+)\s", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    address: str
+    datacenter: str
+    rack: str
+    pid: int | None
+    state: str  # nodetool's two-letter code (UN, DN, ...), or "stopped"
+
+
+class LocalCluster:
+    """Start, stop and inspect the local cluster kept under `<home>/.local/cluster`."""
+
+    def __init__(self, home: Path | None = None, log: Callable[[str], None] = print) -> None:
+        self.root = (home or runtime.project_home()) / ".local" / "cluster"
+        self.log = log
+
+    # -- topology -------------------------------------------------------------------------------------
+    @property
+    def _state_file(self) -> Path:
+        return self.root / "cluster.json"
+
+    def topology(self) -> Topology:
+        if not self._state_file.exists():
+            raise LocalClusterError("No local cluster has been created.", "Run `ringward cluster up` first.")
+        return load_topology(json.loads(self._state_file.read_text())["topology_file"])
+
+    def _node_dir(self, node: LocalNode) -> Path:
+        return self.root / node.name
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def up(self, topology: str = "seed", heap_mb: int = 512, timeout: float = 240.0) -> Topology:
+        """Start every node that is not running and wait until all are UN. Idempotent."""
+        wanted = load_topology(topology)
+        if self._state_file.exists():
+            current = self.topology()
+            if current.seeds != wanted.seeds and self.running_pids():
+                raise LocalClusterError(
+                    f"A local cluster with topology {current.name!r} is running.",
+                    "Run `ringward cluster down --purge` before starting another topology.",
+                )
+            if current.seeds != wanted.seeds:
+                self.purge()
+        self.root.mkdir(parents=True, exist_ok=True)
+        source = Path(topology) if Path(topology).is_file() else load_topology_path(topology)
+        self._state_file.write_text(json.dumps({"topology_file": str(source.resolve())}))
+        self._write_nodetool_wrapper()
+        running = self.running_pids()
+        to_start = [node for node in wanted.nodes if node.address not in running]
+        for node in to_start:
+            self._spawn(wanted, node, heap_mb)
+        deadline = time.monotonic() + timeout
+        for node in to_start:
+            self._wait_ready(node, deadline)
+        self.wait_all_up(wanted, deadline)
+        return wanted
+
+    def down(self, purge: bool = False) -> None:
+        """Stop every node of this cluster (SIGTERM, then SIGKILL); with `purge`, delete its data."""
+        for address, pid in self.running_pids().items():
+            self.log(f"stopping {address} (pid {pid})")
+            _terminate(pid)
+        if purge:
+            self.purge()
+
+    def purge(self) -> None:
+        if self.running_pids():
+            raise LocalClusterError("Nodes are still running.", "Run `ringward cluster down` first.")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def stop(self, address: str, kill: bool = False) -> None:
+        """Stop one node; `kill` sends SIGKILL at once, as a crash would."""
+        pid = self.running_pids().get(self.topology().node(address).address)
+        if pid is None:
+            self.log(f"{address} is not running")
+            return
+        _terminate(pid, grace=0.0 if kill else 30.0)
+
+    def start(self, address: str, heap_mb: int = 512, timeout: float = 180.0) -> None:
+        topology = self.topology()
+        node = topology.node(address)
+        if node.address in self.running_pids():
+            self.log(f"{address} is already running")
+            return
+        self._spawn(topology, node, heap_mb)
+        self._wait_ready(node, time.monotonic() + timeout)
+        self.wait_all_up(topology, time.monotonic() + 60, only=[address])
+
+    # -- inspection -----------------------------------------------------------------------------------
+    def running_pids(self) -> dict[str, int]:
+        """Address -> pid of every live node process of this cluster, read from /proc."""
+        marker = f"-Dcassandra.config=file://{self.root}/"
+        found: dict[str, int] = {}
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                args = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            for arg in args:
+                text = arg.decode(errors="replace")
+                if text.startswith(marker):
+                    node_name = text[len(marker) :].split("/", 1)[0]
+                    found[f"127.0.0.{node_name.removeprefix('node')}"] = int(proc.name)
+        return found
+
+    def status(self) -> list[NodeStatus]:
+        topology = self.topology()
+        pids = self.running_pids()
+        states = self._nodetool_states(pids)
+        return [
+            NodeStatus(
+                n.address, n.datacenter, n.rack, pids.get(n.address),
+                states.get(n.address, "DN") if n.address in pids else "stopped",
+            )
+            for n in topology.nodes
+        ]  # fmt: skip
+
+    def nodetool(self, address: str, args: Sequence[str], capture: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run Cassandra's own NodeTool against one node's JMX port."""
+        node = self.topology().node(address)
+        command = [str(self.nodetool_path), "-h", "127.0.0.1", "-p", str(node.jmx_port), *args]
+        return subprocess.run(command, capture_output=capture, text=True, check=False)
+
+    @property
+    def nodetool_path(self) -> Path:
+        return self.root / "bin" / "nodetool"
+
+    def log_tail(self, address: str, lines: int = 30) -> str:
+        node = self.topology().node(address)
+        log_file = self._node_dir(node) / "logs" / "system.log"
+        stdout_file = self._node_dir(node) / "logs" / "stdout.log"
+        chunks = [f.read_text(errors="replace").splitlines()[-lines:] for f in (log_file, stdout_file) if f.exists()]
+        return "\n".join(line for chunk in chunks for line in chunk)
+
+    # -- internals ------------------------------------------------------------------------------------
+    def _write_nodetool_wrapper(self) -> None:
+        """A `nodetool` script with the real tool's interface, so hooks treat local and remote alike."""
+        conf = self.root / "client-conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "logback-tools.xml").write_text(
+            '<configuration><root level="WARN"/></configuration>\n'
+        )
+        options = " ".join(f"'{o}'" for o in runtime.client_jvm_options())
+        script = (
+            "#!/bin/sh\n# Cassandra's NodeTool, generated by `ringward cluster up`.\n"
+            f"exec '{runtime.java_binary()}' {options} -Dlogback.configurationFile='{conf}/logback-tools.xml' "
+            f"-cp '{runtime.cassandra_classpath(conf)}' org.apache.cassandra.tools.NodeTool \"$@\"\n"
+        )
+        self.nodetool_path.parent.mkdir(parents=True, exist_ok=True)
+        self.nodetool_path.write_text(script)
+        self.nodetool_path.chmod(0o755)
+
+    def _spawn(self, topology: Topology, node: LocalNode, heap_mb: int) -> None:
+        _check_free(node)
+        node_dir = self._node_dir(node)
+        conf = write_node_config(topology, node, node_dir, cluster_name="ringward")
+        command = [
+            runtime.java_binary(),
+            *runtime.server_jvm_options(heap_mb),
+            f"-Dcassandra.config=file://{conf}/cassandra.yaml",
+            f"-Dcassandra-rackdc.properties=file://{conf}/cassandra-rackdc.properties",
+            f"-Dlogback.configurationFile={conf}/logback.xml",
+            f"-Dcassandra.logdir={node_dir / 'logs'}",
+            f"-Dcassandra.storagedir={node_dir / 'data'}",
+            f"-Dcassandra.jmx.local.port={node.jmx_port}",
+            "-cp", runtime.cassandra_classpath(conf),
+            "org.apache.cassandra.service.CassandraDaemon",
+        ]  # fmt: skip
+        log_file = node_dir / "logs" / "system.log"
+        log_file.unlink(missing_ok=True)
+        self.log(f"starting {node.address} ({node.datacenter}/{node.rack}, JMX {node.jmx_port})")
+        with open(node_dir / "logs" / "stdout.log", "w") as stdout:
+            subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             start_new_session=True, cwd=node_dir)  # fmt: skip
+
+    def _wait_ready(self, node: LocalNode, deadline: float) -> None:
+        log_file = self._node_dir(node) / "logs" / "system.log"
+        while time.monotonic() < deadline:
+            if node.address not in self.running_pids():
+                raise LocalClusterError(
+                    f"Node {node.address} exited while starting. Last log lines:\n{self.log_tail(node.address)}",
+                    f"Read {log_file} for the cause, fix it, then run `ringward cluster up` again.",
+                )
+            if log_file.exists() and _READY_LINE in log_file.read_text(errors="replace") and _accepts(node):
+                self.log(f"{node.address} accepts CQL connections")
+                return
+            time.sleep(1.0)
+        raise LocalClusterError(
+            f"Node {node.address} did not start in time. Last log lines:\n{self.log_tail(node.address)}",
+            "The machine may be overloaded: run `ringward cluster up` again, or give it a longer --timeout.",
+        )
+
+    def wait_all_up(self, topology: Topology, deadline: float, only: Sequence[str] | None = None) -> None:
+        """Wait until every node (or `only` these) is UN as seen by every running node."""
+        wanted = set(only or topology.seeds)
+        states: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            states = self._nodetool_states(self.running_pids())
+            if all(states.get(address) == "UN" for address in wanted):
+                return
+            time.sleep(2.0)
+        raise LocalClusterError(
+            f"Nodes did not all reach UN in time: {states}.", "Check `ringward cluster status` and the node logs."
+        )
+
+    def _nodetool_states(self, pids: dict[str, int]) -> dict[str, str]:
+        """nodetool status as seen from the first running node: address -> UN/DN/..."""
+        if not pids:
+            return {}
+        result = self.nodetool(sorted(pids)[0], ["status"])
+        return {address: state for state, address in _STATUS_LINE.findall(result.stdout)}
+
+
+def load_topology_path(name: str) -> Path:
+    from ringward_cassandra.localcluster.topology import PRESETS_DIR
+
+    return PRESETS_DIR / f"{name}.json"
+
+
+def _accepts(node: LocalNode) -> bool:
+    try:
+        with socket.create_connection((node.address, 9042), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def _check_free(node: LocalNode) -> None:
+    for host, port in ((node.address, 9042), (node.address, 7000), ("127.0.0.1", node.jmx_port)):
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as error:
+                raise LocalClusterError(
+                    f"{host}:{port} is in use ({error.strerror}), so node {node.address} cannot start.",
+                    "Stop whatever listens there (`ss -ltnp | grep :" + str(port) + "`), or another ringward "
+                    "cluster with `ringward cluster down`.",
+                ) from error
+
+
+def _terminate(pid: int, grace: float = 30.0) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM if grace > 0 else signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
+            return
+        time.sleep(0.2)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    for _ in range(100):
+        if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
+            return
+        time.sleep(0.1)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return (Path(f"/proc/{pid}") / "stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True

@@ -1,0 +1,87 @@
+"""Topologies of the embedded local cluster: which nodes, where, with which tokens."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ringward.errors import ConfigurationError
+
+__all__ = ["PRESETS_DIR", "LocalNode", "Topology", "load_topology"]
+
+PRESETS_DIR = Path(__file__).parent / "topologies"
+
+
+@dataclass(frozen=True)
+class LocalNode:
+    address: str
+    datacenter: str
+    rack: str
+    tokens: tuple[int, ...] = ()
+    num_tokens: int = 0
+
+    @property
+    def name(self) -> str:
+        return "node" + self.address.rsplit(".", 1)[1]
+
+    @property
+    def jmx_port(self) -> int:
+        # JMX binds 127.0.0.1 only, so each node needs its own port: 7200 for 127.0.0.2, 7300 for .3 ...
+        return 7000 + 100 * int(self.address.rsplit(".", 1)[1])
+
+    @property
+    def token_count(self) -> int:
+        return len(self.tokens) or self.num_tokens
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    nodes: tuple[LocalNode, ...]
+
+    @property
+    def seeds(self) -> list[str]:
+        return [node.address for node in self.nodes]
+
+    def node(self, address: str) -> LocalNode:
+        for node in self.nodes:
+            if node.address == address:
+                return node
+        known = ", ".join(self.seeds)
+        raise ConfigurationError(f"No node {address} in topology {self.name!r}.", f"Use one of: {known}.")
+
+
+def load_topology(name_or_path: str) -> Topology:
+    """A preset name (`seed`, `two-dc`) or a JSON file path."""
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = PRESETS_DIR / f"{name_or_path}.json"
+    if not path.is_file():
+        presets = ", ".join(sorted(p.stem for p in PRESETS_DIR.glob("*.json")))
+        raise ConfigurationError(
+            f"Topology {name_or_path!r} is neither a file nor a preset.", f"Give a JSON file or one of: {presets}."
+        )
+    try:
+        document = json.loads(path.read_text())
+        nodes = tuple(_parse_node(entry) for entry in document["nodes"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        raise ConfigurationError(
+            f"Topology file {path} is malformed: {error}.",
+            'Write {"nodes": [{"address", "datacenter", "rack", "tokens": [...] or "num_tokens": N}]}.',
+        ) from error
+    if len({n.address for n in nodes}) != len(nodes) or not nodes:
+        raise ConfigurationError(f"Topology {path} lists no nodes or a node twice.", "List each node once.")
+    return Topology(name=str(document.get("name", path.stem)), nodes=nodes)
+
+
+def _parse_node(entry: dict[str, object]) -> LocalNode:
+    address = str(entry["address"])
+    if not ipaddress.ip_address(address).is_loopback:
+        raise ValueError(f"node address {address} is not a loopback address (127.0.0.x)")
+    tokens = tuple(int(t) for t in entry.get("tokens", []))  # type: ignore[attr-defined]
+    num_tokens = int(entry.get("num_tokens", 0))  # type: ignore[call-overload]
+    if not tokens and num_tokens < 1:
+        raise ValueError(f"node {address} needs tokens or num_tokens")
+    return LocalNode(address, str(entry["datacenter"]), str(entry["rack"]), tokens, num_tokens)
