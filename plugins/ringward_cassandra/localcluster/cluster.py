@@ -27,6 +27,8 @@ from ringward_cassandra.localcluster.topology import LocalNode, Topology, load_t
 __all__ = ["LocalCluster", "NodeStatus"]
 
 _READY_LINE = "Starting listening for CQL clients"
+# Node processes this Python process started, kept so they can be reaped (no zombies, no ResourceWarning).
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 _STATUS_LINE = re.compile(r"^([UD][NLJM])\s+(\S+)\s", re.MULTILINE)
 
 
@@ -203,8 +205,9 @@ class LocalCluster:
         log_file.unlink(missing_ok=True)
         self.log(f"starting {node.address} ({node.datacenter}/{node.rack}, JMX {node.jmx_port})")
         with open(node_dir / "logs" / "stdout.log", "w") as stdout:
-            subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True, cwd=node_dir)  # fmt: skip
+            child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True, cwd=node_dir)  # fmt: skip
+        _CHILDREN[child.pid] = child
 
     def _wait_ready(self, node: LocalNode, deadline: float) -> None:
         log_file = self._node_dir(node) / "logs" / "system.log"
@@ -293,6 +296,10 @@ def _terminate(pid: int, grace: float = 30.0) -> None:
 
 
 def _is_zombie(pid: int) -> bool:
+    child = _CHILDREN.get(pid)
+    if child is not None and child.poll() is not None:
+        del _CHILDREN[pid]
+        return True
     try:
         return (Path(f"/proc/{pid}") / "stat").read_text().split(")")[-1].split()[0] == "Z"
     except OSError:

@@ -1,0 +1,32 @@
+"""The hazard ringward exists to prevent, reproduced on real Cassandra 5.0 (seed 000): after
+SimpleStrategy RF 2 -> NetworkTopologyStrategy dc1: 2 a new replica answers CL ONE with nothing."""
+
+from __future__ import annotations
+
+from cassandra import ConsistencyLevel
+
+from ringward_cassandra.cql import connect
+from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.seed_scenario import count_at_one_from, create_seed_keyspace
+
+
+def _endpoints(cluster: LocalCluster, keyspace: str) -> list[str]:
+    result = cluster.nodetool("127.0.0.2", ["getendpoints", keyspace, "users", "1"])
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_alter_without_repair_loses_reads_at_one(seed_cluster: LocalCluster) -> None:
+    with connect(["127.0.0.2", "127.0.0.3", "127.0.0.4"]) as session:
+        create_seed_keyspace(session, "test")
+        assert _endpoints(seed_cluster, "test") == ["127.0.0.3", "127.0.0.2"]
+        assert count_at_one_from("127.0.0.4", "test") == 1  # not a replica yet: it asks one
+
+        session.execute("ALTER KEYSPACE test WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}")
+        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+
+    assert _endpoints(seed_cluster, "test") == ["127.0.0.3", "127.0.0.4"]
+    assert count_at_one_from("127.0.0.4", "test") == 0
+    # The row still exists on 127.0.0.3 (and, orphaned, on 127.0.0.2): a read at ALL reconciles it, and
+    # with read_repair = 'NONE' writes nothing back.
+    assert count_at_one_from("127.0.0.3", "test", consistency=ConsistencyLevel.ALL) == 1
