@@ -21,6 +21,7 @@ __all__ = [
     "composite_key",
     "murmur3_token",
     "partition_key",
+    "partition_key_of_text",
     "serialize",
     "token_for",
     "token_of_text",
@@ -67,11 +68,16 @@ def token_for(values: Sequence[object], types: Sequence[str]) -> int:
     return murmur3_token(partition_key(values, types))
 
 
-def token_of_text(texts: Sequence[str], types: Sequence[str]) -> int:
-    """The token of a partition key typed on the command line (e.g. '0xCAFE' for a blob)."""
+def partition_key_of_text(texts: Sequence[str], types: Sequence[str]) -> bytes:
+    """The serialized partition key for values typed on the command line (e.g. '0xCAFE' for a blob)."""
     _check_arity(len(texts), types)
     values = [cql_type(name).parse(text) for text, name in zip(texts, types, strict=True)]
-    return token_for(values, types)
+    return partition_key(values, types)
+
+
+def token_of_text(texts: Sequence[str], types: Sequence[str]) -> int:
+    """The token of a partition key typed on the command line (e.g. '0xCAFE' for a blob)."""
+    return murmur3_token(partition_key_of_text(texts, types))
 
 
 def _check_arity(count: int, types: Sequence[str]) -> None:
