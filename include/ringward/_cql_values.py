@@ -178,6 +178,7 @@ def _parse_timestamp(text: str) -> object:
     if stripped.lstrip("-").isdigit():
         return int(stripped)
     try:
+        # Without a zone Cassandra uses the coordinator's JVM zone; ringward assumes UTC (as containers run).
         return datetime.fromisoformat(stripped)
     except ValueError as error:
         raise _refuse(
