@@ -21,14 +21,36 @@ MAX_TOKEN = 2**63 - 1
 
 @dataclass(frozen=True, order=True)
 class TokenRange:
-    """`(start, end]` on the ring; wraps around when `start >= end` (`start == end` is the whole ring)."""
+    """`(start, end]` on the ring, with Cassandra's Range semantics.
+
+    - `start >= end` wraps past the maximum token (Range.isWrapAround).
+    - `start == end` is the whole ring; `(MIN_TOKEN, MIN_TOKEN]` is its canonical form.
+    - `end == MIN_TOKEN` means "to the end of the ring": `(start, MAX_TOKEN]` plus the minimum token
+      itself, which no key hashes to (only the empty key has it).
+    """
 
     start: int
     end: int
 
+    def __post_init__(self) -> None:
+        for name, value in (("start", self.start), ("end", self.end)):
+            if not MIN_TOKEN <= value <= MAX_TOKEN:
+                raise RingError(
+                    f"Range {name} {value} is outside the Murmur3 token space.",
+                    f"Tokens lie in [{MIN_TOKEN}, {MAX_TOKEN}].",
+                )
+
+    @classmethod
+    def whole_ring(cls) -> TokenRange:
+        return cls(MIN_TOKEN, MIN_TOKEN)
+
     @property
     def wraps(self) -> bool:
         return self.start >= self.end
+
+    @property
+    def is_whole_ring(self) -> bool:
+        return self.start == self.end
 
     def contains(self, token: int) -> bool:
         if self.wraps:
@@ -36,16 +58,19 @@ class TokenRange:
         return self.start < token <= self.end
 
     def width(self) -> int:
-        """Number of tokens in the range (the whole ring for start == end)."""
+        """Number of tokens in the range (2**64 for the whole ring)."""
         span = self.end - self.start
         return span if span > 0 else span + 2**64
 
     def unwrap(self) -> list[TokenRange]:
-        """The range as non-wrapping pieces, split at the minimum token (as nodetool repair needs)."""
+        """The range as pieces that do not cross the minimum token, as nodetool repair -st/-et takes them.
+
+        Like Cassandra's Range.unwrap: a range ending at the minimum token is returned as is (it does
+        not cross it), so is `(MIN_TOKEN, MIN_TOKEN]`; `(t, t]` becomes `(t, MIN] + (MIN, t]`.
+        """
         if not self.wraps or self.end == MIN_TOKEN:
             return [self]
-        pieces = [TokenRange(self.start, MIN_TOKEN)] if self.start != MIN_TOKEN else []
-        return [*pieces, TokenRange(MIN_TOKEN, self.end)]
+        return [TokenRange(self.start, MIN_TOKEN), TokenRange(MIN_TOKEN, self.end)]
 
     def __str__(self) -> str:
         return f"({self.start}, {self.end}]"
