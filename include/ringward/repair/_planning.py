@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ringward.errors import RingError
 from ringward.repair._arcs import split_evenly
-from ringward.repair._config import FixedSplitter, RepairConfig
+from ringward.repair._config import FixedSplitter, RepairConfig, SizeSplitter
 from ringward.repair._estimates import SizeEstimate, SizeIndex
 from ringward.repair._segments import RepairUnit, Segment, SkippedSegment
 from ringward.ring import Ring, TokenRange
@@ -86,17 +86,35 @@ def _merge_adjacent(
     return merged
 
 
-def _pieces(token_range: TokenRange, config: RepairConfig, sizes: SizeIndex) -> list[TokenRange]:
-    splitter = config.splitter
-    if isinstance(splitter, FixedSplitter):
-        return split_evenly(token_range, splitter.subranges_per_range)
-    data_bytes, partitions = sizes.estimate(token_range)
+def _pieces_needed(data: tuple[float, float], splitter: SizeSplitter) -> int:
+    data_bytes, partitions = data
     count = 1
     if splitter.max_bytes_per_segment is not None:
         count = max(count, math.ceil(data_bytes / splitter.max_bytes_per_segment))
     if splitter.max_partitions_per_segment is not None:
         count = max(count, math.ceil(partitions / splitter.max_partitions_per_segment))
-    return split_evenly(token_range, count)
+    return count
+
+
+def _split_by_size(token_range: TokenRange, splitter: SizeSplitter, sizes: SizeIndex) -> list[TokenRange]:
+    """Equal-width pieces, refined where data is uneven until each piece fits (or is one token wide)."""
+    pending = [token_range]
+    done: list[TokenRange] = []
+    while pending:
+        piece = pending.pop()
+        count = _pieces_needed(sizes.estimate(piece), splitter)
+        if count == 1 or piece.width() == 1:
+            done.append(piece)
+        else:
+            pending.extend(reversed(split_evenly(piece, count)))
+    return done
+
+
+def _pieces(token_range: TokenRange, config: RepairConfig, sizes: SizeIndex) -> list[TokenRange]:
+    splitter = config.splitter
+    if isinstance(splitter, FixedSplitter):
+        return split_evenly(token_range, splitter.subranges_per_range)
+    return _split_by_size(token_range, splitter, sizes)
 
 
 def plan_segments(
