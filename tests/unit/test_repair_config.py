@@ -66,6 +66,16 @@ def test_empty_yaml_file_gives_model_defaults(tmp_path: Path) -> None:
         ),
         ({"splitter": {"type": "size"}}, "splitter", "max_bytes_per_segment"),
         ({"splitter": {"type": "random"}}, "splitter", "'random'"),
+        (
+            {"splitter": {"type": "size", "max_bytes_per_segment": 0}},
+            "splitter.max_bytes_per_segment",
+            "than 0",
+        ),
+        (
+            {"splitter": {"type": "size", "max_bytes_per_segment": "lots"}},
+            "splitter.max_bytes_per_segment",
+            "size",
+        ),
         ({"intensity": 0}, "intensity", "greater than 0"),
         ({"intensity": 1.5}, "intensity", "less than or equal to 1"),
         ({"parallel_repair_percentage": 101}, "parallel_repair_percentage", "100"),

@@ -20,6 +20,7 @@ from ringward.repair._config import (
 from ringward.repair._estimates import SizeEstimate
 from ringward.repair._planning import ReplicaMapEntries, SegmentPlan, plan_segments
 from ringward.repair._progress import Progress
+from ringward.repair._run import RunPlan, RunState, RunSummary, needs_replan, prepare_run
 from ringward.repair._scheduler import (
     ReplicaLocks,
     allowed_parallelism,
@@ -57,6 +58,9 @@ __all__ = [
     "RepairWindow",
     "ReplicaLocks",
     "ReplicaMapEntries",
+    "RunPlan",
+    "RunState",
+    "RunSummary",
     "Segment",
     "SegmentPlan",
     "SegmentRecord",
@@ -73,12 +77,14 @@ __all__ = [
     "intensity_pause",
     "is_due",
     "load_config",
+    "needs_replan",
     "next_runnable",
     "parse_bytes",
     "parse_config",
     "parse_duration",
     "plan_segments",
     "plan_waves",
+    "prepare_run",
     "record_failure",
     "record_start",
     "record_success",
