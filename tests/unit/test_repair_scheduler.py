@@ -11,6 +11,7 @@ from ringward.repair import (
     ReplicaLocks,
     Segment,
     allowed_parallelism,
+    batch_waves,
     intensity_pause,
     next_runnable,
     parse_config,
@@ -87,6 +88,40 @@ def test_waves_never_share_a_node_and_cover_each_segment_exactly_once(
         assert len(nodes) == len(set(nodes)), "a node takes part in two concurrent segments"
     placed = [id(s) for wave in waves for s in wave]
     assert sorted(placed) == sorted(id(s) for s in segments)
+
+
+def greedy_reference(segments: list[Segment], parallelism: int) -> list[list[Segment]]:
+    """Wave by wave: each wave takes, in order, every remaining segment that still fits."""
+    remaining = list(segments)
+    waves = []
+    while remaining:
+        wave: list[Segment] = []
+        used: set[str] = set()
+        for segment in remaining:
+            if len(wave) < parallelism and used.isdisjoint(segment.replicas):
+                wave.append(segment)
+                used.update(segment.replicas)
+        remaining = [s for s in remaining if all(s is not w for w in wave)]
+        waves.append(wave)
+    return waves
+
+
+@settings(max_examples=150, deadline=None)
+@given(segments=segment_lists, parallelism=st.integers(1, 6))
+def test_waves_are_the_in_order_greedy_waves(segments: list[Segment], parallelism: int) -> None:
+    expected = greedy_reference(segments, parallelism)
+    actual = plan_waves(segments, parallelism)
+    assert [[id(s) for s in wave] for wave in actual] == [[id(s) for s in wave] for wave in expected]
+
+
+def test_batches_group_whole_waves_up_to_the_size_limit() -> None:
+    w1, w2, w3 = [seg(0, "a"), seg(1, "b")], [seg(2, "a")], [seg(3, "a"), seg(4, "b"), seg(5, "c")]
+    assert batch_waves([w1, w2, w3], max_segments=3) == [[w1, w2], [w3]]
+    assert batch_waves([w1, w2, w3], max_segments=2) == [[w1], [w2], [w3]]  # w3 alone, never split
+    assert batch_waves([w1, w2, w3], max_segments=100) == [[w1, w2, w3]]
+    assert batch_waves([], max_segments=5) == []
+    with pytest.raises(ConfigurationError):
+        batch_waves([w1], max_segments=0)
 
 
 @settings(max_examples=100, deadline=None)

@@ -24,6 +24,7 @@ from ringward.repair._run import RunPlan, RunState, RunSummary, needs_replan, pr
 from ringward.repair._scheduler import (
     ReplicaLocks,
     allowed_parallelism,
+    batch_waves,
     intensity_pause,
     next_runnable,
     plan_waves,
@@ -71,6 +72,7 @@ __all__ = [
     "allowed_parallelism",
     "apply_overrides",
     "backoff_delay",
+    "batch_waves",
     "coverage_entries",
     "due_segments",
     "format_duration",
