@@ -210,6 +210,23 @@ def test_segment_ids_are_stable_and_distinguish_keyspace_tables_and_range() -> N
     assert [s.segment_id for s in first.segments] == [s.segment_id for s in again.segments]
 
 
+def test_ranges_narrower_than_the_piece_count_split_into_single_tokens() -> None:
+    ring = make_ring({"a": [0], "b": [3]})
+    config = parse_config({"merge_ranges_with_same_replicas": False, "splitter": {"subranges_per_range": 16}})
+    plan = plan_segments(ring, replica_map(ring, {"dc1": 2}), RepairUnit("ks"), config)
+    narrow = sorted(s.range for s in plan.segments if s.range.start >= 0 and 0 < s.range.end <= 3)
+    assert narrow == [TokenRange(0, 1), TokenRange(1, 2), TokenRange(2, 3)]
+    assert_tiles_exactly(plan.segments, ring.ranges())
+
+
+def test_unit_and_segment_descriptions() -> None:
+    assert RepairUnit("ks").name == "ks.*"
+    assert RepairUnit("ks", ("b", "a", "b")).name == "ks.{a,b}"
+    segment = Segment("ks", ("t",), TokenRange(-5, 7), ("10.0.0.2", "10.0.0.1"))
+    assert segment.coordinator == "10.0.0.2"
+    assert segment.describe() == "ks.{t} (-5, 7] on 10.0.0.2, 10.0.0.1"
+
+
 def test_replica_map_from_another_ring_is_refused() -> None:
     other = make_ring({"a": [1], "b": [2]})
     with pytest.raises(RingError, match="ring order"):

@@ -1,10 +1,10 @@
-"""Token arithmetic on the ring: equal-width splitting and overlap of (possibly wrapping) ranges."""
+"""Token arithmetic on the ring: equal-width splitting, and wrapping ranges as plain intervals."""
 
 from __future__ import annotations
 
 from ringward.ring import MIN_TOKEN, TokenRange
 
-__all__ = ["RING_SIZE", "overlap_width", "split_evenly"]
+__all__ = ["RING_SIZE", "split_evenly", "unrolled"]
 
 RING_SIZE = 2**64
 
@@ -26,18 +26,8 @@ def split_evenly(token_range: TokenRange, pieces: int) -> list[TokenRange]:
     return [TokenRange(bounds[i], bounds[i + 1]) for i in range(count)]
 
 
-def _intervals(token_range: TokenRange) -> list[tuple[int, int]]:
-    """Half-open integer intervals `(low, high]` on the unrolled line [MIN_TOKEN, MIN_TOKEN + 2**64]."""
+def unrolled(token_range: TokenRange) -> list[tuple[int, int]]:
+    """The range as half-open intervals `(low, high]` on the line [MIN_TOKEN, MIN_TOKEN + 2**64]."""
     if not token_range.wraps:
         return [(token_range.start, token_range.end)]
-    top = MIN_TOKEN + RING_SIZE
-    return [(token_range.start, top), (MIN_TOKEN, token_range.end)]
-
-
-def overlap_width(a: TokenRange, b: TokenRange) -> int:
-    """Number of tokens two ranges share."""
-    return sum(
-        max(0, min(a_high, b_high) - max(a_low, b_low))
-        for a_low, a_high in _intervals(a)
-        for b_low, b_high in _intervals(b)
-    )
+    return [(token_range.start, MIN_TOKEN + RING_SIZE), (MIN_TOKEN, token_range.end)]

@@ -6,8 +6,8 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ringward.repair._arcs import RING_SIZE
-from ringward.ring import MIN_TOKEN, TokenRange
+from ringward.repair._arcs import unrolled
+from ringward.ring import TokenRange
 
 __all__ = ["SizeEstimate", "SizeIndex"]
 
@@ -36,12 +36,6 @@ class _Interval:
     partitions_per_token: float
 
 
-def _unrolled(token_range: TokenRange) -> list[tuple[int, int]]:
-    if not token_range.wraps:
-        return [(token_range.start, token_range.end)]
-    return [(token_range.start, MIN_TOKEN + RING_SIZE), (MIN_TOKEN, token_range.end)]
-
-
 class SizeIndex:
     """Estimated bytes and partitions of any token range, for the tables of one unit.
 
@@ -58,7 +52,7 @@ class SizeIndex:
         for (table, token_range), row in unique.items():
             width = token_range.width()
             total = row.mean_partition_size * row.partitions_count
-            for low, high in _unrolled(token_range):
+            for low, high in unrolled(token_range):
                 interval = _Interval(low, high, total / width, row.partitions_count / width)
                 per_table.setdefault(table, []).append(interval)
         self._tables = {t: sorted(iv, key=lambda i: i.low) for t, iv in per_table.items()}
@@ -73,7 +67,7 @@ class SizeIndex:
         total_bytes = total_partitions = 0.0
         for table, intervals in self._tables.items():
             lows = self._lows[table]
-            for low, high in _unrolled(token_range):
+            for low, high in unrolled(token_range):
                 # Rows of one table do not overlap: start from the last interval beginning before `low`.
                 index = max(0, bisect.bisect_right(lows, low) - 1)
                 while index < len(intervals) and intervals[index].low < high:
