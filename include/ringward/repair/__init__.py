@@ -1,0 +1,100 @@
+"""Nightly subrange repair domain (Reaper / CEP-37 style): configuration, segments, state, scheduling,
+status and progress. Pure data in, pure data out: no Airflow, Spark or driver imports.
+
+The public API is exactly `__all__`; the private modules behind it may change.
+"""
+
+from __future__ import annotations
+
+from ringward.repair._config import (
+    DEFAULT_CONFIG_PATH,
+    FixedSplitter,
+    NameFilter,
+    RepairConfig,
+    RepairWindow,
+    SizeSplitter,
+    apply_overrides,
+    load_config,
+    parse_config,
+)
+from ringward.repair._estimates import SizeEstimate
+from ringward.repair._planning import ReplicaMapEntries, SegmentPlan, plan_segments
+from ringward.repair._progress import Progress
+from ringward.repair._run import RunPlan, RunState, RunSummary, needs_replan, prepare_run
+from ringward.repair._scheduler import (
+    ReplicaLocks,
+    allowed_parallelism,
+    batch_waves,
+    intensity_pause,
+    next_runnable,
+    plan_waves,
+    split_by_liveness,
+    window_allows_start,
+)
+from ringward.repair._segments import LOCAL_KEYSPACES, RepairUnit, Segment, SkippedSegment, select_units
+from ringward.repair._state import (
+    SegmentRecord,
+    SegmentState,
+    backoff_delay,
+    due_segments,
+    is_due,
+    record_failure,
+    record_start,
+    record_success,
+    retries_exhausted,
+    ring_fingerprint,
+)
+from ringward.repair._status import RepairStatus, coverage_entries, repair_status, status_table
+from ringward.repair._units import format_duration, parse_bytes, parse_duration
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "LOCAL_KEYSPACES",
+    "FixedSplitter",
+    "NameFilter",
+    "Progress",
+    "RepairConfig",
+    "RepairStatus",
+    "RepairUnit",
+    "RepairWindow",
+    "ReplicaLocks",
+    "ReplicaMapEntries",
+    "RunPlan",
+    "RunState",
+    "RunSummary",
+    "Segment",
+    "SegmentPlan",
+    "SegmentRecord",
+    "SegmentState",
+    "SizeEstimate",
+    "SizeSplitter",
+    "SkippedSegment",
+    "allowed_parallelism",
+    "apply_overrides",
+    "backoff_delay",
+    "batch_waves",
+    "coverage_entries",
+    "due_segments",
+    "format_duration",
+    "intensity_pause",
+    "is_due",
+    "load_config",
+    "needs_replan",
+    "next_runnable",
+    "parse_bytes",
+    "parse_config",
+    "parse_duration",
+    "plan_segments",
+    "plan_waves",
+    "prepare_run",
+    "record_failure",
+    "record_start",
+    "record_success",
+    "repair_status",
+    "retries_exhausted",
+    "ring_fingerprint",
+    "select_units",
+    "split_by_liveness",
+    "status_table",
+    "window_allows_start",
+]

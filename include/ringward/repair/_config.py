@@ -1,0 +1,262 @@
+"""The nightly repair configuration: a pydantic model with CEP-37-like field names, loaded from YAML.
+
+Every invalid value becomes a ConfigurationError naming the field and the reason, so an operator can
+fix the YAML file or the Airflow run parameter without reading a pydantic traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import time, timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from ringward.errors import ConfigurationError
+from ringward.repair._units import parse_bytes, parse_duration
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "FixedSplitter",
+    "NameFilter",
+    "RepairConfig",
+    "RepairWindow",
+    "SizeSplitter",
+    "apply_overrides",
+    "load_config",
+    "parse_config",
+]
+
+DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+ByteCount = Annotated[int, BeforeValidator(parse_bytes), Field(gt=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NameFilter(_Strict):
+    """fnmatch patterns; a name is selected when it matches an include and no exclude pattern."""
+
+    include: tuple[str, ...] = ("*",)
+    exclude: tuple[str, ...] = ()
+
+
+class FixedSplitter(_Strict):
+    """Split every (merged) ring range into the same number of subranges (CEP-37 number_of_subranges)."""
+
+    type: Literal["fixed"] = "fixed"
+    subranges_per_range: int = Field(default=16, ge=1, le=4096)
+
+
+class SizeSplitter(_Strict):
+    """Split ranges so no segment holds more than the given data, from system.size_estimates."""
+
+    type: Literal["size"]
+    max_bytes_per_segment: ByteCount | None = None
+    max_partitions_per_segment: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _needs_a_limit(self) -> SizeSplitter:
+        if self.max_bytes_per_segment is None and self.max_partitions_per_segment is None:
+            raise ValueError("give max_bytes_per_segment and/or max_partitions_per_segment")
+        return self
+
+
+def _parse_hhmm(value: object) -> object:
+    if isinstance(value, str):
+        if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", value.strip()):
+            raise ValueError(f"expected a UTC time as HH:MM (00:00-23:59), got {value!r}")
+        hours, minutes = value.strip().split(":")
+        return time(int(hours), int(minutes))
+    return value
+
+
+class RepairWindow(_Strict):
+    """When segments may start: a daily UTC window `start`-`end` (may cross midnight) and/or a
+    maximum run duration. Running segments finish; no new one starts once the window closes."""
+
+    start: Annotated[time | None, BeforeValidator(_parse_hhmm)] = None
+    end: Annotated[time | None, BeforeValidator(_parse_hhmm)] = None
+    max_duration: Duration | None = None
+
+    @model_validator(mode="after")
+    def _start_and_end_together(self) -> RepairWindow:
+        if (self.start is None) != (self.end is None):
+            raise ValueError("give both start and end (HH:MM UTC), or neither")
+        if self.start is not None and self.start == self.end:
+            raise ValueError("start and end are equal; omit both for an always-open window")
+        if self.max_duration is not None and self.max_duration <= timedelta(0):
+            raise ValueError("max_duration must be positive")
+        return self
+
+
+def _default_splitter_type(value: object) -> object:
+    """A splitter mapping without `type` is the fixed splitter (the CEP-37 default)."""
+    if isinstance(value, Mapping) and "type" not in value:
+        return {"type": "fixed", **value}
+    return value
+
+
+Splitter = Annotated[
+    FixedSplitter | SizeSplitter, Field(discriminator="type"), BeforeValidator(_default_splitter_type)
+]
+
+_CRON_PRESETS = {"@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually", "@midnight"}
+
+
+class RepairConfig(_Strict):
+    """Nightly subrange repair settings; names follow CEP-37 auto_repair where one exists."""
+
+    enabled: bool = True
+    keyspaces: NameFilter = NameFilter()
+    tables: NameFilter = NameFilter()
+    ignore_dcs: tuple[str, ...] = ()
+    repair_type: Literal["full", "preview"] = "full"
+    primary_range_only: bool = True
+    splitter: Splitter = FixedSplitter()
+    merge_ranges_with_same_replicas: bool = True
+    parallel_repair_count: int = Field(default=3, ge=0)
+    parallel_repair_percentage: float = Field(default=3.0, ge=0, le=100)
+    intensity: float = Field(default=1.0, gt=0, le=1)
+    segment_timeout: Duration = timedelta(hours=3)
+    max_retries: int = Field(default=3, ge=0)
+    retry_backoff: Duration = timedelta(seconds=60)
+    min_repair_interval: Duration = timedelta(hours=24)
+    window: RepairWindow | None = None
+    gc_grace_alarm: float = Field(default=0.8, gt=0, le=1)
+    schedule: str = "0 1 * * *"
+
+    @field_validator("segment_timeout")
+    @classmethod
+    def _positive_timeout(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("must be positive")
+        return value
+
+    @field_validator("retry_backoff", "min_repair_interval")
+    @classmethod
+    def _not_negative(cls, value: timedelta) -> timedelta:
+        if value < timedelta(0):
+            raise ValueError("must not be negative")
+        return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron_expression(cls, value: str) -> str:
+        text = value.strip()
+        if text in _CRON_PRESETS or len(text.split()) == 5:
+            return text
+        raise ValueError(f"expected a 5-field cron expression or a preset like @daily, got {value!r}")
+
+    @model_validator(mode="after")
+    def _some_parallelism(self) -> RepairConfig:
+        if self.parallel_repair_count == 0 and self.parallel_repair_percentage == 0:
+            raise ValueError("parallel_repair_count and parallel_repair_percentage are both 0: nothing runs")
+        return self
+
+
+def _field_path(location: tuple[int | str, ...]) -> str:
+    """`splitter.fixed.subranges_per_range` -> `splitter.subranges_per_range` (drop union tags)."""
+    parts = [str(p) for i, p in enumerate(location) if not (i > 0 and location[i - 1] == "splitter")]
+    return ".".join(parts) or "(top level)"
+
+
+def _configuration_error(error: ValidationError, source: str) -> ConfigurationError:
+    reasons = [f"`{_field_path(e['loc'])}`: {e['msg'].removeprefix('Value error, ')}" for e in error.errors()]
+    return ConfigurationError(
+        f"Invalid repair configuration in {source}: " + "; ".join(reasons) + ".",
+        f"Correct the named field(s); {DEFAULT_CONFIG_PATH.name} shows every field with a valid value.",
+    )
+
+
+def parse_config(data: Mapping[str, Any], source: str = "the given settings") -> RepairConfig:
+    """Validate a mapping into a RepairConfig, or raise ConfigurationError naming each bad field."""
+    try:
+        return RepairConfig.model_validate(dict(data))
+    except ValidationError as error:
+        raise _configuration_error(error, source) from None
+
+
+def load_config(path: str | Path | None = None) -> RepairConfig:
+    """Read a YAML repair configuration; without a path, the shipped default."""
+    file = Path(path) if path is not None else DEFAULT_CONFIG_PATH
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigurationError(
+            f"Cannot read repair configuration {file}: {error.strerror}.",
+            "Give the path of a readable YAML file, or omit it to use the shipped default.",
+        ) from None
+    except yaml.YAMLError as error:
+        raise ConfigurationError(
+            f"Repair configuration {file} is not valid YAML: {error}.", "Fix the YAML syntax."
+        ) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigurationError(
+            f"Repair configuration {file} must be a mapping of fields, not {type(data).__name__}.",
+            "Write `field: value` lines at the top level, as in default_config.yaml.",
+        )
+    return parse_config(data, str(file))
+
+
+def _nest(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted keys (`window.start`) as nested mappings, so flat Airflow Params can override one field."""
+    nested: dict[str, Any] = {}
+    for key, value in overrides.items():
+        *parents, leaf = str(key).split(".")
+        target = nested
+        for parent in parents:
+            target = target.setdefault(parent, {})
+            if not isinstance(target, dict):
+                raise ConfigurationError(
+                    f"Override `{key}` conflicts with a plain value given for `{parent}`.",
+                    "Give either the whole field or its dotted sub-fields, not both.",
+                )
+        target[leaf] = value
+    return nested
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        current = merged.get(key)
+        same_kind = not (
+            isinstance(value, Mapping) and "type" in value and value["type"] != _type_of(current)
+        )
+        if isinstance(current, dict) and isinstance(value, Mapping) and same_kind:
+            merged[key] = _merge(current, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _type_of(value: object) -> object:
+    return value.get("type") if isinstance(value, dict) else None
+
+
+def apply_overrides(config: RepairConfig, overrides: Mapping[str, Any] | None) -> RepairConfig:
+    """A copy of `config` with per-run overrides (e.g. Airflow Params) applied and re-validated.
+
+    Nested mappings merge field by field; dotted keys address one sub-field; a splitter override with a
+    different `type` replaces the splitter instead of merging into it. None or {} leaves config as is.
+    """
+    if not overrides:
+        return config
+    base = config.model_dump(exclude_unset=False)
+    return parse_config(_merge(base, _nest(overrides)), "the run overrides")

@@ -1,0 +1,159 @@
+"""From ring and replica map to the segments of one repair unit.
+
+Steps: scope ranges to the unit's nodes (primary ranges only if configured) -> drop replicas in ignored
+datacenters -> skip ranges with fewer than two participating replicas -> merge adjacent ranges with the
+same replica set -> split (fixed count or by size) -> unwrap at MIN_TOKEN (nodetool -st/-et needs
+non-wrapping ranges) -> segments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ringward.errors import RingError
+from ringward.repair._arcs import split_evenly
+from ringward.repair._config import FixedSplitter, RepairConfig, SizeSplitter
+from ringward.repair._estimates import SizeEstimate, SizeIndex
+from ringward.repair._segments import RepairUnit, Segment, SkippedSegment
+from ringward.ring import Ring, TokenRange
+
+__all__ = ["ReplicaMapEntries", "SegmentPlan", "plan_segments"]
+
+ReplicaMapEntries = Sequence[tuple[TokenRange, tuple[str, ...]]]
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """The segments of one unit, and the ranges that need no session with the reason."""
+
+    unit: RepairUnit
+    segments: tuple[Segment, ...]
+    skipped: tuple[SkippedSegment, ...]
+
+
+def _check_matches_ring(ring: Ring, replica_map: ReplicaMapEntries) -> None:
+    if [entry[0] for entry in replica_map] != ring.ranges():
+        raise RingError(
+            "The replica map does not list the ring's ranges in ring order.",
+            "Compute the replica map from the same ring snapshot (one entry per ring range, in order).",
+        )
+    known = set(ring.addresses())
+    for token_range, replicas in replica_map:
+        unknown = [r for r in replicas if r not in known]
+        if unknown or not replicas:
+            raise RingError(
+                f"Range {token_range} has replicas {list(replicas)} not all in the ring.",
+                "Compute the replica map from the same ring snapshot.",
+            )
+
+
+def _in_scope(ring: Ring, unit: RepairUnit, entry: tuple[TokenRange, tuple[str, ...]], pr: bool) -> bool:
+    if unit.nodes is None:
+        return True
+    token_range, replicas = entry
+    if pr:
+        return ring.token_owner[token_range.end].address in unit.nodes
+    return any(r in unit.nodes for r in replicas)
+
+
+def _skip_reason(replicas: tuple[str, ...], participants: tuple[str, ...]) -> str | None:
+    if len(replicas) == 1:
+        return "single replica (RF 1): nothing to compare"
+    if not participants:
+        return "every replica is in an ignored datacenter"
+    if len(participants) == 1:
+        return "only one replica outside the ignored datacenters: nothing to compare"
+    return None
+
+
+def _merge_adjacent(
+    entries: list[tuple[TokenRange, tuple[str, ...]]],
+) -> list[tuple[TokenRange, tuple[str, ...]]]:
+    """Join ring-adjacent ranges with the same replica set, including across the wrap-around point."""
+    merged: list[tuple[TokenRange, tuple[str, ...]]] = []
+    for token_range, replicas in entries:
+        if merged and merged[-1][0].end == token_range.start and set(merged[-1][1]) == set(replicas):
+            merged[-1] = (TokenRange(merged[-1][0].start, token_range.end), merged[-1][1])
+        else:
+            merged.append((token_range, replicas))
+    if len(merged) > 1:
+        (first, first_replicas), (last, last_replicas) = merged[0], merged[-1]
+        if last.end == first.start and set(last_replicas) == set(first_replicas):
+            merged[0] = (TokenRange(last.start, first.end), last_replicas)
+            merged.pop()
+    return merged
+
+
+def _pieces_needed(data: tuple[float, float], splitter: SizeSplitter) -> int:
+    data_bytes, partitions = data
+    count = 1
+    if splitter.max_bytes_per_segment is not None:
+        count = max(count, math.ceil(data_bytes / splitter.max_bytes_per_segment))
+    if splitter.max_partitions_per_segment is not None:
+        count = max(count, math.ceil(partitions / splitter.max_partitions_per_segment))
+    return count
+
+
+def _split_by_size(token_range: TokenRange, splitter: SizeSplitter, sizes: SizeIndex) -> list[TokenRange]:
+    """Equal-width pieces, refined where data is uneven until each piece fits (or is one token wide)."""
+    pending = [token_range]
+    done: list[TokenRange] = []
+    while pending:
+        piece = pending.pop()
+        count = _pieces_needed(sizes.estimate(piece), splitter)
+        if count == 1 or piece.width() == 1:
+            done.append(piece)
+        else:
+            pending.extend(reversed(split_evenly(piece, count)))
+    return done
+
+
+def _pieces(token_range: TokenRange, config: RepairConfig, sizes: SizeIndex) -> list[TokenRange]:
+    splitter = config.splitter
+    if isinstance(splitter, FixedSplitter):
+        return split_evenly(token_range, splitter.subranges_per_range)
+    return _split_by_size(token_range, splitter, sizes)
+
+
+def plan_segments(
+    ring: Ring,
+    replica_map: ReplicaMapEntries,
+    unit: RepairUnit,
+    config: RepairConfig,
+    size_estimates: Iterable[SizeEstimate] = (),
+) -> SegmentPlan:
+    """Segments of `unit` on `ring`, given the keyspace's replica map (one entry per ring range, in order).
+
+    Segment `replicas` keep replica-map order minus nodes of ignored datacenters.
+    """
+    _check_matches_ring(ring, replica_map)
+    datacenter = {node.address: node.datacenter for node in ring.nodes}
+    ignored = set(config.ignore_dcs)
+    sizes = SizeIndex(size_estimates, unit.keyspace, unit.tables)
+    kept: list[tuple[TokenRange, tuple[str, ...]]] = []
+    skipped: list[SkippedSegment] = []
+    for entry in replica_map:
+        if not _in_scope(ring, unit, entry, config.primary_range_only):
+            continue
+        token_range, replicas = entry
+        participants = tuple(r for r in replicas if datacenter[r] not in ignored)
+        reason = _skip_reason(replicas, participants)
+        if reason is None:
+            kept.append((token_range, participants))
+        else:
+            skipped.append(SkippedSegment(unit.keyspace, unit.tables, token_range, participants, reason))
+    if config.merge_ranges_with_same_replicas:
+        kept = _merge_adjacent(kept)
+    segments = [
+        Segment(unit.keyspace, unit.tables, piece, replicas, _estimated_bytes(sizes, piece))
+        for token_range, replicas in kept
+        for split in _pieces(token_range, config, sizes)
+        for piece in split.unwrap()
+    ]
+    return SegmentPlan(unit, tuple(segments), tuple(skipped))
+
+
+def _estimated_bytes(sizes: SizeIndex, piece: TokenRange) -> int | None:
+    return None if sizes.empty else round(sizes.estimate(piece)[0])

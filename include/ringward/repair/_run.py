@@ -1,0 +1,122 @@
+"""One nightly run (Reaper's RepairRun): what to do tonight, and how it went.
+
+`prepare_run` turns the planned segments and their history into waves for Airflow tasks, and reports
+every segment left out with its reason; `RunSummary` counts the outcome with CEP-37 metric names.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+
+from ringward.repair._config import RepairConfig
+from ringward.repair._scheduler import allowed_parallelism, plan_waves, split_by_liveness
+from ringward.repair._segments import Segment
+from ringward.repair._state import SegmentRecord, SegmentState, due_segments, retries_exhausted
+
+__all__ = ["RunPlan", "RunState", "RunSummary", "needs_replan", "prepare_run"]
+
+
+def needs_replan(stored_fingerprint: str | None, current_fingerprint: str) -> bool:
+    """Segments planned on another ring or replication must be planned again before running."""
+    return stored_fingerprint != current_fingerprint
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Tonight's work: `waves` run one after another; the segments of a wave run concurrently."""
+
+    run_id: str
+    parallelism: int
+    waves: tuple[tuple[Segment, ...], ...]
+    postponed: tuple[Segment, ...]  # a replica is down
+    exhausted: tuple[Segment, ...]  # retries of this run used up: reported, tried again next run
+    not_due: tuple[Segment, ...]  # repaired within min_repair_interval
+
+    @property
+    def due_count(self) -> int:
+        return sum(len(wave) for wave in self.waves)
+
+
+def prepare_run(
+    segments: Sequence[Segment],
+    records: Mapping[str, SegmentRecord],
+    *,
+    run_id: str,
+    now: datetime,
+    live_nodes: Iterable[str],
+    node_count: int,
+    config: RepairConfig,
+) -> RunPlan:
+    """Due segments (most urgent first) in waves of disjoint replicas; the rest sorted by reason.
+
+    With `enabled: false` (the kill switch) nothing is due and every segment is reported as not run.
+    """
+    parallelism = allowed_parallelism(config, node_count)
+    if not config.enabled:
+        return RunPlan(run_id, parallelism, (), (), (), tuple(segments))
+    due = due_segments(segments, records, now, config.min_repair_interval)
+    due_ids = {s.segment_id for s in due}
+    not_due = tuple(s for s in segments if s.segment_id not in due_ids)
+    exhausted = [s for s in due if retries_exhausted(records.get(s.segment_id), run_id, config.max_retries)]
+    exhausted_ids = {s.segment_id for s in exhausted}
+    runnable, postponed = split_by_liveness([s for s in due if s.segment_id not in exhausted_ids], live_nodes)
+    waves = tuple(tuple(wave) for wave in plan_waves(runnable, parallelism))
+    return RunPlan(run_id, parallelism, waves, tuple(postponed), tuple(exhausted), not_due)
+
+
+class RunState(Enum):
+    """State of a whole run, derived from its segments (Reaper's RepairRun.RunState, simplified)."""
+
+    NOT_STARTED = "NOT_STARTED"
+    RUNNING = "RUNNING"
+    DONE = "DONE"  # every segment repaired or needing no repair
+    PARTIAL = "PARTIAL"  # finished, but some segments failed or were postponed: they stay due
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in {RunState.DONE, RunState.PARTIAL}
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """Segment counts of one run by state."""
+
+    counts: Mapping[SegmentState, int]
+
+    @classmethod
+    def of(cls, states: Iterable[SegmentState]) -> RunSummary:
+        tally = Counter(states)
+        return cls({state: tally.get(state, 0) for state in SegmentState})
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def state(self) -> RunState:
+        if self.counts[SegmentState.RUNNING]:
+            return RunState.RUNNING
+        if self.counts[SegmentState.NOT_STARTED] == self.total:
+            return RunState.NOT_STARTED if self.total else RunState.DONE
+        if self.counts[SegmentState.NOT_STARTED]:
+            return RunState.RUNNING
+        troubled = self.counts[SegmentState.FAILED] + self.counts[SegmentState.POSTPONED]
+        return RunState.PARTIAL if troubled else RunState.DONE
+
+    def metrics(self) -> dict[str, int]:
+        """Gauges named as CEP-37's AutoRepair metrics (plus postponed ranges, which CEP-37 lacks)."""
+        return {
+            "SucceededTokenRangesCount": self.counts[SegmentState.DONE],
+            "FailedTokenRangesCount": self.counts[SegmentState.FAILED],
+            "SkippedTokenRangesCount": self.counts[SegmentState.SKIPPED],
+            "PostponedTokenRangesCount": self.counts[SegmentState.POSTPONED],
+            "RepairsInProgress": self.counts[SegmentState.RUNNING],
+        }
+
+    def line(self) -> str:
+        shown = ", ".join(f"{n} {s.value.lower()}" for s, n in self.counts.items() if n)
+        return f"{self.state.value}: {self.total} segments" + (f" ({shown})" if shown else "")

@@ -1,0 +1,114 @@
+"""Repair units and segments: what one `nodetool repair -st -et` session covers.
+
+A RepairUnit is a keyspace and a set of its tables repaired together (Reaper's RepairUnit). A Segment is
+one non-wrapping token range of a unit with the replicas taking part; its id is a hash of keyspace,
+tables and range, so the same segment is found again in repair history across runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Literal
+
+from ringward.repair._config import RepairConfig
+from ringward.ring import TokenRange
+
+__all__ = ["LOCAL_KEYSPACES", "RepairUnit", "Segment", "SkippedSegment", "select_units"]
+
+# LocalStrategy keyspaces hold per-node data: repairing them is meaningless and Cassandra refuses it.
+LOCAL_KEYSPACES = frozenset({"system", "system_schema", "system_views", "system_virtual_schema"})
+
+
+@dataclass(frozen=True)
+class RepairUnit:
+    """A keyspace and the tables repaired together; `tables == ()` means every table of the keyspace.
+
+    `nodes`, when given, scopes the unit to ranges those nodes replicate (primary ranges only when the
+    configuration says `primary_range_only`), like Reaper's node-scoped repair units.
+    """
+
+    keyspace: str
+    tables: tuple[str, ...] = ()
+    repair_type: Literal["full", "preview"] = "full"
+    nodes: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tables", tuple(sorted(set(self.tables))))
+
+    @property
+    def name(self) -> str:
+        return f"{self.keyspace}.{{{','.join(self.tables)}}}" if self.tables else f"{self.keyspace}.*"
+
+
+def _segment_id(keyspace: str, tables: tuple[str, ...], token_range: TokenRange) -> str:
+    key = f"{keyspace}|{','.join(tables)}|{token_range.start}|{token_range.end}"
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One repair session: a non-wrapping range of a unit, repaired among `replicas`."""
+
+    keyspace: str
+    tables: tuple[str, ...]
+    range: TokenRange
+    replicas: tuple[str, ...]
+    estimated_bytes: int | None = None
+    segment_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tables", tuple(sorted(set(self.tables))))
+        object.__setattr__(self, "segment_id", _segment_id(self.keyspace, self.tables, self.range))
+
+    @property
+    def coordinator(self) -> str:
+        """The replica that runs the session (first participating replica, in replica-map order)."""
+        return self.replicas[0]
+
+    def describe(self) -> str:
+        tables = ",".join(self.tables) or "*"
+        return f"{self.keyspace}.{{{tables}}} {self.range} on {', '.join(self.replicas)}"
+
+
+@dataclass(frozen=True)
+class SkippedSegment:
+    """A range that needs no repair session, and why (reported, never silently dropped)."""
+
+    keyspace: str
+    tables: tuple[str, ...]
+    range: TokenRange
+    replicas: tuple[str, ...]
+    reason: str
+
+
+def _selected(name: str, include: Iterable[str], exclude: Iterable[str]) -> bool:
+    return any(fnmatchcase(name, p) for p in include) and not any(fnmatchcase(name, p) for p in exclude)
+
+
+def select_units(schema: Mapping[str, Sequence[str]], config: RepairConfig) -> list[RepairUnit]:
+    """One unit per keyspace with its selected tables, from `{keyspace: [table, ...]}`.
+
+    Keyspaces and `keyspace.table` names are filtered by the include/exclude patterns; local system
+    keyspaces and keyspaces left without tables are dropped. Units name their tables explicitly only
+    when some were excluded, so a new table is repaired without a configuration change.
+    """
+    units: list[RepairUnit] = []
+    for keyspace in sorted(schema):
+        if keyspace in LOCAL_KEYSPACES:
+            continue
+        if not _selected(keyspace, config.keyspaces.include, config.keyspaces.exclude):
+            continue
+        all_tables = sorted(set(schema[keyspace]))
+        chosen = [
+            t
+            for t in all_tables
+            if _selected(f"{keyspace}.{t}", config.tables.include, config.tables.exclude)
+        ]
+        if not chosen:
+            continue
+        tables = () if chosen == all_tables else tuple(chosen)
+        units.append(RepairUnit(keyspace, tables, config.repair_type))
+    return units

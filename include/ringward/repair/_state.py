@@ -1,0 +1,143 @@
+"""Segment states and repair history rules: what is due, retries, backoff, ring change detection."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import Enum
+
+from ringward.errors import ConfigurationError
+from ringward.repair._segments import Segment
+from ringward.ring import Ring
+
+__all__ = [
+    "SegmentRecord",
+    "SegmentState",
+    "backoff_delay",
+    "due_segments",
+    "is_due",
+    "record_failure",
+    "record_start",
+    "record_success",
+    "retries_exhausted",
+    "ring_fingerprint",
+]
+
+
+class SegmentState(Enum):
+    """Life of a segment within one run (Reaper's RepairSegment.State, plus POSTPONED and SKIPPED)."""
+
+    NOT_STARTED = "NOT_STARTED"
+    RUNNING = "RUNNING"
+    DONE = "DONE"
+    FAILED = "FAILED"  # last attempt failed; retried while attempts remain, else next run
+    POSTPONED = "POSTPONED"  # a replica was down or the window closed: next run
+    SKIPPED = "SKIPPED"  # nothing to repair (RF 1, ignored datacenters) or retries exhausted
+
+    @property
+    def is_terminal(self) -> bool:
+        """No further work on the segment in this run."""
+        return self in {SegmentState.DONE, SegmentState.SKIPPED, SegmentState.POSTPONED}
+
+    @property
+    def needs_run(self) -> bool:
+        """The segment still wants a repair session in some run."""
+        return self in {SegmentState.NOT_STARTED, SegmentState.FAILED, SegmentState.POSTPONED}
+
+
+@dataclass(frozen=True)
+class SegmentRecord:
+    """Repair history of one segment. `attempts` counts sessions started in run `run_id`."""
+
+    segment_id: str
+    state: SegmentState = SegmentState.NOT_STARTED
+    last_success: datetime | None = None  # any repair type: drives min_repair_interval
+    last_full_success: datetime | None = None  # full repair only: drives gc_grace coverage
+    attempts: int = 0
+    last_error: str | None = None
+    duration: float | None = None  # seconds of the last finished session
+    run_id: str | None = None
+
+    def attempts_in(self, run_id: str) -> int:
+        return self.attempts if self.run_id == run_id else 0
+
+
+def record_start(record: SegmentRecord | None, segment_id: str, run_id: str) -> SegmentRecord:
+    """The record as a session starts; attempts restart at each new run."""
+    base = record or SegmentRecord(segment_id)
+    return replace(base, state=SegmentState.RUNNING, attempts=base.attempts_in(run_id) + 1, run_id=run_id)
+
+
+def record_success(
+    record: SegmentRecord, finished: datetime, duration: float, repair_type: str = "full"
+) -> SegmentRecord:
+    """A finished session; a preview repair streams nothing, so it does not count as a full repair."""
+    last_full = finished if repair_type == "full" else record.last_full_success
+    return replace(
+        record,
+        state=SegmentState.DONE,
+        last_success=finished,
+        last_full_success=last_full,
+        last_error=None,
+        duration=duration,
+    )
+
+
+def record_failure(record: SegmentRecord, error: str, duration: float) -> SegmentRecord:
+    return replace(record, state=SegmentState.FAILED, last_error=error, duration=duration)
+
+
+def is_due(record: SegmentRecord | None, now: datetime, min_repair_interval: timedelta) -> bool:
+    """Never repaired, or the last success is at least `min_repair_interval` old."""
+    if record is None or record.last_success is None:
+        return True
+    return now - record.last_success >= min_repair_interval
+
+
+def due_segments(
+    segments: Iterable[Segment],
+    records: Mapping[str, SegmentRecord],
+    now: datetime,
+    min_repair_interval: timedelta,
+) -> list[Segment]:
+    """Due segments, most urgent first: never repaired, then oldest last success (ties keep plan order)."""
+    due = [s for s in segments if is_due(records.get(s.segment_id), now, min_repair_interval)]
+
+    def urgency(segment: Segment) -> datetime:
+        record = records.get(segment.segment_id)
+        return (
+            record.last_success if record and record.last_success else datetime.min.replace(tzinfo=now.tzinfo)
+        )
+
+    return sorted(due, key=urgency)
+
+
+def retries_exhausted(record: SegmentRecord | None, run_id: str, max_retries: int) -> bool:
+    """True once the first attempt and `max_retries` retries of this run have all been used."""
+    return record is not None and record.attempts_in(run_id) > max_retries
+
+
+def backoff_delay(attempt: int, base_seconds: float, cap_seconds: float | None = None) -> float:
+    """Seconds to wait before attempt `attempt` (2 = first retry): base, 2*base, 4*base, ... capped."""
+    if attempt < 1:
+        raise ConfigurationError(f"Attempt number {attempt} is not positive.", "Count attempts from 1.")
+    delay = 0.0 if attempt == 1 else base_seconds * 2 ** (attempt - 2)
+    return delay if cap_seconds is None else min(delay, cap_seconds)
+
+
+def ring_fingerprint(ring: Ring, replication: Mapping[str, object] | Sequence[object] | str) -> str:
+    """A short stable hash of ring tokens, their owners and the replication settings.
+
+    Stored with a plan: a different fingerprint on the next run means the topology or replication moved
+    and the segments must be re-planned.
+    """
+    payload = {
+        "tokens": [[token, ring.token_owner[token].address] for token in ring.sorted_tokens],
+        "datacenters": {node.address: node.datacenter for node in ring.nodes},
+        "replication": replication,
+    }
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

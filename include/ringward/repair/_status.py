@@ -1,0 +1,155 @@
+"""How well each table is protected: share of the ring fully repaired within gc_grace_seconds.
+
+Data deleted on one replica and not repaired before gc_grace_seconds expires can come back (zombie
+rows); the deadline column tells when the oldest range crosses that line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ringward.repair._segments import Segment
+from ringward.repair._state import SegmentRecord, SegmentState
+from ringward.repair._units import format_duration
+from ringward.ring import TokenRange
+
+__all__ = ["RepairStatus", "coverage_entries", "repair_status", "status_table"]
+
+
+@dataclass(frozen=True)
+class RepairStatus:
+    """Repair coverage of one `keyspace.table` at `now`."""
+
+    keyspace: str
+    table: str
+    gc_grace_seconds: int
+    now: datetime
+    repaired_share: float | None  # None: no segment needs repair (RF 1 everywhere, ...)
+    oldest_success: datetime | None  # None: some range was never fully repaired (or no segments)
+    never_repaired: int
+    failing_segments: int
+    alarm_share: float = 0.8
+
+    @property
+    def repaired_percent(self) -> str:
+        """Rounded down, so `100.0%` means every range really is covered."""
+        if self.repaired_share is None:
+            return "n/a"
+        return f"{math.floor(self.repaired_share * 1000) / 10:.1f}%"
+
+    @property
+    def oldest_age(self) -> timedelta | None:
+        return None if self.oldest_success is None else self.now - self.oldest_success
+
+    @property
+    def deadline(self) -> datetime | None:
+        """When the oldest fully repaired range passes gc_grace_seconds."""
+        if self.oldest_success is None:
+            return None
+        return self.oldest_success + timedelta(seconds=self.gc_grace_seconds)
+
+    @property
+    def health(self) -> str:
+        """OK, ALARM (older than alarm_share of gc_grace, or failing), OVERDUE (beyond gc_grace or never)."""
+        if self.repaired_share is None:
+            return "OK"
+        if self.never_repaired or (self.deadline is not None and self.now >= self.deadline):
+            return "OVERDUE"
+        age = self.oldest_age
+        late = age is not None and age.total_seconds() >= self.alarm_share * self.gc_grace_seconds
+        return "ALARM" if late or self.failing_segments else "OK"
+
+
+def _covers(segment: Segment, keyspace: str, table: str) -> bool:
+    return segment.keyspace == keyspace and (not segment.tables or table in segment.tables)
+
+
+def repair_status(
+    keyspace: str,
+    table: str,
+    segments: Iterable[Segment],
+    records: Mapping[str, SegmentRecord],
+    gc_grace_seconds: int,
+    now: datetime,
+    alarm_share: float = 0.8,
+) -> RepairStatus:
+    """Status of `keyspace.table` from the planned segments and their history."""
+    mine = [s for s in segments if _covers(s, keyspace, table)]
+    window = timedelta(seconds=gc_grace_seconds)
+    total = sum(s.range.width() for s in mine)
+    fresh = 0
+    successes: list[datetime] = []
+    never = failing = 0
+    for segment in mine:
+        record = records.get(segment.segment_id)
+        last = record.last_full_success if record else None
+        if last is None:
+            never += 1
+        else:
+            successes.append(last)
+            fresh += segment.range.width() if now - last < window else 0
+        failing += record is not None and record.state is SegmentState.FAILED
+    return RepairStatus(
+        keyspace=keyspace,
+        table=table,
+        gc_grace_seconds=gc_grace_seconds,
+        now=now,
+        repaired_share=fresh / total if total else None,
+        oldest_success=min(successes) if successes and not never else None,
+        never_repaired=never,
+        failing_segments=failing,
+        alarm_share=alarm_share,
+    )
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M") if moment is not None else "-"
+
+
+def status_table(statuses: Sequence[RepairStatus]) -> str:
+    """A fixed-width table for the CLI, one line per table."""
+    header = ("TABLE", "REPAIRED", "OLDEST", "DEADLINE", "FAILING", "HEALTH")
+    rows = [header]
+    for status in statuses:
+        age = status.oldest_age
+        oldest = (
+            "never"
+            if status.never_repaired
+            else ("-" if age is None else format_duration(age.total_seconds()))
+        )
+        rows.append(
+            (
+                f"{status.keyspace}.{status.table}",
+                status.repaired_percent,
+                oldest,
+                _when(status.deadline),
+                str(status.failing_segments),
+                status.health,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def coverage_entries(
+    segments: Iterable[Segment],
+    records: Mapping[str, SegmentRecord],
+    gc_grace_seconds: int,
+    now: datetime,
+) -> list[tuple[TokenRange, float | None]]:
+    """(range, age of the last full repair as a share of gc_grace) per segment, in token order; None = never.
+
+    A share >= 1 means the range is past gc_grace: deleted data may resurrect there.
+    """
+    entries: list[tuple[TokenRange, float | None]] = []
+    for segment in sorted(segments, key=lambda s: (s.range.start, s.range.end)):
+        record = records.get(segment.segment_id)
+        last = record.last_full_success if record else None
+        share = None if last is None else (now - last).total_seconds() / gc_grace_seconds
+        entries.append((segment.range, share))
+    return entries

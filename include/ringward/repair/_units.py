@@ -1,0 +1,70 @@
+"""Parsing of human-friendly durations ("1h30m", 3600) and sizes ("200MiB") for the repair configuration."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+__all__ = ["format_duration", "parse_bytes", "parse_duration"]
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
+_DURATION_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?", re.IGNORECASE)
+_SIZE_FACTORS = {
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
+
+
+def parse_duration(value: object) -> timedelta:
+    """A duration from seconds (int/float), a timedelta, or text like "24h", "1h30m", "90s", "2d"."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 3600 (seconds) or '1h30m', not a boolean")
+    if isinstance(value, int | float):
+        return timedelta(seconds=value)
+    if isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        if re.fullmatch(r"\d+(\.\d+)?", text):
+            return timedelta(seconds=float(text))
+        parts = _DURATION_PART.findall(text)
+        if parts and "".join(n + u for n, u in parts) == text:
+            return timedelta(seconds=sum(float(n) * _DURATION_SECONDS[u] for n, u in parts))
+    raise ValueError(f"expected a duration such as 3600 (seconds), '24h' or '1h30m', got {value!r}")
+
+
+def parse_bytes(value: object) -> int:
+    """A size in bytes from an int or text like "200MiB", "1.5GB", "4096"."""
+    if isinstance(value, bool):
+        raise ValueError("expected a size such as 104857600 or '100MiB', not a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        match = _SIZE.fullmatch(value.strip())
+        if match:
+            unit = (match.group(2) or "B").upper()
+            return int(float(match.group(1)) * _SIZE_FACTORS[unit])
+    raise ValueError(f"expected a size such as 104857600 or '100MiB', got {value!r}")
+
+
+def format_duration(seconds: float) -> str:
+    """Compact duration: `45s`, `1m02s`, `3h05m09s`, `2d04h`."""
+    total = max(0, round(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
