@@ -5,6 +5,7 @@ Tests ask for `seed_cluster` or `two_dc_cluster`; tests are ordered so each topo
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -20,6 +21,8 @@ class ClusterManager:
         self.current: str | None = None
 
     def ensure(self, topology: str) -> Topology:
+        # A developer may run the cluster-agnostic tests on other loopback addresses, beside another cluster.
+        topology = os.environ.get(f"RINGWARD_TEST_TOPOLOGY_{topology.upper().replace('-', '_')}", topology)
         if self.current != topology:
             self.cluster.down(purge=True)
             self.current = topology

@@ -60,6 +60,9 @@ def write_node_config(topology: Topology, node: LocalNode, node_dir: Path, clust
         "range_request_timeout": "20000ms",
         "write_request_timeout": "5000ms",
         "request_timeout": "20000ms",
+        # Replicas are ranked by rack/DC proximity only, so a coordinator that is a replica serves CL ONE
+        # from its own data, as in the seed: host-pinned reads then test that host, deterministically.
+        "dynamic_snitch": False,
         "materialized_views_enabled": False,
         "user_defined_functions_enabled": False,
     }
