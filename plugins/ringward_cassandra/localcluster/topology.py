@@ -61,7 +61,8 @@ def load_topology(name_or_path: str) -> Topology:
     if not path.is_file():
         presets = ", ".join(sorted(p.stem for p in PRESETS_DIR.glob("*.json")))
         raise ConfigurationError(
-            f"Topology {name_or_path!r} is neither a file nor a preset.", f"Give a JSON file or one of: {presets}."
+            f"Topology {name_or_path!r} is neither a file nor a preset.",
+            f"Give a JSON file or one of: {presets}.",
         )
     try:
         document = json.loads(path.read_text())

@@ -12,7 +12,9 @@ __all__ = ["register"]
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
-        "airflow", help="run the airflow CLI with the project-local AIRFLOW_HOME and connections", add_help=False
+        "airflow",
+        help="run the airflow CLI with the project-local AIRFLOW_HOME and connections",
+        add_help=False,
     )
     parser.add_argument("args", nargs=argparse.REMAINDER)
     parser.set_defaults(handler=_run)

@@ -1,0 +1,171 @@
+"""nodetool against each node's JMX, from the worker: repair, getendpoints, cleanup, status, snapshots.
+
+Works the same for the embedded cluster (its generated `nodetool` script, JMX on 127.0.0.1 with a port
+per node) and for real clusters (`nodetool` of the Cassandra install, JMX on `{address}:7199`, optional
+credentials and TLS).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ringward.errors import ClusterError, RepairError
+from ringward.ring import TokenRange
+
+__all__ = ["NodetoolClient", "RepairOutcome"]
+
+_REPAIR_STARTED = re.compile(r"Starting repair command #(\d+) \(([0-9a-f-]{36})\)")
+_STREAMING = re.compile(r"^\s*(Receiving|Sending) \d+ files", re.MULTILINE)
+_STATUS_LINE = re.compile(r"^([UD][NLJM])\s+(\S+)\s", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class RepairOutcome:
+    address: str
+    keyspace: str
+    range: TokenRange
+    succeeded: bool
+    seconds: float
+    parent_id: str | None
+    output: str
+    in_sync: bool | None = None  # for --preview: whether the ranges were found consistent
+
+
+@dataclass
+class NodetoolClient:
+    """Runs nodetool for one cluster. `jmx_host` may contain `{address}`; `jmx_ports` maps node -> port."""
+
+    nodetool_path: str = "nodetool"
+    jmx_host: str = "{address}"
+    jmx_ports: Mapping[str, int] = field(default_factory=dict)
+    default_jmx_port: int = 7199
+    username: str | None = None
+    password: str | None = None
+    ssl: bool = False
+    _running: set[subprocess.Popen[str]] = field(default_factory=set, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def command(self, address: str, args: Sequence[str]) -> list[str]:
+        command = [self.nodetool_path]
+        if self.ssl:
+            command.append("--ssl")
+        command += [
+            "-h",
+            self.jmx_host.format(address=address),
+            "-p",
+            str(self.jmx_ports.get(address, self.default_jmx_port)),
+        ]
+        if self.username:
+            command += ["-u", self.username, "-pw", self.password or ""]
+        return [*command, *args]
+
+    def run(
+        self, address: str, args: Sequence[str], timeout: float = 600.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run one nodetool command; the process is tracked so `terminate_all` can stop it (on_kill)."""
+        process = subprocess.Popen(
+            self.command(address, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        with self._lock:
+            self._running.add(process)
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired as error:
+            process.kill()
+            process.communicate()
+            raise ClusterError(
+                f"nodetool {' '.join(args[:1])} on {address} did not finish within {timeout:.0f}s.",
+                "Check the node's health and load, or raise the timeout.",
+            ) from error
+        finally:
+            with self._lock:
+                self._running.discard(process)
+        return subprocess.CompletedProcess(process.args, process.returncode, output, "")
+
+    def checked(self, address: str, args: Sequence[str], timeout: float = 600.0) -> str:
+        result = self.run(address, args, timeout)
+        if result.returncode != 0:
+            raise ClusterError(
+                f"nodetool {' '.join(args)} failed on {address}: {result.stdout.strip()[-800:]}",
+                f"Check that {address} is up and its JMX port is reachable from this worker.",
+            )
+        return result.stdout
+
+    def terminate_all(self) -> None:
+        """Stop every nodetool this client started (the task was killed)."""
+        with self._lock:
+            for process in list(self._running):
+                process.send_signal(signal.SIGTERM)
+
+    # -- commands ---------------------------------------------------------------------------------------
+    def status(self, address: str) -> dict[str, str]:
+        """address -> two-letter state (UN, DN, UJ, ...) as `address` sees the cluster."""
+        return {node: state for state, node in _STATUS_LINE.findall(self.checked(address, ["status"]))}
+
+    def getendpoints(self, address: str, keyspace: str, table: str, key: str) -> list[str]:
+        return self.checked(address, ["getendpoints", keyspace, table, key]).split()
+
+    def is_streaming(self, address: str) -> bool:
+        output = self.checked(address, ["netstats"])
+        return bool(_STREAMING.search(output))
+
+    def repair(
+        self,
+        address: str,
+        keyspace: str,
+        token_range: TokenRange,
+        *,
+        tables: Sequence[str] = (),
+        preview: bool = False,
+        hosts: Sequence[str] = (),
+        timeout: float = 3600.0,
+    ) -> RepairOutcome:
+        """`nodetool repair -full -st S -et E KS [TABLES]` coordinated by `address` (a replica of the range)."""
+        if token_range.wraps:
+            raise RepairError(
+                f"Range {token_range} wraps around the ring; nodetool needs non-wrapping ranges.",
+                "Unwrap it at the minimum token first (TokenRange.unwrap()).",
+            )
+        args = ["repair", "-full", "-st", str(token_range.start), "-et", str(token_range.end)]
+        if preview:
+            args.append("--preview")
+        for host in hosts:
+            args += ["-hosts", host]
+        args += [keyspace, *tables]
+        started = time.monotonic()
+        result = self.run(address, args, timeout=timeout)
+        output = result.stdout
+        match = _REPAIR_STARTED.search(output)
+        failed = result.returncode != 0 or ("Repair command #" in output and "finished with error" in output)
+        in_sync = None
+        if preview and not failed:
+            in_sync = "Previewed data was in sync" in output or "Repaired data is in sync" in output
+        return RepairOutcome(
+            address=address, keyspace=keyspace, range=token_range, succeeded=not failed,
+            seconds=time.monotonic() - started, parent_id=match.group(2) if match else None,
+            output=output[-4000:], in_sync=in_sync,
+        )  # fmt: skip
+
+    def snapshot(self, address: str, keyspace: str, tag: str) -> None:
+        self.checked(address, ["snapshot", "-t", tag, keyspace])
+
+    def cleanup(self, address: str, keyspace: str, timeout: float = 6 * 3600.0) -> None:
+        self.checked(address, ["cleanup", keyspace], timeout=timeout)
+
+    def flush(self, address: str, keyspace: str) -> None:
+        self.checked(address, ["flush", keyspace])
+
+    def abort_repairs(self, address: str) -> None:
+        """Stop every repair session coordinated by `address` (what a killed repair task started)."""
+        self.run(
+            address,
+            ["sjk", "mx", "-b", "org.apache.cassandra.db:type=StorageService", "--call",
+             "-op", "forceTerminateAllRepairSessions"],
+            timeout=60,
+        )  # fmt: skip
