@@ -83,9 +83,7 @@ def _uuid(value: object) -> bytes:
 def _timeuuid(value: object) -> bytes:
     parsed = _as_uuid("timeuuid", value)
     if parsed.version != 1:
-        raise _refuse(
-            "timeuuid", value, f"a version {parsed.version} UUID", "A timeuuid is a version 1 UUID."
-        )
+        raise _refuse("timeuuid", value, f"a version {parsed.version} UUID", "A timeuuid is a version 1 UUID.")
     return parsed.bytes
 
 
@@ -96,9 +94,7 @@ def _timestamp(value: object) -> bytes:
     elif isinstance(value, int) and not isinstance(value, bool):
         millis = value
     else:
-        raise _refuse(
-            "timestamp", value, "not a datetime", "Give a datetime or milliseconds since the epoch."
-        )
+        raise _refuse("timestamp", value, "not a datetime", "Give a datetime or milliseconds since the epoch.")
     return _fixed_int("timestamp", 8)(millis)
 
 
@@ -110,9 +106,7 @@ def _date(value: object) -> bytes:
     elif isinstance(value, int) and not isinstance(value, bool):
         raw = value  # As in CQL and the Python driver: an int is the raw unsigned day number.
     else:
-        raise _refuse(
-            "date", value, "not a date", "Give a datetime.date or the raw day number (2**31 = 1970-01-01)."
-        )
+        raise _refuse("date", value, "not a date", "Give a datetime.date or the raw day number (2**31 = 1970-01-01).")
     if not 0 <= raw < 2**32:
         raise _refuse("date", value, "out of range", "A raw date value lies in [0, 2**32).")
     return raw.to_bytes(4, "big", signed=False)
@@ -224,15 +218,11 @@ def _parse_float(cql: str) -> Callable[[str], object]:
 def _parse_blob(text: str) -> object:
     stripped = text.strip()
     if not stripped.lower().startswith("0x"):
-        raise _refuse(
-            "blob", text, "not a blob literal", "Write a blob as 0x followed by hex digits, e.g. 0xCAFE."
-        )
+        raise _refuse("blob", text, "not a blob literal", "Write a blob as 0x followed by hex digits, e.g. 0xCAFE.")
     try:
         return bytes.fromhex(stripped[2:])
     except ValueError as error:
-        raise _refuse(
-            "blob", text, "bad hex digits", "Write an even number of hex digits after 0x."
-        ) from error
+        raise _refuse("blob", text, "bad hex digits", "Write an even number of hex digits after 0x.") from error
 
 
 @dataclass(frozen=True)

@@ -114,9 +114,7 @@ class _RingText:
         if stripped.startswith("Datacenter:"):
             self.datacenter = stripped.removeprefix("Datacenter:").strip()
             if not self.datacenter:
-                raise RingError(
-                    f"nodetool ring line {line_number}: empty datacenter name.", "Name the datacenter."
-                )
+                raise RingError(f"nodetool ring line {line_number}: empty datacenter name.", "Name the datacenter.")
             return
         if _is_skippable(stripped):
             return
@@ -137,9 +135,7 @@ class _RingText:
         try:
             load = parse_load(" ".join(fields[4:-2]))
         except ValueError as error:
-            raise RingError(
-                f"nodetool ring line {line_number}: {error}.", "Give Load as e.g. '65.28 KiB'."
-            ) from error
+            raise RingError(f"nodetool ring line {line_number}: {error}.", "Give Load as e.g. '65.28 KiB'.") from error
         code = _state_code(status, state, line_number)
         rows = self.nodes.setdefault(address, _NodeRows(datacenter, rack, code, load, line_number))
         if (rows.datacenter, rows.rack) != (datacenter, rack):

@@ -67,9 +67,7 @@ def load_ring_file(path: str | Path) -> Ring:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        raise RingError(
-            f"Cannot read ring file {path}: {error}.", "Give a readable UTF-8 text file."
-        ) from error
+        raise RingError(f"Cannot read ring file {path}: {error}.", "Give a readable UTF-8 text file.") from error
     if text.lstrip().startswith("{"):
         return ring_from_json(text)
     return ring_from_nodetool(text)

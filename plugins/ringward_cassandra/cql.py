@@ -31,9 +31,7 @@ def connect(
     else:
         policy = TokenAwarePolicy(DCAwareRoundRobinPolicy())
         points = list(contact_points)
-    profile = ExecutionProfile(
-        load_balancing_policy=policy, request_timeout=timeout, retry_policy=RetryPolicy()
-    )
+    profile = ExecutionProfile(load_balancing_policy=policy, request_timeout=timeout, retry_policy=RetryPolicy())
     cluster = Cluster(
         points, port=port, protocol_version=5, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         connect_timeout=10, control_connection_timeout=10,

@@ -65,9 +65,7 @@ class NodetoolClient:
             command += ["-u", self.username, "-pw", self.password or ""]
         return [*command, *args]
 
-    def run(
-        self, address: str, args: Sequence[str], timeout: float = 600.0
-    ) -> subprocess.CompletedProcess[str]:
+    def run(self, address: str, args: Sequence[str], timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
         """Run one nodetool command; the process is tracked so `terminate_all` can stop it (on_kill)."""
         process = subprocess.Popen(
             self.command(address, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

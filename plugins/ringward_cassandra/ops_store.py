@@ -81,9 +81,7 @@ class OpsStore:
         return self.session.execute(SimpleStatement(cql, consistency_level=ConsistencyLevel.QUORUM), params)
 
     def _read(self, cql: str, params: tuple[object, ...]) -> list[object]:
-        return list(
-            self.session.execute(SimpleStatement(cql, consistency_level=ConsistencyLevel.QUORUM), params)
-        )
+        return list(self.session.execute(SimpleStatement(cql, consistency_level=ConsistencyLevel.QUORUM), params))
 
     # -- leases -------------------------------------------------------------------------------------------
     def acquire_lease(self, resource: str, owner: str, purpose: str) -> None:

@@ -23,8 +23,7 @@ __all__ = [
 ]
 
 LOCAL_QUERY = (
-    "SELECT broadcast_address, listen_address, data_center, rack, tokens, host_id"
-    " FROM system.local WHERE key = 'local'"
+    "SELECT broadcast_address, listen_address, data_center, rack, tokens, host_id FROM system.local WHERE key = 'local'"
 )
 PEERS_V2_QUERY = "SELECT peer, data_center, rack, tokens, host_id FROM system.peers_v2"
 PEERS_QUERY = "SELECT peer, data_center, rack, tokens, host_id FROM system.peers"  # Cassandra 3.x
@@ -41,9 +40,7 @@ def node_from_peer_row(row: Any, *, up: bool | None = None) -> Node:
     return _node(row, getattr(row, "peer", None), "system.peers_v2", up)
 
 
-def ring_from_rows(
-    local_row: Any, peer_rows: Iterable[Any], up_by_host_id: dict[str, bool] | None = None
-) -> Ring:
+def ring_from_rows(local_row: Any, peer_rows: Iterable[Any], up_by_host_id: dict[str, bool] | None = None) -> Ring:
     """The ring from one coordinator's system.local row and its system.peers_v2 rows."""
     states = up_by_host_id or {}
     local = node_from_local_row(local_row, up=states.get(str(local_row.host_id)))
@@ -61,9 +58,7 @@ def ring_from_cluster(session: Any) -> Ring:
     host = _pinned_host(session)
     local_rows = list(_execute(session, LOCAL_QUERY, host))
     if len(local_rows) != 1:
-        raise ClusterError(
-            f"system.local returned {len(local_rows)} rows.", "Connect to a Cassandra node and retry."
-        )
+        raise ClusterError(f"system.local returned {len(local_rows)} rows.", "Connect to a Cassandra node and retry.")
     return ring_from_rows(local_rows[0], _peer_rows(session, host), _up_by_host_id(session))
 
 
@@ -138,6 +133,4 @@ def _pinned_host(session: Any) -> Any:
 
 
 def _up_by_host_id(session: Any) -> dict[str, bool]:
-    return {
-        str(h.host_id): bool(h.is_up) for h in _driver_hosts(session) if h.host_id and h.is_up is not None
-    }
+    return {str(h.host_id): bool(h.is_up) for h in _driver_hosts(session) if h.host_id and h.is_up is not None}

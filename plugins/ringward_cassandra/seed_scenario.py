@@ -15,9 +15,7 @@ def create_seed_keyspace(session: Session, keyspace: str) -> None:
     """Keyspace with SimpleStrategy RF 2 and the seed's `users` table, read repair and speculation off."""
     ks = quote_identifier(keyspace)
     session.execute(f"DROP KEYSPACE IF EXISTS {ks}")
-    session.execute(
-        f"CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 2}}"
-    )
+    session.execute(f"CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 2}}")
     session.execute(
         f"CREATE TABLE {ks}.users (app_id int, id int, name text, created_at timestamp, "
         "PRIMARY KEY (app_id, id)) WITH speculative_retry = 'NONE' AND read_repair = 'NONE'"
@@ -29,9 +27,7 @@ def create_seed_keyspace(session: Session, keyspace: str) -> None:
     session.execute(insert)
 
 
-def count_at_one_from(
-    coordinator: str, keyspace: str, app_id: int = 1, consistency: int = ConsistencyLevel.ONE
-) -> int:
+def count_at_one_from(coordinator: str, keyspace: str, app_id: int = 1, consistency: int = ConsistencyLevel.ONE) -> int:
     """Rows of partition `app_id` read (at CL ONE by default) with `coordinator` as the only coordinator."""
     with connect([coordinator], coordinator=coordinator) as session:
         statement = SimpleStatement(

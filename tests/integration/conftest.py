@@ -9,7 +9,6 @@ import os
 from collections.abc import Iterator
 
 import pytest
-
 from ringward_cassandra.localcluster import LocalCluster, Topology
 
 _TOPOLOGY_ORDER = {"seed_cluster": 0, "two_dc_cluster": 1}

@@ -4,7 +4,6 @@ SimpleStrategy RF 2 -> NetworkTopologyStrategy dc1: 2 a new replica answers CL O
 from __future__ import annotations
 
 from cassandra import ConsistencyLevel
-
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.seed_scenario import count_at_one_from, create_seed_keyspace
@@ -22,9 +21,7 @@ def test_alter_without_repair_loses_reads_at_one(seed_cluster: LocalCluster) -> 
         assert _endpoints(seed_cluster, "test") == ["127.0.0.3", "127.0.0.2"]
         assert count_at_one_from("127.0.0.4", "test") == 1  # not a replica yet: it asks one
 
-        session.execute(
-            "ALTER KEYSPACE test WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}"
-        )
+        session.execute("ALTER KEYSPACE test WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}")
         assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
 
     assert _endpoints(seed_cluster, "test") == ["127.0.0.3", "127.0.0.4"]

@@ -116,16 +116,12 @@ def test_missing_file_and_bad_yaml_are_configuration_errors(tmp_path: Path) -> N
 
 
 def test_splitter_without_type_is_fixed() -> None:
-    assert parse_config({"splitter": {"subranges_per_range": 4}}).splitter == FixedSplitter(
-        subranges_per_range=4
-    )
+    assert parse_config({"splitter": {"subranges_per_range": 4}}).splitter == FixedSplitter(subranges_per_range=4)
 
 
 def test_overrides_merge_nested_fields_and_accept_dotted_keys() -> None:
     base = RepairConfig(tables={"include": ["app.*"], "exclude": ["app.big"]})
-    changed = apply_overrides(
-        base, {"tables": {"exclude": []}, "window.start": "01:00", "window.end": "05:00"}
-    )
+    changed = apply_overrides(base, {"tables": {"exclude": []}, "window.start": "01:00", "window.end": "05:00"})
     assert changed.tables.include == ("app.*",)
     assert changed.tables.exclude == ()
     assert changed.window is not None and changed.window.start == time(1, 0)
@@ -133,9 +129,7 @@ def test_overrides_merge_nested_fields_and_accept_dotted_keys() -> None:
 
 
 def test_override_changing_splitter_type_replaces_the_splitter() -> None:
-    changed = apply_overrides(
-        RepairConfig(), {"splitter": {"type": "size", "max_partitions_per_segment": 10}}
-    )
+    changed = apply_overrides(RepairConfig(), {"splitter": {"type": "size", "max_partitions_per_segment": 10}})
     assert changed.splitter == SizeSplitter(type="size", max_partitions_per_segment=10)
     same_type = apply_overrides(RepairConfig(), {"splitter": {"subranges_per_range": 2}})
     assert same_type.splitter == FixedSplitter(subranges_per_range=2)

@@ -25,11 +25,7 @@ def test_modules_behind_the_package_are_private_and_declare_all() -> None:
         assert module.name.startswith("_"), f"{module.name}: keep modules private behind __init__"
         tree = ast.parse(module.read_text())
         names = {
-            t.id
-            for node in tree.body
-            if isinstance(node, ast.Assign)
-            for t in node.targets
-            if isinstance(t, ast.Name)
+            t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)
         }
         assert "__all__" in names, f"{module.name} has no __all__"
 

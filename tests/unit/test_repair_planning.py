@@ -90,9 +90,7 @@ def test_merge_joins_adjacent_ranges_with_the_same_replica_set() -> None:
 
 def test_merge_keeps_ranges_with_different_replica_sets_apart() -> None:
     ring = make_ring({"a": [-100, 100], "b": [-50, 150], "c": [0, 200]})
-    unmerged = parse_config(
-        {"merge_ranges_with_same_replicas": False, "splitter": {"subranges_per_range": 1}}
-    )
+    unmerged = parse_config({"merge_ranges_with_same_replicas": False, "splitter": {"subranges_per_range": 1}})
     merged = parse_config({"merge_ranges_with_same_replicas": True, "splitter": {"subranges_per_range": 1}})
     entries = replica_map(ring, {"dc1": 2})
     plain = plan_segments(ring, entries, RepairUnit("ks"), unmerged).segments
@@ -274,9 +272,7 @@ def test_planned_segments_tile_every_replicated_range_exactly(
     for index, token in enumerate(tokens):
         owners.setdefault(f"n{index % nodes}", []).append(token)
     ring = make_ring(owners)
-    config = parse_config(
-        {"merge_ranges_with_same_replicas": merge, "splitter": {"subranges_per_range": pieces}}
-    )
+    config = parse_config({"merge_ranges_with_same_replicas": merge, "splitter": {"subranges_per_range": pieces}})
     entries = replica_map(ring, {"dc1": rf})
     plan = plan_segments(ring, entries, RepairUnit("ks"), config)
     repaired = [r for r, replicas in entries if len(replicas) > 1]

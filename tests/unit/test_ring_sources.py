@@ -195,7 +195,6 @@ def test_json_round_trip(node_list: list[Node], token_set: set[int]) -> None:
     token_list = sorted(token_set)
     share = len(token_list) // len(node_list)
     ring = Ring.of(
-        replace(node, tokens=tuple(token_list[i * share : (i + 1) * share]))
-        for i, node in enumerate(node_list)
+        replace(node, tokens=tuple(token_list[i * share : (i + 1) * share])) for i, node in enumerate(node_list)
     )
     assert ring_from_json(ring_to_json(ring)) == ring

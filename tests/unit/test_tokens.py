@@ -234,9 +234,7 @@ def test_serialization_matches_the_python_driver(
 
 class TestCompositeKeys:
     def test_encoding_is_length_bytes_and_end_of_component(self) -> None:
-        assert composite_key([b"\x00\x00\x00\x01", b"ab"]) == (
-            b"\x00\x04\x00\x00\x00\x01\x00" + b"\x00\x02ab\x00"
-        )
+        assert composite_key([b"\x00\x00\x00\x01", b"ab"]) == (b"\x00\x04\x00\x00\x00\x01\x00" + b"\x00\x02ab\x00")
 
     def test_single_value_is_not_wrapped(self) -> None:
         assert partition_key([1], ["int"]) == b"\x00\x00\x00\x01"
@@ -246,9 +244,7 @@ class TestCompositeKeys:
         assert token_for([1, "a"], ["int", "text"]) == murmur3_token(key)
 
     @given(st.integers(-(2**31), 2**31 - 1), st.text(max_size=40), st.uuids())
-    def test_composite_token_matches_the_drivers_routing_key(
-        self, number: int, text: str, ident: uuid.UUID
-    ) -> None:
+    def test_composite_token_matches_the_drivers_routing_key(self, number: int, text: str, ident: uuid.UUID) -> None:
         # The driver packs composite routing keys itself (Statement.routing_key) and hashes them for
         # token-aware routing (Murmur3Token.hash_fn): an independent path to the same token.
         statement = SimpleStatement("SELECT 1")

@@ -111,9 +111,7 @@ def _default_splitter_type(value: object) -> object:
     return value
 
 
-Splitter = Annotated[
-    FixedSplitter | SizeSplitter, Field(discriminator="type"), BeforeValidator(_default_splitter_type)
-]
+Splitter = Annotated[FixedSplitter | SizeSplitter, Field(discriminator="type"), BeforeValidator(_default_splitter_type)]
 
 _CRON_PRESETS = {"@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually", "@midnight"}
 
@@ -236,9 +234,7 @@ def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in override.items():
         current = merged.get(key)
-        same_kind = not (
-            isinstance(value, Mapping) and "type" in value and value["type"] != _type_of(current)
-        )
+        same_kind = not (isinstance(value, Mapping) and "type" in value and value["type"] != _type_of(current))
         if isinstance(current, dict) and isinstance(value, Mapping) and same_kind:
             merged[key] = _merge(current, value)
         else:

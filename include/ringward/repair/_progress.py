@@ -23,9 +23,7 @@ class Progress:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if total < 0:
-            raise ConfigurationError(
-                f"Progress total {total} is negative.", "Give the number of items to do."
-            )
+            raise ConfigurationError(f"Progress total {total} is negative.", "Give the number of items to do.")
         self.total = total
         self.label = label
         self.unit = unit

@@ -32,9 +32,7 @@ def allowed_parallelism(config: RepairConfig, node_count: int) -> int:
     return max(1, config.parallel_repair_count, by_share)
 
 
-def split_by_liveness(
-    segments: Iterable[Segment], live_nodes: Iterable[str]
-) -> tuple[list[Segment], list[Segment]]:
+def split_by_liveness(segments: Iterable[Segment], live_nodes: Iterable[str]) -> tuple[list[Segment], list[Segment]]:
     """(runnable, postponed): a segment with any replica down waits for the next run."""
     live = set(live_nodes)
     runnable: list[Segment] = []
@@ -122,9 +120,7 @@ def batch_waves(waves: Sequence[Sequence[Segment]], max_segments: int) -> list[l
     run together), so a wave larger than `max_segments` forms a batch alone.
     """
     if max_segments < 1:
-        raise ConfigurationError(
-            f"Batch size {max_segments} is below 1.", "Put at least one segment per batch."
-        )
+        raise ConfigurationError(f"Batch size {max_segments} is below 1.", "Put at least one segment per batch.")
     batches: list[list[list[Segment]]] = []
     size = 0
     for wave in waves:
@@ -142,9 +138,7 @@ def _in_daily_window(moment: time, start: time, end: time) -> bool:
     return moment >= start or moment < end  # crosses midnight
 
 
-def window_allows_start(
-    now: datetime, window: RepairWindow | None, run_started: datetime | None = None
-) -> bool:
+def window_allows_start(now: datetime, window: RepairWindow | None, run_started: datetime | None = None) -> bool:
     """May a new segment start at `now` (UTC)? Both the daily window and the run's max duration must agree."""
     if window is None:
         return True

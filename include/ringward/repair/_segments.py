@@ -102,11 +102,7 @@ def select_units(schema: Mapping[str, Sequence[str]], config: RepairConfig) -> l
         if not _selected(keyspace, config.keyspaces.include, config.keyspaces.exclude):
             continue
         all_tables = sorted(set(schema[keyspace]))
-        chosen = [
-            t
-            for t in all_tables
-            if _selected(f"{keyspace}.{t}", config.tables.include, config.tables.exclude)
-        ]
+        chosen = [t for t in all_tables if _selected(f"{keyspace}.{t}", config.tables.include, config.tables.exclude)]
         if not chosen:
             continue
         tables = () if chosen == all_tables else tuple(chosen)

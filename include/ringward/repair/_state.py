@@ -108,9 +108,7 @@ def due_segments(
 
     def urgency(segment: Segment) -> datetime:
         record = records.get(segment.segment_id)
-        return (
-            record.last_success if record and record.last_success else datetime.min.replace(tzinfo=now.tzinfo)
-        )
+        return record.last_success if record and record.last_success else datetime.min.replace(tzinfo=now.tzinfo)
 
     return sorted(due, key=urgency)
 

@@ -115,11 +115,7 @@ def status_table(statuses: Sequence[RepairStatus]) -> str:
     rows = [header]
     for status in statuses:
         age = status.oldest_age
-        oldest = (
-            "never"
-            if status.never_repaired
-            else ("-" if age is None else format_duration(age.total_seconds()))
-        )
+        oldest = "never" if status.never_repaired else ("-" if age is None else format_duration(age.total_seconds()))
         rows.append(
             (
                 f"{status.keyspace}.{status.table}",
@@ -131,9 +127,7 @@ def status_table(statuses: Sequence[RepairStatus]) -> str:
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    )
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
 def coverage_entries(

@@ -150,9 +150,7 @@ class LocalCluster:
             for n in topology.nodes
         ]  # fmt: skip
 
-    def nodetool(
-        self, address: str, args: Sequence[str], capture: bool = True
-    ) -> subprocess.CompletedProcess[str]:
+    def nodetool(self, address: str, args: Sequence[str], capture: bool = True) -> subprocess.CompletedProcess[str]:
         """Run Cassandra's own NodeTool against one node's JMX port."""
         node = self.topology().node(address)
         command = [str(self.nodetool_path), "-h", "127.0.0.1", "-p", str(node.jmx_port), *args]
@@ -166,9 +164,7 @@ class LocalCluster:
         node = self.topology().node(address)
         log_file = self._node_dir(node) / "logs" / "system.log"
         stdout_file = self._node_dir(node) / "logs" / "stdout.log"
-        chunks = [
-            f.read_text(errors="replace").splitlines()[-lines:] for f in (log_file, stdout_file) if f.exists()
-        ]
+        chunks = [f.read_text(errors="replace").splitlines()[-lines:] for f in (log_file, stdout_file) if f.exists()]
         return "\n".join(line for chunk in chunks for line in chunk)
 
     # -- internals ------------------------------------------------------------------------------------

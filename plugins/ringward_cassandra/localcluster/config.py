@@ -71,8 +71,6 @@ def write_node_config(topology: Topology, node: LocalNode, node_dir: Path, clust
     else:
         settings["allocate_tokens_for_local_replication_factor"] = 3
     (conf / "cassandra.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
-    (conf / "cassandra-rackdc.properties").write_text(
-        f"dc={node.datacenter}\nrack={node.rack}\nprefer_local=true\n"
-    )
+    (conf / "cassandra-rackdc.properties").write_text(f"dc={node.datacenter}\nrack={node.rack}\nprefer_local=true\n")
     (conf / "logback.xml").write_text(_LOGBACK.format(log_dir=node_dir / "logs"))
     return conf

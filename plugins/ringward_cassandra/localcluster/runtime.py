@@ -66,15 +66,11 @@ def java_binary() -> str:
     java_home = os.environ.get("JAVA_HOME")
     java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
     if not java or not Path(java).exists():
-        raise LocalClusterError(
-            "No Java runtime found.", "Install Java 17 (apt-get install openjdk-17-jdk-headless)."
-        )
+        raise LocalClusterError("No Java runtime found.", "Install Java 17 (apt-get install openjdk-17-jdk-headless).")
     output = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
     match = re.search(r'version "(\d+)', output)
     if not match or int(match.group(1)) < 17:
-        raise LocalClusterError(
-            f"Java 17 or newer is required, found: {output.splitlines()[:1]}.", "Install Java 17."
-        )
+        raise LocalClusterError(f"Java 17 or newer is required, found: {output.splitlines()[:1]}.", "Install Java 17.")
     return java
 
 

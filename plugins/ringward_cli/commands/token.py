@@ -33,9 +33,7 @@ def register(subparsers: Any) -> None:
         metavar="CQL_TYPE",
         help="CQL type of the next partition key column (repeat for composite keys, in key order)",
     )
-    parser.add_argument(
-        "--show-key", action="store_true", help="also print the serialized partition key in hex"
-    )
+    parser.add_argument("--show-key", action="store_true", help="also print the serialized partition key in hex")
     parser.add_argument("values", nargs="+", metavar="VALUE", help="one value per partition key column")
     parser.set_defaults(handler=handle)
 
