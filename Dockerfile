@@ -8,6 +8,8 @@ ARG AIRFLOW_VERSION=3.3.2
 ARG PYTHON_VERSION=3.11
 ARG CASSANDRA_VERSION=5.0.9
 ARG MAVEN_IMAGE=maven:3.9-eclipse-temurin-17
+# The uv that reads uv.lock (its lock revision); the image's own uv then only sees requirements.
+ARG UV_VERSION=0.13.9
 
 # --- nodetool comes from the official Cassandra image (same release as the cluster) -------------
 FROM cassandra:${CASSANDRA_VERSION} AS cassandra
@@ -23,6 +25,14 @@ RUN mvn -B -q dependency:copy-dependencies \
         -DexcludeArtifactIds=scala-library \
         -DoutputDirectory=/opt/ringward/spark-jars \
     && ls /opt/ringward/spark-jars/spark-cassandra-connector_*.jar
+
+# --- the locked dependency set, exported as plain requirements -----------------------------------
+FROM python:${PYTHON_VERSION}-slim AS lock-export
+ARG UV_VERSION
+RUN pip install --no-cache-dir "uv==${UV_VERSION}"
+WORKDIR /src
+COPY pyproject.toml uv.lock README.md ./
+RUN uv export --frozen --no-dev --no-hashes --no-emit-project --no-header -o /requirements.txt
 
 # --- the Airflow image ----------------------------------------------------------------------------
 FROM apache/airflow:${AIRFLOW_VERSION}-python${PYTHON_VERSION}
@@ -56,10 +66,8 @@ USER airflow
 # as the official image asks for extra packages. The override mirrors [tool.uv] in pyproject.toml:
 # the Spark provider's pyspark-client (Spark Connect, writes into the same `pyspark` package) is
 # left out so that pyspark 3.5.9 and its spark-submit stay intact.
-COPY --chown=airflow:0 pyproject.toml uv.lock README.md /opt/ringward/src/
-RUN cd /opt/ringward/src \
-    && uv export --frozen --no-dev --no-hashes --no-emit-project --no-header -o /tmp/ringward-requirements.txt \
-    && printf 'pyspark-client; sys_platform == "never"\n' > /tmp/ringward-overrides.txt \
+COPY --from=lock-export --chown=airflow:0 /requirements.txt /tmp/ringward-requirements.txt
+RUN printf 'pyspark-client; sys_platform == "never"\n' > /tmp/ringward-overrides.txt \
     && uv pip install --no-cache \
         --overrides /tmp/ringward-overrides.txt \
         "apache-airflow==${AIRFLOW_VERSION}" \
@@ -67,6 +75,7 @@ RUN cd /opt/ringward/src \
     && rm /tmp/ringward-requirements.txt /tmp/ringward-overrides.txt
 
 # The project itself (console command `ringward`, importable packages), then the tree Airflow reads.
+COPY --chown=airflow:0 pyproject.toml uv.lock README.md /opt/ringward/src/
 COPY --chown=airflow:0 include /opt/ringward/src/include
 COPY --chown=airflow:0 plugins /opt/ringward/src/plugins
 RUN uv pip install --no-cache --no-deps /opt/ringward/src
