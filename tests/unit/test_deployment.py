@@ -6,9 +6,11 @@ never restated here.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
+import subprocess
 import sys
 import tomllib
 import xml.etree.ElementTree as ElementTree
@@ -515,3 +517,41 @@ def test_env_example_connections_parse_and_match_the_compose_defaults(airflow_se
         parsed = parse_connection(airflow_secrets, conn_id, value)
         default = parse_connection(airflow_secrets, conn_id, connection_values(defaults)[conn_id])
         assert parsed.get_uri() == default.get_uri()
+
+
+def dockerignore_keeps(path: str) -> bool:
+    """Docker's rule: the last .dockerignore pattern matching the path (or a parent) decides."""
+    kept = True
+    for pattern in (ROOT / ".dockerignore").read_text().splitlines():
+        pattern = pattern.strip()
+        if not pattern or pattern.startswith("#"):
+            continue
+        negated = pattern.startswith("!")
+        pattern = pattern.removeprefix("!").rstrip("/")
+        anywhere = pattern.startswith("**/")
+        pattern = pattern.removeprefix("**/")
+        parts = Path(path).parts
+        # A pattern matches the path or one of its parents; `**/x` matches x at any depth.
+        candidates = parts if anywhere else ["/".join(parts[: i + 1]) for i in range(len(parts))]
+        if any(fnmatch.fnmatch(candidate, pattern) for candidate in candidates):
+            kept = negated
+    return kept
+
+
+def test_build_context_keeps_every_path_the_dockerfile_copies() -> None:
+    copied = [
+        source
+        for keyword, arguments in dockerfile_instructions(DOCKERFILE)
+        if keyword == "COPY" and not arguments.startswith("--from")
+        for source in [word for word in arguments.split() if not word.startswith("--")][:-1]
+    ]
+    assert copied
+    for source in copied:
+        assert (ROOT / source).exists(), source
+        assert dockerignore_keeps(source), f".dockerignore drops {source}"
+    assert not dockerignore_keeps(".env")
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "deploy").rglob("*.sh")), ids=lambda p: p.name)
+def test_deployment_scripts_are_valid_bash(script: Path) -> None:
+    subprocess.run(["bash", "-n", str(script)], check=True)
