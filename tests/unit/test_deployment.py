@@ -1,0 +1,557 @@
+"""The deployment files (Dockerfile, docker-compose.yaml, .env.example) checked without a Docker engine.
+
+Expected versions are read from the project's pins (pyproject.toml, uv.lock, tools/maven/*.pom.xml),
+never restated here.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yaml"
+DOCKERFILE = ROOT / "Dockerfile"
+SPARK_WORKER_DOCKERFILE = ROOT / "deploy" / "spark" / "Dockerfile"
+ENV_EXAMPLE = ROOT / ".env.example"
+COMPOSE_SCHEMA = ROOT / "tests" / "fixtures" / "compose-spec.json"
+MAVEN_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+REPOSITORY_ROOTS = ("dags", "plugins", "include")
+SECRET_NAME = re.compile(r"PASSWORD|SECRET|FERNET|TOKEN|_KEY$")
+
+
+# --- the project's pins ---------------------------------------------------------------------------
+
+
+def locked_version(package: str) -> str:
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    versions = {entry["name"]: entry["version"] for entry in lock["package"] if "version" in entry}
+    return str(versions[package])
+
+
+def python_minor() -> str:
+    """The single Python minor that `requires-python` (">=X.Y,<X.Y+1") allows."""
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    lower = re.search(r">=\s*(\d+)\.(\d+)", spec)
+    upper = re.search(r"<\s*(\d+)\.(\d+)", spec)
+    assert lower and upper, f"requires-python {spec!r} does not name one minor version"
+    major, minor = int(lower[1]), int(lower[2])
+    assert (int(upper[1]), int(upper[2])) == (major, minor + 1), f"{spec!r} allows several minors"
+    return f"{major}.{minor}"
+
+
+def maven_dependency(pom: str) -> tuple[str, str]:
+    """(artifactId, version) of the single dependency a tools/maven pom resolves."""
+    tree = ElementTree.parse(ROOT / "tools" / "maven" / pom)
+    (dependency,) = tree.getroot().findall("m:dependencies/m:dependency", MAVEN_NS)
+    return dependency.findtext("m:artifactId", namespaces=MAVEN_NS) or "", dependency.findtext(
+        "m:version", namespaces=MAVEN_NS
+    ) or ""
+
+
+def cassandra_version() -> str:
+    return maven_dependency("cassandra.pom.xml")[1]
+
+
+def connector_scala_binary_version() -> str:
+    artifact, _ = maven_dependency("spark-connector.pom.xml")
+    match = re.fullmatch(r"spark-cassandra-connector_(\d+\.\d+)", artifact)
+    assert match, f"unexpected connector artifact {artifact!r}"
+    return match[1]
+
+
+# --- Compose: variable interpolation as the Compose Specification defines it ----------------------
+
+_INTERPOLATION = re.compile(
+    r"\$(?:(?P<escaped>\$)|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}"
+    r"|(?P<named>[A-Za-z_][A-Za-z0-9_]*))"
+)
+
+
+class MissingVariable(KeyError):
+    pass
+
+
+def interpolate(text: str, env: Mapping[str, str]) -> str:
+    def substitute(match: re.Match[str]) -> str:
+        if match["escaped"]:
+            return "$"
+        name = match["braced"] or match["named"]
+        operator, argument = match["op"], match["arg"] or ""
+        value = env.get(name)
+        is_set = value is not None and (value != "" or not (operator or "").startswith(":"))
+        if operator in (":-", "-"):
+            return value if is_set and value is not None else argument
+        if operator in (":?", "?"):
+            if not is_set or value is None:
+                raise MissingVariable(f"{name}: {argument}")
+            return value
+        if operator in (":+", "+"):
+            return argument if is_set else ""
+        return value or ""
+
+    return _INTERPOLATION.sub(substitute, text)
+
+
+def interpolate_tree(node: Any, env: Mapping[str, str]) -> Any:
+    if isinstance(node, str):
+        return interpolate(node, env)
+    if isinstance(node, list):
+        return [interpolate_tree(item, env) for item in node]
+    if isinstance(node, dict):
+        return {key: interpolate_tree(value, env) for key, value in node.items()}
+    return node
+
+
+def env_example() -> dict[str, str]:
+    values = {}
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            values[key.strip()] = value.strip()
+    return values
+
+
+def raw_compose() -> dict[str, Any]:
+    loaded = yaml.safe_load(COMPOSE_FILE.read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def compose(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The compose model as `docker compose config` would see it with `env` as the .env file."""
+    resolved = interpolate_tree(raw_compose(), env_example() if env is None else env)
+    assert isinstance(resolved, dict)
+    return resolved
+
+
+def services(model: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return dict(model["services"])
+
+
+def airflow_services(model: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Services running the image built from the repository's Dockerfile."""
+    return {
+        name: service
+        for name, service in services(model).items()
+        if isinstance(service.get("build"), dict)
+        and service["build"].get("context") == "."
+        and service["build"].get("dockerfile", "Dockerfile") == DOCKERFILE.name
+    }
+
+
+def cassandra_services(model: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        name: service
+        for name, service in services(model).items()
+        if str(service.get("image", "")).startswith("cassandra:")
+    }
+
+
+def bind_mounts(service: Mapping[str, Any]) -> dict[str, str]:
+    """container path -> host path, for short-syntax bind mounts."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target, *_ = str(volume).split(":")
+        if source.startswith(("./", "/")):
+            mounts[target] = source
+    return mounts
+
+
+def strings_in(node: Any) -> Iterator[str]:
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, list | dict):
+        for item in node.values() if isinstance(node, dict) else node:
+            yield from strings_in(item)
+
+
+def compose_variable_uses() -> Iterator[tuple[str, str]]:
+    """(name, operator) for every ${NAME...} reference in the compose model (comments excluded)."""
+    for text in strings_in(raw_compose()):
+        for match in _INTERPOLATION.finditer(text):
+            if match["braced"]:
+                yield match["braced"], match["op"] or ""
+
+
+# --- Dockerfiles ---------------------------------------------------------------------------------
+
+
+def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with line continuations joined and comments dropped."""
+    joined = re.sub(r"\\\n", " ", path.read_text())
+    instructions = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, arguments = line.partition(" ")
+            instructions.append((keyword.upper(), arguments.strip()))
+    return instructions
+
+
+def global_arg_defaults(path: Path) -> dict[str, str]:
+    """ARG defaults declared before the first FROM (the ones FROM lines can use)."""
+    defaults = {}
+    for keyword, arguments in dockerfile_instructions(path):
+        if keyword == "FROM":
+            break
+        if keyword == "ARG" and "=" in arguments:
+            name, _, value = arguments.partition("=")
+            defaults[name] = value.strip('"')
+    return defaults
+
+
+def from_images(path: Path) -> list[tuple[str, str | None]]:
+    """(resolved image, stage name) for each FROM, in order."""
+    defaults = global_arg_defaults(path)
+    stages = []
+    for keyword, arguments in dockerfile_instructions(path):
+        if keyword == "FROM":
+            words = [word for word in arguments.split() if not word.startswith("--")]
+            stage = words[2] if len(words) == 3 and words[1].upper() == "AS" else None
+            stages.append((interpolate(words[0], defaults), stage))
+    return stages
+
+
+def env_instructions(path: Path) -> dict[str, str]:
+    values = {}
+    for keyword, arguments in dockerfile_instructions(path):
+        if keyword == "ENV":
+            for name, value in re.findall(r'([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|\S+)', arguments):
+                values[name] = value.strip('"')
+    return values
+
+
+def openjdk_major(path: Path) -> str:
+    majors = set(re.findall(r"openjdk-(\d+)-jre-headless", path.read_text()))
+    assert len(majors) == 1, f"{path.name} must install exactly one OpenJDK runtime, found {majors}"
+    return majors.pop()
+
+
+def expected_spark_image() -> str:
+    """The official Spark image tag for the locked pyspark, the connector's Scala line, our Java."""
+    return (
+        f"apache/spark:{locked_version('pyspark')}-scala{connector_scala_binary_version()}"
+        f"-java{openjdk_major(DOCKERFILE)}-python3-ubuntu"
+    )
+
+
+# --- Airflow, imported only once its environment points at a throwaway home -----------------------
+
+
+@pytest.fixture(scope="module")
+def airflow_secrets(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    if "airflow" not in sys.modules:
+        home = tmp_path_factory.mktemp("airflow-home")
+        os.environ["AIRFLOW_HOME"] = str(home)
+        os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+        os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{home}/airflow.db"
+    import airflow.secrets.environment_variables as environment_variables
+
+    return environment_variables
+
+
+def parse_connection(module: ModuleType, conn_id: str, value: str) -> Any:
+    """Parse as Airflow does for AIRFLOW_CONN_* (JSON when it starts with '{', else a URI)."""
+    return module.EnvironmentVariablesBackend().deserialize_connection(conn_id, value)
+
+
+def connection_values(model: Mapping[str, Any]) -> dict[str, str]:
+    """conn_id -> value for every AIRFLOW_CONN_* set on every Airflow service (all must agree)."""
+    found: dict[str, str] = {}
+    for name, service in airflow_services(model).items():
+        for key, value in service["environment"].items():
+            if key.startswith("AIRFLOW_CONN_"):
+                conn_id = key.removeprefix("AIRFLOW_CONN_").lower()
+                assert found.setdefault(conn_id, value) == value, f"{name} disagrees on {key}"
+    return found
+
+
+# === tests ========================================================================================
+
+
+def test_compose_file_satisfies_the_compose_specification_schema() -> None:
+    validator = jsonschema.Draft7Validator(json.loads(COMPOSE_SCHEMA.read_text()))
+    for model in (raw_compose(), compose()):
+        errors = [f"{list(error.absolute_path)}: {error.message}" for error in validator.iter_errors(model)]
+        assert errors == []
+
+
+def test_the_schema_rejects_what_the_specification_forbids() -> None:
+    """Guards the vendored schema itself: an unknown service key must fail validation."""
+    validator = jsonschema.Draft7Validator(json.loads(COMPOSE_SCHEMA.read_text()))
+    broken = compose()
+    broken["services"]["postgres"]["no_such_key"] = True
+    assert not validator.is_valid(broken)
+
+
+def test_airflow_runs_in_every_official_component() -> None:
+    commands = {str(service.get("command")) for service in airflow_services(compose()).values()}
+    for component in ("api-server", "scheduler", "dag-processor", "triggerer", "celery worker"):
+        assert component in commands
+
+
+@pytest.mark.parametrize("root", REPOSITORY_ROOTS)
+def test_every_airflow_service_mounts_the_repository_root_and_imports_from_it(root: str) -> None:
+    model = compose()
+    assert airflow_services(model), "no service builds the repository's Dockerfile"
+    for name, service in airflow_services(model).items():
+        mounts = bind_mounts(service)
+        target = f"/opt/airflow/{root}"
+        assert mounts.get(target) == f"./{root}", f"{name} does not mount ./{root} at {target}"
+        assert target in service["environment"]["PYTHONPATH"].split(":"), f"{name}: {target} not importable"
+
+
+def test_the_image_puts_the_same_roots_on_pythonpath() -> None:
+    image_path = env_instructions(DOCKERFILE)["PYTHONPATH"].split(":")
+    assert sorted(image_path) == sorted(f"/opt/airflow/{root}" for root in REPOSITORY_ROOTS)
+
+
+def test_local_executor_by_default_and_celery_in_its_profile() -> None:
+    defaults = env_example()
+    defaults.pop("AIRFLOW_EXECUTOR", None)
+    for service in airflow_services(compose(defaults)).values():
+        assert service["environment"]["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+    celery = compose({**defaults, "AIRFLOW_EXECUTOR": "CeleryExecutor"})
+    for service in airflow_services(celery).values():
+        assert service["environment"]["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+    worker = next(s for s in airflow_services(celery).values() if s.get("command") == "celery worker")
+    assert worker["profiles"] == ["celery"]
+    assert services(celery)["redis"]["profiles"] == ["celery"]
+
+
+def test_dockerfile_builds_on_the_official_airflow_image_of_the_pinned_versions() -> None:
+    final_image, _ = from_images(DOCKERFILE)[-1]
+    assert final_image == f"apache/airflow:{locked_version('apache-airflow')}-python{python_minor()}"
+
+
+def test_nodetool_comes_from_the_official_cassandra_image_of_the_pinned_release() -> None:
+    stages = dict((stage, image) for image, stage in from_images(DOCKERFILE) if stage)
+    assert stages["cassandra"] == f"cassandra:{cassandra_version()}"
+    copies = [arguments for keyword, arguments in dockerfile_instructions(DOCKERFILE) if keyword == "COPY"]
+    assert "--from=cassandra /opt/cassandra /opt/cassandra" in copies
+    assert env_instructions(DOCKERFILE)["CASSANDRA_HOME"] == "/opt/cassandra"
+
+
+def test_compose_runs_the_pinned_cassandra_release() -> None:
+    for name, service in cassandra_services(compose()).items():
+        assert service["image"] == f"cassandra:{cassandra_version()}", name
+
+
+def test_spark_images_match_pyspark_the_connector_and_the_java_runtime() -> None:
+    expected = expected_spark_image()
+    model = compose()
+    assert services(model)["spark-master"]["image"] == expected
+    assert services(model)["spark-worker"]["build"]["args"]["SPARK_IMAGE"] == expected
+    assert from_images(SPARK_WORKER_DOCKERFILE)[0][0] == expected
+
+
+def test_locked_pyspark_carries_the_connector_scala_line() -> None:
+    """spark-submit in the image is pyspark's: its Spark core jar must be the connector's Scala line."""
+    import pyspark
+
+    jars = {jar.name for jar in (Path(pyspark.__file__).parent / "jars").glob("spark-core_*.jar")}
+    scala, spark = connector_scala_binary_version(), locked_version("pyspark")
+    assert jars == {f"spark-core_{scala}-{spark}.jar"}
+
+
+def test_connector_jars_are_resolved_from_the_repository_pom_into_the_advertised_dir() -> None:
+    instructions = dockerfile_instructions(DOCKERFILE)
+    copies = [arguments.split() for keyword, arguments in instructions if keyword == "COPY"]
+    assert ["tools/maven/spark-connector.pom.xml", "pom.xml"] in copies
+    runs = " ".join(arguments for keyword, arguments in instructions if keyword == "RUN")
+    jars_dir = env_instructions(DOCKERFILE)["RINGWARD_SPARK_JARS_DIR"]
+    assert "dependency:copy-dependencies" in runs
+    assert f"-DoutputDirectory={jars_dir}" in runs
+    assert ["--from=connector-jars", jars_dir, jars_dir] in copies
+
+
+def test_dockerfile_installs_the_project_from_the_lock() -> None:
+    runs = " ".join(
+        arguments for keyword, arguments in dockerfile_instructions(DOCKERFILE) if keyword == "RUN"
+    )
+    assert "uv export --frozen" in runs
+    assert '"apache-airflow==${AIRFLOW_VERSION}"' in runs
+    # The same Spark Connect exclusion as [tool.uv] override-dependencies in pyproject.toml.
+    overrides = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"]["override-dependencies"]
+    for override in overrides:
+        assert override.replace("'", '"') in runs
+
+
+def test_every_healthy_condition_points_at_a_service_with_a_healthcheck() -> None:
+    model = compose()
+    for name, service in services(model).items():
+        for dependency, rule in dict(service.get("depends_on", {})).items():
+            if rule["condition"] == "service_healthy":
+                assert "healthcheck" in services(model)[dependency], f"{name} waits on {dependency}"
+
+
+def test_cassandra_nodes_form_one_dc_over_two_racks_with_seeds_among_them() -> None:
+    nodes = cassandra_services(compose())
+    assert len(nodes) == 3
+    environments = [node["environment"] for node in nodes.values()]
+    assert {env["CASSANDRA_DC"] for env in environments} == {"dc1"}
+    assert len({env["CASSANDRA_RACK"] for env in environments}) == 2
+    assert {env["CASSANDRA_ENDPOINT_SNITCH"] for env in environments} == {"GossipingPropertyFileSnitch"}
+    for env in environments:
+        assert set(env["CASSANDRA_SEEDS"].split(",")) <= set(nodes)
+
+
+def test_cassandra_nodes_start_one_after_another() -> None:
+    nodes = cassandra_services(compose())
+    waits_on = {
+        name: [
+            dep for dep, rule in node.get("depends_on", {}).items() if rule["condition"] == "service_healthy"
+        ]
+        for name, node in nodes.items()
+    }
+    first = [name for name, deps in waits_on.items() if not deps]
+    assert len(first) == 1
+    order, current = [first[0]], first[0]
+    while followers := [name for name, deps in waits_on.items() if deps == [current]]:
+        assert len(followers) == 1, f"{followers} would start together after {current}"
+        current = followers[0]
+        order.append(current)
+    assert sorted(order) == sorted(nodes)
+
+
+def test_cassandra_exposes_authenticated_remote_jmx_under_its_own_name() -> None:
+    for name, node in cassandra_services(compose()).items():
+        env = node["environment"]
+        assert env["LOCAL_JMX"] == "no"
+        assert f"-Djava.rmi.server.hostname={node['hostname']}" in env["JVM_EXTRA_OPTS"].split()
+        assert node["hostname"] == name
+        config_dir = next(host for target, host in bind_mounts(node).items() if target == "/ringward")
+        for script in (node["entrypoint"][-1], node["healthcheck"]["test"][-1]):
+            assert (ROOT / config_dir / Path(script).relative_to("/ringward")).is_file(), script
+
+
+def test_secrets_are_required_and_never_defaulted() -> None:
+    uses = list(compose_variable_uses())
+    secrets = {name for name, _ in uses if SECRET_NAME.search(name)}
+    assert secrets, "compose reads no secret at all"
+    for name, operator in uses:
+        if name in secrets:
+            assert operator == ":?", f"${{{name}}} must be read as ${{{name}:?...}}"
+    example = env_example()
+    required = {name for name, operator in uses if operator in (":?", "?")}
+    assert required <= set(example), f".env.example lacks {sorted(required - set(example))}"
+    for name in secrets:
+        assert example[name].startswith("CHANGE-ME"), f".env.example holds a value for {name}"
+
+
+def test_missing_secret_stops_compose() -> None:
+    without_password = {k: v for k, v in env_example().items() if k != "POSTGRES_PASSWORD"}
+    with pytest.raises(MissingVariable, match="POSTGRES_PASSWORD"):
+        compose(without_password)
+
+
+def test_env_file_is_ignored_by_git() -> None:
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    assert ".env" in ignored
+
+
+def test_cassandra_connection_reaches_every_node(airflow_secrets: ModuleType) -> None:
+    model = compose()
+    connection = parse_connection(
+        airflow_secrets, "cassandra_default", connection_values(model)["cassandra_default"]
+    )
+    assert connection.conn_type == "cassandra"
+    assert set(connection.host.split(",")) == set(cassandra_services(model))
+    assert connection.port == 9042
+
+
+def test_spark_connection_names_the_standalone_master(
+    airflow_secrets: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    model = compose()
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connection_values(model)["spark_default"])
+    resolved = SparkSubmitHook(conn_id="spark_default")._resolve_connection()
+    master = services(model)["spark-master"]["command"]
+    assert resolved["master"] == f"spark://{master[master.index('--host') + 1]}:7077"
+    assert resolved["deploy_mode"] == "client"
+    assert resolved["spark_binary"] == "spark-submit"
+
+
+def test_nodetool_connection_carries_jmx_port_and_credentials(airflow_secrets: ModuleType) -> None:
+    model = compose()
+    example = env_example()
+    connection = parse_connection(
+        airflow_secrets, "ringward_nodetool", connection_values(model)["ringward_nodetool"]
+    )
+    assert connection.conn_type == "generic"
+    assert connection.port == 7199
+    assert connection.login == example["RINGWARD_JMX_USER"]
+    assert connection.password == example["RINGWARD_JMX_PASSWORD"]
+    assert connection.host in cassandra_services(model)
+    assert set(connection.extra_dejson["hosts"]) == set(cassandra_services(model))
+    nodes = cassandra_services(model).values()
+    assert {node["environment"]["RINGWARD_JMX_USER"] for node in nodes} == {connection.login}
+    assert {node["environment"]["RINGWARD_JMX_PASSWORD"] for node in nodes} == {connection.password}
+
+
+def test_env_example_connections_parse_and_match_the_compose_defaults(airflow_secrets: ModuleType) -> None:
+    example = env_example()
+    defaults = compose({k: v for k, v in example.items() if not k.startswith("AIRFLOW_CONN_")})
+    listed = {k: v for k, v in example.items() if k.startswith("AIRFLOW_CONN_")}
+    assert listed
+    for key, value in listed.items():
+        conn_id = key.removeprefix("AIRFLOW_CONN_").lower()
+        parsed = parse_connection(airflow_secrets, conn_id, value)
+        default = parse_connection(airflow_secrets, conn_id, connection_values(defaults)[conn_id])
+        assert parsed.get_uri() == default.get_uri()
+
+
+def dockerignore_keeps(path: str) -> bool:
+    """Docker's rule: the last .dockerignore pattern matching the path (or a parent) decides."""
+    kept = True
+    for pattern in (ROOT / ".dockerignore").read_text().splitlines():
+        pattern = pattern.strip()
+        if not pattern or pattern.startswith("#"):
+            continue
+        negated = pattern.startswith("!")
+        pattern = pattern.removeprefix("!").rstrip("/")
+        anywhere = pattern.startswith("**/")
+        pattern = pattern.removeprefix("**/")
+        parts = Path(path).parts
+        # A pattern matches the path or one of its parents; `**/x` matches x at any depth.
+        candidates = parts if anywhere else ["/".join(parts[: i + 1]) for i in range(len(parts))]
+        if any(fnmatch.fnmatch(candidate, pattern) for candidate in candidates):
+            kept = negated
+    return kept
+
+
+def test_build_context_keeps_every_path_the_dockerfile_copies() -> None:
+    copied = [
+        source
+        for keyword, arguments in dockerfile_instructions(DOCKERFILE)
+        if keyword == "COPY" and not arguments.startswith("--from")
+        for source in [word for word in arguments.split() if not word.startswith("--")][:-1]
+    ]
+    assert copied
+    for source in copied:
+        assert (ROOT / source).exists(), source
+        assert dockerignore_keeps(source), f".dockerignore drops {source}"
+    assert not dockerignore_keeps(".env")
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "deploy").rglob("*.sh")), ids=lambda p: p.name)
+def test_deployment_scripts_are_valid_bash(script: Path) -> None:
+    subprocess.run(["bash", "-n", str(script)], check=True)
