@@ -339,10 +339,11 @@ def _dropped_datacenter_findings(ring: Ring, old: Replication, new: Replication)
     """A datacenter that holds replicas now and is simply absent from the new NTS map."""
     if new.strategy != NTS:
         return []
+    in_ring = ring.datacenters()
     if old.strategy == NTS:
-        holding = [dc for dc, factor in old.factors.items() if factor > 0]
+        holding = [dc for dc, factor in old.factors.items() if factor > 0 and dc in in_ring]
     else:
-        holding = list(ring.datacenters())
+        holding = list(in_ring)
     dropped = [dc for dc in holding if dc not in new.factors]
     if not dropped:
         return []

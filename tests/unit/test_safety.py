@@ -90,6 +90,11 @@ class TestRefusals:
         new = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2, "dc2": 0})
         assert codes(analyse(two_dc_ring, old, new, keyspace="ks"), "refuse") == set()
 
+    def test_a_dc_missing_from_the_ring_can_be_left_out(self, seed_ring: Ring) -> None:
+        old = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2, "gone": 2})
+        new = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 3})
+        assert "datacenter_dropped" not in codes(analyse(seed_ring, old, new, keyspace="ks"))
+
     def test_factor_above_nodes_is_refused_and_above_racks_warned(self, seed_ring: Ring) -> None:
         four = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 4})
         three = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 3})

@@ -4,6 +4,7 @@ replicas_for_token) and, by default, moves at most one replica per datacenter.""
 from __future__ import annotations
 
 from collections import Counter
+from itertools import combinations
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,21 @@ def test_every_returned_route_keeps_a_replica_per_range(data: st.DataObject, kee
     assert_route_keeps_a_replica(ring, old, steps)
     if keep_quorum:
         assert_one_change_per_dc(ring, old, steps)
+        assert_quorums_meet(ring, old, steps)
+
+
+def assert_quorums_meet(ring: Ring, old: Replication, steps: list[Replication]) -> None:
+    """Brute force: every QUORUM read after a step meets every QUORUM write made before it."""
+    previous = replicas(ring, old)
+    for step in steps:
+        current = replicas(ring, step)
+        for before, after in zip(previous, current, strict=True):
+            if not before or not after:
+                continue
+            writes = combinations(sorted(before), len(before) // 2 + 1)
+            reads = list(combinations(sorted(after), len(after) // 2 + 1))
+            assert all(set(w) & set(r) for w in writes for r in reads), (before, after)
+        previous = current
 
 
 @settings(max_examples=40, deadline=None)
