@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ringward.alter import altered_replication
 from ringward.diff import PlacementDiff, RangeChange, diff_replication, diff_rings
 from ringward.errors import UnsafeChangeError
 from ringward.placement import ReplicaMap, replica_map
@@ -145,6 +146,8 @@ def build_plan(
 ) -> MigrationPlan:
     """The plan for changing `keyspace` from `old` to `new`; malformed settings raise ReplicationError."""
     old_replication, new_replication = coerce_replication(old), coerce_replication(new)
+    stored_old = old_replication.expand(ring.datacenters())
+    stored_new = altered_replication(stored_old, new_replication, ring.datacenters())
     findings = analyse(
         ring,
         old_replication,
@@ -155,19 +158,19 @@ def build_plan(
         known_keyspaces=known_keyspaces,
     )
     steps: tuple[Replication, ...] = ()
-    if old_replication != new_replication:
+    if stored_old != stored_new:
         try:
             steps = tuple(staged_steps(ring, old_replication, new_replication, keep_quorum=keep_quorum))
         except UnsafeChangeError as error:
             findings.append(Finding("refuse", "no_safe_staging", error.problem, error.fix))
-        findings += _route_findings(ring, old_replication, new_replication, steps, keep_quorum)
+        findings += _route_findings(ring, stored_old, stored_new, steps, keep_quorum)
     return MigrationPlan(
         keyspace=keyspace,
         ring=ring,
         old=old_replication,
         new=new_replication,
-        ranges=range_changes(replica_map(ring, old_replication), replica_map(ring, new_replication)),
-        diff=diff_replication(ring, old_replication, new_replication),
+        ranges=range_changes(replica_map(ring, stored_old), replica_map(ring, stored_new)),
+        diff=diff_replication(ring, stored_old, stored_new),
         findings=tuple(findings),
         steps=steps,
         deadline_seconds=deadline_seconds(table_gc_grace_seconds),

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ringward.alter import altered_replication
 from ringward.consistency import CONSISTENCY_LEVELS, safe_levels, unsafe_levels
 from ringward.diff import PlacementDiff, diff_replication, diff_rings
 from ringward.errors import RingwardError
@@ -94,7 +95,7 @@ def analyse(
     findings = _keyspace_findings(keyspace, known_keyspaces)
     try:
         old_replication = coerce_replication(old).expand(ring.datacenters())
-        new_replication = coerce_replication(new).expand(ring.datacenters())
+        new_replication = altered_replication(old_replication, coerce_replication(new), ring.datacenters())
     except RingwardError as error:
         return [*findings, _from_error("malformed_replication", error)]
     findings += _settings_findings(ring, old_replication, new_replication)

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import product
 
+from ringward.alter import altered_replication
 from ringward.consistency import quorum
 from ringward.errors import UnsafeChangeError
 from ringward.placement import replica_map
@@ -52,7 +53,12 @@ def staged_steps(
             "Add nodes, or add the target datacenter first and rebuild it (nodetool rebuild), "
             "then plan again.",
         )
-    return search.to_replications(path)
+    steps = search.to_replications(path)
+    before_last = steps[-2] if len(steps) > 1 else search.old
+    if altered_replication(before_last, new, ring.datacenters()) != search.new:
+        # The shorthand would resolve differently after the intermediate steps: spell the target out.
+        steps[-1] = search.new
+    return steps
 
 
 def unsafe_step_ranges(
@@ -112,9 +118,9 @@ class _Search:
     def __init__(self, ring: Ring, old: Replication, new: Replication, keep_quorum: bool) -> None:
         self.ring = ring
         self.target = new
-        # Cassandra expands NTS's `replication_factor` shorthand at ALTER time: search on expanded forms.
+        # Search on what Cassandra stores: shorthand and implicit forms resolved against the current map.
         self.old = old.expand(ring.datacenters())
-        self.new = new.expand(ring.datacenters())
+        self.new = altered_replication(self.old, new, ring.datacenters())
         self.keep_quorum = keep_quorum
         self.datacenter_of = {n.address: n.datacenter for n in ring.nodes}
         nodes_per_dc = {dc: len(nodes) for dc, nodes in ring.datacenters().items()}
