@@ -18,6 +18,7 @@ __all__ = ["EXIT_REFUSED", "EXIT_SAFE", "handler", "register"]
 
 EXIT_SAFE = 0
 EXIT_REFUSED = 3
+_RING_FILE_SUFFIXES = {".txt", ".json", ".ring", ".out"}
 
 
 def register(subparsers: Any) -> None:
@@ -135,8 +136,12 @@ def _contact_point(args: argparse.Namespace) -> str:
 
 
 def _load_ring(source: str) -> Ring:
-    if Path(source).exists():
-        return load_ring_file(source)
+    """A ring file, or the live ring read through the node at `host[:port]`."""
+    path = Path(source)
+    if path.exists():
+        return load_ring_file(path)
+    if path.suffix in _RING_FILE_SUFFIXES or "/" in source:
+        raise ConfigurationError(f"Ring file {source} does not exist.", "Check the path.")
     try:
         from ringward_cassandra.ring_source import ring_from_contact_point
     except ImportError:
@@ -144,7 +149,8 @@ def _load_ring(source: str) -> Ring:
             f"{source!r} is not a ring file, and reading a live ring is not available in this build.",
             "Save `nodetool ring` output (or ringward's ring JSON) to a file and pass its path.",
         ) from None
-    ring: Ring = ring_from_contact_point(source)
+    host, _, port = source.partition(":")
+    ring: Ring = ring_from_contact_point(host, int(port) if port else 9042)
     return ring
 
 
