@@ -1,0 +1,133 @@
+"""Replica-map speed: ringward against the python driver's NetworkTopologyStrategy.
+
+Builds a synthetic ring (1,000 nodes x 256 random tokens, 3 DCs x 3 racks), writes it as JSON, then
+times, in one run:
+  (a) ringward: read the JSON, both replica maps and the diff for
+      {dc1:3, dc2:3, dc3:3} -> {dc1:3, dc2:3, dc3:2}   (see `ringward_side`, swappable for the CLI);
+  (b) cassandra-driver: `NetworkTopologyStrategy(...).make_token_replica_map` for both settings,
+      on Host objects built from the same JSON (JSON reading not timed: the driver gets a head start).
+
+Run: uv run python benchmarks/placement.py [--nodes 1000] [--vnodes 256] [--seed 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+OLD = {"dc1": 3, "dc2": 3, "dc3": 3}
+NEW = {"dc1": 3, "dc2": 3, "dc3": 2}
+
+
+def synthetic_ring(nodes: int, vnodes: int, seed: int) -> dict[str, list[dict[str, object]]]:
+    rng = random.Random(seed)
+    used: set[int] = set()
+    listing: list[dict[str, object]] = []
+    for n in range(nodes):
+        tokens: list[int] = []
+        while len(tokens) < vnodes:
+            token = rng.randrange(-(2**63) + 1, 2**63)
+            if token not in used:
+                used.add(token)
+                tokens.append(token)
+        listing.append(
+            {
+                "address": f"10.{n // 250}.{n % 250}.1",
+                "datacenter": f"dc{n % 3 + 1}",
+                "rack": f"rack{(n // 3) % 3 + 1}",
+                "tokens": tokens,
+            }
+        )
+    return {"nodes": listing}
+
+
+def _load_ring(path: Path) -> object:
+    try:
+        from ringward.ring_sources import load_ring_file  # written on another branch
+    except ImportError:
+        from ringward.ring import Node, Ring
+
+        data = json.loads(path.read_text())
+        return Ring.of(
+            Node(n["address"], n["datacenter"], n["rack"], tuple(n["tokens"])) for n in data["nodes"]
+        )
+    return load_ring_file(path)
+
+
+def ringward_side(path: Path) -> int:
+    """Everything ringward does for the change, from the ring file. Returns the affected-range count.
+
+    To time the CLI end to end instead, swap this for `ringward_cli.main.main(["plan", "--ring",
+    str(path), "--from", ..., "--to", ..., "--format", "summary"])`.
+    """
+    from ringward.diff import diff_replication
+    from ringward.replication import Replication
+
+    ring = _load_ring(path)
+    old = Replication.network_topology(OLD)
+    new = Replication.network_topology(NEW)
+    diff = diff_replication(ring, old, new)  # type: ignore[arg-type]
+    return len(diff.affected())
+
+
+def driver_side(path: Path) -> Callable[[], int]:
+    """Host objects from the JSON (untimed); the returned callable builds both maps (timed)."""
+    from cassandra.metadata import Murmur3Token, NetworkTopologyStrategy
+    from cassandra.policies import SimpleConvictionPolicy
+    from cassandra.pool import Host
+
+    data = json.loads(path.read_text())
+    owner: dict[Murmur3Token, Host] = {}
+    for node in data["nodes"]:
+        host = Host(node["address"], SimpleConvictionPolicy)
+        host.set_location_info(node["datacenter"], node["rack"])
+        for token in node["tokens"]:
+            owner[Murmur3Token(token)] = host
+    ring = sorted(owner)
+
+    def build_both() -> int:
+        before = NetworkTopologyStrategy({k: str(v) for k, v in OLD.items()}).make_token_replica_map(
+            owner, ring
+        )
+        after = NetworkTopologyStrategy({k: str(v) for k, v in NEW.items()}).make_token_replica_map(
+            owner, ring
+        )
+        return sum(1 for token in ring if set(before[token]) != set(after[token]))
+
+    return build_both
+
+
+def _timed(action: Callable[[], int]) -> tuple[float, float, int]:
+    """Wall and CPU seconds: CPU time is the fairer number on a busy shared machine."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = action()
+    return time.perf_counter() - wall, time.process_time() - cpu, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--vnodes", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ring.json"
+        path.write_text(json.dumps(synthetic_ring(args.nodes, args.vnodes, args.seed)))
+        ours = _timed(lambda: ringward_side(path))
+        theirs = _timed(driver_side(path))
+    print(f"ring: {args.nodes} nodes x {args.vnodes} tokens, 3 DCs x 3 racks, {OLD} -> {NEW}")
+    print(f"{'':10} {'wall s':>8} {'cpu s':>8} {'affected ranges':>16}")
+    for name, (wall, cpu, affected) in (("ringward", ours), ("driver", theirs)):
+        print(f"{name:10} {wall:8.2f} {cpu:8.2f} {affected:16}")
+    print(f"ratio driver/ringward: wall {theirs[0] / ours[0]:.1f}x, cpu {theirs[1] / ours[1]:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""What a replication or topology change does to replica placement, range by range and node by node.
+
+A range is *affected* when its replica set changes: new replicas must be repaired before reads
+can trust them, and former replicas hold data that only `nodetool cleanup` removes.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import compress
+from operator import ne
+
+from ringward.placement import ReplicaMap, replica_map
+from ringward.replication import Replication
+from ringward.ring import Ring, TokenRange
+
+__all__ = ["NodeTotals", "PlacementDiff", "RangeChange", "diff_maps", "diff_replication", "diff_rings"]
+
+Replicas = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RangeChange:
+    """Replicas of one range before (`old`) and after (`new`), each in Cassandra's order."""
+
+    range: TokenRange
+    old: Replicas
+    new: Replicas
+
+    @property
+    def gained(self) -> Replicas:
+        """Nodes that become replicas (order of `new`): they need the data streamed or repaired in."""
+        return tuple(a for a in self.new if a not in self.old)
+
+    @property
+    def lost(self) -> Replicas:
+        """Nodes that stop being replicas (order of `old`): their copies are left for cleanup."""
+        return tuple(a for a in self.old if a not in self.new)
+
+    @property
+    def kept(self) -> Replicas:
+        """Nodes that stay replicas (order of `new`)."""
+        return tuple(a for a in self.new if a in self.old)
+
+    @property
+    def affected(self) -> bool:
+        """The replica set changed (a mere reordering moves no data)."""
+        return len(self.old) != len(self.new) or set(self.old) != set(self.new)
+
+
+@dataclass(frozen=True)
+class NodeTotals:
+    """One node's share of a placement change.
+
+    Byte estimates assume data is spread evenly over the tokens a node replicates: a range of
+    width w on a node owning W tokens holds `load * w / W`. Streamed-in bytes are estimated from
+    the range's former replicas. None when no relevant load is known.
+    """
+
+    address: str
+    ranges_gained: int = 0
+    ranges_lost: int = 0
+    tokens_gained: int = 0
+    tokens_lost: int = 0
+    bytes_in: int | None = None
+    bytes_out: int | None = None
+
+
+@dataclass(frozen=True)
+class PlacementDiff:
+    """Ranges whose replicas differ (set or order), in ring order.
+
+    `loads` (bytes per node) and `owned_width` (tokens each node replicated before the change)
+    feed the byte estimates of `node_totals`; both are empty when no load is known.
+    """
+
+    changes: tuple[RangeChange, ...]
+    loads: Mapping[str, int] = field(default_factory=dict)
+    owned_width: Mapping[str, int] = field(default_factory=dict)
+
+    def affected(self) -> list[RangeChange]:
+        """Changes that move data (replica set changed)."""
+        return [change for change in self.changes if change.affected]
+
+    def affected_ranges(self) -> list[TokenRange]:
+        return [change.range for change in self.changes if change.affected]
+
+    def node_totals(self) -> dict[str, NodeTotals]:
+        """Per node: ranges and tokens gained and lost, and estimated bytes in / to clean up."""
+        counts: dict[str, list[int]] = {}
+        bytes_in: dict[str, float] = {}
+        bytes_out: dict[str, float] = {}
+        for change in self.affected():
+            width = change.range.width()
+            source_density = self._mean_density(change.old)
+            for address in change.gained:
+                entry = counts.setdefault(address, [0, 0, 0, 0])
+                entry[0] += 1
+                entry[2] += width
+                if source_density is not None:
+                    bytes_in[address] = bytes_in.get(address, 0.0) + source_density * width
+            for address in change.lost:
+                entry = counts.setdefault(address, [0, 0, 0, 0])
+                entry[1] += 1
+                entry[3] += width
+                density = self._density(address)
+                if density is not None:
+                    bytes_out[address] = bytes_out.get(address, 0.0) + density * width
+        return {
+            address: NodeTotals(
+                address,
+                ranges_gained=entry[0],
+                ranges_lost=entry[1],
+                tokens_gained=entry[2],
+                tokens_lost=entry[3],
+                bytes_in=_rounded(bytes_in.get(address)),
+                bytes_out=_rounded(bytes_out.get(address)),
+            )
+            for address, entry in sorted(counts.items())
+        }
+
+    def _density(self, address: str) -> float | None:
+        load = self.loads.get(address)
+        owned = self.owned_width.get(address)
+        if load is None or not owned:
+            return None
+        return load / owned
+
+    def _mean_density(self, sources: Replicas) -> float | None:
+        densities = [d for d in map(self._density, sources) if d is not None]
+        return sum(densities) / len(densities) if densities else None
+
+
+def _rounded(value: float | None) -> int | None:
+    return None if value is None else round(value)
+
+
+def diff_maps(old: ReplicaMap, new: ReplicaMap, loads: Mapping[str, int] | None = None) -> PlacementDiff:
+    """Diff two placements of the same token boundaries (or of different ones, refined to both)."""
+    if [r.end for r in old.ranges] == [r.end for r in new.ranges]:
+        ranges, old_replicas, new_replicas = old.ranges, old.replicas, new.replicas
+    else:
+        ranges, old_replicas, new_replicas = _refine(old, new)
+    differs = list(map(ne, old_replicas, new_replicas))
+    changes = tuple(
+        map(
+            RangeChange,
+            compress(ranges, differs),
+            compress(old_replicas, differs),
+            compress(new_replicas, differs),
+        )
+    )
+    loads = dict(loads or {})
+    return PlacementDiff(changes, loads, _owned_width(old) if loads else {})
+
+
+def diff_replication(ring: Ring, old: Replication, new: Replication) -> PlacementDiff:
+    """Placement change of an `ALTER KEYSPACE` from `old` to `new` replication on `ring`."""
+    return diff_maps(replica_map(ring, old), replica_map(ring, new), _loads(ring))
+
+
+def diff_rings(before: Ring, after: Ring, replication: Replication) -> PlacementDiff:
+    """Placement change when the ring itself changes under one replication setting.
+
+    Token moves, added or removed nodes, and rack or datacenter relabels (a snitch change) all
+    move ownership; ranges are refined to the token boundaries of both rings.
+    """
+    return diff_maps(replica_map(before, replication), replica_map(after, replication), _loads(before))
+
+
+def _loads(ring: Ring) -> dict[str, int]:
+    return {node.address: node.load_bytes for node in ring.nodes if node.load_bytes is not None}
+
+
+def _owned_width(placement: ReplicaMap) -> dict[str, int]:
+    owned: dict[str, int] = {}
+    for token_range, replicas in zip(placement.ranges, placement.replicas, strict=True):
+        width = token_range.width()
+        for address in replicas:
+            owned[address] = owned.get(address, 0) + width
+    return owned
+
+
+def _refine(old: ReplicaMap, new: ReplicaMap) -> tuple[list[TokenRange], list[Replicas], list[Replicas]]:
+    """Both placements on the union of their token boundaries."""
+    ends = sorted({r.end for r in old.ranges} | {r.end for r in new.ranges})
+    ranges = [TokenRange(ends[i - 1], end) for i, end in enumerate(ends)]
+    return ranges, _replicas_at(old, ends), _replicas_at(new, ends)
+
+
+def _replicas_at(placement: ReplicaMap, ends: Sequence[int]) -> list[Replicas]:
+    own_ends = [r.end for r in placement.ranges]
+    size = len(own_ends)
+    return [placement.replicas[bisect.bisect_left(own_ends, end) % size] for end in ends]

@@ -1,0 +1,269 @@
+"""The migration plan: placement diff, findings, staged route and deadline of one replication change."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ringward.alter import altered_replication
+from ringward.diff import PlacementDiff, RangeChange, diff_replication, diff_rings
+from ringward.errors import UnsafeChangeError
+from ringward.placement import ReplicaMap, replica_map
+from ringward.replication import Replication
+from ringward.ring import Ring, TokenRange
+from ringward.safety import (
+    Finding,
+    ReplicationInput,
+    analyse,
+    analyse_rings,
+    coerce_replication,
+    deadline_seconds,
+    read_window,
+)
+from ringward.staging import staged_steps, unsafe_step_ranges
+
+__all__ = ["MigrationPlan", "NodeChange", "build_plan", "build_ring_change_plan", "range_changes"]
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    """How many ranges a node starts or stops replicating."""
+
+    gained: int = 0
+    lost: int = 0
+
+
+@dataclass(frozen=True)
+class MigrationPlan:
+    keyspace: str
+    ring: Ring
+    old: Replication
+    new: Replication
+    ranges: tuple[RangeChange, ...]
+    diff: PlacementDiff
+    findings: tuple[Finding, ...]
+    steps: tuple[Replication, ...]
+    deadline_seconds: int | None
+    ring_after: Ring | None = None
+
+    @property
+    def safe(self) -> bool:
+        return not self.refusals
+
+    @property
+    def refusals(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == "refuse")
+
+    @property
+    def affected(self) -> tuple[RangeChange, ...]:
+        return tuple(change for change in self.ranges if change.affected)
+
+    def node_changes(self) -> dict[str, NodeChange]:
+        """Per node, ranges gained and lost, for every node that gains or loses any."""
+        gained: dict[str, int] = {}
+        lost: dict[str, int] = {}
+        for change in self.affected:
+            for address in change.gained:
+                gained[address] = gained.get(address, 0) + 1
+            for address in change.lost:
+                lost[address] = lost.get(address, 0) + 1
+        return {a: NodeChange(gained.get(a, 0), lost.get(a, 0)) for a in sorted(set(gained) | set(lost))}
+
+    def read_window_counts(self) -> dict[str, int]:
+        ring = self.ring_after or self.ring
+        return {level: len(ranges) for level, ranges in read_window(self.diff, ring).items()}
+
+    def deadline_at(self, start: datetime) -> datetime | None:
+        """When the migration started at `start` must be finished (repair and verification included)."""
+        if self.deadline_seconds is None:
+            return None
+        return start + timedelta(seconds=self.deadline_seconds)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "keyspace": self.keyspace,
+            "old": self.old.as_json(),
+            "new": self.new.as_json(),
+            "ring_change": self.ring_after is not None,
+            "safe": self.safe,
+            "ranges": [_range_json(c) for c in self.ranges],
+            "affected_ranges": len(self.affected),
+            "total_ranges": len(self.ranges),
+            "nodes": {a: {"gained": n.gained, "lost": n.lost} for a, n in self.node_changes().items()},
+            "read_window": self.read_window_counts(),
+            "findings": [f.to_json() for f in self.findings],
+            "steps": [s.as_json() for s in self.steps],
+            "deadline_seconds": self.deadline_seconds,
+        }
+
+    def summary(self) -> str:
+        lines = [f"keyspace {self.keyspace}: {self._change_title()}"]
+        affected, total = len(self.affected), len(self.ranges)
+        lines.append(f"affected {affected} of {total} ranges")
+        for address, change in self.node_changes().items():
+            parts = [f"gains {change.gained}"] if change.gained else []
+            parts += [f"loses {change.lost}"] if change.lost else []
+            lines.append(f"  {address} {' and '.join(parts)} ranges")
+        window = {level: n for level, n in self.read_window_counts().items() if n}
+        if window:
+            lines.append("read window (ranges that may read empty until repair): " + _counts(window))
+        if len(self.steps) > 1:
+            lines.append(f"staged route, {len(self.steps)} steps:")
+            lines += [f"  {i}. {step.to_cql()}" for i, step in enumerate(self.steps, 1)]
+        lines += [f"  {finding}" for finding in self.findings]
+        warnings = sum(f.severity == "warn" for f in self.findings)
+        if self.safe:
+            lines.append(f"SAFE to apply ({warnings} warnings)")
+        else:
+            lines.append(f"REFUSED: {len(self.refusals)} refusals, {warnings} warnings")
+        return "\n".join(lines)
+
+    def table(self) -> str:
+        header = ("range", "old", "new", "+gained", "-lost", "marks")
+        rows = [header, *(_table_row(c) for c in self.ranges)]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        rendered = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+        rendered.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(line.rstrip() for line in rendered)
+
+    def _change_title(self) -> str:
+        if self.ring_after is not None:
+            return f"ring change under {self.new.to_cql()}"
+        return f"{self.old.to_cql()} -> {self.new.to_cql()}"
+
+
+def build_plan(
+    ring: Ring,
+    old: ReplicationInput,
+    new: ReplicationInput,
+    *,
+    keyspace: str,
+    table_gc_grace_seconds: Mapping[str, int] | None = None,
+    client_consistency: str | None = None,
+    known_keyspaces: Iterable[str] | None = None,
+    keep_quorum: bool = True,
+) -> MigrationPlan:
+    """The plan for changing `keyspace` from `old` to `new`; malformed settings raise ReplicationError."""
+    old_replication, new_replication = coerce_replication(old), coerce_replication(new)
+    stored_old = old_replication.expand(ring.datacenters())
+    stored_new = altered_replication(stored_old, new_replication, ring.datacenters())
+    findings = analyse(
+        ring,
+        old_replication,
+        new_replication,
+        keyspace=keyspace,
+        table_gc_grace_seconds=table_gc_grace_seconds,
+        client_consistency=client_consistency,
+        known_keyspaces=known_keyspaces,
+    )
+    steps: tuple[Replication, ...] = ()
+    if stored_old != stored_new:
+        try:
+            steps = tuple(staged_steps(ring, old_replication, new_replication, keep_quorum=keep_quorum))
+        except UnsafeChangeError as error:
+            findings.append(Finding("refuse", "no_safe_staging", error.problem, error.fix))
+        findings += _route_findings(ring, stored_old, stored_new, steps, keep_quorum)
+    return MigrationPlan(
+        keyspace=keyspace,
+        ring=ring,
+        old=old_replication,
+        new=new_replication,
+        ranges=range_changes(replica_map(ring, stored_old), replica_map(ring, stored_new)),
+        diff=diff_replication(ring, stored_old, stored_new),
+        findings=tuple(findings),
+        steps=steps,
+        deadline_seconds=deadline_seconds(table_gc_grace_seconds),
+    )
+
+
+def build_ring_change_plan(
+    before: Ring,
+    after: Ring,
+    replication: ReplicationInput,
+    *,
+    keyspace: str,
+    table_gc_grace_seconds: Mapping[str, int] | None = None,
+    client_consistency: str | None = None,
+) -> MigrationPlan:
+    """The plan for a topology change (nodes added, removed or re-tokened) under one replication."""
+    replication_ = coerce_replication(replication)
+    findings = analyse_rings(
+        before,
+        after,
+        replication_,
+        keyspace=keyspace,
+        table_gc_grace_seconds=table_gc_grace_seconds,
+        client_consistency=client_consistency,
+    )
+    return MigrationPlan(
+        keyspace=keyspace,
+        ring=before,
+        old=replication_,
+        new=replication_,
+        ranges=range_changes(replica_map(before, replication_), replica_map(after, replication_)),
+        diff=diff_rings(before, after, replication_),
+        findings=tuple(findings),
+        steps=(),
+        deadline_seconds=deadline_seconds(table_gc_grace_seconds),
+        ring_after=after,
+    )
+
+
+def range_changes(before: ReplicaMap, after: ReplicaMap) -> tuple[RangeChange, ...]:
+    """Every range, changed or not, on the token boundaries of both placements, in ring order."""
+    ends = sorted({r.end for r in before.ranges} | {r.end for r in after.ranges})
+    return tuple(
+        RangeChange(TokenRange(ends[i - 1], end), before.for_token(end), after.for_token(end))
+        for i, end in enumerate(ends)
+    )
+
+
+def _route_findings(
+    ring: Ring, old: Replication, new: Replication, steps: tuple[Replication, ...], keep_quorum: bool
+) -> list[Finding]:
+    if len(steps) <= 1:
+        return []
+    broken = tuple(unsafe_step_ranges(ring, old, new, keep_quorum=keep_quorum))
+    route = " -> ".join(step.to_cql() for step in steps)
+    return [
+        Finding(
+            "warn",
+            "staged_route",
+            f"Changing in one ALTER breaks the step rules on {len(broken)} ranges "
+            "(no replica kept, more than one replica moved per datacenter, or QUORUM overlap lost).",
+            f"Apply {len(steps)} ALTERs, repairing the affected ranges after each: {route}.",
+            broken,
+        )
+    ]
+
+
+def _range_json(change: RangeChange) -> dict[str, object]:
+    return {
+        "start": change.range.start,
+        "end": change.range.end,
+        "old": list(change.old),
+        "new": list(change.new),
+        "gained": list(change.gained),
+        "lost": list(change.lost),
+    }
+
+
+def _table_row(change: RangeChange) -> tuple[str, ...]:
+    marks = []
+    if change.affected:
+        marks.append("moved")
+    if change.old and change.new and not change.kept:
+        marks.append("NO-REPLICA-KEPT")
+    return (
+        f"({change.range.start}, {change.range.end}]",
+        ",".join(change.old),
+        ",".join(change.new),
+        ",".join(change.gained),
+        ",".join(change.lost),
+        " ".join(marks),
+    )
+
+
+def _counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{key} {value}" for key, value in counts.items())

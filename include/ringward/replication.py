@@ -1,0 +1,213 @@
+"""A keyspace's replication settings, as Cassandra stores them and as users write them.
+
+Only the two token-ring strategies are supported: SimpleStrategy and NetworkTopologyStrategy.
+Factors are whole replicas; transient replication (`'3/1'`) is refused because ringward's
+repair and cleanup plans assume every replica holds full data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ringward.errors import ReplicationError
+
+if TYPE_CHECKING:
+    from ringward.ring import Ring
+
+__all__ = ["NETWORK_TOPOLOGY", "REPLICATION_FACTOR", "SIMPLE", "Replication"]
+
+SIMPLE = "SimpleStrategy"
+NETWORK_TOPOLOGY = "NetworkTopologyStrategy"
+REPLICATION_FACTOR = "replication_factor"
+
+_PACKAGE = "org.apache.cassandra.locator."
+_SUPPORTED = (SIMPLE, NETWORK_TOPOLOGY)
+_EXAMPLE = '{"class": "NetworkTopologyStrategy", "dc1": 3}'
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+
+
+@dataclass(frozen=True, eq=False)
+class Replication:
+    """`strategy` is "SimpleStrategy" or "NetworkTopologyStrategy".
+
+    SimpleStrategy: `factors == {"replication_factor": n}`. NetworkTopologyStrategy: one entry per
+    datacenter (names are case-sensitive), plus optionally the Cassandra 4+ `replication_factor`
+    shorthand that Cassandra expands to every datacenter not listed (see `expand`).
+    """
+
+    strategy: str
+    factors: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in _SUPPORTED:
+            raise _unsupported_strategy(self.strategy)
+        factors = {_dc_name(key): _factor(key, value) for key, value in self.factors.items()}
+        if self.strategy == SIMPLE and set(factors) != {REPLICATION_FACTOR}:
+            raise ReplicationError(
+                f"SimpleStrategy takes exactly one option, replication_factor; got {sorted(factors)}.",
+                'Write {"class": "SimpleStrategy", "replication_factor": 3}, or use '
+                "NetworkTopologyStrategy for per-datacenter factors.",
+            )
+        object.__setattr__(self, "factors", factors)
+
+    @classmethod
+    def parse(cls, value: str | Mapping[str, object]) -> Replication:
+        """From JSON text or a mapping: `system_schema.keyspaces.replication` or a CQL-style map."""
+        options = _load_options(value) if isinstance(value, str) else value
+        if not isinstance(options, Mapping):
+            raise ReplicationError(
+                "The replication settings are not a map.", f"Give a JSON object like {_EXAMPLE}."
+            )
+        if "class" not in options:
+            raise ReplicationError(
+                "The replication settings have no 'class'.", f"Name the strategy, as in {_EXAMPLE}."
+            )
+        strategy = _strategy_name(options["class"])
+        factors: dict[str, int] = {}
+        for key, raw in options.items():
+            if key == "class":
+                continue
+            name = _dc_name(key)
+            if strategy == NETWORK_TOPOLOGY and name.lower() == REPLICATION_FACTOR:
+                name = REPLICATION_FACTOR  # Cassandra matches the shorthand case-insensitively
+            if name in factors:
+                raise ReplicationError(f"Option {name!r} is given twice.", "Give each option once.")
+            factors[name] = _factor(name, raw)
+        return cls(strategy, factors)
+
+    @classmethod
+    def simple(cls, replication_factor: int) -> Replication:
+        return cls(SIMPLE, {REPLICATION_FACTOR: replication_factor})
+
+    @classmethod
+    def network_topology(cls, factors: Mapping[str, int]) -> Replication:
+        return cls(NETWORK_TOPOLOGY, factors)
+
+    @property
+    def is_simple(self) -> bool:
+        return self.strategy == SIMPLE
+
+    @property
+    def default_factor(self) -> int | None:
+        """NetworkTopologyStrategy's `replication_factor` shorthand, if given (not yet expanded)."""
+        if self.is_simple:
+            return None
+        return self.factors.get(REPLICATION_FACTOR)
+
+    def datacenters(self) -> tuple[str, ...]:
+        """Datacenters named explicitly (NetworkTopologyStrategy); SimpleStrategy names none."""
+        if self.is_simple:
+            return ()
+        return tuple(dc for dc in self.factors if dc != REPLICATION_FACTOR)
+
+    def factor_for(self, dc: str) -> int:
+        """Replicas wanted in `dc`. SimpleStrategy ignores datacenters: its ring-wide factor."""
+        if self.is_simple:
+            return self.factors[REPLICATION_FACTOR]
+        if dc in self.factors and dc != REPLICATION_FACTOR:
+            return self.factors[dc]
+        return self.default_factor or 0
+
+    def expand(self, ring_dcs: Iterable[str]) -> Replication:
+        """Resolve the NTS `replication_factor` shorthand against the ring's datacenters.
+
+        Cassandra 4+ does this at CREATE/ALTER time: every datacenter not listed explicitly gets
+        the shorthand factor; explicit entries win.
+        """
+        default = self.default_factor
+        if default is None:
+            return self
+        factors = {dc: n for dc, n in self.factors.items() if dc != REPLICATION_FACTOR}
+        for dc in ring_dcs:
+            factors.setdefault(dc, default)
+        return Replication(NETWORK_TOPOLOGY, factors)
+
+    def total_factor(self, ring: Ring) -> int:
+        """Replicas each range actually gets on `ring` (factors capped at the nodes available)."""
+        if self.is_simple:
+            return min(self.factors[REPLICATION_FACTOR], len(ring.nodes))
+        return sum(min(self.factor_for(dc), len(nodes)) for dc, nodes in ring.datacenters().items())
+
+    def as_json(self) -> dict[str, str | int]:
+        return {"class": self.strategy, **self.factors}
+
+    def to_cql(self) -> str:
+        """The CQL map literal for `ALTER KEYSPACE ... WITH replication = <this>`."""
+        entries = [("class", self.strategy), *((key, str(n)) for key, n in self.factors.items())]
+        return "{" + ", ".join(f"{_cql_string(k)}: {_cql_string(v)}" for k, v in entries) + "}"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Replication):
+            return NotImplemented
+        return self.strategy == other.strategy and dict(self.factors) == dict(other.factors)
+
+    def __hash__(self) -> int:
+        return hash((self.strategy, frozenset(self.factors.items())))
+
+    def __str__(self) -> str:
+        return self.to_cql()
+
+
+def _cql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _load_options(text: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ReplicationError(
+            f"The replication settings are not valid JSON ({error.msg} at position {error.pos}).",
+            f"Give a JSON object with double-quoted keys, like {_EXAMPLE}.",
+        ) from None
+
+
+def _strategy_name(raw: object) -> str:
+    if not isinstance(raw, str) or not raw:
+        raise ReplicationError(f"The replication 'class' {raw!r} is not a strategy name.", f"See {_EXAMPLE}.")
+    name = raw.removeprefix(_PACKAGE)
+    if name not in _SUPPORTED:
+        raise _unsupported_strategy(raw)
+    return name
+
+
+def _unsupported_strategy(name: str) -> ReplicationError:
+    return ReplicationError(
+        f"Replication strategy {name!r} is not supported: ringward computes placement for "
+        "SimpleStrategy and NetworkTopologyStrategy only (LocalStrategy, EverywhereStrategy and "
+        "custom strategies place replicas differently).",
+        "Use 'SimpleStrategy' or 'NetworkTopologyStrategy' (names are case-sensitive), or change "
+        "this keyspace by hand.",
+    )
+
+
+def _dc_name(key: object) -> str:
+    if not isinstance(key, str) or not key:
+        raise ReplicationError(
+            f"Replication option name {key!r} is not a non-empty string.",
+            "Name each datacenter exactly as `nodetool status` prints it.",
+        )
+    return key
+
+
+def _factor(key: str, raw: object) -> int:
+    if isinstance(raw, str) and "/" in raw:
+        raise ReplicationError(
+            f"Transient replication ({key}: {raw!r}) is not supported.",
+            "Give whole replica counts only, e.g. '3', and change transient keyspaces by hand.",
+        )
+    factor: int | None = None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        factor = raw
+    elif isinstance(raw, str) and _WHOLE_NUMBER.fullmatch(raw.strip()):
+        factor = int(raw.strip())
+    if factor is None or factor < 0:
+        raise ReplicationError(
+            f"Replication factor {raw!r} for {key!r} is not a non-negative whole number.",
+            f"Give {key!r} a count of replicas such as 3 (0 removes the datacenter).",
+        )
+    return factor

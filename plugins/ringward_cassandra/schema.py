@@ -1,0 +1,69 @@
+"""Reads a keyspace's replication and its tables' gc_grace_seconds from the live schema.
+
+Works on any object with the driver Session's `execute(query, parameters)`; rows may be named
+tuples (the driver's default) or mappings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from ringward.errors import ClusterError
+from ringward.replication import Replication
+
+__all__ = ["CqlSession", "connect", "keyspace_names", "keyspace_replication", "table_gc_grace"]
+
+DEFAULT_PORT = 9042
+
+
+class CqlSession(Protocol):
+    def execute(self, query: str, parameters: Any = ...) -> Iterable[Any]: ...
+
+
+def connect(contact_point: str) -> Any:
+    """A driver session to `host[:port]` (the driver is imported only here)."""
+    from cassandra.cluster import Cluster
+
+    host, _, port = contact_point.partition(":")
+    cluster = Cluster([host], port=int(port) if port else DEFAULT_PORT)
+    try:
+        return cluster.connect()
+    except Exception as error:
+        cluster.shutdown()
+        raise ClusterError(
+            f"Cannot connect to {contact_point}: {error}.",
+            "Check the address and port (host[:9042]) and that the node is up.",
+        ) from error
+
+
+def keyspace_replication(session: CqlSession, keyspace: str) -> Replication:
+    rows = list(
+        session.execute(
+            "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", (keyspace,)
+        )
+    )
+    if not rows:
+        raise ClusterError(
+            f"Keyspace {keyspace!r} does not exist.",
+            "Check the name (case-sensitive); `ringward plan --from JSON` plans without a cluster.",
+        )
+    return Replication.parse(dict(_field(rows[0], "replication")))
+
+
+def table_gc_grace(session: CqlSession, keyspace: str) -> dict[str, int]:
+    """gc_grace_seconds of every table of `keyspace`, by table name."""
+    rows = session.execute(
+        "SELECT table_name, gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s",
+        (keyspace,),
+    )
+    return {str(_field(row, "table_name")): int(_field(row, "gc_grace_seconds")) for row in rows}
+
+
+def keyspace_names(session: CqlSession) -> list[str]:
+    rows = session.execute("SELECT keyspace_name FROM system_schema.keyspaces")
+    return sorted(str(_field(row, "keyspace_name")) for row in rows)
+
+
+def _field(row: Any, name: str) -> Any:
+    return row[name] if isinstance(row, Mapping) else getattr(row, name)
