@@ -150,6 +150,40 @@ class NodetoolClient:
             output=output[-4000:], in_sync=in_sync,
         )  # fmt: skip
 
+    def start_repair(
+        self, address: str, keyspace: str, token_range: TokenRange, *, hosts: Sequence[str] = (), timeout: float = 120.0
+    ) -> str:
+        """Start a full repair of one range and return its parent session id without waiting for it.
+
+        The session runs on the coordinator whatever happens to this nodetool client, so a deferred task
+        can stop the client and let a trigger follow the session in parent_repair_history.
+        """
+        args = ["repair", "-full", "-st", str(token_range.start), "-et", str(token_range.end)]
+        for host in hosts:
+            args += ["-hosts", host]
+        process = subprocess.Popen(
+            self.command(address, [*args, keyspace]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        deadline = time.monotonic() + timeout
+        seen: list[str] = []
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                seen.append(line)
+                match = _REPAIR_STARTED.search(line)
+                if match:
+                    return match.group(2)
+                if time.monotonic() > deadline:
+                    break
+        finally:
+            if process.poll() is None:
+                process.terminate()
+            process.communicate()
+        raise RepairError(
+            f"Repair of {keyspace} {token_range} did not start on {address}: {''.join(seen)[-800:]}",
+            f"Check that {address} is up and reachable over JMX, then retry the task.",
+        )
+
     def snapshot(self, address: str, keyspace: str, tag: str) -> None:
         self.checked(address, ["snapshot", "-t", tag, keyspace])
 

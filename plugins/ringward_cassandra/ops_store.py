@@ -139,6 +139,11 @@ class OpsStore:
             (migration_id, keyspace, old, new, state, json.dumps(plan), datetime.now(UTC)),
         )
 
+    def migration(self, migration_id: str) -> dict[str, object] | None:
+        """The record a migration's precheck stored, for a rerun of the same DAG run to resume with."""
+        rows = self._read(f"SELECT plan FROM {OPS_KEYSPACE}.migrations WHERE migration_id = %s", (migration_id,))
+        return json.loads(rows[0].plan) if rows else None  # type: ignore[attr-defined]
+
     def set_migration_state(self, migration_id: str, state: str) -> None:
         self._write(
             f"UPDATE {OPS_KEYSPACE}.migrations SET state = %s, updated_at = %s WHERE migration_id = %s",

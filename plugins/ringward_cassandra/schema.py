@@ -39,9 +39,7 @@ def connect(contact_point: str) -> Any:
 
 def keyspace_replication(session: CqlSession, keyspace: str) -> Replication:
     rows = list(
-        session.execute(
-            "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", (keyspace,)
-        )
+        session.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", (keyspace,))
     )
     if not rows:
         raise ClusterError(

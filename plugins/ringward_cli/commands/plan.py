@@ -28,16 +28,12 @@ def register(subparsers: Any) -> None:
         description="Compare replica placement before and after a replication change (or a ring change) "
         "and refuse what would lose data. Exit 0 when safe, 3 when refused.",
     )
-    parser.add_argument(
-        "--ring", required=True, help="ring file (nodetool ring output or JSON) or host[:port]"
-    )
+    parser.add_argument("--ring", required=True, help="ring file (nodetool ring output or JSON) or host[:port]")
     parser.add_argument("--ring-after", help="second ring: plan a topology change under one replication")
     parser.add_argument("--to", dest="to_replication", help="target replication, JSON text or a JSON file")
     parser.add_argument("--from", dest="from_replication", help="current replication, JSON text or file")
     parser.add_argument("--keyspace", help="keyspace name; without --from its replication is read live")
-    parser.add_argument(
-        "--contact", help="host[:port] to read the schema from (default: --ring if not a file)"
-    )
+    parser.add_argument("--contact", help="host[:port] to read the schema from (default: --ring if not a file)")
     parser.add_argument("--gc-grace", type=int, help="gc_grace_seconds to assume when not read live")
     parser.add_argument("--consistency", help="the clients' read consistency level, e.g. LOCAL_ONE")
     parser.add_argument("--format", choices=("table", "json", "summary"), default="summary")
@@ -59,9 +55,7 @@ def handler(args: argparse.Namespace) -> int:
     if args.ring_after:
         replication = _parse_replication(args.to_replication) if args.to_replication else inputs.current
         if replication is None:
-            raise ConfigurationError(
-                "A ring change needs the replication.", "Pass --to, --from or --keyspace."
-            )
+            raise ConfigurationError("A ring change needs the replication.", "Pass --to, --from or --keyspace.")
         plan = build_ring_change_plan(
             ring,
             _load_ring(args.ring_after),
@@ -129,8 +123,7 @@ def _contact_point(args: argparse.Namespace) -> str:
     if not Path(args.ring).exists():
         return str(args.ring)
     raise ConfigurationError(
-        "--keyspace without --from reads the current replication from the cluster, but no contact point "
-        "was given.",
+        "--keyspace without --from reads the current replication from the cluster, but no contact point was given.",
         "Pass --contact host[:port], or --from JSON to plan offline.",
     )
 

@@ -1,0 +1,140 @@
+"""keyspace_migration: a safe replication change, triggered from the Airflow UI.
+
+precheck -> approval -> per ALTER step (pre-repair -> alter -> repair -> verify) -> cleanup -> report.
+This file only wires tasks; the operators live in plugins/ringward_airflow.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.providers.standard.operators.python import BranchPythonOperator, ShortCircuitOperator
+from airflow.sdk import DAG, Asset, Param, TaskGroup
+from ringward.migration import MAX_STAGED_STEPS
+from ringward_airflow.migration_operators import (
+    CleanupOperator,
+    KeyspaceAlterOperator,
+    MigrationPrecheckOperator,
+    MigrationReportOperator,
+    PreviewVerifyOperator,
+    RangeRepairOperator,
+)
+
+PARAMS = {
+    "keyspace": Param("test", type="string", title="Keyspace", description="Name as stored (case-sensitive)."),
+    "replication": Param(
+        {"class": "NetworkTopologyStrategy", "dc1": 2},
+        type="object",
+        title="Target replication",
+        description='e.g. {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3}',
+    ),
+    "require_approval": Param(True, type="boolean", description="Wait for a person to approve the plan."),
+    "pre_repair": Param(True, type="boolean", description="Full repair of the affected ranges before the ALTER."),
+    "client_read_consistency": Param(
+        "LOCAL_QUORUM",
+        type="string",
+        enum=["ONE", "LOCAL_ONE", "TWO", "QUORUM", "LOCAL_QUORUM", "EACH_QUORUM", "ALL"],
+        description="What the applications read at, for the read-window analysis.",
+    ),
+    "dry_run": Param(False, type="boolean", description="Stop after the precheck."),
+    "cleanup": Param(True, type="boolean", description="Run nodetool cleanup on nodes that lost ranges."),
+    "require_cleanup_approval": Param(False, type="boolean", description="Ask again before cleanup."),
+    "snapshot_before_cleanup": Param(True, type="boolean"),
+    "repair_parallelism": Param(2, type="integer", minimum=1, description="Concurrent repair sessions."),
+    "repair_session_timeout": Param(3600, type="integer", minimum=10, description="Seconds per session."),
+    "deferrable": Param(True, type="boolean", description="Wait for repairs in the triggerer, not a worker."),
+}
+
+
+def _approval_path(name: str, subject: str, body: str) -> tuple[BranchPythonOperator, ApprovalOperator, EmptyOperator]:
+    """branch -> (approval | straight through) -> join; the approval is skipped unless the param asks for it."""
+    join = EmptyOperator(task_id=f"{name}_passed", trigger_rule="none_failed_min_one_success")
+    branch = BranchPythonOperator(
+        task_id=f"{name}_needed",
+        python_callable=lambda params, flag=f"require_{name}": f"{name}" if params[flag] else join.task_id,
+    )
+    approval = ApprovalOperator(task_id=name, subject=subject, body=body, execution_timeout=timedelta(days=2))
+    branch >> [approval, join]
+    approval >> join
+    return branch, approval, join
+
+
+with DAG(
+    dag_id="keyspace_migration",
+    schedule=None,
+    catchup=False,
+    max_active_runs=4,
+    params=PARAMS,
+    tags=["ringward", "cassandra", "migration"],
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+    doc_md=__doc__,
+    render_template_as_native_obj=True,
+) as dag:
+    precheck = MigrationPrecheckOperator(
+        task_id="precheck",
+        keyspace="{{ params.keyspace }}",
+        replication="{{ params.replication }}",
+        client_read_consistency="{{ params.client_read_consistency }}",
+        plans_dir="{{ var.value.get('ringward_plans_dir', '/tmp/ringward-plans') }}",
+        retries=0,
+    )
+    not_dry_run = ShortCircuitOperator(
+        task_id="continue_unless_dry_run", python_callable=lambda params: not params["dry_run"]
+    )
+    approval_needed, approval, approved = _approval_path(
+        "approval",
+        subject="Approve the replication change of {{ params.keyspace }}",
+        body="{{ ti.xcom_pull(task_ids='precheck')['summary'] }}",
+    )
+    precheck >> not_dry_run >> approval_needed
+
+    previous = approved
+    verifies = []
+    for index in range(1, MAX_STAGED_STEPS + 1):
+        with TaskGroup(group_id=f"step_{index}") as step:
+            has_step = ShortCircuitOperator(
+                task_id="has_step",
+                python_callable=lambda ti, i=index: len(ti.xcom_pull(task_ids="precheck")["steps"]) >= i,
+            )
+            pre_repair_wanted = ShortCircuitOperator(
+                task_id="pre_repair_wanted",
+                python_callable=lambda params: params["pre_repair"],
+                ignore_downstream_trigger_rules=False,
+            )
+            repair_options = {
+                "step_index": index,
+                "parallelism": "{{ params.repair_parallelism }}",
+                "session_timeout": "{{ params.repair_session_timeout }}",
+                "deferrable": "{{ params.deferrable }}",
+            }
+            pre_repair = RangeRepairOperator(task_id="pre_repair", phase="pre", **repair_options)
+            alter = KeyspaceAlterOperator(task_id="alter", step_index=index, trigger_rule="none_failed_min_one_success")
+            repair = RangeRepairOperator(task_id="repair", phase="post", **repair_options)
+            verify = PreviewVerifyOperator(task_id="verify", step_index=index)
+            has_step >> pre_repair_wanted >> pre_repair >> alter
+            has_step >> alter >> repair >> verify
+        previous >> step
+        previous = verify
+        verifies.append(verify)
+
+    cleanup_wanted = ShortCircuitOperator(
+        task_id="cleanup_wanted",
+        python_callable=lambda params: params["cleanup"],
+        trigger_rule="none_failed_min_one_success",
+    )
+    cleanup_approval_needed, _, cleanup_approved = _approval_path(
+        "cleanup_approval",
+        subject="Approve nodetool cleanup of {{ params.keyspace }}",
+        body="Verification passed. Cleanup deletes what former replicas still hold; rollback is possible until then.",
+    )
+    cleanup = CleanupOperator(task_id="cleanup", snapshot_before_cleanup="{{ params.snapshot_before_cleanup }}")
+    report = MigrationReportOperator(
+        task_id="report",
+        trigger_rule="none_failed_min_one_success",
+        outlets=[Asset("cassandra://ringward/keyspace_migration")],
+    )
+    verifies >> cleanup_wanted >> cleanup_approval_needed
+    cleanup_approved >> cleanup >> report
+    verifies >> report

@@ -1,0 +1,161 @@
+"""The migration pipeline's pure decisions: which ALTER steps, which ranges to repair where, what to verify,
+which nodes to clean up, and how a resumed task skips finished work.
+
+A step moves the keyspace from `before` to `after`. Repair around a step:
+- *pre-repair* (under `before`): every old replica holds every row before ownership changes, so the
+  replica that stays in each range has the data (the seed's hazard: a missed write on the kept replica
+  is otherwise lost once the former replica stops being asked).
+- *repair* (under `after`): full repair of exactly the affected ranges, coordinated by a gained replica,
+  streams the data to the replicas that are new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Literal
+
+from ringward.errors import UnsafeChangeError
+from ringward.placement import ReplicaMap, merge_adjacent, replica_map
+from ringward.plan import MigrationPlan
+from ringward.repair import Segment, plan_waves
+from ringward.replication import Replication
+from ringward.ring import Ring, TokenRange
+
+__all__ = [
+    "MAX_STAGED_STEPS",
+    "MigrationStep",
+    "RangeState",
+    "VerifyTarget",
+    "cleanup_nodes",
+    "migration_steps",
+    "pending",
+    "repair_segments",
+    "repair_waves",
+    "verify_targets",
+]
+
+# The DAG has a fixed number of step groups; routes needing more are refused with a way forward.
+MAX_STAGED_STEPS = 3
+
+# Refusals a staged route resolves: the direct change is unsafe, the steps are not.
+_RESOLVED_BY_STAGING = frozenset({"no_replica_kept", "staged_route"})
+
+
+class RangeState(str, Enum):
+    """Journal state of one range in one stage (stored as text in the ops keyspace)."""
+
+    DONE = "done"
+    FAILED = "failed"
+
+    @property
+    def is_done(self) -> bool:
+        return self is RangeState.DONE
+
+
+@dataclass(frozen=True)
+class MigrationStep:
+    """One ALTER: `before` -> `after`, 1-based `index` of `count`."""
+
+    index: int
+    count: int
+    before: Replication
+    after: Replication
+
+    def placements(self, ring: Ring) -> tuple[ReplicaMap, ReplicaMap]:
+        return replica_map(ring, self.before), replica_map(ring, self.after)
+
+
+def migration_steps(plan: MigrationPlan) -> list[MigrationStep]:
+    """The ALTERs to run, or raise UnsafeChangeError naming the refusals that no staged route resolves."""
+    blocking = [f for f in plan.refusals if f.code not in _RESOLVED_BY_STAGING or not plan.steps]
+    if blocking:
+        details = "; ".join(f"{f.code}: {f.message}" for f in blocking)
+        fixes = " ".join(dict.fromkeys(f.fix for f in blocking if f.fix))
+        raise UnsafeChangeError(f"The change of {plan.keyspace} is refused: {details}", fixes)
+    if len(plan.steps) > MAX_STAGED_STEPS:
+        raise UnsafeChangeError(
+            f"The safe route for {plan.keyspace} needs {len(plan.steps)} ALTER steps; the DAG runs at most "
+            f"{MAX_STAGED_STEPS}.",
+            "Run the first steps as separate migrations (see `ringward plan --format table` for the route).",
+        )
+    befores = [plan.old, *plan.steps[:-1]]
+    return [
+        MigrationStep(i, len(plan.steps), before, after)
+        for i, (before, after) in enumerate(zip(befores, plan.steps, strict=True), 1)
+    ]
+
+
+def repair_segments(
+    ring: Ring, step: MigrationStep, keyspace: str, phase: Literal["pre", "post"]
+) -> list[Segment]:
+    """The non-wrapping ranges to repair for `step`, each with its participants, coordinator first.
+
+    Only affected ranges are repaired; adjacent ones with the same participants are merged. Post-ALTER the
+    coordinator is a gained replica (the seed: repair on the new replica, or -pr on the old one). A range
+    with a single participant needs no repair and is left out.
+    """
+    before, after = step.placements(ring)
+    chosen: list[tuple[TokenRange, tuple[str, ...]]] = []
+    for token_range in _refined_ranges(before, after):
+        old, new = before.for_token(token_range.end), after.for_token(token_range.end)
+        if set(old) == set(new):
+            continue
+        if phase == "pre":
+            participants = old
+        else:
+            gained = tuple(node for node in new if node not in old)
+            participants = gained + tuple(node for node in new if node not in gained)
+        if len(participants) > 1:
+            chosen.append((token_range, participants))
+    segments = []
+    for token_range, participants in merge_adjacent(chosen):
+        for piece in token_range.unwrap():
+            segments.append(Segment(keyspace, (), piece, participants))
+    return segments
+
+
+def _refined_ranges(before: ReplicaMap, after: ReplicaMap) -> list[TokenRange]:
+    """Ring ranges of both placements (they share the ring, so the same ranges; kept general)."""
+    ends = sorted({r.end for r in before.ranges} | {r.end for r in after.ranges})
+    return [TokenRange(ends[i - 1], ends[i]) for i in range(len(ends))]
+
+
+def repair_waves(segments: Sequence[Segment], parallelism: int) -> list[list[Segment]]:
+    """Waves of segments whose participants are disjoint: a node is in at most one session at a time."""
+    return plan_waves(segments, parallelism)
+
+
+def pending(segments: Iterable[Segment], journal: Mapping[TokenRange, str]) -> list[Segment]:
+    """Segments not yet journalled as done (a retried or cleared task resumes here)."""
+    return [s for s in segments if journal.get(s.range) != RangeState.DONE.value]
+
+
+@dataclass(frozen=True)
+class VerifyTarget:
+    """A range whose data must be present on `replica`, a replica the step made new."""
+
+    range: TokenRange
+    replica: str
+
+
+def verify_targets(ring: Ring, step: MigrationStep) -> list[VerifyTarget]:
+    """Every (affected range, gained replica) pair, ranges unwrapped for token-range reads."""
+    before, after = step.placements(ring)
+    targets = []
+    for token_range in _refined_ranges(before, after):
+        old, new = before.for_token(token_range.end), after.for_token(token_range.end)
+        for replica in new:
+            if replica not in old:
+                targets.extend(VerifyTarget(piece, replica) for piece in token_range.unwrap())
+    return targets
+
+
+def cleanup_nodes(ring: Ring, first: Replication, last: Replication) -> list[str]:
+    """Nodes that replicate some range under `first` but not under `last`: only they hold orphaned data."""
+    before, after = replica_map(ring, first), replica_map(ring, last)
+    lost: set[str] = set()
+    for token_range in _refined_ranges(before, after):
+        lost.update(set(before.for_token(token_range.end)) - set(after.for_token(token_range.end)))
+    return sorted(lost)

@@ -1,0 +1,565 @@
+"""Operators of the `keyspace_migration` DAG. Thin: decisions live in include/ringward (plan, migration).
+
+Each stage reads the precheck's record (XCom) and keeps its own progress in the ops keyspace, so a retried
+or cleared task resumes where it stopped instead of starting over.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+from ringward.errors import (
+    ClusterError,
+    ConfigurationError,
+    MigrationError,
+    RepairError,
+    RingwardError,
+    UnsafeChangeError,
+    VerificationError,
+)
+from ringward.migration import (
+    MigrationStep,
+    RangeState,
+    cleanup_nodes,
+    migration_steps,
+    pending,
+    repair_segments,
+    repair_waves,
+)
+from ringward.plan import MigrationPlan, build_plan
+from ringward.repair import Progress, Segment, backoff_delay
+from ringward.replication import Replication
+from ringward.ring import Ring
+from ringward.ring_sources import ring_from_json, ring_to_json
+from ringward.safety import SYSTEM_KEYSPACES
+from ringward.svg import render_placement_svg
+from ringward_cassandra.cql import quote_identifier
+from ringward_cassandra.nodetool import NodetoolClient
+from ringward_cassandra.ops_store import JournalEntry, OpsStore
+from ringward_cassandra.schema import keyspace_names, keyspace_replication, table_gc_grace
+
+from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
+
+__all__ = [
+    "CleanupOperator",
+    "KeyspaceAlterOperator",
+    "MigrationPrecheckOperator",
+    "MigrationReportOperator",
+    "PreviewVerifyOperator",
+    "RangeRepairOperator",
+    "load_record",
+]
+
+_NAME = re.compile(r"^[A-Za-z0-9_]{1,48}$")
+_DESCRIBERING = re.compile(r"start_token:(-?\d+), end_token:(-?\d+), endpoints:\[([^\]]*)\]")
+
+
+def lease_resource(keyspace: str) -> str:
+    return f"keyspace:{keyspace}"
+
+
+def load_record(context: Context, precheck_task_id: str = "precheck") -> dict[str, Any]:
+    record = context["ti"].xcom_pull(task_ids=precheck_task_id)
+    if not record:
+        raise MigrationError("The precheck left no plan for this run.", "Clear and rerun the precheck task.")
+    return dict(record)
+
+
+def record_plan(record: dict[str, Any]) -> tuple[Ring, list[MigrationStep]]:
+    ring = ring_from_json(record["ring"])
+    plan = build_plan(ring, record["old"], record["new"], keyspace=record["keyspace"])
+    return ring, migration_steps(plan)
+
+
+class _MigrationOperator(BaseOperator):
+    """Connections and the precheck record, shared by every stage. Hooks are built in `execute`."""
+
+    template_fields: Sequence[str] = ()
+
+    def __init__(
+        self,
+        *,
+        cassandra_conn_id: str = "cassandra_default",
+        nodetool_conn_id: str = "ringward_nodetool",
+        precheck_task_id: str = "precheck",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.cassandra_conn_id = cassandra_conn_id
+        self.nodetool_conn_id = nodetool_conn_id
+        self.precheck_task_id = precheck_task_id
+        self._killed = threading.Event()
+        self._nodetool: NodetoolClient | None = None
+
+    def _cassandra(self) -> RingwardCassandraHook:
+        return RingwardCassandraHook(self.cassandra_conn_id)
+
+    def _nodetool_client(self) -> NodetoolClient:
+        if self._nodetool is None:
+            self._nodetool = NodetoolHook(self.nodetool_conn_id).client
+        return self._nodetool
+
+    def on_kill(self) -> None:
+        # Airflow 3.3 lets execute() go on after SIGTERM: flag it and stop our nodetool processes.
+        self._killed.set()
+        if self._nodetool is not None:
+            self._nodetool.terminate_all()
+
+    def _raise_if_killed(self) -> None:
+        if self._killed.is_set():
+            raise MigrationError("The task was killed; it stopped what it had started.", "Clear the task to resume.")
+
+
+class MigrationPrecheckOperator(_MigrationOperator):
+    """Cluster health, the placement diff and safety analysis on the live ring, the keyspace lease.
+
+    Returns the record later stages read: migration id, ring snapshot, old and new replication, steps.
+    """
+
+    template_fields: Sequence[str] = ("keyspace", "replication", "client_read_consistency")
+
+    def __init__(
+        self,
+        *,
+        keyspace: str,
+        replication: Any,
+        client_read_consistency: str | None = None,
+        plans_dir: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.keyspace = keyspace
+        self.replication = replication
+        self.client_read_consistency = client_read_consistency
+        self.plans_dir = plans_dir
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        keyspace = _checked_keyspace(self.keyspace)
+        if keyspace in SYSTEM_KEYSPACES:
+            raise UnsafeChangeError(
+                f"{keyspace} is a system keyspace: Cassandra manages its replication (or it is ringward's own).",
+                "Migrate application keyspaces only.",
+            )
+        target = _parse_target(self.replication)
+        migration_id = f"{keyspace}@{context['run_id']}"
+        hook = self._cassandra()
+        try:
+            store = hook.ops_store()
+            resumed = store.migration(migration_id)
+            if resumed is not None:
+                self.log.info("Resuming migration %s recorded earlier; its plan stands.", migration_id)
+                return resumed
+            session = hook.session
+            if keyspace not in keyspace_names(session):
+                raise ConfigurationError(
+                    f"Keyspace {keyspace!r} does not exist.", "Check the name (it is case-sensitive)."
+                )
+            ring = hook.ring()
+            self._check_health(ring, hook)
+            plan = build_plan(
+                ring,
+                keyspace_replication(session, keyspace),  # refuses what Replication cannot express
+                target,
+                keyspace=keyspace,
+                table_gc_grace_seconds=table_gc_grace(session, keyspace),
+                client_consistency=self.client_read_consistency or None,
+                known_keyspaces=keyspace_names(session),
+            )
+            self._show(plan, migration_id)
+            steps = migration_steps(plan)
+            store.acquire_lease(lease_resource(keyspace), migration_id, "keyspace_migration")
+            record = {
+                "migration_id": migration_id,
+                "keyspace": keyspace,
+                "ring": ring_to_json(ring),
+                "old": plan.old.as_json(),
+                "new": plan.new.as_json(),
+                "steps": [step.after.as_json() for step in steps],
+                "affected_ranges": len(plan.affected),
+                "total_ranges": len(plan.ranges),
+                "summary": plan.summary(),
+                "started_at": datetime.now(UTC).isoformat(),
+                "deadline_seconds": plan.deadline_seconds,
+            }
+            store.record_migration(migration_id, keyspace, json.dumps(record["old"]), json.dumps(record["new"]),
+                                   "planned", record)  # fmt: skip
+            return record
+        finally:
+            hook.close()
+
+    def _check_health(self, ring: Ring, hook: RingwardCassandraHook) -> None:
+        nodetool = self._nodetool_client()
+        problems = []
+        for node in ring.nodes:
+            states = nodetool.status(node.address)
+            down = {address: state for address, state in states.items() if state != "UN"}
+            if down:
+                problems.append(f"{node.address} sees {down}")
+            if nodetool.is_streaming(node.address):
+                problems.append(f"{node.address} is streaming (a bootstrap, decommission or move is running)")
+        if not hook.session.cluster.control_connection.wait_for_schema_agreement(wait_time=30):
+            problems.append("the nodes do not agree on the schema")
+        if problems:
+            raise ClusterError(
+                "The cluster is not healthy enough to change replication: " + "; ".join(problems) + ".",
+                "Bring every node to UN, let streaming and schema changes settle, then retry the precheck.",
+            )
+
+    def _show(self, plan: MigrationPlan, migration_id: str) -> None:
+        self.log.info("Placement diff for %s:\n%s", plan.keyspace, plan.table())
+        self.log.info("Plan:\n%s", plan.summary())
+        if self.plans_dir:
+            folder = Path(self.plans_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            picture = folder / f"{migration_id.replace('/', '_').replace(':', '_')}.svg"
+            picture.write_text(render_placement_svg(plan))
+            self.log.info("Ring picture of the change: %s", picture)
+
+
+class KeyspaceAlterOperator(_MigrationOperator):
+    """`ALTER KEYSPACE` to step `step_index`'s replication; a no-op when already applied (retries)."""
+
+    def __init__(self, *, step_index: int = 1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.step_index = step_index
+
+    def execute(self, context: Context) -> str:
+        record = load_record(context, self.precheck_task_id)
+        ring, steps = record_plan(record)
+        step = steps[self.step_index - 1]
+        keyspace = record["keyspace"]
+        hook = self._cassandra()
+        try:
+            current = keyspace_replication(hook.session, keyspace)
+            if current == step.after:
+                self.log.info("%s already has %s: nothing to alter.", keyspace, step.after.to_cql())
+            elif current != step.before:
+                raise MigrationError(
+                    f"{keyspace} has {current.to_cql()}, neither the step's start {step.before.to_cql()} nor its "
+                    f"target {step.after.to_cql()}: someone else changed it.",
+                    "Find out who changed the keyspace; rerun the migration from a fresh precheck.",
+                )
+            else:
+                statement = f"ALTER KEYSPACE {quote_identifier(keyspace)} WITH replication = {step.after.to_cql()}"
+                self.log.info("Step %d/%d: %s", step.index, step.count, statement)
+                hook.session.execute(statement)
+            if not hook.session.cluster.control_connection.wait_for_schema_agreement(wait_time=60):
+                raise ClusterError("Schema did not reach agreement after the ALTER.", "Check the nodes, then retry.")
+            self._confirm_ownership(ring, step, keyspace)
+            hook.ops_store().set_migration_state(record["migration_id"], f"altered:{step.index}")
+        finally:
+            hook.close()
+        return step.after.to_cql()
+
+    def _confirm_ownership(self, ring: Ring, step: MigrationStep, keyspace: str) -> None:
+        """Every node must report the new replicas for every range (`nodetool describering`)."""
+        _, expected = step.placements(ring)
+        nodetool = self._nodetool_client()
+        for node in ring.nodes:
+            output = nodetool.checked(node.address, ["describering", keyspace])
+            for start, end, endpoints in _DESCRIBERING.findall(output):
+                reported = {e.strip() for e in endpoints.split(",") if e.strip()}
+                wanted = set(expected.for_token(int(end)))
+                if reported != wanted:
+                    raise ClusterError(
+                        f"{node.address} reports replicas {sorted(reported)} for ({start}, {end}], expected "
+                        f"{sorted(wanted)}.",
+                        "Wait for the schema change to reach every node, then retry the task.",
+                    )
+        self.log.info("Every node reports the new ownership of %s.", keyspace)
+
+
+class RangeRepairOperator(_MigrationOperator):
+    template_fields: Sequence[str] = ("parallelism", "session_timeout", "deferrable")
+
+    """Full repair of exactly the affected ranges of one step, before (`pre`) or after (`post`) its ALTER.
+
+    A node takes part in one session at a time (waves of replica-disjoint ranges); each range is retried
+    with backoff; finished ranges are journalled so a retry resumes. With `deferrable`, a wave's sessions
+    are started and a trigger waits for them, so a long repair holds no worker slot.
+    """
+
+    def __init__(
+        self,
+        *,
+        step_index: int = 1,
+        phase: str = "post",
+        parallelism: int = 2,
+        max_attempts: int = 3,
+        session_timeout: float = 3600.0,
+        retry_backoff: float = 5.0,
+        deferrable: bool = False,
+        poll_interval: float = 2.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.step_index = step_index
+        self.phase = phase
+        self.parallelism = parallelism
+        self.max_attempts = max_attempts
+        self.session_timeout = session_timeout
+        self.retry_backoff = retry_backoff
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+
+    @property
+    def stage(self) -> str:
+        return f"{self.phase}_repair:{self.step_index}"
+
+    def _plan(self, context: Context) -> tuple[dict[str, Any], list[Segment]]:
+        record = load_record(context, self.precheck_task_id)
+        ring, steps = record_plan(record)
+        segments = repair_segments(ring, steps[self.step_index - 1], record["keyspace"], self.phase)  # type: ignore[arg-type]
+        return record, segments
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        self.parallelism, self.session_timeout = int(self.parallelism), float(self.session_timeout)
+        self.deferrable = _truthy(self.deferrable)
+        record, segments = self._plan(context)
+        hook = self._cassandra()
+        try:
+            store = hook.ops_store()
+            journal = {r: e.status for r, e in store.journal(record["migration_id"], self.stage).items()}
+            todo = pending(segments, journal)
+            self.log.info("%s: %d ranges to repair, %d already done.", self.stage, len(todo),
+                          len(segments) - len(todo))  # fmt: skip
+            if not todo:
+                return {"ranges": len(segments), "repaired": 0}
+            if self.deferrable:
+                return self._start_wave(context, record, todo, hook)
+            self._repair_blocking(record, todo, store)
+        finally:
+            hook.close()
+        return {"ranges": len(segments), "repaired": len(todo)}
+
+    # -- blocking mode ----------------------------------------------------------------------------------
+    def _repair_blocking(self, record: dict[str, Any], todo: list[Segment], store: OpsStore) -> None:
+        progress = Progress(total=len(todo), unit="ranges", label=self.stage)
+        failures: list[str] = []
+        for wave in repair_waves(todo, self.parallelism):
+            self._raise_if_killed()
+            with ThreadPoolExecutor(max_workers=len(wave)) as pool:
+                results = list(pool.map(lambda s: self._repair_one(record, s, store), wave))
+            for segment, error in zip(wave, results, strict=True):
+                progress.advance()
+                if error:
+                    failures.append(f"{segment.range} on {segment.coordinator}: {error}")
+            self.log.info(progress.line())
+        if failures:
+            raise RepairError(
+                f"{len(failures)} of {len(todo)} ranges failed to repair: " + "; ".join(failures[:5]),
+                "Bring the nodes named back to UN, then retry the task: finished ranges are skipped.",
+            )
+
+    def _repair_one(self, record: dict[str, Any], segment: Segment, store: OpsStore) -> str | None:
+        nodetool = self._nodetool_client()
+        last_error = ""
+        for attempt in range(1, self.max_attempts + 1):
+            if self._killed.is_set():
+                return "task killed"
+            outcome = nodetool.repair(segment.coordinator, segment.keyspace, segment.range,
+                                      timeout=self.session_timeout)  # fmt: skip
+            status = RangeState.DONE if outcome.succeeded else RangeState.FAILED
+            last_error = "" if outcome.succeeded else _last_line(outcome.output)
+            store.record_journal(
+                record["migration_id"],
+                JournalEntry(self.stage, segment.range, status.value, segment.coordinator, attempt, outcome.seconds,
+                             last_error),
+            )  # fmt: skip
+            if outcome.succeeded:
+                return None
+            self.log.warning("repair of %s failed (attempt %d): %s", segment.describe(), attempt, last_error)
+            if attempt < self.max_attempts:
+                time.sleep(backoff_delay(attempt + 1, self.retry_backoff))
+        return last_error or "failed"
+
+    def on_kill(self) -> None:
+        super().on_kill()
+        if self._nodetool is not None:
+            for address in set(self._nodetool.jmx_ports) or ():
+                self._nodetool.abort_repairs(address)
+
+    # -- deferrable mode --------------------------------------------------------------------------------
+    def _start_wave(
+        self, context: Context, record: dict[str, Any], todo: list[Segment], hook: RingwardCassandraHook
+    ) -> dict[str, Any]:
+        from ringward_airflow.triggers import RepairSessionTrigger
+
+        wave = repair_waves(todo, self.parallelism)[0]
+        nodetool = self._nodetool_client()
+        started = {nodetool.start_repair(s.coordinator, s.keyspace, s.range): s for s in wave}
+        self.log.info("%s: started %d sessions; %d ranges left after this wave.", self.stage, len(wave),
+                      len(todo) - len(wave))  # fmt: skip
+        self.defer(
+            trigger=RepairSessionTrigger(
+                contact_points=hook.contact_points(),
+                parent_ids=list(started),
+                poll_interval=self.poll_interval,
+                timeout_seconds=self.session_timeout,
+                labels={pid: [s.range.start, s.range.end, s.coordinator] for pid, s in started.items()},
+            ),
+            method_name="execute_complete",
+        )
+        return {}  # not reached: defer() raises
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        from ringward.ring import TokenRange
+
+        record = load_record(context, self.precheck_task_id)
+        hook = self._cassandra()
+        try:
+            store = hook.ops_store()
+            failed = []
+            for parent_id, (start, end, coordinator) in event.get("labels", {}).items():
+                session = event.get("sessions", {}).get(parent_id, {})
+                ok = event.get("status") == "finished" and session.get("ok", False)
+                error = "" if ok else session.get("error") or f"no result ({event.get('status')})"
+                store.record_journal(
+                    record["migration_id"],
+                    JournalEntry(self.stage, TokenRange(start, end), _state(ok), coordinator, 1, 0.0, error),
+                )  # fmt: skip
+                if not ok:
+                    failed.append(f"({start}, {end}] on {coordinator}: {error}")
+            if failed:
+                raise RepairError(
+                    f"{len(failed)} repair sessions failed: " + "; ".join(failed[:5]),
+                    "Bring the nodes named back to UN, then retry the task: finished ranges are skipped.",
+                )
+        finally:
+            hook.close()
+        return self.execute(context)
+
+
+class PreviewVerifyOperator(_MigrationOperator):
+    """`nodetool repair --preview --full` on each affected range: every replica must be in sync."""
+
+    def __init__(self, *, step_index: int = 1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.step_index = step_index
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        record = load_record(context, self.precheck_task_id)
+        ring, steps = record_plan(record)
+        segments = repair_segments(ring, steps[self.step_index - 1], record["keyspace"], "post")
+        nodetool = self._nodetool_client()
+        out_of_sync = []
+        for segment in segments:
+            self._raise_if_killed()
+            outcome = nodetool.repair(segment.coordinator, segment.keyspace, segment.range, preview=True)
+            if not outcome.succeeded or not outcome.in_sync:
+                out_of_sync.append(f"{segment.range} among {', '.join(segment.replicas)}: {_last_line(outcome.output)}")
+        if out_of_sync:
+            raise VerificationError(
+                f"Preview repair finds {len(out_of_sync)} ranges out of sync: " + "; ".join(out_of_sync[:5]),
+                "Do not run cleanup. Clear the repair task to repair these ranges again, then verify again.",
+            )
+        self.log.info("Preview repair: all %d affected ranges in sync among their replicas.", len(segments))
+        return {"preview_ranges_in_sync": len(segments)}
+
+
+class CleanupOperator(_MigrationOperator):
+    """Snapshot, then `nodetool cleanup` only on nodes that lost ranges, one node at a time."""
+
+    def __init__(self, *, snapshot_before_cleanup: Any = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.snapshot_before_cleanup = snapshot_before_cleanup
+
+    template_fields: Sequence[str] = ("snapshot_before_cleanup",)
+
+    def execute(self, context: Context) -> list[str]:
+        record = load_record(context, self.precheck_task_id)
+        ring = ring_from_json(record["ring"])
+        old, new = Replication.parse(record["old"]), Replication.parse(record["steps"][-1])
+        nodes = cleanup_nodes(ring, old, new)
+        nodetool = self._nodetool_client()
+        tag = f"ringward-{record['migration_id']}".replace("@", "-").replace(":", "-").replace("+", "-")
+        for address in nodes:
+            self._raise_if_killed()
+            if _truthy(self.snapshot_before_cleanup):
+                self.log.info("snapshot %s of %s on %s", tag, record["keyspace"], address)
+                nodetool.snapshot(address, record["keyspace"], tag)
+            self.log.info("cleanup of %s on %s (it lost ranges)", record["keyspace"], address)
+            nodetool.cleanup(address, record["keyspace"])
+        skipped = sorted(set(ring.addresses()) - set(nodes))
+        self.log.info("cleanup done on %s; untouched (lost nothing): %s", nodes, skipped)
+        hook = self._cassandra()
+        try:
+            hook.ops_store().set_migration_state(record["migration_id"], "cleaned")
+        finally:
+            hook.close()
+        return nodes
+
+
+class MigrationReportOperator(_MigrationOperator):
+    """Per-stage times, ranges moved, verification evidence; releases the keyspace lease."""
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        record = load_record(context, self.precheck_task_id)
+        dag_run = context["dag_run"]
+        stages = {}
+        for ti in dag_run.get_task_instances() if hasattr(dag_run, "get_task_instances") else []:
+            if ti.start_date and ti.end_date:
+                stages[ti.task_id] = round((ti.end_date - ti.start_date).total_seconds(), 1)
+        verification = context["ti"].xcom_pull(task_ids=[t for t in self.upstream_task_ids if "verify" in t])
+        report = {
+            "migration_id": record["migration_id"],
+            "keyspace": record["keyspace"],
+            "from": record["old"],
+            "to": record["new"],
+            "steps": record["steps"],
+            "ranges_moved": record["affected_ranges"],
+            "total_ranges": record["total_ranges"],
+            "stage_seconds": stages,
+            "verification": verification,
+        }
+        self.log.info("Migration report:\n%s", json.dumps(report, indent=2, default=str))
+        hook = self._cassandra()
+        try:
+            store = hook.ops_store()
+            store.set_migration_state(record["migration_id"], "done")
+            store.release_lease(lease_resource(record["keyspace"]), record["migration_id"])
+        finally:
+            hook.close()
+        return report
+
+
+def _checked_keyspace(name: Any) -> str:
+    text = str(name or "").strip()
+    if not _NAME.match(text):
+        raise ConfigurationError(
+            f"Keyspace name {text!r} is not a valid Cassandra keyspace name.",
+            "Give the keyspace's name as stored: 1 to 48 letters, digits or underscores.",
+        )
+    return text
+
+
+def _parse_target(value: Any) -> Replication:
+    try:
+        return Replication.parse(value if isinstance(value, (str, dict)) else json.dumps(value))
+    except RingwardError:
+        raise
+    except Exception as error:  # anything a form can send that is not a replication map
+        raise ConfigurationError(f"Replication {value!r} is malformed: {error}.",
+                                 'Write e.g. {"class": "NetworkTopologyStrategy", "dc1": 3}.') from error  # fmt: skip
+
+
+def _state(ok: bool) -> str:
+    return (RangeState.DONE if ok else RangeState.FAILED).value
+
+
+def _last_line(output: str) -> str:
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    return lines[-1][-500:] if lines else "nodetool printed nothing"
+
+
+def _truthy(value: Any) -> bool:
+    return value if isinstance(value, bool) else str(value).strip().lower() in {"1", "true", "yes", "on"}
