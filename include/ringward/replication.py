@@ -112,19 +112,28 @@ class Replication:
             return self.factors[dc]
         return self.default_factor or 0
 
-    def expand(self, ring_dcs: Iterable[str]) -> Replication:
-        """Resolve the NTS `replication_factor` shorthand against the ring's datacenters.
+    def expand(self, ring_dcs: Iterable[str], previous: Replication | None = None) -> Replication:
+        """The options Cassandra 4+ stores for this NTS setting (CASSANDRA-14303 auto-expansion).
 
-        Cassandra 4+ does this at CREATE/ALTER time: every datacenter not listed explicitly gets
-        the shorthand factor; explicit entries win.
+        The `replication_factor` shorthand goes to every datacenter of `ring_dcs` not listed
+        explicitly. On ALTER (`previous` given) datacenters of the previous NTS setting that are not
+        mentioned keep their factor, and a bare NetworkTopologyStrategy after SimpleStrategy takes
+        the old replication_factor everywhere. Zero factors are dropped, as Cassandra drops them.
+        SimpleStrategy settings are returned unchanged.
         """
-        default = self.default_factor
-        if default is None:
+        if self.is_simple:
             return self
+        default = self.default_factor
         factors = {dc: n for dc, n in self.factors.items() if dc != REPLICATION_FACTOR}
-        for dc in ring_dcs:
-            factors.setdefault(dc, default)
-        return Replication(NETWORK_TOPOLOGY, factors)
+        if previous is not None and previous.is_simple and not self.factors:
+            default = previous.factor_for("")
+        elif previous is not None and default is not None:
+            for dc in previous.datacenters():
+                factors.setdefault(dc, previous.factors[dc])
+        if default is not None:
+            for dc in ring_dcs:
+                factors.setdefault(dc, default)
+        return Replication(NETWORK_TOPOLOGY, {dc: n for dc, n in factors.items() if n > 0})
 
     def total_factor(self, ring: Ring) -> int:
         """Replicas each range actually gets on `ring` (factors capped at the nodes available)."""

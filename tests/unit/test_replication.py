@@ -50,9 +50,24 @@ def test_replication_factor_shorthand_expands_to_ring_datacenters() -> None:
     assert shorthand.default_factor == 3
     assert shorthand.factor_for("dc9") == 3
     assert shorthand.expand(["dc1", "dc2"]) == Replication.network_topology({"dc1": 3, "dc2": 1})
-    assert Replication.network_topology({"dc1": 1}).expand(["dc1", "dc2"]) == Replication.network_topology(
-        {"dc1": 1}
+    explicit = Replication.network_topology({"dc1": 1})
+    assert explicit.expand(["dc1", "dc2"]) == explicit
+
+
+def test_expand_on_alter_keeps_unmentioned_datacenters_and_drops_zeros() -> None:
+    previous = Replication.network_topology({"dc1": 3, "dc2": 2, "dc3": 1})
+    altered = Replication.parse({"class": "NetworkTopologyStrategy", "replication_factor": 2, "dc3": 0})
+    assert altered.expand(["dc1", "dc2", "dc3", "dc4"], previous) == Replication.network_topology(
+        {"dc1": 3, "dc2": 2, "dc4": 2}
     )
+
+
+def test_bare_network_topology_after_simple_strategy_takes_the_old_factor() -> None:
+    bare = Replication.parse({"class": "NetworkTopologyStrategy"})
+    assert bare.expand(["dc1", "dc2"], Replication.simple(2)) == Replication.network_topology(
+        {"dc1": 2, "dc2": 2}
+    )
+    assert bare.expand(["dc1"]) == bare
 
 
 def test_total_factor_caps_each_datacenter_at_its_nodes() -> None:
