@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 
@@ -196,12 +197,38 @@ replications = st.one_of(
 
 
 @settings(max_examples=300, deadline=None)
-@given(rings(), replications)
-def test_replica_map_matches_model(ring: Ring, replication: Replication) -> None:
+@given(rings(), st.lists(replications, min_size=1, max_size=3))
+def test_replica_map_matches_model(ring: Ring, settings_in_turn: list[Replication]) -> None:
+    # Several settings on one ring: per-ring caches must not leak between them.
+    for replication in settings_in_turn:
+        placement = replica_map(ring, replication)
+        assert list(placement) == ring.ranges()
+        for token_range, replicas in placement.items():
+            assert replicas == model(ring, replication, token_range.end)
+
+
+@pytest.mark.parametrize(
+    "replication",
+    [
+        Replication.network_topology({"dc1": 3, "dc2": 3, "dc3": 2}),  # RF <= racks
+        Replication.network_topology({"dc1": 5, "dc2": 1}),  # more replicas than racks
+        Replication.simple(3),
+    ],
+)
+def test_large_vnode_ring_matches_model(replication: Replication) -> None:
+    rng = random.Random(2024)
+    tokens = list({rng.randrange(MIN_TOKEN + 1, MAX_TOKEN + 1) for _ in range(60 * 32)})
+    rng.shuffle(tokens)
+    ring = Ring.of(
+        Node(f"10.0.{n // 100}.{n % 100}", f"dc{n % 3 + 1}", f"rack{n // 3 % 3 + 1}", tuple(tokens[n::60]))
+        for n in range(60)
+    )
     placement = replica_map(ring, replication)
-    assert list(placement) == ring.ranges()
-    for token_range, replicas in placement.items():
-        assert replicas == model(ring, replication, token_range.end)
+    probes = [rng.randrange(MIN_TOKEN, MAX_TOKEN + 1) for _ in range(50)]
+    for token in [*rng.sample(ring.sorted_tokens, 150), *probes, MIN_TOKEN, MAX_TOKEN]:
+        expected = model(ring, replication, token)
+        assert replicas_for_token(ring, replication, token) == expected
+        assert placement.for_token(token) == expected
 
 
 @settings(max_examples=300, deadline=None)
