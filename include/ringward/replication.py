@@ -45,7 +45,14 @@ class Replication:
     def __post_init__(self) -> None:
         if self.strategy not in _SUPPORTED:
             raise _unsupported_strategy(self.strategy)
-        factors = {_dc_name(key): _factor(key, value) for key, value in self.factors.items()}
+        factors: dict[str, int] = {}
+        for key, value in self.factors.items():
+            name = _dc_name(key)
+            if self.strategy == NETWORK_TOPOLOGY and name.lower() == REPLICATION_FACTOR:
+                name = REPLICATION_FACTOR  # Cassandra matches the shorthand case-insensitively
+            if name in factors:
+                raise ReplicationError(f"Option {name!r} is given twice.", "Give each option once.")
+            factors[name] = _factor(name, value)
         if self.strategy == SIMPLE and set(factors) != {REPLICATION_FACTOR}:
             raise ReplicationError(
                 f"SimpleStrategy takes exactly one option, replication_factor; got {sorted(factors)}.",
@@ -67,17 +74,8 @@ class Replication:
                 "The replication settings have no 'class'.", f"Name the strategy, as in {_EXAMPLE}."
             )
         strategy = _strategy_name(options["class"])
-        factors: dict[str, int] = {}
-        for key, raw in options.items():
-            if key == "class":
-                continue
-            name = _dc_name(key)
-            if strategy == NETWORK_TOPOLOGY and name.lower() == REPLICATION_FACTOR:
-                name = REPLICATION_FACTOR  # Cassandra matches the shorthand case-insensitively
-            if name in factors:
-                raise ReplicationError(f"Option {name!r} is given twice.", "Give each option once.")
-            factors[name] = _factor(name, raw)
-        return cls(strategy, factors)
+        raw_factors = {key: raw for key, raw in options.items() if key != "class"}
+        return cls(strategy, raw_factors)  # factors are validated and converted in __post_init__
 
     @classmethod
     def simple(cls, replication_factor: int) -> Replication:
