@@ -139,3 +139,11 @@ def test_direct_construction_is_validated() -> None:
         Replication("OldNetworkTopologyStrategy", {"dc1": 1})
     with pytest.raises(ReplicationError, match="non-negative"):
         Replication.network_topology({"dc1": -3})
+
+
+def test_direct_construction_normalises_the_shorthand() -> None:
+    replication = Replication("NetworkTopologyStrategy", {"Replication_Factor": 3})
+    assert replication.default_factor == 3
+    assert replication.datacenters() == ()
+    with pytest.raises(ReplicationError, match="given twice"):
+        Replication("NetworkTopologyStrategy", {"replication_factor": 3, "REPLICATION_FACTOR": 2})
