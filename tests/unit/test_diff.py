@@ -136,3 +136,36 @@ def test_refined_diff_agrees_with_both_maps_everywhere(
             assert end not in changed
         else:
             assert (changed[end].old, changed[end].new) == (old, new)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=30, unique=True),
+    st.lists(
+        st.tuples(st.sampled_from(["dc1", "dc2"]), st.sampled_from(["r1", "r2"])), min_size=1, max_size=6
+    ),
+    st.dictionaries(st.sampled_from(["dc1", "dc2"]), st.integers(0, 4)),
+    st.dictionaries(st.sampled_from(["dc1", "dc2"]), st.integers(0, 4)),
+)
+def test_diff_replication_lists_every_changed_range_with_its_set_differences(
+    tokens: list[int], locations: list[tuple[str, str]], old: dict[str, int], new: dict[str, int]
+) -> None:
+    count = min(len(tokens), len(locations))
+    ring = Ring.of(Node(f"n{i}", *locations[i], tuple(tokens[i::count])) for i in range(count))
+    before, after = Replication.network_topology(old), Replication.network_topology(new)
+    totals = diff_replication(ring, before, after).node_totals()
+    changes = {c.range: c for c in diff_replication(ring, before, after).changes}
+    gained: dict[str, int] = {}
+    for token_range in ring.ranges():
+        was = replicas_for_token(ring, before, token_range.end)
+        now = replicas_for_token(ring, after, token_range.end)
+        if was == now:
+            assert token_range not in changes
+            continue
+        change = changes[token_range]
+        assert set(change.gained) == set(now) - set(was)
+        assert set(change.lost) == set(was) - set(now)
+        assert set(change.kept) == set(now) & set(was)
+        for address in change.gained:
+            gained[address] = gained.get(address, 0) + 1
+    assert {a: t.ranges_gained for a, t in totals.items() if t.ranges_gained} == gained
