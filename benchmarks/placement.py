@@ -2,7 +2,7 @@
 
 Builds a synthetic ring (1,000 nodes x 256 random tokens, 3 DCs x 3 racks), writes it as JSON, then
 times, in one run:
-  (a) ringward: read the JSON, both replica maps and the diff for
+  (a) ringward: read the JSON, both replica maps, the diff and per-node totals for
       {dc1:3, dc2:3, dc3:3} -> {dc1:3, dc2:3, dc3:2}   (see `ringward_side`, swappable for the CLI);
   (b) cassandra-driver: `NetworkTopologyStrategy(...).make_token_replica_map` for both settings,
       on Host objects built from the same JSON (JSON reading not timed: the driver gets a head start).
@@ -72,6 +72,7 @@ def ringward_side(path: Path) -> int:
     old = Replication.network_topology(OLD)
     new = Replication.network_topology(NEW)
     diff = diff_replication(ring, old, new)  # type: ignore[arg-type]
+    diff.node_totals()  # what a summary prints per node
     return len(diff.affected())
 
 

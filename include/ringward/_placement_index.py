@@ -4,7 +4,8 @@ Cassandra 5.0's NetworkTopologyStrategy walks the ring clockwise from a range's 
 hands each token's owner to the tracker of the owner's datacenter. Trackers never look at other
 datacenters, so a datacenter's replicas for a range depend only on where the walk enters that
 datacenter's own token list. ringward therefore computes, per datacenter and factor, one selection
-per entry point (a short walk with early stop), and a range's replicas are the selections of its
+per entry point (derived from its neighbour in O(RF) when RF <= racks or the DC has one rack,
+otherwise a short walk with early stop), and a range's replicas are the selections of its
 datacenters merged by ring position: Cassandra adds each replica the moment its walk reaches it,
 so its endpoint order is exactly ring-position order.
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 
 from ringward.ring import Ring, TokenRange
 
-__all__ = ["Group", "RingIndex", "Selection", "ring_index"]
+__all__ = ["Group", "RingIndex", "Selection", "entry_position", "ring_index"]
 
 # One replica set for one entry point: the unwrapped ring positions of the chosen tokens, in ring
 # order. Positions past the last token continue into a second lap (`position + ring size`); a

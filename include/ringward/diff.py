@@ -89,25 +89,28 @@ class PlacementDiff:
 
     def node_totals(self) -> dict[str, NodeTotals]:
         """Per node: ranges and tokens gained and lost, and estimated bytes in / to clean up."""
+        densities = self.densities()
         counts: dict[str, list[int]] = {}
         bytes_in: dict[str, float] = {}
         bytes_out: dict[str, float] = {}
-        for change in self.affected():
+        for change in self.changes:
+            old, new = set(change.old), set(change.new)
+            if old == new:
+                continue
             width = change.range.width()
-            source_density = self._mean_density(change.old)
-            for address in change.gained:
+            source_density = _mean_density(change.old, densities) if densities else None
+            for address in new - old:
                 entry = counts.setdefault(address, [0, 0, 0, 0])
                 entry[0] += 1
                 entry[2] += width
                 if source_density is not None:
                     bytes_in[address] = bytes_in.get(address, 0.0) + source_density * width
-            for address in change.lost:
+            for address in old - new:
                 entry = counts.setdefault(address, [0, 0, 0, 0])
                 entry[1] += 1
                 entry[3] += width
-                density = self._density(address)
-                if density is not None:
-                    bytes_out[address] = bytes_out.get(address, 0.0) + density * width
+                if address in densities:
+                    bytes_out[address] = bytes_out.get(address, 0.0) + densities[address] * width
         return {
             address: NodeTotals(
                 address,
@@ -121,16 +124,18 @@ class PlacementDiff:
             for address, entry in sorted(counts.items())
         }
 
-    def _density(self, address: str) -> float | None:
-        load = self.loads.get(address)
-        owned = self.owned_width.get(address)
-        if load is None or not owned:
-            return None
-        return load / owned
+    def densities(self) -> dict[str, float]:
+        """Bytes per token of each node whose load and former ownership are known."""
+        return {
+            address: load / self.owned_width[address]
+            for address, load in self.loads.items()
+            if self.owned_width.get(address)
+        }
 
-    def _mean_density(self, sources: Replicas) -> float | None:
-        densities = [d for d in map(self._density, sources) if d is not None]
-        return sum(densities) / len(densities) if densities else None
+
+def _mean_density(sources: Replicas, densities: Mapping[str, float]) -> float | None:
+    known = [densities[a] for a in sources if a in densities]
+    return sum(known) / len(known) if known else None
 
 
 def _rounded(value: float | None) -> int | None:
@@ -139,7 +144,7 @@ def _rounded(value: float | None) -> int | None:
 
 def diff_maps(old: ReplicaMap, new: ReplicaMap, loads: Mapping[str, int] | None = None) -> PlacementDiff:
     """Diff two placements of the same token boundaries (or of different ones, refined to both)."""
-    if [r.end for r in old.ranges] == [r.end for r in new.ranges]:
+    if old.ranges is new.ranges or [r.end for r in old.ranges] == [r.end for r in new.ranges]:
         ranges, old_replicas, new_replicas = old.ranges, old.replicas, new.replicas
     else:
         ranges, old_replicas, new_replicas = _refine(old, new)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from functools import partial
-from itertools import chain
+from itertools import chain, starmap
+from operator import itemgetter, methodcaller
 
 from ringward._placement_index import Group, RingIndex, Selection, entry_position, ring_index
 from ringward.errors import ConfigurationError
@@ -89,17 +89,24 @@ def replica_map(ring: Ring, replication: Replication) -> ReplicaMap:
     for group, factor in _groups(index, ring, replication):
         selections = group.selections(factor)
         per_group.append(list(map(selections.__getitem__, group.entry)))
-    address_at = index.address_at.__getitem__
-    replicas: list[Replicas]
-    if not per_group:
-        replicas = [()] * len(index.ranges)
-    else:
-        # Written as a pipeline of builtins: this loop runs once per range (256,000 on big rings).
-        picks: Iterable[Sequence[int]] = per_group[0]
-        if len(per_group) > 1:
-            picks = map(sorted, map(chain.from_iterable, zip(*per_group, strict=True)))
-        replicas = list(map(tuple, map(partial(map, address_at), picks)))
-    return ReplicaMap(index.ranges, replicas)
+    count = sum(len(selections[0]) for selections in per_group)
+    if count == 0:
+        return ReplicaMap(index.ranges, [()] * len(index.ranges))
+    picks: Iterable[Sequence[int]] = per_group[0]
+    if len(per_group) > 1:
+        picks = map(sorted, map(chain.from_iterable, zip(*per_group, strict=True)))
+    return ReplicaMap(index.ranges, _gather(index.address_at, picks, count))
+
+
+def _gather(address_at: Sequence[str], picks: Iterable[Sequence[int]], count: int) -> list[Replicas]:
+    """Owner addresses of each pick list; every list holds `count` positions.
+
+    For two or more, `itemgetter(*positions)(address_at)` gathers a tuple entirely in C: this runs
+    once per range (256,000 on big rings), so it is built from builtins only.
+    """
+    if count == 1:
+        return [(address_at[positions[0]],) for positions in picks]
+    return list(map(methodcaller("__call__", address_at), starmap(itemgetter, picks)))
 
 
 def ranges_of(placement: ReplicaMap, address: str) -> list[TokenRange]:

@@ -45,7 +45,14 @@ class Replication:
     def __post_init__(self) -> None:
         if self.strategy not in _SUPPORTED:
             raise _unsupported_strategy(self.strategy)
-        factors = {_dc_name(key): _factor(key, value) for key, value in self.factors.items()}
+        factors: dict[str, int] = {}
+        for key, value in self.factors.items():
+            name = _dc_name(key)
+            if self.strategy == NETWORK_TOPOLOGY and name.lower() == REPLICATION_FACTOR:
+                name = REPLICATION_FACTOR  # Cassandra matches the shorthand case-insensitively
+            if name in factors:
+                raise ReplicationError(f"Option {name!r} is given twice.", "Give each option once.")
+            factors[name] = _factor(name, value)
         if self.strategy == SIMPLE and set(factors) != {REPLICATION_FACTOR}:
             raise ReplicationError(
                 f"SimpleStrategy takes exactly one option, replication_factor; got {sorted(factors)}.",
@@ -67,17 +74,8 @@ class Replication:
                 "The replication settings have no 'class'.", f"Name the strategy, as in {_EXAMPLE}."
             )
         strategy = _strategy_name(options["class"])
-        factors: dict[str, int] = {}
-        for key, raw in options.items():
-            if key == "class":
-                continue
-            name = _dc_name(key)
-            if strategy == NETWORK_TOPOLOGY and name.lower() == REPLICATION_FACTOR:
-                name = REPLICATION_FACTOR  # Cassandra matches the shorthand case-insensitively
-            if name in factors:
-                raise ReplicationError(f"Option {name!r} is given twice.", "Give each option once.")
-            factors[name] = _factor(name, raw)
-        return cls(strategy, factors)
+        raw_factors = {key: raw for key, raw in options.items() if key != "class"}
+        return cls(strategy, raw_factors)  # factors are validated and converted in __post_init__
 
     @classmethod
     def simple(cls, replication_factor: int) -> Replication:
@@ -112,19 +110,28 @@ class Replication:
             return self.factors[dc]
         return self.default_factor or 0
 
-    def expand(self, ring_dcs: Iterable[str]) -> Replication:
-        """Resolve the NTS `replication_factor` shorthand against the ring's datacenters.
+    def expand(self, ring_dcs: Iterable[str], previous: Replication | None = None) -> Replication:
+        """The options Cassandra 4+ stores for this NTS setting (CASSANDRA-14303 auto-expansion).
 
-        Cassandra 4+ does this at CREATE/ALTER time: every datacenter not listed explicitly gets
-        the shorthand factor; explicit entries win.
+        The `replication_factor` shorthand goes to every datacenter of `ring_dcs` not listed
+        explicitly. On ALTER (`previous` given) datacenters of the previous NTS setting that are not
+        mentioned keep their factor, and a bare NetworkTopologyStrategy after SimpleStrategy takes
+        the old replication_factor everywhere. Zero factors are dropped, as Cassandra drops them.
+        SimpleStrategy settings are returned unchanged.
         """
-        default = self.default_factor
-        if default is None:
+        if self.is_simple:
             return self
+        default = self.default_factor
         factors = {dc: n for dc, n in self.factors.items() if dc != REPLICATION_FACTOR}
-        for dc in ring_dcs:
-            factors.setdefault(dc, default)
-        return Replication(NETWORK_TOPOLOGY, factors)
+        if previous is not None and previous.is_simple and not self.factors:
+            default = previous.factor_for("")
+        elif previous is not None and default is not None:
+            for dc in previous.datacenters():
+                factors.setdefault(dc, previous.factors[dc])
+        if default is not None:
+            for dc in ring_dcs:
+                factors.setdefault(dc, default)
+        return Replication(NETWORK_TOPOLOGY, {dc: n for dc, n in factors.items() if n > 0})
 
     def total_factor(self, ring: Ring) -> int:
         """Replicas each range actually gets on `ring` (factors capped at the nodes available)."""
