@@ -97,6 +97,7 @@ with DAG(
             has_step = ShortCircuitOperator(
                 task_id="has_step",
                 python_callable=lambda ti, i=index: len(ti.xcom_pull(task_ids="precheck")["steps"]) >= i,
+                ignore_downstream_trigger_rules=False,  # cleanup and report still run after the last step
             )
             pre_repair_wanted = ShortCircuitOperator(
                 task_id="pre_repair_wanted",

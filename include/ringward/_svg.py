@@ -43,9 +43,7 @@ def donut_segment(cx: float, cy: float, inner: float, outer: float, token_range:
     start = angle_of(token_range.start)
     sweep = token_range.width() / _RING_SIZE * 360.0
     if sweep >= 359.999:  # one token: the range is the whole ring, drawn as two half bands
-        return (
-            _band(cx, cy, inner, outer, start, 180.0) + " " + _band(cx, cy, inner, outer, start + 180, 180.0)
-        )
+        return _band(cx, cy, inner, outer, start, 180.0) + " " + _band(cx, cy, inner, outer, start + 180, 180.0)
     return _band(cx, cy, inner, outer, start, sweep)
 
 

@@ -15,9 +15,7 @@ from ringward.replication import NETWORK_TOPOLOGY, REPLICATION_FACTOR, Replicati
 __all__ = ["altered_replication"]
 
 
-def altered_replication(
-    current: Replication, requested: Replication, datacenters: Iterable[str]
-) -> Replication:
+def altered_replication(current: Replication, requested: Replication, datacenters: Iterable[str]) -> Replication:
     """The replication Cassandra stores for `ALTER KEYSPACE ... WITH replication = <requested>`."""
     if requested.strategy != NETWORK_TOPOLOGY:
         return requested

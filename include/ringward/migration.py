@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Literal
 
 from ringward.errors import UnsafeChangeError
-from ringward.placement import ReplicaMap, merge_adjacent, replica_map
+from ringward.placement import ReplicaMap, replica_map
 from ringward.plan import MigrationPlan
 from ringward.repair import Segment, plan_waves
 from ringward.replication import Replication
@@ -87,12 +87,11 @@ def migration_steps(plan: MigrationPlan) -> list[MigrationStep]:
     ]
 
 
-def repair_segments(
-    ring: Ring, step: MigrationStep, keyspace: str, phase: Literal["pre", "post"]
-) -> list[Segment]:
+def repair_segments(ring: Ring, step: MigrationStep, keyspace: str, phase: Literal["pre", "post"]) -> list[Segment]:
     """The non-wrapping ranges to repair for `step`, each with its participants, coordinator first.
 
-    Only affected ranges are repaired; adjacent ones with the same participants are merged. Post-ALTER the
+    Only affected ranges are repaired, one ring range per session: Cassandra 5.0 refuses a requested range
+    that spans two of the coordinator's local ranges, so adjacent ranges are never merged. Post-ALTER the
     coordinator is a gained replica (the seed: repair on the new replica, or -pr on the old one). A range
     with a single participant needs no repair and is left out.
     """
@@ -109,11 +108,11 @@ def repair_segments(
             participants = gained + tuple(node for node in new if node not in gained)
         if len(participants) > 1:
             chosen.append((token_range, participants))
-    segments = []
-    for token_range, participants in merge_adjacent(chosen):
-        for piece in token_range.unwrap():
-            segments.append(Segment(keyspace, (), piece, participants))
-    return segments
+    return [
+        Segment(keyspace, (), piece, participants)
+        for token_range, participants in chosen
+        for piece in token_range.unwrap()
+    ]
 
 
 def _refined_ranges(before: ReplicaMap, after: ReplicaMap) -> list[TokenRange]:

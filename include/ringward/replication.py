@@ -66,13 +66,9 @@ class Replication:
         """From JSON text or a mapping: `system_schema.keyspaces.replication` or a CQL-style map."""
         options = _load_options(value) if isinstance(value, str) else value
         if not isinstance(options, Mapping):
-            raise ReplicationError(
-                "The replication settings are not a map.", f"Give a JSON object like {_EXAMPLE}."
-            )
+            raise ReplicationError("The replication settings are not a map.", f"Give a JSON object like {_EXAMPLE}.")
         if "class" not in options:
-            raise ReplicationError(
-                "The replication settings have no 'class'.", f"Name the strategy, as in {_EXAMPLE}."
-            )
+            raise ReplicationError("The replication settings have no 'class'.", f"Name the strategy, as in {_EXAMPLE}.")
         strategy = _strategy_name(options["class"])
         raw_factors = {key: raw for key, raw in options.items() if key != "class"}
         return cls(strategy, raw_factors)  # factors are validated and converted in __post_init__

@@ -330,9 +330,7 @@ def _unknown_datacenter_findings(ring: Ring, new: Replication) -> list[Finding]:
             else "Use the ring's datacenters: " + ", ".join(known)
         )
         severity: Severity = "refuse" if factor > 0 else "warn"
-        findings.append(
-            Finding(severity, "unknown_datacenter", f"Datacenter {dc!r} is not in the ring.", fix)
-        )
+        findings.append(Finding(severity, "unknown_datacenter", f"Datacenter {dc!r} is not in the ring.", fix))
     return findings
 
 
@@ -393,8 +391,7 @@ def _too_many(scope: str, factor: int, nodes: int) -> Finding:
     return Finding(
         "refuse",
         "rf_exceeds_nodes",
-        f"Replication factor {factor} in {scope} exceeds its {nodes} nodes: "
-        "QUORUM and ALL requests would fail.",
+        f"Replication factor {factor} in {scope} exceeds its {nodes} nodes: QUORUM and ALL requests would fail.",
         f"Use a factor of at most {nodes} in {scope}, or add nodes first.",
     )
 

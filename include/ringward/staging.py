@@ -33,9 +33,7 @@ _Key = tuple[str, tuple[tuple[str, int], ...]]
 _Placement = tuple[frozenset[str], ...]
 
 
-def staged_steps(
-    ring: Ring, old: Replication, new: Replication, *, keep_quorum: bool = True
-) -> list[Replication]:
+def staged_steps(ring: Ring, old: Replication, new: Replication, *, keep_quorum: bool = True) -> list[Replication]:
     """The replication settings to apply one after another, ending at `new` (empty when old == new).
 
     Raises UnsafeChangeError when no route of safe steps exists.
@@ -50,8 +48,7 @@ def staged_steps(
         rule = "one replica change per datacenter and QUORUM overlap" if keep_quorum else "a kept replica"
         raise UnsafeChangeError(
             f"No staged route from {old.to_cql()} to {new.to_cql()} keeps {rule} on every range.",
-            "Add nodes, or add the target datacenter first and rebuild it (nodetool rebuild), "
-            "then plan again.",
+            "Add nodes, or add the target datacenter first and rebuild it (nodetool rebuild), then plan again.",
         )
     steps = search.to_replications(path)
     before_last = steps[-2] if len(steps) > 1 else search.old
@@ -183,8 +180,7 @@ class _Search:
     def _step_ok(self, before: _Key, after: _Key) -> bool:
         old_map, new_map = self._placement_of(before), self._placement_of(after)
         return all(
-            _range_step_ok(o, n, self.datacenter_of, self.keep_quorum)
-            for o, n in zip(old_map, new_map, strict=True)
+            _range_step_ok(o, n, self.datacenter_of, self.keep_quorum) for o, n in zip(old_map, new_map, strict=True)
         )
 
     def _placement_of(self, key: _Key) -> _Placement:

@@ -36,9 +36,7 @@ def render_placement_svg(plan: MigrationPlan) -> str:
     width, top = 1160, 90
     body = [
         _svg.text(width / 2, 28, f"{plan.keyspace}: {_title(plan)}", size=17, extra="font-weight='bold'"),
-        _svg.text(
-            width / 2, 54, _subtitle(plan), size=13, extra=f"fill='{'#2b7a2b' if plan.safe else _MOVED}'"
-        ),
+        _svg.text(width / 2, 54, _subtitle(plan), size=13, extra=f"fill='{'#2b7a2b' if plan.safe else _MOVED}'"),
     ]
     rings = (
         (260.0, "before", plan.ring, plan.old.to_cql()),
@@ -94,9 +92,7 @@ def render_repair_svg(entries: Sequence[tuple[TokenRange, float | None]], *, tit
             )
         )
     overdue = counts[len(REPAIR_BUCKETS) - 1] + counts[-1]
-    body.append(
-        _svg.text(cx, cy - 10, f"{len(entries)} ranges", size=18, extra="font-weight='bold' fill='#333'")
-    )
+    body.append(_svg.text(cx, cy - 10, f"{len(entries)} ranges", size=18, extra="font-weight='bold' fill='#333'"))
     body.append(_svg.text(cx, cy + 16, f"{overdue} overdue or never repaired", size=12, extra="fill='#666'"))
     rows = [(c, f"{label} ({n})") for (_, c, label), n in zip(REPAIR_BUCKETS, counts, strict=False)]
     rows.append((_NEVER, f"never repaired ({counts[-1]})"))
@@ -116,9 +112,7 @@ def _moved_marks(plan: MigrationPlan, cx: float, cy: float, names: dict[str, str
     marks = []
     last_label: float | None = None
     for change in sorted(plan.affected, key=lambda c: _svg.mid_angle(c.range)):
-        moves = " ".join(
-            [*(f"+{names[a]}" for a in change.gained), *(f"\u2212{names[a]}" for a in change.lost)]
-        )
+        moves = " ".join([*(f"+{names[a]}" for a in change.gained), *(f"\u2212{names[a]}" for a in change.lost)])
         data = _svg.donut_segment(cx, cy, 174, 184, change.range)
         marks.append(_svg.path(data, css_class="moved", fill=_MOVED, title=f"{change.range}: {moves}"))
         angle = _svg.mid_angle(change.range)
@@ -165,9 +159,7 @@ def _placement_legend(
 ) -> list[str]:
     rows = [
         _svg.legend_row(40, top, _MOVED, "replicas change on this range (+ gained, \u2212 lost)"),
-        _svg.text(
-            width / 2 + 20, top, "ticks: ring tokens, labelled with their owner", size=12, anchor="start"
-        ),
+        _svg.text(width / 2 + 20, top, "ticks: ring tokens, labelled with their owner", size=12, anchor="start"),
     ]
     for i, (key, colour) in enumerate(colours.items()):
         column, row = i % 2, i // 2

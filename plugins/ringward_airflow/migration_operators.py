@@ -396,7 +396,17 @@ class RangeRepairOperator(_MigrationOperator):
 
         wave = repair_waves(todo, self.parallelism)[0]
         nodetool = self._nodetool_client()
-        started = {nodetool.start_repair(s.coordinator, s.keyspace, s.range): s for s in wave}
+        started: dict[str, Segment] = {}
+        store = hook.ops_store()
+        for segment in wave:
+            parent_id = nodetool.start_repair(segment.coordinator, segment.keyspace, segment.range)
+            if parent_id is None:  # finished before we could follow it
+                store.record_journal(record["migration_id"], JournalEntry(
+                    self.stage, segment.range, _state(True), segment.coordinator, 1, 0.0, ""))  # fmt: skip
+            else:
+                started[parent_id] = segment
+        if not started:
+            return self.execute(context)
         self.log.info("%s: started %d sessions; %d ranges left after this wave.", self.stage, len(wave),
                       len(todo) - len(wave))  # fmt: skip
         self.defer(

@@ -125,7 +125,7 @@ class NodetoolClient:
         timeout: float = 3600.0,
     ) -> RepairOutcome:
         """`nodetool repair -full -st S -et E KS [TABLES]` coordinated by `address` (a replica of the range)."""
-        if token_range.wraps:
+        if token_range.unwrap() != [token_range]:  # (x, MIN] "wraps" in Cassandra's terms yet needs no split
             raise RepairError(
                 f"Range {token_range} wraps around the ring; nodetool needs non-wrapping ranges.",
                 "Unwrap it at the minimum token first (TokenRange.unwrap()).",
@@ -152,11 +152,12 @@ class NodetoolClient:
 
     def start_repair(
         self, address: str, keyspace: str, token_range: TokenRange, *, hosts: Sequence[str] = (), timeout: float = 120.0
-    ) -> str:
+    ) -> str | None:
         """Start a full repair of one range and return its parent session id without waiting for it.
 
         The session runs on the coordinator whatever happens to this nodetool client, so a deferred task
-        can stop the client and let a trigger follow the session in parent_repair_history.
+        can stop the client and let a trigger follow the session in parent_repair_history. Returns None
+        when the repair completed before its start notification was seen (JMX notifications can be lost).
         """
         args = ["repair", "-full", "-st", str(token_range.start), "-et", str(token_range.end)]
         for host in hosts:
@@ -179,6 +180,8 @@ class NodetoolClient:
             if process.poll() is None:
                 process.terminate()
             process.communicate()
+        if process.returncode == 0 and "Repair completed successfully" in "".join(seen):
+            return None
         raise RepairError(
             f"Repair of {keyspace} {token_range} did not start on {address}: {''.join(seen)[-800:]}",
             f"Check that {address} is up and reachable over JMX, then retry the task.",

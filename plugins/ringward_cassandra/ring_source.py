@@ -128,8 +128,14 @@ def _driver_hosts(session: Any) -> list[Any]:
 
 
 def _pinned_host(session: Any) -> Any:
-    """One host the driver sees up, to send both queries to; None leaves the choice to the driver."""
-    return next((h for h in _driver_hosts(session) if h.is_up), None)
+    """One host with an open connection pool, to send both queries to; None leaves the choice to the driver.
+
+    A host the metadata calls up may still have no pool in this session (pools open asynchronously, and a
+    busy node's pool may be closed after a heartbeat timeout): pinning a query to it fails at once.
+    """
+    pools = getattr(session, "_pools", {})
+    open_hosts = [host for host, pool in dict(pools).items() if not getattr(pool, "is_shutdown", True)]
+    return next((h for h in open_hosts if h.is_up), None)
 
 
 def _up_by_host_id(session: Any) -> dict[str, bool]:

@@ -45,21 +45,15 @@ def seed_ring(monkeypatch: pytest.MonkeyPatch) -> None:
         ('{"class": "NetworkTopologyStrategy", "dc1": 2}', "172.24.0.3\n172.24.0.4\n"),
     ],
 )
-def test_prints_seed_getendpoints(
-    replication: str, expected: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = cli.main(
-        ["endpoints", "--ring", "seed", "--replication", replication, "--token=-4069959284402364209"]
-    )
+def test_prints_seed_getendpoints(replication: str, expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["endpoints", "--ring", "seed", "--replication", replication, "--token=-4069959284402364209"])
     assert code == 0
     assert capsys.readouterr().out == expected
 
 
 @pytest.mark.usefixtures("seed_ring")
 def test_refuses_bad_replication_with_a_fix(capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli.main(
-        ["endpoints", "--ring", "seed", "--replication", '{"class": "LocalStrategy"}', "--token", "1"]
-    )
+    code = cli.main(["endpoints", "--ring", "seed", "--replication", '{"class": "LocalStrategy"}', "--token", "1"])
     assert code == 2
     assert "Fix:" in capsys.readouterr().err
 

@@ -45,8 +45,7 @@ def test_json_output_counts_the_seed_change(capsys: pytest.CaptureFixture[str]) 
     ring = load_ring_file(SEED)
     old, new = Replication.parse(SIMPLE_2), Replication.parse(NTS_DC1_2)
     moved = sum(
-        set(replicas_for_token(ring, old, r.end)) != set(replicas_for_token(ring, new, r.end))
-        for r in ring.ranges()
+        set(replicas_for_token(ring, old, r.end)) != set(replicas_for_token(ring, new, r.end)) for r in ring.ranges()
     )
     assert data["affected_ranges"] == moved
     assert len(data["ranges"]) == len(ring.sorted_tokens)
@@ -70,9 +69,7 @@ def test_refused_change_exits_3_and_prints_the_findings(capsys: pytest.CaptureFi
 def test_replication_can_come_from_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     (tmp_path / "from.json").write_text(SIMPLE_2)
     (tmp_path / "to.json").write_text(NTS_DC1_2)
-    code, out = run(
-        capsys, "--ring", SEED, "--from", str(tmp_path / "from.json"), "--to", str(tmp_path / "to.json")
-    )
+    code, out = run(capsys, "--ring", SEED, "--from", str(tmp_path / "from.json"), "--to", str(tmp_path / "to.json"))
     assert code == 0 and "affected" in out
 
 

@@ -382,9 +382,7 @@ def test_connector_jars_are_resolved_from_the_repository_pom_into_the_advertised
 
 
 def test_dockerfile_installs_the_project_from_the_lock() -> None:
-    runs = " ".join(
-        arguments for keyword, arguments in dockerfile_instructions(DOCKERFILE) if keyword == "RUN"
-    )
+    runs = " ".join(arguments for keyword, arguments in dockerfile_instructions(DOCKERFILE) if keyword == "RUN")
     assert "uv export --frozen" in runs
     assert '"apache-airflow==${AIRFLOW_VERSION}"' in runs
     # The same Spark Connect exclusion as [tool.uv] override-dependencies in pyproject.toml.
@@ -415,9 +413,7 @@ def test_cassandra_nodes_form_one_dc_over_two_racks_with_seeds_among_them() -> N
 def test_cassandra_nodes_start_one_after_another() -> None:
     nodes = cassandra_services(compose())
     waits_on = {
-        name: [
-            dep for dep, rule in node.get("depends_on", {}).items() if rule["condition"] == "service_healthy"
-        ]
+        name: [dep for dep, rule in node.get("depends_on", {}).items() if rule["condition"] == "service_healthy"]
         for name, node in nodes.items()
     }
     first = [name for name, deps in waits_on.items() if not deps]
@@ -468,9 +464,7 @@ def test_env_file_is_ignored_by_git() -> None:
 
 def test_cassandra_connection_reaches_every_node(airflow_secrets: ModuleType) -> None:
     model = compose()
-    connection = parse_connection(
-        airflow_secrets, "cassandra_default", connection_values(model)["cassandra_default"]
-    )
+    connection = parse_connection(airflow_secrets, "cassandra_default", connection_values(model)["cassandra_default"])
     assert connection.conn_type == "cassandra"
     assert set(connection.host.split(",")) == set(cassandra_services(model))
     assert connection.port == 9042
@@ -493,9 +487,7 @@ def test_spark_connection_names_the_standalone_master(
 def test_nodetool_connection_carries_jmx_port_and_credentials(airflow_secrets: ModuleType) -> None:
     model = compose()
     example = env_example()
-    connection = parse_connection(
-        airflow_secrets, "ringward_nodetool", connection_values(model)["ringward_nodetool"]
-    )
+    connection = parse_connection(airflow_secrets, "ringward_nodetool", connection_values(model)["ringward_nodetool"])
     assert connection.conn_type == "generic"
     assert connection.port == 7199
     assert connection.login == example["RINGWARD_JMX_USER"]

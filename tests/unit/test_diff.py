@@ -118,13 +118,9 @@ def test_ring_change_refines_to_both_token_sets() -> None:
     st.lists(st.integers(-1000, 1000), min_size=1, max_size=12, unique=True),
     st.integers(1, 3),
 )
-def test_refined_diff_agrees_with_both_maps_everywhere(
-    old_tokens: list[int], new_tokens: list[int], rf: int
-) -> None:
+def test_refined_diff_agrees_with_both_maps_everywhere(old_tokens: list[int], new_tokens: list[int], rf: int) -> None:
     def ring_of(tokens: list[int]) -> Ring:
-        return Ring.of(
-            Node(f"n{i % 3}", "dc1", "r1", tuple(tokens[i::3])) for i in range(min(3, len(tokens)))
-        )
+        return Ring.of(Node(f"n{i % 3}", "dc1", "r1", tuple(tokens[i::3])) for i in range(min(3, len(tokens))))
 
     before, after = ring_of(old_tokens), ring_of(new_tokens)
     replication = Replication.simple(rf)
@@ -141,9 +137,7 @@ def test_refined_diff_agrees_with_both_maps_everywhere(
 @settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=30, unique=True),
-    st.lists(
-        st.tuples(st.sampled_from(["dc1", "dc2"]), st.sampled_from(["r1", "r2"])), min_size=1, max_size=6
-    ),
+    st.lists(st.tuples(st.sampled_from(["dc1", "dc2"]), st.sampled_from(["r1", "r2"])), min_size=1, max_size=6),
     st.dictionaries(st.sampled_from(["dc1", "dc2"]), st.integers(0, 4)),
     st.dictionaries(st.sampled_from(["dc1", "dc2"]), st.integers(0, 4)),
 )

@@ -48,9 +48,7 @@ def as_printed(ranges: Sequence[TokenRange]) -> set[tuple[int, int]]:
 
 
 SIMPLE_1 = Replication.parse({"class": "SimpleStrategy", "replication_factor": "1"})
-SIMPLE_2 = Replication.parse(
-    '{"class": "org.apache.cassandra.locator.SimpleStrategy", "replication_factor": "2"}'
-)
+SIMPLE_2 = Replication.parse('{"class": "org.apache.cassandra.locator.SimpleStrategy", "replication_factor": "2"}')
 NTS_DC1_2 = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2})
 
 
@@ -190,9 +188,7 @@ replications = st.one_of(
     st.dictionaries(st.sampled_from(["dc1", "dc2", "DC1", "dc9"]), st.integers(0, 6), min_size=1).map(
         Replication.network_topology
     ),
-    st.integers(0, 5).map(
-        lambda n: Replication.parse({"class": "NetworkTopologyStrategy", "replication_factor": n})
-    ),
+    st.integers(0, 5).map(lambda n: Replication.parse({"class": "NetworkTopologyStrategy", "replication_factor": n})),
 )
 
 

@@ -25,15 +25,12 @@ def seed_ring() -> Ring:
 
 @pytest.fixture(scope="module")
 def seed_plan(seed_ring: Ring) -> MigrationPlan:
-    return build_plan(
-        seed_ring, SIMPLE_2, NTS_DC1_2, keyspace="test", table_gc_grace_seconds={"users": 864000}
-    )
+    return build_plan(seed_ring, SIMPLE_2, NTS_DC1_2, keyspace="test", table_gc_grace_seconds={"users": 864000})
 
 
 def independent_affected_count(ring: Ring, old: Replication, new: Replication) -> int:
     return sum(
-        set(replicas_for_token(ring, old, r.end)) != set(replicas_for_token(ring, new, r.end))
-        for r in ring.ranges()
+        set(replicas_for_token(ring, old, r.end)) != set(replicas_for_token(ring, new, r.end)) for r in ring.ranges()
     )
 
 

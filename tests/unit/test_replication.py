@@ -64,9 +64,7 @@ def test_expand_on_alter_keeps_unmentioned_datacenters_and_drops_zeros() -> None
 
 def test_bare_network_topology_after_simple_strategy_takes_the_old_factor() -> None:
     bare = Replication.parse({"class": "NetworkTopologyStrategy"})
-    assert bare.expand(["dc1", "dc2"], Replication.simple(2)) == Replication.network_topology(
-        {"dc1": 2, "dc2": 2}
-    )
+    assert bare.expand(["dc1", "dc2"], Replication.simple(2)) == Replication.network_topology({"dc1": 2, "dc2": 2})
     assert bare.expand(["dc1"]) == bare
 
 

@@ -79,9 +79,7 @@ class TestRefusals:
     def test_datacenter_dropped_by_omission_is_refused(self, two_dc_ring: Ring) -> None:
         old = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2, "dc2": 2})
         new = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2})
-        dropped = next(
-            f for f in analyse(two_dc_ring, old, new, keyspace="ks") if f.code == "datacenter_dropped"
-        )
+        dropped = next(f for f in analyse(two_dc_ring, old, new, keyspace="ks") if f.code == "datacenter_dropped")
         assert dropped.severity == "refuse"
         assert "'dc2': 0" in dropped.fix
 
@@ -105,9 +103,7 @@ class TestRefusals:
 
     @pytest.mark.parametrize("keyspace", sorted(SYSTEM_KEYSPACES))
     def test_system_keyspaces_are_refused(self, seed_ring: Ring, keyspace: str) -> None:
-        assert "system_keyspace" in codes(
-            analyse(seed_ring, SIMPLE_2, NTS_DC1_2, keyspace=keyspace), "refuse"
-        )
+        assert "system_keyspace" in codes(analyse(seed_ring, SIMPLE_2, NTS_DC1_2, keyspace=keyspace), "refuse")
 
     def test_unchanged_settings_are_a_refused_no_op(self, seed_ring: Ring) -> None:
         assert "no_op" in codes(analyse(seed_ring, NTS_DC1_2, NTS_DC1_2, keyspace="ks"), "refuse")
@@ -140,14 +136,11 @@ class TestRefusals:
     def test_moving_every_replica_to_another_dc_is_refused_per_range(self, two_dc_ring: Ring) -> None:
         old = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2, "dc2": 0})
         new = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 0, "dc2": 2})
-        refusal = next(
-            f for f in analyse(two_dc_ring, old, new, keyspace="ks") if f.code == "no_replica_kept"
-        )
+        refusal = next(f for f in analyse(two_dc_ring, old, new, keyspace="ks") if f.code == "no_replica_kept")
         kept_none = [
             r
             for r in two_dc_ring.ranges()
-            if not set(replicas_for_token(two_dc_ring, old, r.end))
-            & set(replicas_for_token(two_dc_ring, new, r.end))
+            if not set(replicas_for_token(two_dc_ring, old, r.end)) & set(replicas_for_token(two_dc_ring, new, r.end))
         ]
         assert list(refusal.ranges) == kept_none
         assert "staged" in refusal.fix
@@ -162,9 +155,7 @@ class TestDeadline:
         assert "gc_grace_short" in codes(findings, "warn")
 
     def test_default_gc_grace_is_not_short(self, seed_ring: Ring) -> None:
-        findings = analyse(
-            seed_ring, SIMPLE_2, NTS_DC1_2, keyspace="ks", table_gc_grace_seconds={"t": 864000}
-        )
+        findings = analyse(seed_ring, SIMPLE_2, NTS_DC1_2, keyspace="ks", table_gc_grace_seconds={"t": 864000})
         assert "gc_grace_short" not in codes(findings)
         assert "10d" in next(f for f in findings if f.code == "deadline").message
 
@@ -204,9 +195,7 @@ def can_miss(level: str, replicas: tuple[str, ...], gained: set[str]) -> bool:
     """Brute force: is there a set of replicas the coordinator may contact holding only gained ones?"""
     if level == "EACH_QUORUM":
         dcs = {DC_OF[a] for a in replicas}
-        return all(
-            can_miss_in(quorum(sum(DC_OF[a] == dc for a in replicas)), replicas, gained, dc) for dc in dcs
-        )
+        return all(can_miss_in(quorum(sum(DC_OF[a] == dc for a in replicas)), replicas, gained, dc) for dc in dcs)
     dcs = sorted({DC_OF[a] for a in replicas}) if level.startswith("LOCAL") else [None]
     return any(can_miss_in(block_for(level, replicas, dc), replicas, gained, dc) for dc in dcs)
 

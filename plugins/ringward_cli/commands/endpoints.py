@@ -35,9 +35,7 @@ def register(subparsers: Any) -> None:
         required=True,
         help="ring file (JSON or `nodetool ring` output), or a contact point host[:port]",
     )
-    parser.add_argument(
-        "--replication", required=True, help="replication map as JSON, e.g. '{\"class\": ...}'"
-    )
+    parser.add_argument("--replication", required=True, help="replication map as JSON, e.g. '{\"class\": ...}'")
     key = parser.add_mutually_exclusive_group(required=True)
     key.add_argument("--token", type=int, help="a Murmur3 token (write negative ones as --token=-42)")
     key.add_argument(
