@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 from ringward.errors import UnsafeChangeError
@@ -43,7 +43,7 @@ MAX_STAGED_STEPS = 3
 _RESOLVED_BY_STAGING = frozenset({"no_replica_kept", "staged_route"})
 
 
-class RangeState(str, Enum):
+class RangeState(StrEnum):
     """Journal state of one range in one stage (stored as text in the ops keyspace)."""
 
     DONE = "done"

@@ -86,6 +86,8 @@ class LocalCluster:
         for node in to_start:
             self._wait_ready(node, deadline)
         self.wait_all_up(wanted, deadline)
+        if to_start:
+            self.wait_schema_agreement(wanted, deadline)
         return wanted
 
     def down(self, purge: bool = False) -> None:
@@ -236,6 +238,22 @@ class LocalCluster:
         raise LocalClusterError(
             f"Nodes did not all reach UN in time: {states}.",
             "Check `ringward cluster status` and the node logs.",
+        )
+
+    def wait_schema_agreement(self, topology: Topology, deadline: float) -> None:
+        """Nodes started together create the distributed system keyspaces concurrently; wait until they
+        agree, so the first schema change a user makes is not refused for disagreement."""
+        versions: set[str] = set()
+        while time.monotonic() < deadline:
+            output = self.nodetool(topology.seeds[0], ["describecluster"]).stdout
+            section = output.split("Schema versions:", 1)[-1].split("Stats for", 1)[0]
+            versions = set(re.findall(r"([0-9a-f-]{36}):", section))
+            if len(versions) == 1:
+                return
+            time.sleep(2.0)
+        raise LocalClusterError(
+            f"The nodes did not agree on a schema in time ({len(versions)} versions).",
+            "Run `ringward cluster up` again; if it persists, restart the cluster with `down` then `up`.",
         )
 
     def _nodetool_states(self, pids: dict[str, int]) -> dict[str, str]:

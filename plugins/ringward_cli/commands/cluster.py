@@ -27,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     start = actions.add_parser("start", help="start one node and wait until it is UN")
     start.add_argument("address")
     start.set_defaults(handler=_start)
+    actions.add_parser("jars", help="resolve Cassandra's jars from Maven Central (once)").set_defaults(handler=_jars)
     nodetool = actions.add_parser("nodetool", help="run Cassandra's nodetool against one node")
     nodetool.add_argument("address")
     nodetool.add_argument("args", nargs=argparse.REMAINDER)
@@ -37,6 +38,14 @@ def _cluster():  # type: ignore[no-untyped-def]
     from ringward_cassandra.localcluster import LocalCluster
 
     return LocalCluster()
+
+
+def _jars(args: argparse.Namespace) -> int:
+    from ringward_cassandra.localcluster.runtime import ensure_jars, java_binary
+
+    java_binary()
+    print(f"Cassandra jars in {ensure_jars()}")
+    return 0
 
 
 def _up(args: argparse.Namespace) -> int:

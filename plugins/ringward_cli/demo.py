@@ -1,0 +1,120 @@
+"""`make demo`: the seed's hazard with a plain ALTER, then the same change carried safely by the DAG.
+
+Starts the embedded cluster, runs both scenarios, prints placement and evidence, and stops the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ringward.plan import build_plan
+from ringward.replication import Replication
+from ringward_cassandra.cql import connect
+from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.localcluster.runtime import project_home
+from ringward_cassandra.ops_store import OPS_KEYSPACE
+from ringward_cassandra.ring_source import ring_from_cluster
+from ringward_cassandra.seed_scenario import count_at_one_from, create_seed_keyspace
+
+from ringward_cli.airflow_env import airflow_environment, ensure_airflow_db
+
+NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+TARGET = {"class": "NetworkTopologyStrategy", "dc1": 2}
+
+
+def banner(text: str) -> None:
+    print(f"\n{'=' * 100}\n{text}\n{'=' * 100}", flush=True)
+
+
+def endpoints(cluster: LocalCluster, keyspace: str) -> str:
+    return ", ".join(cluster.nodetool("127.0.0.2", ["getendpoints", keyspace, "users", "1"]).stdout.split())
+
+
+def plain_alter(cluster: LocalCluster) -> None:
+    banner("1. The hazard: a plain ALTER KEYSPACE (seed 000), keyspace `hazard`")
+    with connect(NODES) as session:
+        create_seed_keyspace(session, "hazard")
+        print(f"SimpleStrategy RF 2, one row (app_id 1). Replicas of app_id 1: {endpoints(cluster, 'hazard')}")
+        print(f"CL ONE read with 127.0.0.4 as the only coordinator: {count_at_one_from('127.0.0.4', 'hazard')} row")
+        statement = f"ALTER KEYSPACE hazard WITH replication = {Replication.parse(TARGET).to_cql()}"
+        print(f"cqlsh> {statement}")
+        session.execute(statement)
+        session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+    print(f"Replicas of app_id 1 now: {endpoints(cluster, 'hazard')}")
+    rows = count_at_one_from("127.0.0.4", "hazard")
+    print(f"CL ONE read from 127.0.0.4, now a replica holding nothing: {rows} rows  <-- the data looks lost")
+
+
+def safe_migration(cluster: LocalCluster, home: Path) -> int:
+    banner("2. The same change through ringward's keyspace_migration DAG, keyspace `test`")
+    with connect(NODES) as session:
+        create_seed_keyspace(session, "test")
+        ring = ring_from_cluster(session)
+    plan = build_plan(ring, Replication.simple(2), TARGET, keyspace="test")
+    print("Placement before -> after (ringward plan):")
+    print(plan.table())
+    print(plan.summary())
+    env = airflow_environment(home)
+    ensure_airflow_db(env)
+    conf = {"keyspace": "test", "replication": TARGET, "require_approval": False}
+    command = [
+        str(Path(sys.executable).parent / "airflow"),
+        "dags",
+        "test",
+        "keyspace_migration",
+        "--conf",
+        json.dumps(conf),
+    ]
+    print(f"\n$ ringward airflow dags test keyspace_migration --conf '{json.dumps(conf)}'", flush=True)
+    started = time.monotonic()
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    log = result.stdout + result.stderr
+    for line in log.splitlines():
+        if "[DAG TEST] end task" in line:
+            print("  finished", line.split("task_id=", 1)[1].split(" ", 1)[0])
+    state = next((ln.split("state=", 1)[1].split(",")[0] for ln in log.splitlines() if "DagRun Finished" in ln), "?")
+    print(f"DAG run {state} in {time.monotonic() - started:.0f}s")
+    if state != "success":
+        print(log[-5000:])
+        return 1
+    show_evidence(cluster)
+    return 0
+
+
+def show_evidence(cluster: LocalCluster) -> None:
+    banner("3. Evidence")
+    print(f"Replicas of app_id 1: {endpoints(cluster, 'test')}")
+    print(f"CL ONE read with 127.0.0.4 as the only coordinator: {count_at_one_from('127.0.0.4', 'test')} row")
+    cluster.nodetool("127.0.0.2", ["flush", "test"])
+    sstables = cluster.nodetool("127.0.0.2", ["getsstables", "test", "users", "1"]).stdout.strip()
+    print(f"SSTables of app_id 1 left on the former replica 127.0.0.2 after cleanup: {sstables or 'none'}")
+    with connect(NODES) as session:
+        rows = session.execute(
+            f"SELECT step, range_start, range_end, status, coordinator FROM {OPS_KEYSPACE}.migration_journal"
+        )
+        print("Repair journal (ringward_ops.migration_journal):")
+        for row in rows:
+            print(f"  {row.step:<14} ({row.range_start}, {row.range_end}] {row.status} on {row.coordinator}")
+
+
+def main() -> int:
+    home = project_home()
+    cluster = LocalCluster()
+    banner("Starting the embedded Cassandra 5.0 cluster (the seed's topology)")
+    cluster.down(purge=True)
+    try:
+        cluster.up("seed")
+        print(cluster.nodetool("127.0.0.2", ["ring"]).stdout)
+        plain_alter(cluster)
+        return safe_migration(cluster, home)
+    finally:
+        banner("Stopping the cluster")
+        cluster.down(purge=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""keyspace_migration on the real local cluster: the seed's hazard carried through safely, and bad input
+refused at precheck with the schema untouched."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ringward.errors import RingwardError
+from ringward_cassandra.cql import connect
+from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.ops_store import OpsStore
+from ringward_cassandra.seed_scenario import count_at_one_from, create_seed_keyspace
+from ringward_cli.airflow_env import airflow_environment, local_connections
+
+ROOT = Path(__file__).resolve().parents[2]
+NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+
+
+def run_migration(conf: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """`ringward airflow dags test keyspace_migration --conf …`, exactly as an operator would run it."""
+    command = [str(Path(sys.executable).parent / "ringward"), "airflow", "dags", "test", "keyspace_migration",
+               "--conf", json.dumps(conf)]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, env=airflow_environment(ROOT), timeout=900)
+
+
+def dag_run_state(result: subprocess.CompletedProcess[str]) -> str:
+    for line in (result.stdout + result.stderr).splitlines():
+        if "DagRun Finished" in line and "state=" in line:
+            return line.split("state=", 1)[1].split(",", 1)[0]
+    return "unknown"
+
+
+def test_seed_scenario_through_the_dag(seed_cluster: LocalCluster) -> None:
+    with connect(NODES) as session:
+        create_seed_keyspace(session, "seed_safe")
+    result = run_migration(
+        {"keyspace": "seed_safe", "replication": {"class": "NetworkTopologyStrategy", "dc1": 2},
+         "require_approval": False}
+    )  # fmt: skip
+    assert dag_run_state(result) == "success", (result.stdout + result.stderr)[-6000:]
+
+    assert seed_cluster.nodetool("127.0.0.2", ["getendpoints", "seed_safe", "users", "1"]).stdout.split() == [
+        "127.0.0.3",
+        "127.0.0.4",
+    ]
+    # The new replica answers CL ONE from its own data: repair streamed the row to it.
+    assert count_at_one_from("127.0.0.4", "seed_safe") == 1
+    # The former replica was cleaned up: no SSTable of it holds the partition any more.
+    assert seed_cluster.nodetool("127.0.0.2", ["flush", "seed_safe"]).returncode == 0
+    sstables = seed_cluster.nodetool("127.0.0.2", ["getsstables", "seed_safe", "users", "1"])
+    assert sstables.returncode == 0 and sstables.stdout.strip() == ""
+
+
+# -- refusals -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def precheck_env(seed_cluster: LocalCluster) -> Iterator[None]:
+    """The task's connections, as `ringward airflow` sets them, for running the precheck in-process."""
+    saved = dict(os.environ)
+    os.environ.update(local_connections(ROOT))
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def schema_version() -> str:
+    with connect(NODES) as session:
+        return str(session.execute("SELECT schema_version FROM system.local").one().schema_version)
+
+
+def precheck(keyspace: str, replication: Any, run_id: str = "refusal-test") -> dict[str, Any]:
+    from ringward_airflow.migration_operators import MigrationPrecheckOperator
+
+    operator = MigrationPrecheckOperator(task_id="precheck", keyspace=keyspace, replication=replication)
+    return operator.execute({"run_id": run_id})  # type: ignore[arg-type]
+
+
+NTS = "NetworkTopologyStrategy"
+REFUSALS = [
+    ("unknown DC", "refuse_me", {"class": NTS, "dc9": 2}, "dc9"),
+    ("wrong-case DC", "refuse_me", {"class": NTS, "DC1": 2}, "case-sensitive"),
+    ("RF above nodes", "refuse_me", {"class": NTS, "dc1": 4}, "dc1"),
+    ("system keyspace", "system_auth", {"class": NTS, "dc1": 3}, "system keyspace"),
+    ("missing keyspace", "no_such_keyspace", {"class": NTS, "dc1": 2}, "does not exist"),
+    ("malformed JSON", "refuse_me", '{"class": "NetworkTopologyStrategy", "dc1": ', "malformed"),
+    ("CQL injection", "refuse_me; DROP KEYSPACE x", {"class": NTS, "dc1": 2}, "not a valid"),
+    ("injection in DC", "refuse_me", {"class": NTS, "dc1'}; DROP KEYSPACE x; --": 2}, "not in the ring"),
+    ("transient replication", "refuse_me", {"class": NTS, "dc1": "3/1"}, "ransient"),
+    ("no-op", "refuse_me", {"class": "SimpleStrategy", "replication_factor": 2}, "no_op"),
+]
+
+
+@pytest.mark.parametrize(("case", "keyspace", "replication", "message"), REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_bad_input_is_refused_and_changes_nothing(
+    precheck_env: None, case: str, keyspace: str, replication: Any, message: str
+) -> None:
+    with connect(NODES) as session:
+        create_seed_keyspace(session, "refuse_me")
+    before = schema_version()
+    with pytest.raises(RingwardError) as refusal:
+        precheck(keyspace, replication)
+    assert message.lower() in str(refusal.value).lower()
+    assert "Fix:" in str(refusal.value), "every refusal names the fix"
+    assert schema_version() == before
+
+
+def test_dropping_a_dc_by_omission_is_refused(two_dc_cluster: LocalCluster) -> None:
+    saved = dict(os.environ)
+    os.environ.update(local_connections(ROOT, "two-dc"))
+    try:
+        with connect(["127.0.0.2"]) as session:
+            session.execute("DROP KEYSPACE IF EXISTS two_dcs")
+            session.execute("CREATE KEYSPACE two_dcs WITH replication = {'class': 'NetworkTopologyStrategy', "
+                            "'dc1': 2, 'dc2': 1}")  # fmt: skip
+        with pytest.raises(RingwardError, match="dc2"):
+            precheck("two_dcs", {"class": NTS, "dc1": 3})
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def test_second_concurrent_migration_is_refused(precheck_env: None) -> None:
+    with connect(NODES) as session:
+        create_seed_keyspace(session, "leased")
+        OpsStore(session).ensure_schema([("dc1", 3)])
+        OpsStore(session).acquire_lease("keyspace:leased", "leased@another-run", "keyspace_migration")
+    try:
+        with pytest.raises(RingwardError, match="held by leased@another-run"):
+            precheck("leased", {"class": NTS, "dc1": 2}, run_id="second-run")
+    finally:
+        with connect(NODES) as session:
+            OpsStore(session).release_lease("keyspace:leased", "leased@another-run")
