@@ -142,7 +142,7 @@ class VerifyTarget:
 def verify_targets(ring: Ring, step: MigrationStep) -> list[VerifyTarget]:
     """Every (affected range, gained replica) pair, ranges unwrapped for token-range reads."""
     before, after = step.placements(ring)
-    targets = []
+    targets: list[VerifyTarget] = []
     for token_range in _refined_ranges(before, after):
         old, new = before.for_token(token_range.end), after.for_token(token_range.end)
         for replica in new:
