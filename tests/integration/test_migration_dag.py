@@ -140,3 +140,57 @@ def test_second_concurrent_migration_is_refused(precheck_env: None) -> None:
     finally:
         with connect(NODES) as session:
             OpsStore(session).release_lease("keyspace:leased", "leased@another-run")
+
+
+# -- many rows ------------------------------------------------------------------------------------------
+
+
+def write_rows(session: Any, keyspace: str, partitions: int, rows_per_partition: int) -> int:
+    from cassandra import ConsistencyLevel
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    session.execute(f"CREATE TABLE {keyspace}.events (pk int, ck int, body text, PRIMARY KEY (pk, ck))")
+    insert = session.prepare(f"INSERT INTO {keyspace}.events (pk, ck, body) VALUES (?, ?, ?)")
+    insert.consistency_level = ConsistencyLevel.ALL
+    rows = [(p, c, f"row {p}/{c}") for p in range(partitions) for c in range(rows_per_partition)]
+    for ok, result in execute_concurrent_with_args(session, insert, rows, concurrency=64):
+        assert ok, result
+    return len(rows)
+
+
+def count_on(replica: str, keyspace: str) -> int:
+    """Rows read at CL ONE with `replica` as the only coordinator. A replica of every range serves the
+    whole scan from its own data (the local cluster ranks replicas by proximity only, itself first)."""
+    from cassandra import ConsistencyLevel
+    from cassandra.query import SimpleStatement
+
+    with connect([replica], coordinator=replica) as session:
+        statement = SimpleStatement(f"SELECT count(*) FROM {keyspace}.events", consistency_level=ConsistencyLevel.ONE)
+        return int(session.execute(statement, timeout=120).one()[0])
+
+
+def test_rf1_to_rf3_every_row_on_every_replica(seed_cluster: LocalCluster) -> None:
+    with connect(NODES) as session:
+        session.execute("DROP KEYSPACE IF EXISTS grow")
+        session.execute("CREATE KEYSPACE grow WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}")
+        total = write_rows(session, "grow", partitions=300, rows_per_partition=10)
+    result = run_migration(
+        {"keyspace": "grow", "replication": {"class": "SimpleStrategy", "replication_factor": 3},
+         "require_approval": False, "client_read_consistency": "QUORUM"}
+    )  # fmt: skip
+    assert dag_run_state(result) == "success", (result.stdout + result.stderr)[-6000:]
+    assert [count_on(node, "grow") for node in NODES] == [total] * 3
+
+
+def test_adding_a_datacenter(two_dc_cluster: LocalCluster) -> None:
+    with connect(["127.0.0.2"]) as session:
+        session.execute("DROP KEYSPACE IF EXISTS add_dc")
+        session.execute("CREATE KEYSPACE add_dc WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}")
+        total = write_rows(session, "add_dc", partitions=200, rows_per_partition=10)
+    result = run_migration(
+        {"keyspace": "add_dc", "replication": {"class": "NetworkTopologyStrategy", "dc1": 2, "dc2": 2},
+         "require_approval": False, "client_read_consistency": "LOCAL_QUORUM"}
+    )  # fmt: skip
+    assert dag_run_state(result) == "success", (result.stdout + result.stderr)[-6000:]
+    assert count_on("127.0.0.5", "add_dc") == total
+    assert count_on("127.0.0.6", "add_dc") == total

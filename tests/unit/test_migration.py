@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from ringward.errors import UnsafeChangeError
 from ringward.migration import (
     MAX_STAGED_STEPS,
