@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from ringward.errors import ConfigurationError
 from ringward.ring import MAX_TOKEN, MIN_TOKEN, TokenRange
-from ringward_spark import jars
+from ringward_spark import jars, submit
 from ringward_spark.counts import baseline_from_result, scan_counts_from_result
 from ringward_spark.range_counts import RangeTally, plan_subranges, row_written_at, scan_query, tally_ranges
 from ringward_spark.ringward_job import parse_args
@@ -149,3 +150,39 @@ def test_jars_need_maven_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     (lib / "spark-cassandra-connector_2.12-3.5.1.jar").touch()
     (lib / ".complete").touch()
     assert jars.connector_jars(tmp_path) == [str(lib / "spark-cassandra-connector_2.12-3.5.1.jar")]
+
+
+def _fake_spark_submit(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "spark-submit"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_run_job_returns_what_the_job_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fake writes {"argc": N, "python": $PYSPARK_PYTHON} to the path after --output, as the job does.
+    fake = _fake_spark_submit(
+        tmp_path,
+        'while [ "$1" != "--output" ]; do shift; done\n'
+        'printf \'{"mode": "count", "python": "%s"}\' "$PYSPARK_PYTHON" > "$2"\n',
+    )
+    monkeypatch.setattr(submit, "spark_submit_binary", lambda: fake)
+    monkeypatch.setattr(submit, "connector_jars", lambda: ["/x.jar"])
+    assert submit.run_job(count_job_args(["h"], "ks", "t")) == {"mode": "count", "python": sys.executable}
+
+
+def test_run_job_failure_shows_the_python_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _fake_spark_submit(
+        tmp_path,
+        "echo '26/11/22 INFO SparkContext: noise' >&2\n"
+        "echo 'Traceback (most recent call last):' >&2\n"
+        "echo '  File \"job.py\", line 1' >&2\n"
+        "echo '\tat org.apache.spark.Frame(Frame.scala:1)' >&2\n"
+        "echo 'ValueError: table gone' >&2\nexit 1\n",
+    )
+    monkeypatch.setattr(submit, "spark_submit_binary", lambda: fake)
+    monkeypatch.setattr(submit, "connector_jars", lambda: [])
+    with pytest.raises(submit.SparkJobError, match="exit 1") as failure:
+        submit.run_job(count_job_args(["h"], "ks", "t"))
+    assert "ValueError: table gone" in failure.value.problem
+    assert "Frame.scala" not in failure.value.problem and "noise" not in failure.value.problem
