@@ -21,7 +21,7 @@ from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.ring_source import ring_from_contact_point
 from ringward_spark.counts import baseline_from_result, scan_counts_from_result
-from ringward_spark.submit import count_job_args, range_counts_job_args, run_job
+from ringward_spark.submit import SparkJobError, count_job_args, range_counts_job_args, run_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -67,6 +67,24 @@ def test_count_job_agrees_with_the_rows_inserted(
         print(
             f"\n[spark] count job: {result['rows']} rows, wall {wall:.1f}s, in the job {result['seconds']}s"
         )
+
+
+def test_count_job_reads_at_the_consistency_asked(seed_cluster: LocalCluster) -> None:
+    """With one of three replicas down, CL ONE still counts every row and CL ALL refuses."""
+    hosts = seed_cluster.topology().seeds
+    with connect(hosts) as session:
+        _create(session, "spark_cl", "{'class': 'SimpleStrategy', 'replication_factor': 3}",
+                "kv (k int PRIMARY KEY, v int)")  # fmt: skip
+        _insert_all(session, "INSERT INTO spark_cl.kv (k, v) VALUES (?, ?)", [(i, i) for i in range(50)])
+    down = hosts[-1]
+    seed_cluster.stop(down)
+    try:
+        live = hosts[:-1]
+        assert run_job(count_job_args(live, "spark_cl", "kv", consistency="ONE"))["rows"] == 50
+        with pytest.raises(SparkJobError, match=r"(?i)unavailable|not enough replicas"):
+            run_job(count_job_args(live, "spark_cl", "kv", consistency="ALL"))
+    finally:
+        seed_cluster.start(down)
 
 
 def _client_side_counts(
