@@ -1,0 +1,80 @@
+"""`ringward spark`: run ringward's Spark jobs (spark-submit, local[2]) and print their JSON result."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "spark", help="run a Spark job (count, range-counts) or fetch the connector jars"
+    )
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser(
+        "jars", help="resolve the Spark Cassandra Connector jars once and list them"
+    ).set_defaults(handler=_jars)
+    for name, handler, help_text in (
+        ("count", _count, "count a whole table through the Spark Cassandra Connector"),
+        ("range-counts", _range_counts, "count rows per token range (default: the live ring's ranges)"),
+    ):
+        job = actions.add_parser(name, help=help_text)
+        job.add_argument(
+            "--hosts", help="contact points, comma-separated (default: the local cluster's nodes)"
+        )
+        job.add_argument("--port", type=int, default=9042)
+        job.add_argument("--keyspace", required=True)
+        job.add_argument("--table", required=True)
+        job.add_argument("--consistency", help="ALL, QUORUM, ONE, ... (default ALL; ONE with --pin-host)")
+        job.add_argument("--master", default="local[2]")
+        job.set_defaults(handler=handler)
+    scan = actions.choices["range-counts"]
+    scan.add_argument(
+        "--pin-host", help="the only coordinator; reads at CL ONE unless --consistency is given"
+    )
+    scan.add_argument(
+        "--cutoff-us", type=int, help="rows written after this writetime (µs) are counted apart"
+    )
+    scan.add_argument("--splits-per-range", type=int, default=1)
+
+
+def _hosts(args: argparse.Namespace) -> list[str]:
+    if args.hosts:
+        return [host.strip() for host in args.hosts.split(",") if host.strip()]
+    from ringward_cassandra.localcluster import LocalCluster
+
+    return LocalCluster().topology().seeds
+
+
+def _jars(args: argparse.Namespace) -> int:
+    from ringward_spark.jars import connector_jars
+
+    print("\n".join(connector_jars()))
+    return 0
+
+
+def _count(args: argparse.Namespace) -> int:
+    from ringward_spark.submit import count_job_args, run_job
+
+    consistency = args.consistency or "ALL"
+    job = count_job_args(_hosts(args), args.keyspace, args.table, consistency=consistency, port=args.port)
+    print(json.dumps(run_job(job, master=args.master), indent=1))
+    return 0
+
+
+def _range_counts(args: argparse.Namespace) -> int:
+    from ringward_cassandra.ring_source import ring_from_contact_point
+    from ringward_spark.submit import range_counts_job_args, run_job
+
+    hosts = _hosts(args)
+    consistency = args.consistency or ("ONE" if args.pin_host else "ALL")
+    ranges = ring_from_contact_point(hosts[0], args.port).ranges()
+    job = range_counts_job_args(
+        hosts, args.keyspace, args.table, ranges, consistency=consistency, pinned_host=args.pin_host,
+        cutoff_us=args.cutoff_us, splits_per_range=args.splits_per_range, port=args.port,
+    )  # fmt: skip
+    print(json.dumps(run_job(job, master=args.master), indent=1))
+    return 0

@@ -1,0 +1,72 @@
+"""The Spark Cassandra Connector's jars, resolved once from Maven Central into `.cache/` for `--jars`."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from ringward.errors import ConfigurationError
+from ringward_cassandra.localcluster.runtime import project_home
+
+__all__ = [
+    "CONNECTOR_VERSION",
+    "PROVIDED_BY_SPARK",
+    "connector_jars",
+    "connector_lib_dir",
+    "ensure_connector_jars",
+]
+
+CONNECTOR_VERSION = "3.5.1"
+
+# Artifacts the connector depends on that Spark 3.5's own jars/ already ship: a second copy on the
+# classpath would only risk a version clash (Scala itself above all).
+PROVIDED_BY_SPARK = (
+    "scala-library",
+    "scala-reflect",
+    "scala-collection-compat_2.12",
+    "commons-lang3",
+    "metrics-core",
+    "paranamer",
+    "slf4j-api",
+)
+
+
+def connector_lib_dir(home: Path | None = None) -> Path:
+    return (home or project_home()) / ".cache" / "spark-connector" / CONNECTOR_VERSION / "lib"
+
+
+def ensure_connector_jars(home: Path | None = None) -> Path:
+    """Resolve the connector and its runtime dependencies (minus Spark's own) once; returns their folder."""
+    home = home or project_home()
+    lib = connector_lib_dir(home)
+    marker = lib / ".complete"
+    if marker.exists():
+        return lib
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise ConfigurationError(
+            f"Maven (mvn) is needed once to fetch the Spark Cassandra Connector {CONNECTOR_VERSION} jars.",
+            "Install Maven (apt-get install maven), or copy the jars into "
+            + str(lib)
+            + " and touch .complete.",
+        )
+    pom = home / "tools" / "maven" / "spark-connector.pom.xml"
+    result = subprocess.run(
+        [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", "-DincludeScope=runtime",
+         "-DexcludeArtifactIds=" + ",".join(PROVIDED_BY_SPARK), f"-DoutputDirectory={lib}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if result.returncode != 0 or not any(lib.glob("spark-cassandra-connector_*.jar")):
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
+        raise ConfigurationError(
+            f"Could not resolve spark-cassandra-connector {CONNECTOR_VERSION} from Maven Central:\n{tail}",
+            "Check that Maven Central is reachable (proxy settings in ~/.m2/settings.xml), then retry.",
+        )
+    marker.touch()
+    return lib
+
+
+def connector_jars(home: Path | None = None) -> list[str]:
+    """Absolute paths of the jars to pass to spark-submit --jars, in a stable order."""
+    return sorted(str(jar) for jar in ensure_connector_jars(home).glob("*.jar"))

@@ -1,0 +1,122 @@
+"""spark-submit entry point of ringward's Spark jobs: arguments, a SparkSession, then the job's logic.
+
+    count         whole-table count through the Spark Cassandra Connector's DataFrame API
+    range-counts  rows per token range (python driver in Spark tasks; cutoff by writetime; optional pinning)
+
+The result is written as JSON to --output (the driver's stdout is Spark's, not ours).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ringward.ring import TokenRange
+
+from ringward_spark.range_counts import (
+    CONSISTENCY_LEVELS,
+    ScanSettings,
+    count_subranges,
+    plan_subranges,
+    tally_ranges,
+)
+
+__all__ = ["main", "parse_args", "parse_range"]
+
+
+def parse_range(text: str) -> TokenRange:
+    """`START:END` with integer tokens; pass it as `--range=START:END` since tokens may be negative."""
+    start, _, end = text.partition(":")
+    try:
+        return TokenRange(int(start), int(end))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"range {text!r} is not START:END with integer tokens") from error
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="ringward_job.py", description=__doc__.splitlines()[0])
+    modes = parser.add_subparsers(dest="mode", required=True)
+    for name in ("count", "range-counts"):
+        mode = modes.add_parser(name)
+        mode.add_argument("--hosts", required=True, help="contact points, comma-separated")
+        mode.add_argument("--port", type=int, default=9042)
+        mode.add_argument("--keyspace", required=True)
+        mode.add_argument("--table", required=True)
+        mode.add_argument("--consistency", choices=CONSISTENCY_LEVELS, default="ALL")
+        mode.add_argument("--output", required=True, help="where the JSON result is written")
+    scan = modes.choices["range-counts"]
+    scan.add_argument("--range", dest="ranges", type=parse_range, action="append", required=True)
+    scan.add_argument("--pin-host", help="the only coordinator (a replica serves CL ONE from its own data)")
+    scan.add_argument("--cutoff-us", type=int, help="count rows written later than this apart (µs)")
+    scan.add_argument("--splits-per-range", type=int, default=1)
+    scan.add_argument("--fetch-size", type=int, default=5000)
+    return parser.parse_args(argv)
+
+
+def _count(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
+    frame = (
+        spark.read.format("org.apache.spark.sql.cassandra")
+        .options(keyspace=args.keyspace, table=args.table)
+        .option("spark.cassandra.input.consistency.level", args.consistency)
+        .load()
+    )
+    return {"rows": frame.count()}
+
+
+def _range_counts(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
+    settings = ScanSettings(
+        hosts=tuple(args.hosts.split(",")), port=args.port, keyspace=args.keyspace, table=args.table,
+        consistency=args.consistency, pinned_host=args.pin_host, cutoff_us=args.cutoff_us,
+        fetch_size=args.fetch_size,
+    )  # fmt: skip
+    subranges = plan_subranges(args.ranges, args.splits_per_range)
+    context = spark.sparkContext
+    slices = max(1, min(len(subranges), context.defaultParallelism * 4))
+    tallies = (
+        context.parallelize(subranges, slices)
+        .mapPartitions(lambda part: count_subranges(part, settings))
+        .collect()
+    )
+    per_range = tally_ranges(len(args.ranges), tallies)
+    return {
+        "pinned_host": args.pin_host,
+        "cutoff_us": args.cutoff_us,
+        "tasks": slices,
+        "ranges": [
+            {"start": r.start, "end": r.end, **tally.as_dict()}
+            for r, tally in zip(args.ranges, per_range, strict=True)
+        ],
+        "rows": sum(t.rows for t in per_range),
+        "later_rows": sum(t.later_rows for t in per_range),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from pyspark.sql import SparkSession
+
+    args = parse_args(argv)
+    started = time.monotonic()
+    spark = (
+        SparkSession.builder.appName(f"ringward-{args.mode}-{args.keyspace}.{args.table}")
+        .config("spark.cassandra.connection.host", args.hosts)
+        .config("spark.cassandra.connection.port", str(args.port))
+        .getOrCreate()
+    )
+    try:
+        result = (_count if args.mode == "count" else _range_counts)(spark, args)
+    finally:
+        spark.stop()
+    result = {
+        "mode": args.mode, "keyspace": args.keyspace, "table": args.table, "consistency": args.consistency,
+        **result, "seconds": round(time.monotonic() - started, 3),
+    }  # fmt: skip
+    Path(args.output).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

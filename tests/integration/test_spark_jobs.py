@@ -1,0 +1,229 @@
+"""ringward's Spark jobs on the real local cluster: the smoke count, range counts, and verify after an ALTER.
+
+Each job is a real spark-submit (local[2]) with the Spark Cassandra Connector jars from .cache/.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+from cassandra import ConsistencyLevel
+from cassandra.cluster import Session
+from cassandra.concurrent import execute_concurrent_with_args
+from cassandra.metadata import Murmur3Token
+from cassandra.query import SimpleStatement
+from ringward.ring import Ring, TokenRange
+from ringward.verification import ScanCounts, verify
+from ringward_cassandra.cql import connect
+from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.ring_source import ring_from_contact_point
+from ringward_spark.counts import baseline_from_result, scan_counts_from_result
+from ringward_spark.submit import SparkJobError, count_job_args, range_counts_job_args, run_job
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def _create(session: Session, keyspace: str, replication: str, table_ddl: str) -> None:
+    session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+    session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {replication}")
+    session.execute(
+        f"CREATE TABLE {keyspace}.{table_ddl} WITH speculative_retry = 'NONE' AND read_repair = 'NONE'"
+    )
+
+
+def _insert_all(session: Session, cql: str, rows: Sequence[tuple[object, ...]]) -> None:
+    statement = session.prepare(cql)
+    statement.consistency_level = ConsistencyLevel.ALL
+    for ok, outcome in execute_concurrent_with_args(session, statement, rows, concurrency=32):
+        assert ok, outcome
+
+
+def test_count_job_agrees_with_the_rows_inserted(
+    seed_cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hosts = seed_cluster.topology().seeds
+    with connect(hosts) as session:
+        _create(
+            session,
+            "spark_smoke",
+            "{'class': 'SimpleStrategy', 'replication_factor': 3}",
+            "events (id int, seq int, body text, PRIMARY KEY (id, seq))",
+        )
+        _insert_all(
+            session,
+            "INSERT INTO spark_smoke.events (id, seq, body) VALUES (?, ?, ?)",
+            [(i % 37, i, f"event {i}") for i in range(500)],
+        )
+
+    started = time.monotonic()
+    result = run_job(count_job_args(hosts, "spark_smoke", "events", consistency="ALL"))
+    wall = time.monotonic() - started
+
+    assert result["rows"] == 500
+    with capsys.disabled():
+        print(
+            f"\n[spark] count job: {result['rows']} rows, wall {wall:.1f}s, in the job {result['seconds']}s"
+        )
+
+
+def test_count_job_reads_at_the_consistency_asked(seed_cluster: LocalCluster) -> None:
+    """Replication factor 4 on 3 nodes: CL ONE counts every row, CL ALL (4 replicas) is unavailable."""
+    hosts = seed_cluster.topology().seeds
+    with connect(hosts) as session:
+        _create(session, "spark_cl", "{'class': 'SimpleStrategy', 'replication_factor': 4}",
+                "kv (k int PRIMARY KEY, v int)")  # fmt: skip
+        statement = session.prepare("INSERT INTO spark_cl.kv (k, v) VALUES (?, ?)")
+        statement.consistency_level = ConsistencyLevel.THREE
+        for ok, outcome in execute_concurrent_with_args(session, statement, [(i, i) for i in range(50)]):
+            assert ok, outcome
+
+    assert run_job(count_job_args(hosts, "spark_cl", "kv", consistency="ONE"))["rows"] == 50
+    with pytest.raises(SparkJobError, match=r"(?i)unavailable|not enough replicas"):
+        run_job(count_job_args(hosts, "spark_cl", "kv", consistency="ALL"))
+
+
+def _client_side_counts(
+    hosts: Sequence[str], ring: Ring, cutoff_us: int
+) -> tuple[Counter[TokenRange], Counter[TokenRange]]:
+    """Independent counts: every row's token read at CL ALL, bucketed into ring ranges here."""
+    ranges = {r.end: r for r in ring.ranges()}
+    dated: Counter[TokenRange] = Counter()
+    later: Counter[TokenRange] = Counter()
+    with connect(hosts) as session:
+        statement = SimpleStatement(
+            "SELECT token(tenant, region), writetime(payload) FROM spark_ranges.items",
+            consistency_level=ConsistencyLevel.ALL,
+            fetch_size=100,
+        )
+        for token, written in session.execute(statement):
+            token_range = ranges[ring.primary_token(token)]
+            (later if written is not None and written > cutoff_us else dated)[token_range] += 1
+    return dated, later
+
+
+def test_range_counts_match_client_side_bucketing(seed_cluster: LocalCluster) -> None:
+    hosts = seed_cluster.topology().seeds
+    with connect(hosts) as session:
+        _create(
+            session,
+            "spark_ranges",
+            "{'class': 'SimpleStrategy', 'replication_factor': 3}",
+            "items (tenant int, region text, n int, payload text, PRIMARY KEY ((tenant, region), n))",
+        )
+        columns = "tenant, region, n, payload"
+        insert = f"INSERT INTO spark_ranges.items ({columns}) VALUES (?, ?, ?, ?) USING TIMESTAMP ?"
+        _insert_all(session, insert, [(i % 60, f"r{i % 3}", i, "early", 1_000) for i in range(300)])
+        _insert_all(session, insert, [(i % 60, f"r{i % 3}", i, "late", 3_000) for i in range(300, 340)])
+        # Rows with no regular cell cannot be dated: they count as written before the cutoff.
+        keys_only = "INSERT INTO spark_ranges.items (tenant, region, n) VALUES (?, ?, ?) USING TIMESTAMP 1000"
+        _insert_all(session, keys_only, [(i, "r0", 10_000 + i) for i in range(5)])
+    ring = ring_from_contact_point(hosts[0])
+    ranges = ring.ranges()
+    assert ranges[0].wraps  # the wrap-around range is counted too, unwrapped inside the job
+
+    result = run_job(
+        range_counts_job_args(hosts, "spark_ranges", "items", ranges, cutoff_us=2_000, splits_per_range=2)
+    )
+
+    dated, later = _client_side_counts(hosts, ring, cutoff_us=2_000)
+    by_range = {TokenRange(e["start"], e["end"]): e for e in result["ranges"]}
+    assert list(by_range) == ranges
+    assert {r: e["rows"] for r, e in by_range.items() if e["rows"]} == dict(dated)
+    assert {r: e["later_rows"] for r, e in by_range.items() if e["later_rows"]} == dict(later)
+    assert (result["rows"], result["later_rows"]) == (305, 40)
+    assert sum(e["undated_rows"] for e in result["ranges"]) == 5
+    assert sum(1 for e in result["ranges"] if e["rows"]) > 1  # the rows really are spread over the ring
+
+
+def _replicas_by_range(hosts: Sequence[str], keyspace: str, ring: Ring) -> dict[TokenRange, frozenset[str]]:
+    """Replicas per ring range as the driver computes them from the keyspace's current replication."""
+    with connect(hosts) as session:
+        token_map = session.cluster.metadata.token_map
+        return {
+            r: frozenset(h.address for h in token_map.get_replicas(keyspace, Murmur3Token(r.end)))
+            for r in ring.ranges()
+        }
+
+
+def _pinned_scans(
+    hosts: Sequence[str], by_replica: dict[str, list[TokenRange]], cutoff_us: int
+) -> list[ScanCounts]:
+    return [
+        scan_counts_from_result(
+            run_job(
+                range_counts_job_args(
+                    hosts,
+                    "spark_hazard",
+                    "users",
+                    ranges,
+                    consistency="ONE",
+                    pinned_host=replica,
+                    cutoff_us=cutoff_us,
+                )
+            )
+        )
+        for replica, ranges in sorted(by_replica.items())
+    ]
+
+
+def test_verify_finds_rows_missing_on_new_replicas_until_repaired(seed_cluster: LocalCluster) -> None:
+    """The seed hazard, verified: SimpleStrategy RF 2 -> NTS dc1: 2 leaves new replicas empty."""
+    hosts = seed_cluster.topology().seeds
+    with connect(hosts) as session:
+        _create(
+            session,
+            "spark_hazard",
+            "{'class': 'SimpleStrategy', 'replication_factor': 2}",
+            "users (app_id int, id int, name text, PRIMARY KEY (app_id, id))",
+        )
+        _insert_all(
+            session,
+            "INSERT INTO spark_hazard.users (app_id, id, name) VALUES (?, ?, ?)",
+            [(i % 40, i, f"user {i}") for i in range(200)],
+        )
+    ring = ring_from_contact_point(hosts[0])
+    before = _replicas_by_range(hosts, "spark_hazard", ring)
+    taken_at_us = time.time_ns() // 1000
+    baseline_job = range_counts_job_args(hosts, "spark_hazard", "users", ring.ranges())
+    baseline = baseline_from_result(run_job(baseline_job), taken_at_us)
+    assert sum(c.rows for c in baseline.ranges) == 200
+
+    with connect(hosts) as session:
+        session.execute(
+            "ALTER KEYSPACE spark_hazard WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}"
+        )
+        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+        # A write during the migration: newer than the cutoff, so it must not raise an alarm.
+        _insert_all(
+            session, "INSERT INTO spark_hazard.users (app_id, id, name) VALUES (?, ?, ?)", [(1, 9999, "new")]
+        )
+    after = _replicas_by_range(hosts, "spark_hazard", ring)
+    gained: dict[str, list[TokenRange]] = {}
+    for token_range in ring.ranges():
+        for replica in sorted(after[token_range] - before[token_range]):
+            gained.setdefault(replica, []).append(token_range)
+    affected = sorted({r for ranges in gained.values() for r in ranges})
+    assert affected, "the strategy change must move some ranges to new replicas"
+
+    reference = scan_counts_from_result(
+        run_job(range_counts_job_args(hosts, "spark_hazard", "users", affected, cutoff_us=taken_at_us))
+    )
+    report = verify(baseline, reference, _pinned_scans(hosts, gained, taken_at_us))
+
+    data_ranges = {c.token_range for c in reference.ranges if c.rows}
+    assert data_ranges, "some affected range must hold rows"
+    assert {(f.token_range, f.replica) for f in report.failures} == {
+        (r, replica) for replica, ranges in gained.items() for r in ranges if r in data_ranges
+    }
+    assert all(f.replica_rows == 0 for f in report.failures)  # the new replica has none of them
+    assert sum(r.later_rows for r in report.ranges) <= 1  # the migration-time write, left out
+
+    for node in hosts:  # full repair of the keyspace's ranges on every node, then verify again
+        repaired = seed_cluster.nodetool(node, ["repair", "-full", "-pr", "spark_hazard"])
+        assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    after_repair = verify(baseline, reference, _pinned_scans(hosts, gained, taken_at_us))
+    assert after_repair.ok, after_repair.summary()
+    assert after_repair.warnings == ()
