@@ -21,6 +21,7 @@ from ringward_airflow.migration_operators import (
     PreviewVerifyOperator,
     RangeRepairOperator,
 )
+from ringward_airflow.spark_operators import SparkBaselineOperator, SparkVerifyOperator
 
 PARAMS = {
     "keyspace": Param("test", type="string", title="Keyspace", description="Name as stored (case-sensitive)."),
@@ -111,11 +112,17 @@ with DAG(
                 "deferrable": "{{ params.deferrable }}",
             }
             pre_repair = RangeRepairOperator(task_id="pre_repair", phase="pre", **repair_options)
-            alter = KeyspaceAlterOperator(task_id="alter", step_index=index, trigger_rule="none_failed_min_one_success")
+            baseline = SparkBaselineOperator(
+                task_id="baseline", step_index=index, trigger_rule="none_failed_min_one_success"
+            )
+            alter = KeyspaceAlterOperator(task_id="alter", step_index=index)
             repair = RangeRepairOperator(task_id="repair", phase="post", **repair_options)
-            verify = PreviewVerifyOperator(task_id="verify", step_index=index)
-            has_step >> pre_repair_wanted >> pre_repair >> alter
-            has_step >> alter >> repair >> verify
+            preview = PreviewVerifyOperator(task_id="verify_preview", step_index=index)
+            verify = SparkVerifyOperator(
+                task_id="verify_counts", step_index=index, baseline_task_id=f"step_{index}.baseline"
+            )
+            has_step >> pre_repair_wanted >> pre_repair >> baseline
+            has_step >> baseline >> alter >> repair >> preview >> verify
         previous >> step
         previous = verify
         verifies.append(verify)

@@ -519,7 +519,8 @@ class MigrationReportOperator(_MigrationOperator):
         for ti in dag_run.get_task_instances() if hasattr(dag_run, "get_task_instances") else []:
             if ti.start_date and ti.end_date:
                 stages[ti.task_id] = round((ti.end_date - ti.start_date).total_seconds(), 1)
-        verification = context["ti"].xcom_pull(task_ids=[t for t in self.upstream_task_ids if "verify" in t])
+        verify_ids = [t for t in context["dag"].task_ids if "verify" in t]
+        verification = dict(zip(verify_ids, context["ti"].xcom_pull(task_ids=verify_ids) or [], strict=False))
         report = {
             "migration_id": record["migration_id"],
             "keyspace": record["keyspace"],

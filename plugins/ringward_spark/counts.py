@@ -18,9 +18,7 @@ def range_counts_from_result(result: Mapping[str, Any]) -> tuple[RangeCount, ...
             f"Expected a range-counts job result, got mode {result.get('mode')!r}.", "Run a range-counts job."
         )
     return tuple(
-        RangeCount(
-            TokenRange(int(entry["start"]), int(entry["end"])), int(entry["rows"]), int(entry["later_rows"])
-        )
+        RangeCount(TokenRange(int(entry["start"]), int(entry["end"])), int(entry["rows"]), int(entry["later_rows"]))
         for entry in result["ranges"]
     )
 

@@ -47,9 +47,7 @@ def ensure_connector_jars(home: Path | None = None) -> Path:
     if not mvn:
         raise ConfigurationError(
             f"Maven (mvn) is needed once to fetch the Spark Cassandra Connector {CONNECTOR_VERSION} jars.",
-            "Install Maven (apt-get install maven), or copy the jars into "
-            + str(lib)
-            + " and touch .complete.",
+            "Install Maven (apt-get install maven), or copy the jars into " + str(lib) + " and touch .complete.",
         )
     pom = home / "tools" / "maven" / "spark-connector.pom.xml"
     result = subprocess.run(

@@ -145,9 +145,7 @@ def count_subranges(subranges: Iterable[Subrange], settings: ScanSettings) -> It
             fetch_size=settings.fetch_size,
         )
         for piece in pieces:
-            yield _tally(
-                piece.index, session.execute(statement, (piece.start, piece.end)), settings.cutoff_us
-            )
+            yield _tally(piece.index, session.execute(statement, (piece.start, piece.end)), settings.cutoff_us)
 
 
 def _tally(index: int, rows: Iterable[Sequence[Any]], cutoff_us: int | None) -> RangeTally:

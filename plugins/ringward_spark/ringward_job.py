@@ -77,9 +77,7 @@ def _range_counts(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
     context = spark.sparkContext
     slices = max(1, min(len(subranges), context.defaultParallelism * 4))
     tallies = (
-        context.parallelize(subranges, slices)
-        .mapPartitions(lambda part: count_subranges(part, settings))
-        .collect()
+        context.parallelize(subranges, slices).mapPartitions(lambda part: count_subranges(part, settings)).collect()
     )
     per_range = tally_ranges(len(args.ranges), tallies)
     return {
@@ -87,8 +85,7 @@ def _range_counts(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
         "cutoff_us": args.cutoff_us,
         "tasks": slices,
         "ranges": [
-            {"start": r.start, "end": r.end, **tally.as_dict()}
-            for r, tally in zip(args.ranges, per_range, strict=True)
+            {"start": r.start, "end": r.end, **tally.as_dict()} for r, tally in zip(args.ranges, per_range, strict=True)
         ],
         "rows": sum(t.rows for t in per_range),
         "later_rows": sum(t.later_rows for t in per_range),

@@ -92,9 +92,7 @@ def spark_submit_args(
     return [*command, str(job_file), *job_args]
 
 
-def _common(
-    mode: str, hosts: Sequence[str], keyspace: str, table: str, consistency: str, port: int
-) -> list[str]:
+def _common(mode: str, hosts: Sequence[str], keyspace: str, table: str, consistency: str, port: int) -> list[str]:
     if not hosts:
         raise ConfigurationError("No Cassandra contact points given.", "Give at least one node address.")
     return [mode, "--hosts", ",".join(hosts), "--port", str(port), "--keyspace", keyspace, "--table", table,
@@ -168,7 +166,5 @@ def _error_excerpt(stderr: str, lines: int = 25) -> str:
     """The last Python traceback in Spark's log, else its last lines without JVM frames and INFO noise."""
     start = stderr.rfind("Traceback (most recent call last)")
     text = stderr[start:] if start >= 0 else stderr
-    kept = [
-        line for line in text.splitlines() if not line.lstrip().startswith("at ") and " INFO " not in line
-    ]
+    kept = [line for line in text.splitlines() if not line.lstrip().startswith("at ") and " INFO " not in line]
     return "\n".join(kept[:lines] if start >= 0 else kept[-lines:])

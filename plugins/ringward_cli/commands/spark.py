@@ -10,21 +10,17 @@ __all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "spark", help="run a Spark job (count, range-counts) or fetch the connector jars"
-    )
+    parser = subparsers.add_parser("spark", help="run a Spark job (count, range-counts) or fetch the connector jars")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser(
-        "jars", help="resolve the Spark Cassandra Connector jars once and list them"
-    ).set_defaults(handler=_jars)
+    actions.add_parser("jars", help="resolve the Spark Cassandra Connector jars once and list them").set_defaults(
+        handler=_jars
+    )
     for name, handler, help_text in (
         ("count", _count, "count a whole table through the Spark Cassandra Connector"),
         ("range-counts", _range_counts, "count rows per token range (default: the live ring's ranges)"),
     ):
         job = actions.add_parser(name, help=help_text)
-        job.add_argument(
-            "--hosts", help="contact points, comma-separated (default: the local cluster's nodes)"
-        )
+        job.add_argument("--hosts", help="contact points, comma-separated (default: the local cluster's nodes)")
         job.add_argument("--port", type=int, default=9042)
         job.add_argument("--keyspace", required=True)
         job.add_argument("--table", required=True)
@@ -32,12 +28,8 @@ def register(subparsers: Any) -> None:
         job.add_argument("--master", default="local[2]")
         job.set_defaults(handler=handler)
     scan = actions.choices["range-counts"]
-    scan.add_argument(
-        "--pin-host", help="the only coordinator; reads at CL ONE unless --consistency is given"
-    )
-    scan.add_argument(
-        "--cutoff-us", type=int, help="rows written after this writetime (µs) are counted apart"
-    )
+    scan.add_argument("--pin-host", help="the only coordinator; reads at CL ONE unless --consistency is given")
+    scan.add_argument("--cutoff-us", type=int, help="rows written after this writetime (µs) are counted apart")
     scan.add_argument("--splits-per-range", type=int, default=1)
 
 
