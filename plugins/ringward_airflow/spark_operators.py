@@ -98,19 +98,7 @@ class SparkVerifyOperator(_SparkStage):
                 self._run(range_counts_job_args(self._hosts, keyspace, table, ranges, cutoff_us=cutoff))
             )
             replicas = [
-                scan_counts_from_result(
-                    self._run(
-                        range_counts_job_args(
-                            self._hosts,
-                            keyspace,
-                            table,
-                            replica_ranges,
-                            consistency="ONE",
-                            pinned_host=replica,
-                            cutoff_us=cutoff,
-                        )
-                    )
-                )  # fmt: skip
+                scan_counts_from_result(self._run(self._pinned_args(keyspace, table, replica, replica_ranges, cutoff)))
                 for replica, replica_ranges in sorted(gained.items())
             ]
             report = verify(baseline, reference, replicas)
