@@ -141,9 +141,7 @@ class RangeCheck:
                 "deleted or rewritten during the migration"
             )
         if self.appeared_rows:
-            notes.append(
-                f"range {self.token_range}: {self.appeared_rows} rows dated before the baseline are new to it"
-            )
+            notes.append(f"range {self.token_range}: {self.appeared_rows} rows dated before the baseline are new to it")
         return notes
 
 
@@ -202,9 +200,7 @@ def verify(baseline: Baseline, reference: ScanCounts, replicas: Sequence[ScanCou
             if count.token_range not in reference_counts:
                 raise _incomplete(f"Replica {replica} was counted on range {count.token_range}", "reference")
             reference_rows = reference_counts[count.token_range].rows
-            checks[count.token_range].append(
-                ReplicaCheck(count.token_range, replica, count.rows, reference_rows)
-            )
+            checks[count.token_range].append(ReplicaCheck(count.token_range, replica, count.rows, reference_rows))
     missing_baseline = [r for r in reference_counts if r not in baseline_rows]
     if missing_baseline:
         raise _incomplete(f"Range {missing_baseline[0]} was counted at verify time", "baseline")
@@ -236,9 +232,7 @@ def _unique(counts: Iterable[RangeCount], what: str) -> list[RangeCount]:
     seen: set[TokenRange] = set()
     for count in listed:
         if count.token_range in seen:
-            raise ConfigurationError(
-                f"Range {count.token_range} appears twice in the {what} counts.", "Count once."
-            )
+            raise ConfigurationError(f"Range {count.token_range} appears twice in the {what} counts.", "Count once.")
         seen.add(count.token_range)
     return listed
 

@@ -94,13 +94,15 @@ class SparkVerifyOperator(_SparkStage):
         for table in tables:
             keyspace = record["keyspace"]
             baseline = baseline_from_result(baseline_record["tables"][table], cutoff)
-            reference = scan_counts_from_result(
-                self._run(range_counts_job_args(self._hosts, keyspace, table, ranges, cutoff_us=cutoff))
-            )
             replicas = [
                 scan_counts_from_result(self._run(self._pinned_args(keyspace, table, replica, replica_ranges, cutoff)))
                 for replica, replica_ranges in sorted(gained.items())
             ]
+            # The reference (CL ALL) comes second: a read at ALL read-repairs the replicas it finds
+            # lacking, which would hide exactly what the pinned counts are looking for.
+            reference = scan_counts_from_result(
+                self._run(range_counts_job_args(self._hosts, keyspace, table, ranges, cutoff_us=cutoff))
+            )
             report = verify(baseline, reference, replicas)
             self.log.info("%s.%s %s", keyspace, table, report.summary())
             whole = self._run(count_job_args(self._hosts, keyspace, table, consistency="ALL"))

@@ -29,9 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.spark]
 def _create(session: Session, keyspace: str, replication: str, table_ddl: str) -> None:
     session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
     session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {replication}")
-    session.execute(
-        f"CREATE TABLE {keyspace}.{table_ddl} WITH speculative_retry = 'NONE' AND read_repair = 'NONE'"
-    )
+    session.execute(f"CREATE TABLE {keyspace}.{table_ddl} WITH speculative_retry = 'NONE' AND read_repair = 'NONE'")
 
 
 def _insert_all(session: Session, cql: str, rows: Sequence[tuple[object, ...]]) -> None:
@@ -64,9 +62,7 @@ def test_count_job_agrees_with_the_rows_inserted(
 
     assert result["rows"] == 500
     with capsys.disabled():
-        print(
-            f"\n[spark] count job: {result['rows']} rows, wall {wall:.1f}s, in the job {result['seconds']}s"
-        )
+        print(f"\n[spark] count job: {result['rows']} rows, wall {wall:.1f}s, in the job {result['seconds']}s")
 
 
 def test_count_job_reads_at_the_consistency_asked(seed_cluster: LocalCluster) -> None:
@@ -124,9 +120,7 @@ def test_range_counts_match_client_side_bucketing(seed_cluster: LocalCluster) ->
     ranges = ring.ranges()
     assert ranges[0].wraps  # the wrap-around range is counted too, unwrapped inside the job
 
-    result = run_job(
-        range_counts_job_args(hosts, "spark_ranges", "items", ranges, cutoff_us=2_000, splits_per_range=2)
-    )
+    result = run_job(range_counts_job_args(hosts, "spark_ranges", "items", ranges, cutoff_us=2_000, splits_per_range=2))
 
     dated, later = _client_side_counts(hosts, ring, cutoff_us=2_000)
     by_range = {TokenRange(e["start"], e["end"]): e for e in result["ranges"]}
@@ -148,9 +142,7 @@ def _replicas_by_range(hosts: Sequence[str], keyspace: str, ring: Ring) -> dict[
         }
 
 
-def _pinned_scans(
-    hosts: Sequence[str], by_replica: dict[str, list[TokenRange]], cutoff_us: int
-) -> list[ScanCounts]:
+def _pinned_scans(hosts: Sequence[str], by_replica: dict[str, list[TokenRange]], cutoff_us: int) -> list[ScanCounts]:
     return [
         scan_counts_from_result(
             run_job(
@@ -192,14 +184,10 @@ def test_verify_finds_rows_missing_on_new_replicas_until_repaired(seed_cluster: 
     assert sum(c.rows for c in baseline.ranges) == 200
 
     with connect(hosts) as session:
-        session.execute(
-            "ALTER KEYSPACE spark_hazard WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}"
-        )
+        session.execute("ALTER KEYSPACE spark_hazard WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}")
         assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
         # A write during the migration: newer than the cutoff, so it must not raise an alarm.
-        _insert_all(
-            session, "INSERT INTO spark_hazard.users (app_id, id, name) VALUES (?, ?, ?)", [(1, 9999, "new")]
-        )
+        _insert_all(session, "INSERT INTO spark_hazard.users (app_id, id, name) VALUES (?, ?, ?)", [(1, 9999, "new")])
     after = _replicas_by_range(hosts, "spark_hazard", ring)
     gained: dict[str, list[TokenRange]] = {}
     for token_range in ring.ranges():

@@ -43,9 +43,7 @@ def test_range_counts_use_the_live_ring_and_read_one_when_pinned(
             "--pin-host", "10.0.0.2", "--cutoff-us", "99"]  # fmt: skip
     assert main(argv) == 0
     [job] = jobs
-    assert [a for a in job if a.startswith("--range=")] == [
-        f"--range={r.start}:{r.end}" for r in ring.ranges()
-    ]
+    assert [a for a in job if a.startswith("--range=")] == [f"--range={r.start}:{r.end}" for r in ring.ranges()]
     assert job[job.index("--consistency") + 1] == "ONE"
     assert job[job.index("--pin-host") + 1] == "10.0.0.2"
     assert job[job.index("--cutoff-us") + 1] == "99"

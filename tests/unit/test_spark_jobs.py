@@ -79,9 +79,7 @@ def _covered(pieces: list[tuple[int, int]], token: int) -> int:
 
 
 @given(tokens, tokens, st.integers(1, 7), st.lists(tokens, max_size=20))
-def test_subranges_never_wrap_and_cover_each_token_once(
-    start: int, end: int, splits: int, probes: list[int]
-) -> None:
+def test_subranges_never_wrap_and_cover_each_token_once(start: int, end: int, splits: int, probes: list[int]) -> None:
     token_range = TokenRange(start, end)
     pieces = plan_subranges([token_range], splits)
     assert all(p.start < p.end and p.index == 0 for p in pieces)
@@ -115,8 +113,7 @@ def test_tallies_sum_per_requested_range() -> None:
 def test_scan_query_quotes_names_and_bounds_the_token() -> None:
     query = scan_query("Ks", "t", ["a", "b"], ["v"])
     assert query == (
-        'SELECT token("a", "b"), writetime("v") FROM "Ks"."t" '
-        'WHERE token("a", "b") > %s AND token("a", "b") <= %s'
+        'SELECT token("a", "b"), writetime("v") FROM "Ks"."t" WHERE token("a", "b") > %s AND token("a", "b") <= %s'
     )
 
 

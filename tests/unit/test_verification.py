@@ -111,10 +111,7 @@ def test_verdicts_follow_the_comparison_with_the_reference(cases: list[tuple[int
     report = verify(baseline, reference, replicas)
 
     expected_failures = {
-        (r, f"n{k}")
-        for r, (_, ref, counts) in zip(ranges, cases, strict=True)
-        for k, n in enumerate(counts)
-        if n < ref
+        (r, f"n{k}") for r, (_, ref, counts) in zip(ranges, cases, strict=True) for k, n in enumerate(counts) if n < ref
     }
     assert {(c.token_range, c.replica) for c in report.failures} == expected_failures
     assert report.ok == (not expected_failures)

@@ -47,6 +47,7 @@ class LocalCluster:
     def __init__(self, home: Path | None = None, log: Callable[[str], None] = print) -> None:
         self.root = (home or runtime.project_home()) / ".local" / "cluster"
         self.log = log
+        self._spawned: dict[str, subprocess.Popen[bytes]] = {}
 
     # -- topology -------------------------------------------------------------------------------------
     @property
@@ -208,11 +209,12 @@ class LocalCluster:
             child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True, cwd=node_dir)  # fmt: skip
         _CHILDREN[child.pid] = child
+        self._spawned[node.address] = child
 
     def _wait_ready(self, node: LocalNode, deadline: float) -> None:
         log_file = self._node_dir(node) / "logs" / "system.log"
         while time.monotonic() < deadline:
-            if node.address not in self.running_pids():
+            if self._exited(node.address):
                 raise LocalClusterError(
                     f"Node {node.address} exited while starting. Last log lines:\n{self.log_tail(node.address)}",
                     f"Read {log_file} for the cause, fix it, then run `ringward cluster up` again.",
@@ -225,6 +227,13 @@ class LocalCluster:
             f"Node {node.address} did not start in time. Last log lines:\n{self.log_tail(node.address)}",
             "The machine may be overloaded: run `ringward cluster up` again, or give it a longer --timeout.",
         )
+
+    def _exited(self, address: str) -> bool:
+        # Right after fork the child's /proc cmdline is still Python's: ask the process itself when we can.
+        child = self._spawned.get(address)
+        if child is not None:
+            return child.poll() is not None
+        return address not in self.running_pids()
 
     def wait_all_up(self, topology: Topology, deadline: float, only: Sequence[str] | None = None) -> None:
         """Wait until every node (or `only` these) is UN as seen by every running node."""
@@ -278,18 +287,29 @@ def _accepts(node: LocalNode) -> bool:
         return False
 
 
-def _check_free(node: LocalNode) -> None:
+def _check_free(node: LocalNode, patience: float = 20.0) -> None:
+    """Every port the node needs is free; a node just stopped may hold them a few seconds longer."""
+    deadline = time.monotonic() + patience
     for host, port in ((node.address, 9042), (node.address, 7000), ("127.0.0.1", node.jmx_port)):
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        while True:
             try:
-                probe.bind((host, port))
+                _bind_probe(host, port)
+                break
             except OSError as error:
+                if time.monotonic() < deadline:
+                    time.sleep(0.5)
+                    continue
                 raise LocalClusterError(
                     f"{host}:{port} is in use ({error.strerror}), so node {node.address} cannot start.",
                     "Stop whatever listens there (`ss -ltnp | grep :" + str(port) + "`), or another ringward "
                     "cluster with `ringward cluster down`.",
                 ) from error
+
+
+def _bind_probe(host: str, port: int) -> None:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
 
 
 def _terminate(pid: int, grace: float = 30.0) -> None:
