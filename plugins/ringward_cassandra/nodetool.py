@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ringward.errors import ClusterError, RepairError
-from ringward.ring import TokenRange
+from ringward.ring import MIN_TOKEN, TokenRange
 
 __all__ = ["NodetoolClient", "RepairOutcome"]
 
@@ -125,7 +125,7 @@ class NodetoolClient:
         timeout: float = 3600.0,
     ) -> RepairOutcome:
         """`nodetool repair -full -st S -et E KS [TABLES]` coordinated by `address` (a replica of the range)."""
-        if token_range.wraps:
+        if token_range.wraps and token_range.end != MIN_TOKEN:  # (x, MIN] ends at the ring's end: fine
             raise RepairError(
                 f"Range {token_range} wraps around the ring; nodetool needs non-wrapping ranges.",
                 "Unwrap it at the minimum token first (TokenRange.unwrap()).",

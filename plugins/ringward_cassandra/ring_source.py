@@ -128,8 +128,15 @@ def _driver_hosts(session: Any) -> list[Any]:
 
 
 def _pinned_host(session: Any) -> Any:
-    """One host the driver sees up, to send both queries to; None leaves the choice to the driver."""
-    return next((h for h in _driver_hosts(session) if h.is_up), None)
+    """One host the driver sees up, to send both queries to; None leaves the choice to the driver.
+
+    A new session returns once its first connection pool is open; a host without a pool yet would fail
+    the pinned query ("Host has been marked down or removed"), so hosts with a pool come first.
+    """
+    pools = getattr(session, "_pools", None)
+    up = [h for h in _driver_hosts(session) if h.is_up]
+    ready = [h for h in up if pools is None or h in pools]
+    return next(iter(ready or up), None)
 
 
 def _up_by_host_id(session: Any) -> dict[str, bool]:

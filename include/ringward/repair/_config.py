@@ -126,7 +126,9 @@ class RepairConfig(_Strict):
     repair_type: Literal["full", "preview"] = "full"
     primary_range_only: bool = True
     splitter: Splitter = FixedSplitter()
-    merge_ranges_with_same_replicas: bool = True
+    # Off by default: `nodetool repair -st -et` refuses a range spanning two vnode ranges ("intersects a
+    # local range but is not fully contained in one"); only a session per merged range would benefit.
+    merge_ranges_with_same_replicas: bool = False
     parallel_repair_count: int = Field(default=3, ge=0)
     parallel_repair_percentage: float = Field(default=3.0, ge=0, le=100)
     intensity: float = Field(default=1.0, gt=0, le=1)
