@@ -31,6 +31,7 @@ from ringward.repair import (
     apply_overrides,
     batch_waves,
     decode_batch,
+    dump_config,
     encode_batch,
     load_config,
     prepare_run,
@@ -174,7 +175,7 @@ class PlanRepairOperator(BaseOperator):
             "skipped_ranges": len(cluster.skipped_ranges),
             "skipped_keyspaces": dict(cluster.excluded_keyspaces),
             "live_nodes": sorted(live),
-            "config": config.model_dump(mode="json"),
+            "config": dump_config(config),
         }
         if not config.enabled:
             self.log.warning("Repair is disabled (enabled: false): nothing runs tonight.")

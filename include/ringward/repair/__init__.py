@@ -14,6 +14,7 @@ from ringward.repair._config import (
     RepairWindow,
     SizeSplitter,
     apply_overrides,
+    dump_config,
     load_config,
     parse_config,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "decode_batch",
     "decode_segment",
     "due_segments",
+    "dump_config",
     "encode_batch",
     "encode_segment",
     "format_duration",

@@ -34,6 +34,7 @@ __all__ = [
     "RepairWindow",
     "SizeSplitter",
     "apply_overrides",
+    "dump_config",
     "load_config",
     "parse_config",
 ]
@@ -213,6 +214,24 @@ def load_config(path: str | Path | None = None) -> RepairConfig:
             "Write `field: value` lines at the top level, as in default_config.yaml.",
         )
     return parse_config(data, str(file))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, time):
+        return value.strftime("%H:%M")
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def dump_config(config: RepairConfig) -> dict[str, Any]:
+    """The configuration as plain JSON values (durations in seconds, times as HH:MM) that
+    `parse_config` reads back to an equal configuration: for XCom and the run record."""
+    return {k: _plain(v) for k, v in config.model_dump().items()}
 
 
 def _nest(overrides: Mapping[str, Any]) -> dict[str, Any]:
