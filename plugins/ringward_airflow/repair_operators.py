@@ -154,12 +154,8 @@ class PlanRepairOperator(BaseOperator):
         )  # fmt: skip
         for segment in run.postponed:
             self.log.warning("Postponed (replica down): %s", segment.describe())
-            store.record_repair(
-                segment.keyspace,
-                segment.tables,
-                segment.range,
-                _postponed(records.get(segment.segment_id), segment, run_id),
-            )
+            record = _postponed(records.get(segment.segment_id), segment, run_id)
+            store.record_repair(segment.keyspace, segment.tables, segment.range, record, replicas=segment.replicas)
         batches = batch_waves(run.waves, batch_size) if run.waves else []
         plan = {
             "run_id": run_id,
@@ -389,14 +385,16 @@ class RepairReportOperator(BaseOperator):
         }
         for name, value in metrics.items():
             Stats.gauge(f"{METRIC_PREFIX}.{name}", value)
+        # A run stopped by the kill switch from the start repaired nothing on purpose: say so, not DONE.
+        state = summary.state.value if plan.get("enabled", True) else "DISABLED"
         report = {
             "run_id": run_id,
-            "state": summary.state.value,
+            "state": state,
             "metrics": metrics,
             "skipped_keyspaces": plan.get("skipped_keyspaces", {}),
             "tables": {f"{s.keyspace}.{s.table}": s.repaired_percent for s in statuses},
         }
-        store.record_repair_run(run_id, summary.state.value, report, plan.get("config", {}))
+        store.record_repair_run(run_id, state, report, plan.get("config", {}))
         self.log.info("Run %s\n%s", summary.line(), status_table(statuses))
         for keyspace, why in report["skipped_keyspaces"].items():
             self.log.warning("Keyspace %s was not repaired: %s", keyspace, why)
