@@ -399,11 +399,12 @@ class RepairReportOperator(BaseOperator):
         for keyspace, why in report["skipped_keyspaces"].items():
             self.log.warning("Keyspace %s was not repaired: %s", keyspace, why)
         failed = summary.counts[SegmentState.FAILED]
-        if failed:
-            raise RepairError(
+        if failed:  # fails the run (and fires the notifier); retrying the report would change nothing
+            error = RepairError(
                 f"{failed} segment(s) failed after {config.max_retries} retries in run {run_id}.",
                 "Read the repair task logs (last_error in ringward_ops.repair_history); they stay due next run.",
             )
+            raise AirflowFailException(str(error))
         return report
 
 

@@ -100,3 +100,14 @@ def test_the_repair_error_is_the_reason_line_not_the_stack_trace() -> None:
         == "[2026-11-22 00:24:32,979] Repair command #7 failed with error Requested range intersects"
     )
     assert _repair_error("") == "nodetool repair failed"
+
+
+def test_the_failure_notifier_logs_the_failed_task(capsys: pytest.CaptureFixture[str]) -> None:
+    from types import SimpleNamespace
+
+    from ringward_airflow.repair_operators import RepairFailureNotifier
+
+    RepairFailureNotifier().notify(
+        {"ti": SimpleNamespace(task_id="report"), "run_id": "run-7", "exception": RuntimeError("2 failed")}
+    )
+    assert "task report of run run-7 failed: 2 failed" in capsys.readouterr().out  # Airflow logs to stdout
