@@ -230,3 +230,20 @@ def test_a_bad_configuration_is_refused_naming_the_field(outage: Outage) -> None
     assert "`intensity`" in output(result)
     assert "Invalid repair configuration in the run overrides" in output(result)
     assert latest_run(outage.seeds).run_id == before  # no run recorded
+
+
+def test_a_keyspace_under_a_migration_lease_is_skipped_and_reported(outage: Outage) -> None:
+    seeds = outage.seeds
+    with connect(seeds) as session:
+        create_keyspace(session, "nightly_leased", 2)
+        OpsStore(session).acquire_lease("keyspace:nightly_leased", "test-migration", "keyspace_migration")
+    try:
+        result = run_dag(conf("nightly_leased"))
+    finally:
+        with connect(seeds) as session:
+            OpsStore(session).release_lease("keyspace:nightly_leased", "test-migration")
+    assert result.returncode == 0, output(result)[-3000:]
+    assert "Keyspace nightly_leased skipped tonight" in output(result)
+    run = latest_run(seeds)
+    assert "nightly_leased" in run.summary["skipped_keyspaces"]  # type: ignore[operator]
+    assert history(seeds, "nightly_leased") == []

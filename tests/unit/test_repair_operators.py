@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
@@ -103,11 +104,25 @@ def test_the_repair_error_is_the_reason_line_not_the_stack_trace() -> None:
 
 
 def test_the_failure_notifier_logs_the_failed_task(capsys: pytest.CaptureFixture[str]) -> None:
-    from types import SimpleNamespace
-
     from ringward_airflow.repair_operators import RepairFailureNotifier
 
     RepairFailureNotifier().notify(
         {"ti": SimpleNamespace(task_id="report"), "run_id": "run-7", "exception": RuntimeError("2 failed")}
     )
     assert "task report of run run-7 failed: 2 failed" in capsys.readouterr().out  # Airflow logs to stdout
+
+
+def test_on_kill_stops_nodetool_and_aborts_the_running_sessions() -> None:
+    from ringward_airflow.repair_operators import RepairSegmentsOperator
+
+    calls: list[tuple[str, str | None]] = []
+    client = SimpleNamespace(
+        terminate_all=lambda: calls.append(("terminate_all", None)),
+        abort_repairs=lambda address: calls.append(("abort_repairs", address)),
+    )
+    operator = RepairSegmentsOperator(task_id="repair", batch=[])
+    operator._client = client
+    operator._coordinators.add("10.0.0.1")
+    operator.on_kill()
+    assert operator._killed.is_set()  # execute() sees it between segments and fails the task
+    assert calls == [("terminate_all", None), ("abort_repairs", "10.0.0.1")]
