@@ -217,25 +217,31 @@ class RepairSegmentsOperator(BaseOperator):
         self.plan_task_id = plan_task_id
         self.cassandra_conn_id = cassandra_conn_id
         self.nodetool_conn_id = nodetool_conn_id
-        self._killed = threading.Event()
-        self._client: Any = None
-        self._coordinators: set[str] = set()
+
+    # Run state, set up in execute (constructors only store arguments; operators get copied).
+    _killed: threading.Event | None = None
+    _client: Any = None
+    _coordinators: frozenset[str] = frozenset()
 
     def execute(self, context: Any) -> dict[str, Any]:
         params = context.get("params") or {}
         config = _config_or_fail(self.config_path, params)
         segments = [segment for wave in decode_batch(self.batch) for segment in wave]
-        cassandra = RingwardCassandraHook(self.cassandra_conn_id)
+        killed = self._killed = threading.Event()
+        self._coordinators = frozenset()
         self._client = NodetoolHook(self.nodetool_conn_id).client
+        cassandra = RingwardCassandraHook(self.cassandra_conn_id)
         try:
-            result = self._run(context, config, segments, cassandra)
+            result = self._run(context, config, segments, cassandra, killed)
         finally:
             cassandra.close()
-        if self._killed.is_set():
+        if killed.is_set():
             raise AirflowException("Repair task killed: running sessions were aborted; the rest stays due.")
         return result
 
-    def _run(self, context: Any, config: RepairConfig, segments: list[Segment], cassandra: Any) -> dict[str, Any]:
+    def _run(
+        self, context: Any, config: RepairConfig, segments: list[Segment], cassandra: Any, killed: threading.Event
+    ) -> dict[str, Any]:
         run_id = context["run_id"]
         ring = cassandra.ring()
         store = cassandra.ops_store()
@@ -260,7 +266,7 @@ class RepairSegmentsOperator(BaseOperator):
             save=save,
             live_nodes=live,
             enabled=lambda: self._still_enabled(context, config),
-            stop_requested=self._killed.is_set,
+            stop_requested=killed.is_set,
             log=self.log.info,
         )
         started = datetime.now(UTC)
@@ -268,9 +274,8 @@ class RepairSegmentsOperator(BaseOperator):
             segments, records, config=config, run_id=run_id, effects=effects, run_started=started,
             parallelism=allowed_parallelism(config, len(ring.nodes)),
         )  # fmt: skip
-        self.log.info(
-            "Batch %s%s", result.summary.line(), f"; stopped: {result.stop_reason}" * bool(result.stop_reason)
-        )
+        stopped = f"; stopped: {result.stop_reason}" if result.stop_reason else ""
+        self.log.info("Batch %s%s", result.summary.line(), stopped)
         return {
             "counts": {state.value: n for state, n in result.summary.counts.items()},
             "stop_reason": result.stop_reason,
@@ -287,7 +292,8 @@ class RepairSegmentsOperator(BaseOperator):
 
     def _session(self, segment: Segment, config: RepairConfig) -> SessionResult:
         coordinator = segment.coordinator
-        self._coordinators.add(coordinator)
+        with _COORDINATORS_LOCK:
+            self._coordinators = self._coordinators | {coordinator}
         try:
             outcome = self._client.repair(
                 coordinator, segment.keyspace, segment.range, tables=segment.tables,
@@ -298,13 +304,15 @@ class RepairSegmentsOperator(BaseOperator):
             self._client.abort_repairs(coordinator)
             return SessionResult(False, config.segment_timeout.total_seconds(), str(error))
         finally:
-            self._coordinators.discard(coordinator)
+            with _COORDINATORS_LOCK:
+                self._coordinators = self._coordinators - {coordinator}
         error = None if outcome.succeeded else _repair_error(outcome.output)
         return SessionResult(outcome.succeeded, outcome.seconds, error)
 
     def on_kill(self) -> None:
         # Airflow 3.3 calls this on SIGTERM but lets execute() go on: flag, stop nodetool, abort sessions.
-        self._killed.set()
+        if self._killed is not None:
+            self._killed.set()
         if self._client is not None:
             self._client.terminate_all()
             for coordinator in list(self._coordinators):
@@ -316,6 +324,9 @@ def _repair_error(output: str) -> str:
     lines = [line.strip() for line in output.splitlines() if line.strip() and not line.startswith(("\t", " "))]
     reasons = [line for line in lines if line.startswith("error:") or "failed with error" in line]
     return (reasons[0] if reasons else " | ".join(lines[-3:]) or "nodetool repair failed")[-1500:]
+
+
+_COORDINATORS_LOCK = threading.Lock()
 
 
 class _CachedLiveness:

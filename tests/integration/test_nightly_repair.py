@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
+from ringward.errors import LocalClusterError
 from ringward.repair import SegmentState
 from ringward_cassandra.cql import connect
 from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore, RepairHistoryRow, RepairRunRow
@@ -115,8 +116,24 @@ def outage(cluster_manager: Any) -> Iterator[Outage]:
         during = run_dag(conf("nightly_rf2"))
         during_run = latest_run(up)
     finally:
-        cluster.start(down)
+        restart(cluster, down)
     yield Outage(seeds, down, during, during_run)
+
+
+def restart(cluster: Any, address: str, attempts: int = 3) -> None:
+    """Start a stopped node; a start that dies at once (seen rarely on a loaded machine) is tried again."""
+    for attempt in range(1, attempts + 1):
+        try:
+            cluster.start(address)
+            return
+        except LocalClusterError:
+            stdout = cluster.root / f"node{address.rsplit('.', 1)[1]}" / "logs" / "stdout.log"
+            print(
+                f"start of {address} failed (attempt {attempt}):", stdout.read_text()[-3000:] if stdout.exists() else ""
+            )
+            if attempt == attempts:
+                raise
+            time.sleep(10)
 
 
 def test_a_node_down_postpones_its_segments_and_the_run_is_partial(outage: Outage) -> None:

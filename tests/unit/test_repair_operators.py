@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -121,8 +122,9 @@ def test_on_kill_stops_nodetool_and_aborts_the_running_sessions() -> None:
         abort_repairs=lambda address: calls.append(("abort_repairs", address)),
     )
     operator = RepairSegmentsOperator(task_id="repair", batch=[])
-    operator._client = client
-    operator._coordinators.add("10.0.0.1")
+    operator.on_kill()  # before execute: nothing to stop
+    operator._client, operator._killed = client, threading.Event()
+    operator._coordinators = frozenset({"10.0.0.1"})
     operator.on_kill()
     assert operator._killed.is_set()  # execute() sees it between segments and fails the task
     assert calls == [("terminate_all", None), ("abort_repairs", "10.0.0.1")]
