@@ -17,6 +17,8 @@ from ringward.repair import (
     RepairStatus,
     Segment,
     SegmentRecord,
+    SizeEstimate,
+    SizeSplitter,
     SkippedSegment,
     plan_segments,
     repair_status,
@@ -27,7 +29,12 @@ from ringward.ring import Ring
 from ringward_cassandra.ops_store import RepairHistoryRow
 from ringward_cassandra.schema import keyspace_names, keyspace_replication, table_gc_grace
 
-__all__ = ["ClusterRepairPlan", "plan_cluster", "records_by_segment", "table_statuses"]
+__all__ = ["ClusterRepairPlan", "plan_cluster", "records_by_segment", "size_estimates", "table_statuses"]
+
+SIZE_ESTIMATES_QUERY = (
+    "SELECT keyspace_name, table_name, range_start, range_end, mean_partition_size, partitions_count "
+    "FROM system.size_estimates WHERE keyspace_name = %s"
+)
 
 
 @dataclass(frozen=True)
@@ -60,12 +67,27 @@ def plan_cluster(
             excluded[unit.keyspace] = leased[unit.keyspace]
             continue
         entries = replica_map(ring, keyspace_replication(session, unit.keyspace)).entries()
-        plan = plan_segments(ring, entries, unit, config)
+        sizes = size_estimates(session, unit.keyspace) if isinstance(config.splitter, SizeSplitter) else []
+        plan = plan_segments(ring, entries, unit, config, sizes)
         segments.extend(plan.segments)
         skipped.extend(plan.skipped)
     planned = {u.keyspace for u in units} - set(excluded)
     gc_grace = {ks: schema[ks] for ks in planned}
     return ClusterRepairPlan(tuple(segments), tuple(skipped), gc_grace, excluded)
+
+
+def size_estimates(session: Any, keyspace: str) -> list[SizeEstimate]:
+    """system.size_estimates rows of `keyspace` from every node that is up: each node lists only its own
+    ranges, so one coordinator would leave the rest of the ring without estimates."""
+    hosts = [h for h in session.cluster.metadata.all_hosts() if h.is_up]
+    rows: list[SizeEstimate] = []
+    for host in hosts:
+        for row in session.execute(SIZE_ESTIMATES_QUERY, (keyspace,), host=host):
+            rows.append(
+                SizeEstimate(row.keyspace_name, row.table_name, row.range_start, row.range_end,
+                             row.mean_partition_size, row.partitions_count)
+            )  # fmt: skip
+    return rows
 
 
 def records_by_segment(rows: Iterable[RepairHistoryRow]) -> dict[str, SegmentRecord]:
