@@ -78,11 +78,18 @@ def plan_cluster(
 
 def size_estimates(session: Any, keyspace: str) -> list[SizeEstimate]:
     """system.size_estimates rows of `keyspace` from every node that is up: each node lists only its own
-    ranges, so one coordinator would leave the rest of the ring without estimates."""
+    ranges, so one coordinator would leave the rest of the ring without estimates (a range without one is
+    kept as one segment, never skipped)."""
+    from cassandra.cluster import NoHostAvailable
+
     hosts = [h for h in session.cluster.metadata.all_hosts() if h.is_up]
     rows: list[SizeEstimate] = []
     for host in hosts:
-        for row in session.execute(SIZE_ESTIMATES_QUERY, (keyspace,), host=host):
+        try:
+            answer = list(session.execute(SIZE_ESTIMATES_QUERY, (keyspace,), host=host))
+        except NoHostAvailable:  # pool not open yet or node just went down: its ranges get no estimate
+            continue
+        for row in answer:
             rows.append(
                 SizeEstimate(row.keyspace_name, row.table_name, row.range_start, row.range_end,
                              row.mean_partition_size, row.partitions_count)
