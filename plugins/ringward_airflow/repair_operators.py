@@ -222,6 +222,7 @@ class RepairSegmentsOperator(BaseOperator):
     _killed: threading.Event | None = None
     _client: Any = None
     _coordinators: frozenset[str] = frozenset()
+    _aborted = False
 
     def execute(self, context: Any) -> dict[str, Any]:
         params = context.get("params") or {}
@@ -229,6 +230,7 @@ class RepairSegmentsOperator(BaseOperator):
         segments = [segment for wave in decode_batch(self.batch) for segment in wave]
         killed = self._killed = threading.Event()
         self._coordinators = frozenset()
+        self._aborted = False
         self._client = NodetoolHook(self.nodetool_conn_id).client
         cassandra = RingwardCassandraHook(self.cassandra_conn_id)
         try:
@@ -266,7 +268,7 @@ class RepairSegmentsOperator(BaseOperator):
             save=save,
             live_nodes=live,
             enabled=lambda: self._still_enabled(context, config),
-            stop_requested=killed.is_set,
+            stop_requested=lambda: self._stop_if_killed(killed),
             log=self.log.info,
         )
         started = datetime.now(UTC)
@@ -310,13 +312,22 @@ class RepairSegmentsOperator(BaseOperator):
         return SessionResult(outcome.succeeded, outcome.seconds, error)
 
     def on_kill(self) -> None:
-        # Airflow 3.3 calls this on SIGTERM but lets execute() go on: flag, stop nodetool, abort sessions.
+        # Airflow 3.3 calls this from the SIGTERM handler and lets execute() go on. Only set the flag here:
+        # taking locks or starting processes inside a signal handler can deadlock the interrupted thread.
         if self._killed is not None:
             self._killed.set()
-        if self._client is not None:
+
+    def _stop_if_killed(self, killed: threading.Event) -> bool:
+        """Polled by the batch loop between waits: once killed, stop nodetool and abort running sessions."""
+        if not killed.is_set():
+            return False
+        if not self._aborted and self._client is not None:
+            self._aborted = True
+            self.log.warning("Task killed: stopping nodetool and aborting sessions on %s", sorted(self._coordinators))
             self._client.terminate_all()
-            for coordinator in list(self._coordinators):
+            for coordinator in sorted(self._coordinators):
                 self._client.abort_repairs(coordinator)
+        return True
 
 
 def _repair_error(output: str) -> str:

@@ -113,7 +113,7 @@ def test_the_failure_notifier_logs_the_failed_task(capsys: pytest.CaptureFixture
     assert "task report of run run-7 failed: 2 failed" in capsys.readouterr().out  # Airflow logs to stdout
 
 
-def test_on_kill_stops_nodetool_and_aborts_the_running_sessions() -> None:
+def test_on_kill_only_flags_and_the_batch_loop_aborts_the_running_sessions() -> None:
     from ringward_airflow.repair_operators import RepairSegmentsOperator
 
     calls: list[tuple[str, str | None]] = []
@@ -123,8 +123,12 @@ def test_on_kill_stops_nodetool_and_aborts_the_running_sessions() -> None:
     )
     operator = RepairSegmentsOperator(task_id="repair", batch=[])
     operator.on_kill()  # before execute: nothing to stop
-    operator._client, operator._killed = client, threading.Event()
+    killed = threading.Event()
+    operator._client, operator._killed = client, killed
     operator._coordinators = frozenset({"10.0.0.1"})
+    assert operator._stop_if_killed(killed) is False
     operator.on_kill()
-    assert operator._killed.is_set()  # execute() sees it between segments and fails the task
+    assert killed.is_set() and calls == []  # nothing but the flag inside the signal handler
+    assert operator._stop_if_killed(killed) is True
+    assert operator._stop_if_killed(killed) is True  # aborts once
     assert calls == [("terminate_all", None), ("abort_repairs", "10.0.0.1")]
