@@ -11,14 +11,16 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from cassandra import ConsistencyLevel
 from cassandra.cluster import Session
 from cassandra.query import SimpleStatement
 from ringward.errors import MigrationError
+from ringward.repair import Segment, SegmentRecord, SegmentState
 from ringward.ring import TokenRange
 
-__all__ = ["OPS_KEYSPACE", "JournalEntry", "Lease", "OpsStore"]
+__all__ = ["OPS_KEYSPACE", "JournalEntry", "Lease", "OpsStore", "RepairHistoryRow", "RepairRunRow"]
 
 OPS_KEYSPACE = "ringward_ops"
 
@@ -37,7 +39,17 @@ _SCHEMA = [
         last_success timestamp, last_full_success timestamp, last_attempt timestamp, attempts int,
         last_error text, seconds double, run_id text, state text,
         PRIMARY KEY ((keyspace_name), table_names, range_start, range_end))""",
+    """CREATE TABLE IF NOT EXISTS {ks}.repair_runs (
+        run_id text PRIMARY KEY, state text, summary text, config text, updated_at timestamp)""",
 ]
+
+# Columns added to repair_history after its first release (ALTER TABLE ADD on existing clusters).
+_REPAIR_HISTORY_EXTRA = {
+    "started_at": "timestamp",  # bounds of the last session: proves no node ran two sessions at once
+    "finished_at": "timestamp",
+    "coordinator": "text",
+    "replicas": "text",
+}
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,36 @@ class JournalEntry:
     detail: str
 
 
+@dataclass(frozen=True)
+class RepairHistoryRow:
+    """One segment's repair history: `tables == ()` means every table of the keyspace."""
+
+    keyspace: str
+    tables: tuple[str, ...]
+    range: TokenRange
+    record: SegmentRecord
+    started_at: datetime | None
+    finished_at: datetime | None
+    coordinator: str | None
+    replicas: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RepairRunRow:
+    run_id: str
+    state: str
+    summary: dict[str, object]
+    config: dict[str, object]
+    updated_at: datetime | None
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    """The driver returns naive UTC datetimes; ringward compares aware ones."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
 class OpsStore:
     """Reads and writes ringward_ops through a driver session (writes at QUORUM, leases with Paxos)."""
 
@@ -76,6 +118,16 @@ class OpsStore:
         for statement in _SCHEMA:
             self.session.execute(statement.format(ks=OPS_KEYSPACE))
         self.session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+        self._add_repair_history_columns()
+
+    def _add_repair_history_columns(self) -> None:
+        self.session.cluster.refresh_table_metadata(OPS_KEYSPACE, "repair_history")
+        existing = self.session.cluster.metadata.keyspaces[OPS_KEYSPACE].tables["repair_history"].columns
+        missing = {name: kind for name, kind in _REPAIR_HISTORY_EXTRA.items() if name not in existing}
+        for name, kind in missing.items():
+            self.session.execute(f"ALTER TABLE {OPS_KEYSPACE}.repair_history ADD {name} {kind}")
+        if missing:
+            self.session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
 
     def _write(self, cql: str, params: tuple[object, ...]) -> object:
         return self.session.execute(SimpleStatement(cql, consistency_level=ConsistencyLevel.QUORUM), params)
@@ -171,6 +223,89 @@ class OpsStore:
             (migration_id, entry.step, entry.range.start, entry.range.end, entry.status, entry.coordinator,
              entry.attempts, entry.seconds, entry.detail[-2000:], datetime.now(UTC)),
         )  # fmt: skip
+
+    # -- repair history ---------------------------------------------------------------------------------
+    def record_repair(
+        self,
+        keyspace: str,
+        tables: tuple[str, ...],
+        token_range: TokenRange,
+        record: SegmentRecord,
+        *,
+        started_at: datetime | None = None,
+        finished_at: datetime | None = None,
+        replicas: tuple[str, ...] = (),
+    ) -> None:
+        """Upsert one segment's history; session bounds are written only when given (None keeps them)."""
+        columns = {
+            "keyspace_name": keyspace, "table_names": ",".join(tables), "range_start": token_range.start,
+            "range_end": token_range.end, "last_success": record.last_success,
+            "last_full_success": record.last_full_success, "attempts": record.attempts,
+            "last_error": (record.last_error or "")[-2000:] or None, "seconds": record.duration,
+            "run_id": record.run_id, "state": record.state.value,
+        }  # fmt: skip
+        if record.state is SegmentState.RUNNING:
+            columns["last_attempt"] = started_at or datetime.now(UTC)
+        if started_at is not None:
+            columns.update(
+                started_at=started_at, finished_at=finished_at, coordinator=replicas[0] if replicas else None
+            )
+        if replicas:
+            columns["replicas"] = ",".join(replicas)
+        names = ", ".join(columns)
+        marks = ", ".join(["%s"] * len(columns))
+        self._write(f"INSERT INTO {OPS_KEYSPACE}.repair_history ({names}) VALUES ({marks})", tuple(columns.values()))
+
+    def repair_history(self, keyspace: str | None = None) -> list[RepairHistoryRow]:
+        """Every recorded segment (of one keyspace, or of all)."""
+        if keyspace is None:
+            rows = self._read(f"SELECT * FROM {OPS_KEYSPACE}.repair_history", ())
+        else:
+            rows = self._read(f"SELECT * FROM {OPS_KEYSPACE}.repair_history WHERE keyspace_name = %s", (keyspace,))
+        return [_history_row(row) for row in rows]
+
+    def record_repair_run(self, run_id: str, state: str, summary: dict[str, object], config: dict[str, object]) -> None:
+        self._write(
+            f"INSERT INTO {OPS_KEYSPACE}.repair_runs (run_id, state, summary, config, updated_at) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            (run_id, state, json.dumps(summary, default=str), json.dumps(config, default=str), datetime.now(UTC)),
+        )
+
+    def repair_runs(self) -> list[RepairRunRow]:
+        """Recorded runs, latest first."""
+        rows = self._read(f"SELECT * FROM {OPS_KEYSPACE}.repair_runs", ())
+        runs = [
+            RepairRunRow(r.run_id, r.state, json.loads(r.summary or "{}"), json.loads(r.config or "{}"),  # type: ignore[attr-defined]
+                         _utc(r.updated_at))  # type: ignore[attr-defined]
+            for r in rows
+        ]  # fmt: skip
+        return sorted(runs, key=lambda run: run.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+
+
+def _history_row(row: Any) -> RepairHistoryRow:
+    def get(name: str) -> Any:
+        return getattr(row, name, None)
+
+    tables = tuple(t for t in (get("table_names") or "").split(",") if t)
+    token_range = TokenRange(get("range_start"), get("range_end"))
+    # The id is the segment's own, recomputed from keyspace, tables and range.
+    segment_id = Segment(get("keyspace_name"), tables, token_range, ()).segment_id
+    record = SegmentRecord(
+        segment_id=segment_id,
+        state=SegmentState(get("state") or SegmentState.NOT_STARTED.value),
+        last_success=_utc(get("last_success")),
+        last_full_success=_utc(get("last_full_success")),
+        attempts=get("attempts") or 0,
+        last_error=get("last_error"),
+        duration=get("seconds"),
+        run_id=get("run_id"),
+    )
+    return RepairHistoryRow(
+        keyspace=get("keyspace_name"), tables=tables, range=token_range, record=record,
+        started_at=_utc(get("started_at")), finished_at=_utc(get("finished_at")),
+        coordinator=get("coordinator"),
+        replicas=tuple(r for r in (get("replicas") or "").split(",") if r),
+    )  # fmt: skip
 
 
 def new_owner_id(prefix: str) -> str:

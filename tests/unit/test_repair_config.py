@@ -177,3 +177,15 @@ def test_parse_bytes(text: object, size: int) -> None:
 def test_parse_bytes_rejects_garbage() -> None:
     with pytest.raises(ValueError, match="size"):
         parse_bytes("lots")
+
+
+def test_dump_config_reads_back_to_an_equal_configuration() -> None:
+    from ringward.repair import dump_config
+
+    config = parse_config(
+        {"window": {"start": "22:30", "end": "05:00", "max_duration": "5h"}, "retry_backoff": "90s", "intensity": 0.5}
+    )
+    plain = dump_config(config)
+    assert plain["retry_backoff"] == 90.0
+    assert plain["window"]["start"] == "22:30"
+    assert parse_config(plain) == config

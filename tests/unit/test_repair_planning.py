@@ -82,7 +82,7 @@ def test_segment_replicas_come_from_the_replica_map() -> None:
 
 def test_merge_joins_adjacent_ranges_with_the_same_replica_set() -> None:
     # RF = node count: every range has the same replica set, so the whole ring becomes one range.
-    config = parse_config({"splitter": {"subranges_per_range": 1}})
+    config = parse_config({"merge_ranges_with_same_replicas": True, "splitter": {"subranges_per_range": 1}})
     plan = plan_segments(FOUR_NODES, replica_map(FOUR_NODES, {"dc1": 4}), RepairUnit("ks"), config)
     assert [s.range for s in plan.segments] == TokenRange(8000, 8000).unwrap()
     assert sum(s.range.width() for s in plan.segments) == RING_SIZE
@@ -167,7 +167,9 @@ def test_size_splitter_refines_pieces_where_data_is_uneven() -> None:
     # One ring range spans two estimate rows: nearly all data sits in its first tenth.
     ring = make_ring({"a": [0], "b": [10_000]})
     rows = [SizeEstimate("ks", "t", 0, 1000, 1000, 9_000), SizeEstimate("ks", "t", 1000, 10_000, 1000, 1_000)]
-    config = parse_config({"splitter": {"type": "size", "max_bytes_per_segment": 2_000_000}})
+    config = parse_config(
+        {"merge_ranges_with_same_replicas": True, "splitter": {"type": "size", "max_bytes_per_segment": 2_000_000}}
+    )
     plan = plan_segments(ring, replica_map(ring, {"dc1": 2}), RepairUnit("ks"), config, rows)
     assert all((s.estimated_bytes or 0) <= 2_000_000 for s in plan.segments)
     assert sum(s.estimated_bytes or 0 for s in plan.segments) == 10_000_000
@@ -279,3 +281,15 @@ def test_planned_segments_tile_every_replicated_range_exactly(
     assert_tiles_exactly(plan.segments, repaired)
     assert sum(s.range.width() for s in plan.skipped) + sum(r.width() for r in repaired) == RING_SIZE
     assert len({s.segment_id for s in plan.segments}) == len(plan.segments)
+
+
+def test_segments_stay_within_one_vnode_range_by_default() -> None:
+    # nodetool repair -st/-et refuses a range that spans two of the ring's ranges.
+    plan = plan_segments(FOUR_NODES, replica_map(FOUR_NODES, {"dc1": 4}), RepairUnit("ks"), RepairConfig())
+    ring_ranges = FOUR_NODES.ranges()
+    for segment in plan.segments:
+        assert any(_inside(segment.range, r) for r in ring_ranges), segment.range
+
+
+def _inside(piece: TokenRange, whole: TokenRange) -> bool:
+    return all(whole.contains(token) for token in (piece.start + 1, piece.end)) and piece.width() <= whole.width()

@@ -14,10 +14,13 @@ from ringward.repair._config import (
     RepairWindow,
     SizeSplitter,
     apply_overrides,
+    dump_config,
     load_config,
     parse_config,
 )
 from ringward.repair._estimates import SizeEstimate
+from ringward.repair._executor import BatchEffects, BatchResult, SegmentOutcome, SessionResult, run_batch
+from ringward.repair._payload import decode_batch, decode_segment, encode_batch, encode_segment
 from ringward.repair._planning import ReplicaMapEntries, SegmentPlan, plan_segments
 from ringward.repair._progress import Progress
 from ringward.repair._run import RunPlan, RunState, RunSummary, needs_replan, prepare_run
@@ -50,6 +53,8 @@ from ringward.repair._units import format_duration, parse_bytes, parse_duration
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "LOCAL_KEYSPACES",
+    "BatchEffects",
+    "BatchResult",
     "FixedSplitter",
     "NameFilter",
     "Progress",
@@ -63,9 +68,11 @@ __all__ = [
     "RunState",
     "RunSummary",
     "Segment",
+    "SegmentOutcome",
     "SegmentPlan",
     "SegmentRecord",
     "SegmentState",
+    "SessionResult",
     "SizeEstimate",
     "SizeSplitter",
     "SkippedSegment",
@@ -74,7 +81,12 @@ __all__ = [
     "backoff_delay",
     "batch_waves",
     "coverage_entries",
+    "decode_batch",
+    "decode_segment",
     "due_segments",
+    "dump_config",
+    "encode_batch",
+    "encode_segment",
     "format_duration",
     "intensity_pause",
     "is_due",
@@ -93,6 +105,7 @@ __all__ = [
     "repair_status",
     "retries_exhausted",
     "ring_fingerprint",
+    "run_batch",
     "select_units",
     "split_by_liveness",
     "status_table",

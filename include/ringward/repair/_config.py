@@ -34,6 +34,7 @@ __all__ = [
     "RepairWindow",
     "SizeSplitter",
     "apply_overrides",
+    "dump_config",
     "load_config",
     "parse_config",
 ]
@@ -126,7 +127,9 @@ class RepairConfig(_Strict):
     repair_type: Literal["full", "preview"] = "full"
     primary_range_only: bool = True
     splitter: Splitter = FixedSplitter()
-    merge_ranges_with_same_replicas: bool = True
+    # Off by default: `nodetool repair -st -et` refuses a range spanning two vnode ranges ("intersects a
+    # local range but is not fully contained in one"); only a session per merged range would benefit.
+    merge_ranges_with_same_replicas: bool = False
     parallel_repair_count: int = Field(default=3, ge=0)
     parallel_repair_percentage: float = Field(default=3.0, ge=0, le=100)
     intensity: float = Field(default=1.0, gt=0, le=1)
@@ -211,6 +214,24 @@ def load_config(path: str | Path | None = None) -> RepairConfig:
             "Write `field: value` lines at the top level, as in default_config.yaml.",
         )
     return parse_config(data, str(file))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, time):
+        return value.strftime("%H:%M")
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def dump_config(config: RepairConfig) -> dict[str, Any]:
+    """The configuration as plain JSON values (durations in seconds, times as HH:MM) that
+    `parse_config` reads back to an equal configuration: for XCom and the run record."""
+    return {k: _plain(v) for k, v in config.model_dump().items()}
 
 
 def _nest(overrides: Mapping[str, Any]) -> dict[str, Any]:

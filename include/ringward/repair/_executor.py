@@ -1,0 +1,255 @@
+"""Running one batch of segments (Reaper's RepairRunner loop), with every side effect injected.
+
+The loop starts a segment only when none of its replicas is busy (a running session, or the intensity
+pause after one), at most `parallelism` at once, and only while the kill switch, the window and the
+task allow it. Failed sessions are retried with exponential backoff until `max_retries`; a segment with
+a replica down is postponed to the next run. Every state change is handed to `effects.save` at once, so
+a killed or retried task finds the history where it left it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+
+from ringward.repair._config import RepairConfig
+from ringward.repair._progress import Progress
+from ringward.repair._run import RunSummary
+from ringward.repair._scheduler import intensity_pause, next_runnable, window_allows_start
+from ringward.repair._segments import Segment
+from ringward.repair._state import (
+    SegmentRecord,
+    SegmentState,
+    backoff_delay,
+    record_failure,
+    record_start,
+    record_success,
+    retries_exhausted,
+)
+
+__all__ = ["BatchEffects", "BatchResult", "SegmentOutcome", "SessionResult", "run_batch"]
+
+_POLL_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class SessionResult:
+    """What one repair session reported (the runner turns exceptions into a failed result)."""
+
+    succeeded: bool
+    seconds: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SegmentOutcome:
+    """A segment's final state in this batch; `started`/`finished` bound its last session."""
+
+    segment: Segment
+    state: SegmentState
+    record: SegmentRecord | None
+    started: datetime | None = None
+    finished: datetime | None = None
+    reason: str | None = None
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class BatchEffects:
+    """The outside world of a batch. `repair` runs one session (in a worker thread); `save` stores a
+    record with its session bounds; `live_nodes` says who is up; `enabled` re-reads the kill switch;
+    `stop_requested` is set when the task is killed."""
+
+    repair: Callable[[Segment], SessionResult]
+    save: Callable[[Segment, SegmentRecord, datetime | None, datetime | None], None]
+    live_nodes: Callable[[], set[str]]
+    enabled: Callable[[], bool] = lambda: True
+    stop_requested: Callable[[], bool] = lambda: False
+    now: Callable[[], datetime] = _utc_now
+    sleep: Callable[[float], None] = time.sleep
+    log: Callable[[str], None] = print
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    outcomes: tuple[SegmentOutcome, ...]
+    stop_reason: str | None  # why segments were left unstarted (window closed, kill switch, killed)
+
+    @property
+    def summary(self) -> RunSummary:
+        return RunSummary.of(o.state for o in self.outcomes)
+
+
+@dataclass
+class _Running:
+    segment: Segment
+    record: SegmentRecord
+    started: datetime
+
+
+class _BatchRun:
+    def __init__(
+        self,
+        segments: Sequence[Segment],
+        records: Mapping[str, SegmentRecord],
+        config: RepairConfig,
+        run_id: str,
+        parallelism: int,
+        effects: BatchEffects,
+        run_started: datetime,
+    ) -> None:
+        self.pending = list(segments)
+        self.records = dict(records)
+        self.config = config
+        self.run_id = run_id
+        self.parallelism = parallelism
+        self.fx = effects
+        self.run_started = run_started
+        self.not_before: dict[str, datetime] = {}
+        self.node_free_at: dict[str, datetime] = {}
+        self.running: dict[Future[SessionResult], _Running] = {}
+        self.outcomes: dict[str, SegmentOutcome] = {}
+        self.progress = Progress(len(segments), "repair", "segments")
+        self.stop_reason: str | None = None
+
+    # -- decisions ----------------------------------------------------------------------------------------
+    def _why_stop(self) -> str | None:
+        if self.fx.stop_requested():
+            return "the task was killed"
+        if not self.fx.enabled():
+            return "repair disabled by the kill switch (enabled: false)"
+        if not window_allows_start(self.fx.now(), self.config.window, self.run_started):
+            return "the repair window closed"
+        return None
+
+    def _busy_nodes(self, now: datetime) -> set[str]:
+        busy = {node for job in self.running.values() for node in job.segment.replicas}
+        return busy | {node for node, free_at in self.node_free_at.items() if free_at > now}
+
+    # -- state changes --------------------------------------------------------------------------------------
+    def _finish(self, outcome: SegmentOutcome) -> None:
+        self.outcomes[outcome.segment.segment_id] = outcome
+        self.progress.advance()
+        detail = f" ({outcome.reason})" if outcome.reason else ""
+        self.fx.log(f"{outcome.state.value} {outcome.segment.describe()}{detail} | {self.progress.line()}")
+
+    def _postpone(self, segment: Segment, reason: str) -> None:
+        previous = self.records.get(segment.segment_id) or SegmentRecord(segment.segment_id)
+        record = replace(
+            previous, state=SegmentState.POSTPONED, attempts=previous.attempts_in(self.run_id), run_id=self.run_id
+        )
+        self.fx.save(segment, record, None, None)
+        self._finish(SegmentOutcome(segment, SegmentState.POSTPONED, record, reason=reason))
+
+    def _start(self, pool: ThreadPoolExecutor, segment: Segment, now: datetime) -> None:
+        self.pending.remove(segment)
+        record = record_start(self.records.get(segment.segment_id), segment.segment_id, self.run_id)
+        self.records[segment.segment_id] = record
+        self.fx.save(segment, record, now, None)
+        self.fx.log(f"start {segment.describe()} attempt {record.attempts_in(self.run_id)}")
+        self.running[pool.submit(self._session, segment)] = _Running(segment, record, now)
+
+    def _session(self, segment: Segment) -> SessionResult:
+        try:
+            return self.fx.repair(segment)
+        except Exception as error:  # a runner bug or a lost connection must not kill the whole batch
+            return SessionResult(False, 0.0, f"{type(error).__name__}: {error}")
+
+    def _completed(self, future: Future[SessionResult]) -> None:
+        job = self.running.pop(future)
+        result = future.result()
+        finished = self.fx.now()
+        segment = job.segment
+        if result.succeeded:
+            record = record_success(job.record, finished, result.seconds, self.config.repair_type)
+            pause = intensity_pause(result.seconds, self.config.intensity)
+            for node in segment.replicas:
+                self.node_free_at[node] = finished + pause
+            self._store(segment, record, job.started, finished)
+            self._finish(SegmentOutcome(segment, SegmentState.DONE, record, job.started, finished))
+            return
+        record = record_failure(job.record, result.error or "repair failed", result.seconds)
+        self._store(segment, record, job.started, finished)
+        if retries_exhausted(record, self.run_id, self.config.max_retries):
+            self._finish(SegmentOutcome(segment, SegmentState.FAILED, record, job.started, finished, result.error))
+            return
+        if self._why_stop() is not None:
+            self.pending.insert(0, segment)  # left for the next run with the other unstarted segments
+            return
+        delay = backoff_delay(record.attempts_in(self.run_id) + 1, self.config.retry_backoff.total_seconds())
+        self.not_before[segment.segment_id] = finished + timedelta(seconds=delay)
+        self.fx.log(f"retry {segment.describe()} in {delay:.0f}s after: {(result.error or '')[-300:]}")
+        self.pending.insert(0, segment)
+
+    def _store(self, segment: Segment, record: SegmentRecord, started: datetime, finished: datetime) -> None:
+        self.records[segment.segment_id] = record
+        self.fx.save(segment, record, started, finished)
+
+    # -- loop ---------------------------------------------------------------------------------------------
+    def _start_what_fits(self, pool: ThreadPoolExecutor) -> None:
+        now = self.fx.now()
+        room = self.parallelism - len(self.running)
+        ready = [s for s in self.pending if self.not_before.get(s.segment_id, now) <= now]
+        if room <= 0 or not ready:
+            return
+        live = self.fx.live_nodes()
+        for segment in [s for s in ready if not live.issuperset(s.replicas)]:
+            self.pending.remove(segment)
+            down = ", ".join(sorted(set(segment.replicas) - live))
+            self._postpone(segment, f"replica down: {down}")
+        ready = [s for s in ready if s in self.pending]
+        for segment in next_runnable(ready, self._busy_nodes(now), room):
+            self._start(pool, segment, now)
+
+    def run(self) -> BatchResult:
+        with ThreadPoolExecutor(max_workers=self.parallelism, thread_name_prefix="repair") as pool:
+            while self.pending or self.running:
+                self.stop_reason = self.stop_reason or self._why_stop()
+                if self.stop_reason is None:
+                    self._start_what_fits(pool)
+                elif not self.running:
+                    break
+                if self.running:
+                    done, _ = wait(list(self.running), timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        self._completed(future)
+                elif self.pending:
+                    self.fx.sleep(_POLL_SECONDS)
+        for segment in list(self.pending):
+            self._postpone(segment, self.stop_reason or "not started")
+        return BatchResult(tuple(self.outcomes.values()), self.stop_reason)
+
+
+def run_batch(
+    segments: Sequence[Segment],
+    records: Mapping[str, SegmentRecord],
+    *,
+    config: RepairConfig,
+    run_id: str,
+    parallelism: int,
+    effects: BatchEffects,
+    run_started: datetime,
+) -> BatchResult:
+    """Repair `segments` (most urgent first), a node in at most one session at a time.
+
+    Segments already finished in this run (`records[id].run_id == run_id` and DONE, or retries used
+    up) are reported as they are, so an Airflow retry of the task does not repeat work.
+    """
+    todo: list[Segment] = []
+    settled: list[SegmentOutcome] = []
+    for segment in segments:
+        record = records.get(segment.segment_id)
+        if record is not None and record.run_id == run_id and record.state is SegmentState.DONE:
+            settled.append(SegmentOutcome(segment, SegmentState.DONE, record, reason="already repaired in this run"))
+        elif retries_exhausted(record, run_id, config.max_retries):
+            settled.append(SegmentOutcome(segment, SegmentState.FAILED, record, reason="retries used up in this run"))
+        else:
+            todo.append(segment)
+    result = _BatchRun(todo, records, config, run_id, parallelism, effects, run_started).run()
+    return BatchResult((*settled, *result.outcomes), result.stop_reason)

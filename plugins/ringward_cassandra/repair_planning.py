@@ -1,0 +1,111 @@
+"""The nightly repair's view of a live cluster: selected keyspaces and tables, their segments, their history.
+
+Shared by the Airflow operators and `ringward repair status`, so both see the same segments (segment ids
+are hashes of keyspace, tables and range: the same config on the same ring gives the same ids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ringward.placement import replica_map
+from ringward.repair import (
+    RepairConfig,
+    RepairStatus,
+    Segment,
+    SegmentRecord,
+    SizeEstimate,
+    SizeSplitter,
+    SkippedSegment,
+    plan_segments,
+    repair_status,
+    select_units,
+)
+from ringward.ring import Ring
+
+from ringward_cassandra.ops_store import RepairHistoryRow
+from ringward_cassandra.schema import keyspace_names, keyspace_replication, table_gc_grace
+
+__all__ = ["ClusterRepairPlan", "plan_cluster", "records_by_segment", "size_estimates", "table_statuses"]
+
+SIZE_ESTIMATES_QUERY = (
+    "SELECT keyspace_name, table_name, range_start, range_end, mean_partition_size, partitions_count "
+    "FROM system.size_estimates WHERE keyspace_name = %s"
+)
+
+
+@dataclass(frozen=True)
+class ClusterRepairPlan:
+    """Segments of every selected keyspace; `gc_grace[ks][table]`; keyspaces left out and why."""
+
+    segments: tuple[Segment, ...]
+    skipped_ranges: tuple[SkippedSegment, ...]
+    gc_grace: Mapping[str, Mapping[str, int]]
+    excluded_keyspaces: Mapping[str, str] = field(default_factory=dict)
+
+    def tables(self) -> list[tuple[str, str]]:
+        """(keyspace, table) pairs the plan repairs, sorted."""
+        covered = {(s.keyspace, t) for s in self.segments for t in (s.tables or self.gc_grace.get(s.keyspace, {}))}
+        return sorted(covered)
+
+
+def plan_cluster(
+    session: Any, ring: Ring, config: RepairConfig, leased: Mapping[str, str] | None = None
+) -> ClusterRepairPlan:
+    """Plan every keyspace and table `config` selects; keyspaces in `leased` (name -> why) are left out."""
+    leased = leased or {}
+    schema = {ks: table_gc_grace(session, ks) for ks in keyspace_names(session)}
+    units = select_units({ks: sorted(tables) for ks, tables in schema.items()}, config)
+    segments: list[Segment] = []
+    skipped: list[SkippedSegment] = []
+    excluded: dict[str, str] = {}
+    for unit in units:
+        if unit.keyspace in leased:
+            excluded[unit.keyspace] = leased[unit.keyspace]
+            continue
+        entries = replica_map(ring, keyspace_replication(session, unit.keyspace)).entries()
+        sizes = size_estimates(session, unit.keyspace) if isinstance(config.splitter, SizeSplitter) else []
+        plan = plan_segments(ring, entries, unit, config, sizes)
+        segments.extend(plan.segments)
+        skipped.extend(plan.skipped)
+    planned = {u.keyspace for u in units} - set(excluded)
+    gc_grace = {ks: schema[ks] for ks in planned}
+    return ClusterRepairPlan(tuple(segments), tuple(skipped), gc_grace, excluded)
+
+
+def size_estimates(session: Any, keyspace: str) -> list[SizeEstimate]:
+    """system.size_estimates rows of `keyspace` from every node that is up: each node lists only its own
+    ranges, so one coordinator would leave the rest of the ring without estimates (a range without one is
+    kept as one segment, never skipped)."""
+    from cassandra.cluster import NoHostAvailable
+
+    hosts = [h for h in session.cluster.metadata.all_hosts() if h.is_up]
+    rows: list[SizeEstimate] = []
+    for host in hosts:
+        try:
+            answer = list(session.execute(SIZE_ESTIMATES_QUERY, (keyspace,), host=host))
+        except NoHostAvailable:  # pool not open yet or node just went down: its ranges get no estimate
+            continue
+        for row in answer:
+            rows.append(
+                SizeEstimate(row.keyspace_name, row.table_name, row.range_start, row.range_end,
+                             row.mean_partition_size, row.partitions_count)
+            )  # fmt: skip
+    return rows
+
+
+def records_by_segment(rows: Iterable[RepairHistoryRow]) -> dict[str, SegmentRecord]:
+    return {row.record.segment_id: row.record for row in rows}
+
+
+def table_statuses(
+    plan: ClusterRepairPlan, records: Mapping[str, SegmentRecord], now: datetime, alarm_share: float
+) -> list[RepairStatus]:
+    """Repair coverage of every planned table."""
+    return [
+        repair_status(ks, table, plan.segments, records, plan.gc_grace[ks][table], now, alarm_share)
+        for ks, table in plan.tables()
+    ]

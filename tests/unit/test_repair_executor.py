@@ -1,0 +1,186 @@
+"""The batch executor: node locks under real threads, retries, liveness, kill switch, window, idempotence."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ringward.repair import (
+    BatchEffects,
+    Segment,
+    SegmentRecord,
+    SegmentState,
+    SessionResult,
+    decode_batch,
+    encode_batch,
+    parse_config,
+    run_batch,
+)
+from ringward.ring import TokenRange
+
+NODES = ("a", "b", "c", "d", "e", "f")
+
+
+def segment(index: int, replicas: tuple[str, ...]) -> Segment:
+    return Segment("ks", ("t",), TokenRange(index * 100, index * 100 + 50), replicas)
+
+
+class FakeCluster:
+    """Records session intervals per node; fails sessions on demand."""
+
+    def __init__(self, seconds: float = 0.02, failures: dict[int, int] | None = None) -> None:
+        self.seconds = seconds
+        self.failures = dict(failures or {})
+        self.sessions: list[tuple[Segment, float, float]] = []
+        self.saved: list[tuple[str, SegmentState]] = []
+        self.live: set[str] = set(NODES)
+        self._lock = threading.Lock()
+        self.max_concurrent = 0
+        self._running = 0
+
+    def repair(self, seg: Segment) -> SessionResult:
+        with self._lock:
+            self._running += 1
+            self.max_concurrent = max(self.max_concurrent, self._running)
+        started = time.monotonic()
+        time.sleep(self.seconds)
+        finished = time.monotonic()
+        with self._lock:
+            self._running -= 1
+            self.sessions.append((seg, started, finished))
+            left = self.failures.get(seg.range.start // 100, 0)
+            if left:
+                self.failures[seg.range.start // 100] = left - 1
+                return SessionResult(False, finished - started, "boom")
+        return SessionResult(True, finished - started)
+
+    def save(self, seg: Segment, record: SegmentRecord, started: object, finished: object) -> None:
+        self.saved.append((seg.segment_id, record.state))
+
+    def effects(self, **overrides: object) -> BatchEffects:
+        fields: dict[str, object] = {
+            "repair": self.repair,
+            "save": self.save,
+            "live_nodes": lambda: set(self.live),
+            "log": lambda line: None,
+        }
+        fields.update(overrides)
+        return BatchEffects(**fields)  # type: ignore[arg-type]
+
+
+def config(**fields: object):  # type: ignore[no-untyped-def]
+    return parse_config({"retry_backoff": 0, "parallel_repair_count": 3, **fields})
+
+
+def run(segments: list[Segment], cluster: FakeCluster, records=None, parallelism: int = 3, **fields: object):  # type: ignore[no-untyped-def]
+    effects_overrides = {k: fields.pop(k) for k in list(fields) if k in {"enabled", "stop_requested"}}
+    return run_batch(
+        segments,
+        records or {},
+        config=config(**fields),
+        run_id="run-1",
+        parallelism=parallelism,
+        effects=cluster.effects(**effects_overrides),
+        run_started=datetime.now(UTC),
+    )
+
+
+def overlapping_sessions(cluster: FakeCluster) -> list[tuple[Segment, Segment]]:
+    clashes = []
+    for (one, s1, e1), (two, s2, e2) in itertools.combinations(cluster.sessions, 2):
+        if set(one.replicas) & set(two.replicas) and s1 < e2 and s2 < e1:
+            clashes.append((one, two))
+    return clashes
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(NODES), min_size=2, max_size=3, unique=True), min_size=1, max_size=8))
+def test_a_node_is_never_in_two_sessions_at_once(replica_sets: list[list[str]]) -> None:
+    segments = [segment(i, tuple(replicas)) for i, replicas in enumerate(replica_sets)]
+    cluster = FakeCluster(seconds=0.01)
+    result = run(segments, cluster)
+    assert overlapping_sessions(cluster) == []
+    assert {o.state for o in result.outcomes} == {SegmentState.DONE}
+    assert len(result.outcomes) == len(segments)
+
+
+def test_disjoint_segments_run_concurrently_up_to_the_parallelism() -> None:
+    segments = [segment(0, ("a", "b")), segment(1, ("c", "d")), segment(2, ("e", "f")), segment(3, ("a", "c"))]
+    cluster = FakeCluster(seconds=0.2)
+    run(segments, cluster, parallelism=2)
+    assert cluster.max_concurrent == 2
+    assert overlapping_sessions(cluster) == []
+
+
+def test_failed_sessions_are_retried_until_max_retries_then_failed() -> None:
+    cluster = FakeCluster(failures={0: 1, 1: 10})
+    result = run([segment(0, ("a", "b")), segment(1, ("c", "d"))], cluster, max_retries=2)
+    states = {o.segment.range.start // 100: o for o in result.outcomes}
+    assert states[0].state is SegmentState.DONE and states[0].record and states[0].record.attempts == 2
+    assert states[1].state is SegmentState.FAILED and states[1].record and states[1].record.attempts == 3
+    assert states[1].record.last_error == "boom"
+    assert result.summary.line().startswith("PARTIAL")
+
+
+def test_a_segment_with_a_replica_down_is_postponed_and_the_others_run() -> None:
+    cluster = FakeCluster()
+    cluster.live.discard("c")
+    result = run([segment(0, ("a", "b")), segment(1, ("b", "c"))], cluster)
+    by_index = {o.segment.range.start // 100: o for o in result.outcomes}
+    assert by_index[0].state is SegmentState.DONE
+    assert by_index[1].state is SegmentState.POSTPONED and by_index[1].reason == "replica down: c"
+    assert [s for s, _, _ in cluster.sessions] == [segment(0, ("a", "b"))]
+
+
+def test_the_kill_switch_stops_between_segments() -> None:
+    cluster = FakeCluster()
+    segments = [segment(i, ("a", "b")) for i in range(4)]
+    result = run(segments, cluster, enabled=lambda: not cluster.sessions)
+    assert len(cluster.sessions) == 1
+    postponed = [o for o in result.outcomes if o.state is SegmentState.POSTPONED]
+    assert len(postponed) == 3 and result.stop_reason and "kill switch" in result.stop_reason
+    assert SegmentState.POSTPONED in {state for _, state in cluster.saved}
+
+
+def test_a_killed_task_starts_nothing_more() -> None:
+    cluster = FakeCluster()
+    result = run([segment(i, ("a", "b")) for i in range(3)], cluster, stop_requested=lambda: bool(cluster.sessions))
+    assert len(cluster.sessions) == 1
+    assert result.stop_reason == "the task was killed"
+
+
+def test_no_segment_starts_after_the_window_closes() -> None:
+    cluster = FakeCluster(seconds=0.3)
+    result = run([segment(i, ("a", "b")) for i in range(3)], cluster, window={"max_duration": 0.2})
+    assert len(cluster.sessions) == 1
+    assert result.stop_reason == "the repair window closed"
+    assert result.summary.counts[SegmentState.POSTPONED] == 2
+
+
+def test_intensity_pauses_the_nodes_of_a_finished_segment() -> None:
+    cluster = FakeCluster(seconds=0.1)
+    run([segment(0, ("a", "b")), segment(1, ("b", "c"))], cluster, intensity=0.5)
+    (_, _, first_end), (_, second_start, _) = sorted(cluster.sessions, key=lambda s: s[1])
+    assert second_start - first_end >= 0.09  # pause = session time * (1/0.5 - 1)
+
+
+def test_segments_done_earlier_in_the_same_run_are_not_repeated() -> None:
+    done = segment(0, ("a", "b"))
+    records = {
+        done.segment_id: SegmentRecord(
+            done.segment_id, SegmentState.DONE, datetime.now(UTC) - timedelta(minutes=1), run_id="run-1", attempts=1
+        )
+    }
+    cluster = FakeCluster()
+    result = run([done, segment(1, ("c", "d"))], cluster, records=records)
+    assert [s for s, _, _ in cluster.sessions] == [segment(1, ("c", "d"))]
+    assert {o.state for o in result.outcomes} == {SegmentState.DONE}
+
+
+def test_batches_travel_as_json_and_come_back_equal() -> None:
+    waves = [[segment(0, ("a", "b")), segment(1, ("c", "d"))], [Segment("k", (), TokenRange(5, -(2**63)), ("a",))]]
+    assert decode_batch(encode_batch(waves)) == waves

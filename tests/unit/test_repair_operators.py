@@ -1,0 +1,134 @@
+"""Operator logic that needs no cluster: configuration per run, run summary, metrics, error lines."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+from ringward.errors import ConfigurationError
+from ringward.repair import RunState, Segment, SegmentRecord, SegmentState
+from ringward.ring import TokenRange
+from ringward_airflow.repair_operators import (
+    PlanRepairOperator,
+    _repair_error,
+    effective_config,
+    longest_unrepaired_seconds,
+    run_summary,
+)
+
+
+def test_params_override_the_yaml_file(tmp_path: Path) -> None:
+    path = tmp_path / "repair.yaml"
+    path.write_text("parallel_repair_count: 5\nwindow: {max_duration: 4h}\n")
+    params = {
+        "config_overrides": {"splitter": {"subranges_per_range": 2}, "window.max_duration": "2h"},
+        "keyspaces": ["shop*"],
+        "max_duration": "30m",
+        "enabled": None,
+    }
+    config = effective_config(str(path), params)
+    assert config.parallel_repair_count == 5
+    assert config.splitter.subranges_per_range == 2  # type: ignore[union-attr]
+    assert config.keyspaces.include == ("shop*",)
+    assert config.window is not None and config.window.max_duration == timedelta(minutes=30)
+    assert config.enabled is True
+
+
+def test_the_environment_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "repair.yaml"
+    path.write_text("enabled: false\n")
+    monkeypatch.setenv("RINGWARD_REPAIR_CONFIG", str(path))
+    assert effective_config(None, {}).enabled is False
+
+
+def test_a_bad_override_names_the_field() -> None:
+    with pytest.raises(ConfigurationError, match="`intensity`"):
+        effective_config(None, {"config_overrides": {"intensity": 2}})
+    with pytest.raises(ConfigurationError, match="config_overrides"):
+        effective_config(None, {"config_overrides": [1]})
+
+
+def test_the_plan_task_fails_without_retry_on_a_bad_configuration() -> None:
+    operator = PlanRepairOperator(task_id="plan")
+    with pytest.raises(AirflowFailException, match="`parallel_repair_count`"):
+        operator.execute({"params": {"parallel_repair_count": -1}, "run_id": "r"})
+
+
+def record(state: SegmentState) -> SegmentRecord:
+    return SegmentRecord("id", state, run_id="r")
+
+
+def test_run_summary_counts_history_and_segments_no_task_reached() -> None:
+    plan = {"due": 4, "not_due": 2, "exhausted": 0}
+    summary = run_summary(plan, [record(SegmentState.DONE), record(SegmentState.DONE)])
+    assert summary.counts[SegmentState.POSTPONED] == 2  # due but never reached (a task died first)
+    assert summary.counts[SegmentState.SKIPPED] == 2
+    assert summary.state is RunState.PARTIAL
+    done = run_summary({"due": 1, "not_due": 3}, [record(SegmentState.DONE)])
+    assert done.state is RunState.DONE
+    assert done.metrics()["SucceededTokenRangesCount"] == 1
+    assert done.metrics()["SkippedTokenRangesCount"] == 3
+
+
+def test_a_session_left_running_counts_as_failed() -> None:
+    summary = run_summary({"due": 1}, [record(SegmentState.RUNNING)])
+    assert summary.counts[SegmentState.FAILED] == 1
+
+
+def test_longest_unrepaired_is_the_oldest_full_repair_or_never() -> None:
+    now = datetime(2026, 1, 2, tzinfo=UTC)
+    one = Segment("ks", (), TokenRange(0, 10), ("a", "b"))
+    two = Segment("ks", (), TokenRange(10, 20), ("a", "b"))
+    records = {
+        one.segment_id: SegmentRecord(one.segment_id, last_full_success=now - timedelta(hours=5)),
+        two.segment_id: SegmentRecord(two.segment_id, last_full_success=now - timedelta(hours=1)),
+    }
+    assert longest_unrepaired_seconds([one, two], records, now) == 5 * 3600
+    assert longest_unrepaired_seconds([one, two], {}, now) == -1
+
+
+def test_the_repair_error_is_the_reason_line_not_the_stack_trace() -> None:
+    output = (
+        "[2026-11-22 00:24:32,953] Starting repair command #7 (16f6...)\n"
+        "[2026-11-22 00:24:32,979] Repair command #7 failed with error Requested range intersects\n"
+        "error: Repair job has failed\n-- StackTrace --\njava.lang.RuntimeException: x\n\tat a.b(C.java:1)\n"
+    )
+    assert (
+        _repair_error(output)
+        == "[2026-11-22 00:24:32,979] Repair command #7 failed with error Requested range intersects"
+    )
+    assert _repair_error("") == "nodetool repair failed"
+
+
+def test_the_failure_notifier_logs_the_failed_task(capsys: pytest.CaptureFixture[str]) -> None:
+    from ringward_airflow.repair_operators import RepairFailureNotifier
+
+    RepairFailureNotifier().notify(
+        {"ti": SimpleNamespace(task_id="report"), "run_id": "run-7", "exception": RuntimeError("2 failed")}
+    )
+    assert "task report of run run-7 failed: 2 failed" in capsys.readouterr().out  # Airflow logs to stdout
+
+
+def test_on_kill_only_flags_and_the_batch_loop_aborts_the_running_sessions() -> None:
+    from ringward_airflow.repair_operators import RepairSegmentsOperator
+
+    calls: list[tuple[str, str | None]] = []
+    client = SimpleNamespace(
+        terminate_all=lambda: calls.append(("terminate_all", None)),
+        abort_repairs=lambda address: calls.append(("abort_repairs", address)),
+    )
+    operator = RepairSegmentsOperator(task_id="repair", batch=[])
+    operator.on_kill()  # before execute: nothing to stop
+    killed = threading.Event()
+    operator._client, operator._killed = client, killed
+    operator._coordinators = frozenset({"10.0.0.1"})
+    assert operator._stop_if_killed(killed) is False
+    operator.on_kill()
+    assert killed.is_set() and calls == []  # nothing but the flag inside the signal handler
+    assert operator._stop_if_killed(killed) is True
+    assert operator._stop_if_killed(killed) is True  # aborts once
+    assert calls == [("terminate_all", None), ("abort_repairs", "10.0.0.1")]
