@@ -56,7 +56,7 @@ def _approval_path(name: str, subject: str, body: str) -> tuple[BranchPythonOper
         task_id=f"{name}_needed",
         python_callable=lambda params, flag=f"require_{name}": f"{name}" if params[flag] else join.task_id,
     )
-    approval = ApprovalOperator(task_id=name, subject=subject, body=body, execution_timeout=timedelta(days=2))
+    approval = ApprovalOperator(task_id=name, subject=subject, body=body, response_timeout=timedelta(days=2))
     branch >> [approval, join]
     approval >> join
     return branch, approval, join
@@ -79,7 +79,6 @@ with DAG(
         replication="{{ params.replication }}",
         client_read_consistency="{{ params.client_read_consistency }}",
         plans_dir="{{ var.value.get('ringward_plans_dir', '/tmp/ringward-plans') }}",
-        retries=0,
     )
     not_dry_run = ShortCircuitOperator(
         task_id="continue_unless_dry_run", python_callable=lambda params: not params["dry_run"]

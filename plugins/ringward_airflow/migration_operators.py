@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowFailException
 from ringward.errors import (
     ClusterError,
     ConfigurationError,
@@ -143,6 +144,13 @@ class MigrationPrecheckOperator(_MigrationOperator):
         self.plans_dir = plans_dir
 
     def execute(self, context: Context) -> dict[str, Any]:
+        try:
+            return self._precheck(context)
+        except (ConfigurationError, UnsafeChangeError, MigrationError) as refusal:
+            # A refusal is an answer, not a transient failure: fail at once instead of retrying.
+            raise AirflowFailException(str(refusal)) from refusal
+
+    def _precheck(self, context: Context) -> dict[str, Any]:
         keyspace = _checked_keyspace(self.keyspace)
         if keyspace in SYSTEM_KEYSPACES:
             raise UnsafeChangeError(

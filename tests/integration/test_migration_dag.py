@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow.sdk.exceptions import AirflowFailException
 from ringward.errors import RingwardError
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
@@ -107,8 +108,9 @@ def test_bad_input_is_refused_and_changes_nothing(
     with connect(NODES) as session:
         create_seed_keyspace(session, "refuse_me")
     before = schema_version()
-    with pytest.raises(RingwardError) as refusal:
+    with pytest.raises(AirflowFailException) as refusal:  # failed at once, never retried
         precheck(keyspace, replication)
+    assert isinstance(refusal.value.__cause__, RingwardError)
     assert message.lower() in str(refusal.value).lower()
     assert "Fix:" in str(refusal.value), "every refusal names the fix"
     assert schema_version() == before
@@ -122,7 +124,7 @@ def test_dropping_a_dc_by_omission_is_refused(two_dc_cluster: LocalCluster) -> N
             session.execute("DROP KEYSPACE IF EXISTS two_dcs")
             session.execute("CREATE KEYSPACE two_dcs WITH replication = {'class': 'NetworkTopologyStrategy', "
                             "'dc1': 2, 'dc2': 1}")  # fmt: skip
-        with pytest.raises(RingwardError, match="dc2"):
+        with pytest.raises(AirflowFailException, match="dc2"):
             precheck("two_dcs", {"class": NTS, "dc1": 3})
     finally:
         os.environ.clear()
@@ -135,7 +137,7 @@ def test_second_concurrent_migration_is_refused(precheck_env: None) -> None:
         OpsStore(session).ensure_schema([("dc1", 3)])
         OpsStore(session).acquire_lease("keyspace:leased", "leased@another-run", "keyspace_migration")
     try:
-        with pytest.raises(RingwardError, match="held by leased@another-run"):
+        with pytest.raises(AirflowFailException, match="held by leased@another-run"):
             precheck("leased", {"class": NTS, "dc1": 2}, run_id="second-run")
     finally:
         with connect(NODES) as session:
