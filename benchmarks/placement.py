@@ -53,9 +53,7 @@ def _load_ring(path: Path) -> object:
         from ringward.ring import Node, Ring
 
         data = json.loads(path.read_text())
-        return Ring.of(
-            Node(n["address"], n["datacenter"], n["rack"], tuple(n["tokens"])) for n in data["nodes"]
-        )
+        return Ring.of(Node(n["address"], n["datacenter"], n["rack"], tuple(n["tokens"])) for n in data["nodes"])
     return load_ring_file(path)
 
 
@@ -92,12 +90,8 @@ def driver_side(path: Path) -> Callable[[], int]:
     ring = sorted(owner)
 
     def build_both() -> int:
-        before = NetworkTopologyStrategy({k: str(v) for k, v in OLD.items()}).make_token_replica_map(
-            owner, ring
-        )
-        after = NetworkTopologyStrategy({k: str(v) for k, v in NEW.items()}).make_token_replica_map(
-            owner, ring
-        )
+        before = NetworkTopologyStrategy({k: str(v) for k, v in OLD.items()}).make_token_replica_map(owner, ring)
+        after = NetworkTopologyStrategy({k: str(v) for k, v in NEW.items()}).make_token_replica_map(owner, ring)
         return sum(1 for token in ring if set(before[token]) != set(after[token]))
 
     return build_both
@@ -111,9 +105,7 @@ def _timed(action: Callable[[], int]) -> tuple[float, float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--vnodes", type=int, default=256)
     parser.add_argument("--seed", type=int, default=7)
