@@ -248,9 +248,9 @@ class KeyspaceAlterOperator(_MigrationOperator):
         hook = self._cassandra()
         try:
             current = keyspace_replication(hook.session, keyspace)
-            if current == step.after:
+            if _stored(current) == _stored(step.after):
                 self.log.info("%s already has %s: nothing to alter.", keyspace, step.after.to_cql())
-            elif current != step.before:
+            elif _stored(current) != _stored(step.before):
                 raise MigrationError(
                     f"{keyspace} has {current.to_cql()}, neither the step's start {step.before.to_cql()} nor its "
                     f"target {step.after.to_cql()}: someone else changed it.",
@@ -569,6 +569,11 @@ def _parse_target(value: Any) -> Replication:
     except Exception as error:  # anything a form can send that is not a replication map
         raise ConfigurationError(f"Replication {value!r} is malformed: {error}.",
                                  'Write e.g. {"class": "NetworkTopologyStrategy", "dc1": 3}.') from error  # fmt: skip
+
+
+def _stored(replication: Replication) -> tuple[str, dict[str, int]]:
+    """What Cassandra keeps of a setting: it drops datacenters given a factor of 0."""
+    return replication.strategy, {dc: n for dc, n in replication.factors.items() if n}
 
 
 def _state(ok: bool) -> str:
