@@ -1,6 +1,7 @@
-"""keyspace_migration: a safe replication change, triggered from the Airflow UI.
+"""keyspace_migration: a safe replication change, triggered from the Airflow UI; and
+keyspace_migration_rollback: the same pipeline back to the setting a migration started from (until cleanup).
 
-precheck -> approval -> per ALTER step (pre-repair -> alter -> repair -> verify) -> cleanup -> report.
+precheck -> approval -> per ALTER step (pre-repair -> baseline -> alter -> repair -> verify) -> cleanup -> report.
 This file only wires tasks; the operators live in plugins/ringward_airflow.
 """
 
@@ -23,7 +24,7 @@ from ringward_airflow.migration_operators import (
 )
 from ringward_airflow.spark_operators import SparkBaselineOperator, SparkVerifyOperator
 
-PARAMS = {
+TARGET_PARAMS = {
     "keyspace": Param("test", type="string", title="Keyspace", description="Name as stored (case-sensitive)."),
     "replication": Param(
         {"class": "NetworkTopologyStrategy", "dc1": 2},
@@ -31,6 +32,13 @@ PARAMS = {
         title="Target replication",
         description='e.g. {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3}',
     ),
+}
+ROLLBACK_PARAMS = {
+    "rollback_of": Param(
+        "", type="string", title="Migration to roll back", description="Its id, as its precheck logged it (ks@run_id)."
+    ),
+}
+PARAMS = {
     "require_approval": Param(True, type="boolean", description="Wait for a person to approve the plan."),
     "pre_repair": Param(True, type="boolean", description="Full repair of the affected ranges before the ALTER."),
     "client_read_consistency": Param(
@@ -62,33 +70,42 @@ def _approval_path(name: str, subject: str, body: str) -> tuple[BranchPythonOper
     return branch, approval, join
 
 
-with DAG(
-    dag_id="keyspace_migration",
-    schedule=None,
-    catchup=False,
-    max_active_runs=4,
-    params=PARAMS,
-    tags=["ringward", "cassandra", "migration"],
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
-    doc_md=__doc__,
-    render_template_as_native_obj=True,
-) as dag:
-    precheck = MigrationPrecheckOperator(
-        task_id="precheck",
-        keyspace="{{ params.keyspace }}",
-        replication="{{ params.replication }}",
-        client_read_consistency="{{ params.client_read_consistency }}",
-        plans_dir="{{ var.value.get('ringward_plans_dir', '/tmp/ringward-plans') }}",
-    )
+def migration_dag(dag_id: str, *, rollback: bool) -> DAG:
+    """The pipeline; a rollback's precheck takes its target from the migration it undoes."""
+    target = {"rollback_of": "{{ params.rollback_of }}"} if rollback else {
+        "keyspace": "{{ params.keyspace }}", "replication": "{{ params.replication }}"}  # fmt: skip
+    with DAG(
+        dag_id=dag_id,
+        schedule=None,
+        catchup=False,
+        max_active_runs=4,
+        params={**(ROLLBACK_PARAMS if rollback else TARGET_PARAMS), **PARAMS},
+        tags=["ringward", "cassandra", "migration", *(["rollback"] if rollback else [])],
+        default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+        doc_md=__doc__,
+        render_template_as_native_obj=True,
+    ) as dag:
+        _wire()
+        MigrationPrecheckOperator(
+            task_id="precheck",
+            client_read_consistency="{{ params.client_read_consistency }}",
+            plans_dir="{{ var.value.get('ringward_plans_dir', '/tmp/ringward-plans') }}",
+            **target,
+        ) >> dag.get_task("continue_unless_dry_run")
+    return dag
+
+
+def _wire() -> None:
+    """Every task after the precheck, in the DAG being defined."""
     not_dry_run = ShortCircuitOperator(
         task_id="continue_unless_dry_run", python_callable=lambda params: not params["dry_run"]
     )
     approval_needed, approval, approved = _approval_path(
         "approval",
-        subject="Approve the replication change of {{ params.keyspace }}",
+        subject="Approve the replication change of {{ ti.xcom_pull(task_ids='precheck')['keyspace'] }}",
         body="{{ ti.xcom_pull(task_ids='precheck')['summary'] }}",
     )
-    precheck >> not_dry_run >> approval_needed
+    not_dry_run >> approval_needed
 
     previous = approved
     verifies = []
@@ -133,7 +150,7 @@ with DAG(
     )
     cleanup_approval_needed, _, cleanup_approved = _approval_path(
         "cleanup_approval",
-        subject="Approve nodetool cleanup of {{ params.keyspace }}",
+        subject="Approve nodetool cleanup of {{ ti.xcom_pull(task_ids='precheck')['keyspace'] }}",
         body="Verification passed. Cleanup deletes what former replicas still hold; rollback is possible until then.",
     )
     cleanup = CleanupOperator(task_id="cleanup", snapshot_before_cleanup="{{ params.snapshot_before_cleanup }}")
@@ -145,3 +162,7 @@ with DAG(
     verifies >> cleanup_wanted >> cleanup_approval_needed
     cleanup_approved >> cleanup >> report
     verifies >> report
+
+
+keyspace_migration = migration_dag("keyspace_migration", rollback=False)
+keyspace_migration_rollback = migration_dag("keyspace_migration_rollback", rollback=True)

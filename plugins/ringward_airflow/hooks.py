@@ -1,7 +1,6 @@
 """Hooks: a Cassandra session and a nodetool client per connection, built lazily and cached.
 
-Constructors only store arguments (the provider's CassandraHook connects in its constructor, so it is
-built on first use, inside `execute`).
+Constructors only store arguments; the session is opened on first use, inside `execute`.
 """
 
 from __future__ import annotations
@@ -9,9 +8,10 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from airflow.providers.apache.cassandra.hooks.cassandra import CassandraHook
 from airflow.sdk.bases.hook import BaseHook
-from cassandra.cluster import Session
+from cassandra.auth import PlainTextAuthProvider
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from ringward.ring import Ring
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OpsStore
@@ -33,12 +33,30 @@ class RingwardCassandraHook(BaseHook):
         self.cassandra_conn_id = cassandra_conn_id
 
     @cached_property
-    def provider_hook(self) -> CassandraHook:
-        return CassandraHook(cassandra_conn_id=self.cassandra_conn_id)
+    def _cluster(self) -> Cluster:
+        # Built from the provider's `cassandra` connection type, but with execution profiles: the
+        # provider's CassandraHook passes legacy execution parameters, which the driver deprecates.
+        conn = self.get_connection(self.cassandra_conn_id)
+        extra = conn.extra_dejson
+        profile = ExecutionProfile(
+            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=extra.get("local_dc"))),
+            request_timeout=float(extra.get("request_timeout", 60)),
+        )
+        options: dict[str, Any] = {
+            "contact_points": [host.strip() for host in (conn.host or "127.0.0.1").split(",")],
+            "port": int(conn.port or 9042),
+            "protocol_version": int(extra.get("protocol_version", 5)),
+            "execution_profiles": {EXEC_PROFILE_DEFAULT: profile},
+        }
+        if conn.login:
+            options["auth_provider"] = PlainTextAuthProvider(username=conn.login, password=conn.password)
+        if extra.get("ssl_options"):
+            options["ssl_options"] = extra["ssl_options"]
+        return Cluster(**options)
 
     @cached_property
     def session(self) -> Session:
-        return self.provider_hook.get_conn()
+        return self._cluster.connect()
 
     def ring(self) -> Ring:
         return ring_from_cluster(self.session)
@@ -52,8 +70,8 @@ class RingwardCassandraHook(BaseHook):
         return [host.strip() for host in (self.get_connection(self.cassandra_conn_id).host or "").split(",")]
 
     def close(self) -> None:
-        if "provider_hook" in self.__dict__:
-            self.provider_hook.shutdown_cluster()
+        if "_cluster" in self.__dict__:
+            self._cluster.shutdown()
 
 
 class NodetoolHook(BaseHook):

@@ -45,7 +45,7 @@ from ringward.safety import SYSTEM_KEYSPACES
 from ringward.svg import render_placement_svg
 from ringward_cassandra.cql import quote_identifier
 from ringward_cassandra.nodetool import NodetoolClient
-from ringward_cassandra.ops_store import JournalEntry, OpsStore
+from ringward_cassandra.ops_store import OPS_KEYSPACE, JournalEntry, OpsStore
 from ringward_cassandra.schema import keyspace_names, keyspace_replication, table_gc_grace
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
@@ -126,20 +126,22 @@ class MigrationPrecheckOperator(_MigrationOperator):
     Returns the record later stages read: migration id, ring snapshot, old and new replication, steps.
     """
 
-    template_fields: Sequence[str] = ("keyspace", "replication", "client_read_consistency")
+    template_fields: Sequence[str] = ("keyspace", "replication", "client_read_consistency", "rollback_of")
 
     def __init__(
         self,
         *,
-        keyspace: str,
-        replication: Any,
+        keyspace: str = "",
+        replication: Any = None,
         client_read_consistency: str | None = None,
         plans_dir: str | None = None,
+        rollback_of: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.keyspace = keyspace
         self.replication = replication
+        self.rollback_of = rollback_of
         self.client_read_consistency = client_read_consistency
         self.plans_dir = plans_dir
 
@@ -151,6 +153,9 @@ class MigrationPrecheckOperator(_MigrationOperator):
             raise AirflowFailException(str(refusal)) from refusal
 
     def _precheck(self, context: Context) -> dict[str, Any]:
+        lease_owner = None
+        if self.rollback_of:
+            self.keyspace, self.replication, lease_owner = self._rollback_target(str(self.rollback_of))
         keyspace = _checked_keyspace(self.keyspace)
         if keyspace in SYSTEM_KEYSPACES:
             raise UnsafeChangeError(
@@ -159,6 +164,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
             )
         target = _parse_target(self.replication)
         migration_id = f"{keyspace}@{context['run_id']}"
+        lease_owner = lease_owner or migration_id
         hook = self._cassandra()
         try:
             store = hook.ops_store()
@@ -184,9 +190,11 @@ class MigrationPrecheckOperator(_MigrationOperator):
             )
             self._show(plan, migration_id)
             steps = migration_steps(plan)
-            store.acquire_lease(lease_resource(keyspace), migration_id, "keyspace_migration")
+            store.acquire_lease(lease_resource(keyspace), lease_owner, "keyspace_migration")
             record = {
                 "migration_id": migration_id,
+                "lease_owner": lease_owner,
+                "rollback_of": self.rollback_of or None,
                 "keyspace": keyspace,
                 "ring": ring_to_json(ring),
                 "old": plan.old.as_json(),
@@ -203,6 +211,26 @@ class MigrationPrecheckOperator(_MigrationOperator):
             return record
         finally:
             hook.close()
+
+    def _rollback_target(self, migration_id: str) -> tuple[str, Any, str]:
+        """Keyspace, the replication it had before `migration_id`, and that migration's lease owner."""
+        hook = self._cassandra()
+        try:
+            store = hook.ops_store()
+            original, state = store.migration(migration_id), store.migration_state(migration_id)
+        finally:
+            hook.close()
+        if original is None:
+            raise ConfigurationError(
+                f"No migration {migration_id!r} is recorded.",
+                f"Give a migration id as the precheck logged it (SELECT migration_id FROM {OPS_KEYSPACE}.migrations).",
+            )
+        if state == "cleaned":
+            raise MigrationError(
+                f"Migration {migration_id} already ran cleanup: the former replicas no longer hold their data.",
+                "Roll back is possible only until cleanup; run a new keyspace_migration to the old setting instead.",
+            )
+        return str(original["keyspace"]), original["old"], str(original.get("lease_owner") or migration_id)
 
     def _check_health(self, ring: Ring, hook: RingwardCassandraHook) -> None:
         nodetool = self._nodetool_client()
@@ -545,7 +573,7 @@ class MigrationReportOperator(_MigrationOperator):
         try:
             store = hook.ops_store()
             store.set_migration_state(record["migration_id"], "done")
-            store.release_lease(lease_resource(record["keyspace"]), record["migration_id"])
+            store.release_lease(lease_resource(record["keyspace"]), record.get("lease_owner") or record["migration_id"])
         finally:
             hook.close()
         return report

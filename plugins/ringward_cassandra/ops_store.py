@@ -196,6 +196,10 @@ class OpsStore:
         rows = self._read(f"SELECT plan FROM {OPS_KEYSPACE}.migrations WHERE migration_id = %s", (migration_id,))
         return json.loads(rows[0].plan) if rows else None  # type: ignore[attr-defined]
 
+    def migration_state(self, migration_id: str) -> str | None:
+        rows = self._read(f"SELECT state FROM {OPS_KEYSPACE}.migrations WHERE migration_id = %s", (migration_id,))
+        return str(rows[0].state) if rows else None  # type: ignore[attr-defined]
+
     def set_migration_state(self, migration_id: str, state: str) -> None:
         self._write(
             f"UPDATE {OPS_KEYSPACE}.migrations SET state = %s, updated_at = %s WHERE migration_id = %s",

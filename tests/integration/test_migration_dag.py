@@ -93,7 +93,7 @@ REFUSALS = [
     ("RF above nodes", "refuse_me", {"class": NTS, "dc1": 4}, "dc1"),
     ("system keyspace", "system_auth", {"class": NTS, "dc1": 3}, "system keyspace"),
     ("missing keyspace", "no_such_keyspace", {"class": NTS, "dc1": 2}, "does not exist"),
-    ("malformed JSON", "refuse_me", '{"class": "NetworkTopologyStrategy", "dc1": ', "malformed"),
+    ("malformed JSON", "refuse_me", '{"class": "NetworkTopologyStrategy", "dc1": ', "not valid JSON"),
     ("CQL injection", "refuse_me; DROP KEYSPACE x", {"class": NTS, "dc1": 2}, "not a valid"),
     ("injection in DC", "refuse_me", {"class": NTS, "dc1'}; DROP KEYSPACE x; --": 2}, "not in the ring"),
     ("transient replication", "refuse_me", {"class": NTS, "dc1": "3/1"}, "ransient"),
