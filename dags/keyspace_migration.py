@@ -100,7 +100,7 @@ def _wire() -> None:
     not_dry_run = ShortCircuitOperator(
         task_id="continue_unless_dry_run", python_callable=lambda params: not params["dry_run"]
     )
-    approval_needed, approval, approved = _approval_path(
+    approval_needed, _, approved = _approval_path(
         "approval",
         subject="Approve the replication change of {{ ti.xcom_pull(task_ids='precheck')['keyspace'] }}",
         body="{{ ti.xcom_pull(task_ids='precheck')['summary'] }}",
