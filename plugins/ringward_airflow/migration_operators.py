@@ -167,12 +167,12 @@ class MigrationPrecheckOperator(_MigrationOperator):
         lease_owner = lease_owner or migration_id
         hook = self._cassandra()
         try:
-            store = hook.ops_store()
-            resumed = store.migration(migration_id)
+            session = hook.session
+            store = OpsStore(session)
+            resumed = store.migration(migration_id) if store.exists() else None
             if resumed is not None:
                 self.log.info("Resuming migration %s recorded earlier; its plan stands.", migration_id)
                 return resumed
-            session = hook.session
             if keyspace not in keyspace_names(session):
                 raise ConfigurationError(
                     f"Keyspace {keyspace!r} does not exist.", "Check the name (it is case-sensitive)."
@@ -190,6 +190,8 @@ class MigrationPrecheckOperator(_MigrationOperator):
             )
             self._show(plan, migration_id)
             steps = migration_steps(plan)
+            # Only an accepted change writes anything (ringward_ops itself included).
+            store = hook.ops_store()
             store.acquire_lease(lease_resource(keyspace), lease_owner, "keyspace_migration")
             record = {
                 "migration_id": migration_id,

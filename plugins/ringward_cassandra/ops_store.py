@@ -129,6 +129,13 @@ class OpsStore:
         if missing:
             self.session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
 
+    def exists(self) -> bool:
+        """Whether ringward_ops has been created (reading it must not create it: refusals change nothing)."""
+        rows = self.session.execute(
+            "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s", (OPS_KEYSPACE,)
+        )
+        return bool(list(rows))
+
     def _write(self, cql: str, params: tuple[object, ...]) -> object:
         return self.session.execute(SimpleStatement(cql, consistency_level=ConsistencyLevel.QUORUM), params)
 

@@ -18,6 +18,8 @@ __all__ = [
 ]
 
 CONNECTOR_VERSION = "3.5.1"
+# Bumped when the pom's jar set changes, so existing caches are resolved again.
+JAR_SET_REVISION = 2
 
 # Artifacts the connector depends on that Spark 3.5's own jars/ already ship: a second copy on the
 # classpath would only risk a version clash (Scala itself above all).
@@ -33,7 +35,7 @@ PROVIDED_BY_SPARK = (
 
 
 def connector_lib_dir(home: Path | None = None) -> Path:
-    return (home or project_home()) / ".cache" / "spark-connector" / CONNECTOR_VERSION / "lib"
+    return (home or project_home()) / ".cache" / "spark-connector" / f"{CONNECTOR_VERSION}-r{JAR_SET_REVISION}" / "lib"
 
 
 def ensure_connector_jars(home: Path | None = None) -> Path:

@@ -10,7 +10,7 @@ from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
-from test_migration_dag import NODES, count_on, dag_run_state, run_migration, write_rows
+from test_migration_dag import NODES, count_on, dag_run_state, failures, run_migration, write_rows
 
 
 class Writer(threading.Thread):
@@ -53,7 +53,7 @@ def test_no_acknowledged_write_lost_and_no_false_alarm(seed_cluster: LocalCluste
     finally:
         writer.stop.set()
         writer.join(30)
-    assert dag_run_state(result) == "success", (result.stdout + result.stderr)[-6000:]
+    assert dag_run_state(result) == "success", failures(result)
     assert len(writer.acknowledged) > 100, "the writer ran through the migration"
     # 127.0.0.4 (the only rack2 node) now replicates every range: it must hold every acknowledged row.
     with connect(["127.0.0.4"], coordinator="127.0.0.4") as session:
@@ -73,7 +73,7 @@ def test_staged_plan_moves_a_keyspace_between_datacenters(two_dc_cluster: LocalC
     target: dict[str, Any] = {"class": "NetworkTopologyStrategy", "dc1": 0, "dc2": 1}
     result = run_migration({"keyspace": "moving", "replication": target, "require_approval": False})
     log = result.stdout + result.stderr
-    assert dag_run_state(result) == "success", log[-6000:]
+    assert dag_run_state(result) == "success", failures(result)
     assert "task_id=step_2.alter" in log, "the change ran as two ALTER steps"
     with connect(["127.0.0.5"]) as session:
         replication = (
