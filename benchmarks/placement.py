@@ -3,7 +3,7 @@
 Builds a synthetic ring (1,000 nodes x 256 random tokens, 3 DCs x 3 racks), writes it as JSON, then
 times, in one run:
   (a) ringward: read the JSON, both replica maps, the diff and per-node totals for
-      {dc1:3, dc2:3, dc3:3} -> {dc1:3, dc2:3, dc3:2}   (see `ringward_side`, swappable for the CLI);
+      {dc1:3, dc2:3, dc3:3} -> {dc1:3, dc2:3, dc3:2}: `ringward plan --format summary` end to end;
   (b) cassandra-driver: `NetworkTopologyStrategy(...).make_token_replica_map` for both settings,
       on Host objects built from the same JSON (JSON reading not timed: the driver gets a head start).
 
@@ -15,6 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -46,32 +50,22 @@ def synthetic_ring(nodes: int, vnodes: int, seed: int) -> dict[str, list[dict[st
     return {"nodes": listing}
 
 
-def _load_ring(path: Path) -> object:
-    try:
-        from ringward.ring_sources import load_ring_file  # written on another branch
-    except ImportError:
-        from ringward.ring import Node, Ring
-
-        data = json.loads(path.read_text())
-        return Ring.of(Node(n["address"], n["datacenter"], n["rack"], tuple(n["tokens"])) for n in data["nodes"])
-    return load_ring_file(path)
-
-
-def ringward_side(path: Path) -> int:
-    """Everything ringward does for the change, from the ring file. Returns the affected-range count.
-
-    To time the CLI end to end instead, swap this for `ringward_cli.main.main(["plan", "--ring",
-    str(path), "--from", ..., "--to", ..., "--format", "summary"])`.
-    """
-    from ringward.diff import diff_replication
-    from ringward.replication import Replication
-
-    ring = _load_ring(path)
-    old = Replication.network_topology(OLD)
-    new = Replication.network_topology(NEW)
-    diff = diff_replication(ring, old, new)  # type: ignore[arg-type]
-    diff.node_totals()  # what a summary prints per node
-    return len(diff.affected())
+def ringward_side(path: Path) -> tuple[float, float, int]:
+    """`ringward plan --format summary` end to end, as a user runs it (interpreter start-up, ring load, both
+    placements, diff, safety analysis, staged route, summary). Returns wall s, CPU s, affected ranges."""
+    command = [str(Path(sys.executable).with_name("ringward")), "plan", "--ring", str(path),
+               "--from", json.dumps({"class": "NetworkTopologyStrategy", **OLD}),
+               "--to", json.dumps({"class": "NetworkTopologyStrategy", **NEW}), "--format", "summary"]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    match = re.search(r"affected (\d+)", result.stdout)
+    if result.returncode not in (0, 3) or not match:
+        raise RuntimeError(f"ringward plan failed: {result.stdout[-2000:]}{result.stderr[-2000:]}")
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return wall, cpu, int(match.group(1))
 
 
 def driver_side(path: Path) -> Callable[[], int]:
@@ -113,7 +107,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ring.json"
         path.write_text(json.dumps(synthetic_ring(args.nodes, args.vnodes, args.seed)))
-        ours = _timed(lambda: ringward_side(path))
+        ours = ringward_side(path)
         theirs = _timed(driver_side(path))
     print(f"ring: {args.nodes} nodes x {args.vnodes} tokens, 3 DCs x 3 racks, {OLD} -> {NEW}")
     print(f"{'':10} {'wall s':>8} {'cpu s':>8} {'affected ranges':>16}")
