@@ -55,9 +55,9 @@ def python_minor() -> str:
 
 
 def maven_dependency(pom: str) -> tuple[str, str]:
-    """(artifactId, version) of the single dependency a tools/maven pom resolves."""
+    """(artifactId, version) of the main dependency a tools/maven pom resolves (the first one listed)."""
     tree = ElementTree.parse(ROOT / "tools" / "maven" / pom)
-    (dependency,) = tree.getroot().findall("m:dependencies/m:dependency", MAVEN_NS)
+    dependency = tree.getroot().findall("m:dependencies/m:dependency", MAVEN_NS)[0]
     return dependency.findtext("m:artifactId", namespaces=MAVEN_NS) or "", dependency.findtext(
         "m:version", namespaces=MAVEN_NS
     ) or ""
@@ -492,8 +492,9 @@ def test_nodetool_connection_carries_jmx_port_and_credentials(airflow_secrets: M
     assert connection.port == 7199
     assert connection.login == example["RINGWARD_JMX_USER"]
     assert connection.password == example["RINGWARD_JMX_PASSWORD"]
-    assert connection.host in cassandra_services(model)
-    assert set(connection.extra_dejson["hosts"]) == set(cassandra_services(model))
+    # NodetoolHook's contract: nodetool runs against each node's own address on the JMX port.
+    assert connection.host == "{address}"
+    assert connection.extra_dejson["nodetool_path"] == "/opt/cassandra/bin/nodetool"
     nodes = cassandra_services(model).values()
     assert {node["environment"]["RINGWARD_JMX_USER"] for node in nodes} == {connection.login}
     assert {node["environment"]["RINGWARD_JMX_PASSWORD"] for node in nodes} == {connection.password}
