@@ -88,6 +88,9 @@ class SparkVerifyOperator(_SparkStage):
 
     def execute(self, context: Context) -> dict[str, Any]:
         record, tables, ranges, gained = self._context(context)
+        if not ranges:  # the step only removed replicas: no node has data to receive
+            self.log.info("No replica gained ranges in step %d: nothing to count.", self.step_index)
+            return {}
         baseline_record = context["ti"].xcom_pull(task_ids=self.baseline_task_id)
         cutoff = int(baseline_record["taken_at_us"])
         evidence: dict[str, Any] = {}
