@@ -126,7 +126,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
     Returns the record later stages read: migration id, ring snapshot, old and new replication, steps.
     """
 
-    template_fields: Sequence[str] = ("keyspace", "replication", "client_read_consistency", "rollback_of")
+    template_fields: Sequence[str] = ("keyspace", "replication", "client_read_consistency", "rollback_of", "plans_dir")
 
     def __init__(
         self,
