@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from ringward_cassandra.localcluster import LocalCluster, Topology
 
+ROOT = Path(__file__).resolve().parents[2]
 _TOPOLOGY_ORDER = {"seed_cluster": 0, "two_dc_cluster": 1}
 
 
@@ -48,6 +50,20 @@ def seed_cluster(cluster_manager: ClusterManager) -> LocalCluster:
 def two_dc_cluster(cluster_manager: ClusterManager) -> LocalCluster:
     cluster_manager.ensure("two-dc")
     return cluster_manager.cluster
+
+
+@pytest.fixture
+def task_env(seed_cluster: LocalCluster) -> Iterator[None]:
+    """The connections a task gets from `ringward airflow` (AIRFLOW_CONN_*), for running operators in-process."""
+    from ringward_cli.airflow_env import local_connections
+
+    saved = dict(os.environ)
+    os.environ.update(local_connections(ROOT))
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

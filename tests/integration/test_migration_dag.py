@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,18 +68,6 @@ def test_seed_scenario_through_the_dag(seed_cluster: LocalCluster) -> None:
 # -- refusals -------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def precheck_env(seed_cluster: LocalCluster) -> Iterator[None]:
-    """The task's connections, as `ringward airflow` sets them, for running the precheck in-process."""
-    saved = dict(os.environ)
-    os.environ.update(local_connections(ROOT))
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
 def schema_version() -> str:
     with connect(NODES) as session:
         return str(session.execute("SELECT schema_version FROM system.local").one().schema_version)
@@ -110,7 +97,7 @@ REFUSALS = [
 
 @pytest.mark.parametrize(("case", "keyspace", "replication", "message"), REFUSALS, ids=[r[0] for r in REFUSALS])
 def test_bad_input_is_refused_and_changes_nothing(
-    precheck_env: None, case: str, keyspace: str, replication: Any, message: str
+    task_env: None, case: str, keyspace: str, replication: Any, message: str
 ) -> None:
     with connect(NODES) as session:
         create_seed_keyspace(session, "refuse_me")
@@ -138,7 +125,7 @@ def test_dropping_a_dc_by_omission_is_refused(two_dc_cluster: LocalCluster) -> N
         os.environ.update(saved)
 
 
-def test_second_concurrent_migration_is_refused(precheck_env: None) -> None:
+def test_second_concurrent_migration_is_refused(task_env: None) -> None:
     with connect(NODES) as session:
         create_seed_keyspace(session, "leased")
         OpsStore(session).ensure_schema([("dc1", 3)])

@@ -4,9 +4,7 @@ replica make verification fail (and the DAG keeps cleanup behind verification)."
 
 from __future__ import annotations
 
-import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,6 @@ import pytest
 from ringward.errors import RepairError, VerificationError
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
-from ringward_cli.airflow_env import local_connections
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
@@ -29,17 +26,6 @@ class FakeTaskInstance:
 
     def xcom_pull(self, task_ids: str) -> Any:
         return self.xcoms.get(task_ids)
-
-
-@pytest.fixture
-def task_env(seed_cluster: LocalCluster) -> Iterator[None]:
-    saved = dict(os.environ)
-    os.environ.update(local_connections(ROOT))
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def _fill(rows: int) -> None:
