@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
-from ringward.errors import ConfigurationError
-from ringward_cassandra.localcluster.runtime import project_home
+from ringward_cassandra.localcluster.runtime import copy_maven_dependencies, project_home
 
 __all__ = [
     "CONNECTOR_VERSION",
@@ -41,30 +38,11 @@ def connector_lib_dir(home: Path | None = None) -> Path:
 def ensure_connector_jars(home: Path | None = None) -> Path:
     """Resolve the connector and its runtime dependencies (minus Spark's own) once; returns their folder."""
     home = home or project_home()
-    lib = connector_lib_dir(home)
-    marker = lib / ".complete"
-    if marker.exists():
-        return lib
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise ConfigurationError(
-            f"Maven (mvn) is needed once to fetch the Spark Cassandra Connector {CONNECTOR_VERSION} jars.",
-            "Install Maven (apt-get install maven), or copy the jars into " + str(lib) + " and touch .complete.",
-        )
-    pom = home / "tools" / "maven" / "spark-connector.pom.xml"
-    result = subprocess.run(
-        [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", "-DincludeScope=runtime",
-         "-DexcludeArtifactIds=" + ",".join(PROVIDED_BY_SPARK), f"-DoutputDirectory={lib}"],
-        capture_output=True, text=True, check=False,
+    return copy_maven_dependencies(
+        home / "tools" / "maven" / "spark-connector.pom.xml", connector_lib_dir(home),
+        what=f"Spark Cassandra Connector {CONNECTOR_VERSION}", expect="spark-cassandra-connector_*.jar",
+        excluded=PROVIDED_BY_SPARK,
     )  # fmt: skip
-    if result.returncode != 0 or not any(lib.glob("spark-cassandra-connector_*.jar")):
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
-        raise ConfigurationError(
-            f"Could not resolve spark-cassandra-connector {CONNECTOR_VERSION} from Maven Central:\n{tail}",
-            "Check that Maven Central is reachable (proxy settings in ~/.m2/settings.xml), then retry.",
-        )
-    marker.touch()
-    return lib
 
 
 def connector_jars(home: Path | None = None) -> list[str]:

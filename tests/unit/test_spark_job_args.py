@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -139,7 +140,7 @@ def test_job_results_become_verification_inputs() -> None:
 
 
 def test_jars_need_maven_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jars.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(ConfigurationError, match="Maven"):
         jars.connector_jars(tmp_path)
     lib = jars.connector_lib_dir(tmp_path)

@@ -6,14 +6,16 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
-from ringward.errors import LocalClusterError
+from ringward.errors import ConfigurationError, LocalClusterError
 
 __all__ = [
     "CASSANDRA_VERSION",
     "cassandra_classpath",
     "client_jvm_options",
+    "copy_maven_dependencies",
     "ensure_jars",
     "java_binary",
     "project_home",
@@ -80,25 +82,32 @@ def _lib_dir() -> Path:
 
 def ensure_jars() -> Path:
     """Resolve cassandra-all and its runtime dependencies from Maven Central once into .cache/."""
-    lib = _lib_dir()
+    return copy_maven_dependencies(
+        project_home() / "tools" / "maven" / "cassandra.pom.xml", _lib_dir(),
+        what=f"cassandra-all {CASSANDRA_VERSION}", expect="cassandra-all-*.jar",
+    )  # fmt: skip
+
+
+def copy_maven_dependencies(pom: Path, lib: Path, *, what: str, expect: str, excluded: Sequence[str] = ()) -> Path:
+    """`mvn dependency:copy-dependencies` (runtime scope) of `pom` into `lib`, once (a marker file records it)."""
     marker = lib / ".complete"
     if marker.exists():
         return lib
     mvn = shutil.which("mvn")
     if not mvn:
-        raise LocalClusterError(
-            "Maven (mvn) is needed once to fetch Cassandra's jars.", "Install Maven (apt-get install maven)."
+        raise ConfigurationError(
+            f"Maven (mvn) is needed once to fetch the {what} jars.",
+            f"Install Maven (apt-get install maven), or copy the jars into {lib} and touch .complete.",
         )
-    pom = project_home() / "tools" / "maven" / "cassandra.pom.xml"
-    result = subprocess.run(
-        [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", "-DincludeScope=runtime",
-         f"-DoutputDirectory={lib}"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if result.returncode != 0 or not any(lib.glob("cassandra-all-*.jar")):
+    command = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", "-DincludeScope=runtime",
+               f"-DoutputDirectory={lib}"]  # fmt: skip
+    if excluded:
+        command.append("-DexcludeArtifactIds=" + ",".join(excluded))
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0 or not any(lib.glob(expect)):
         tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
-        raise LocalClusterError(
-            f"Could not resolve cassandra-all {CASSANDRA_VERSION} from Maven Central:\n{tail}",
+        raise ConfigurationError(
+            f"Could not resolve {what} from Maven Central:\n{tail}",
             "Check that Maven Central is reachable (proxy settings in ~/.m2/settings.xml), then retry.",
         )
     marker.touch()
