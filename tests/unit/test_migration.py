@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from ringward.errors import UnsafeChangeError
 from ringward.migration import (
-    MAX_STAGED_STEPS,
     RangeState,
     cleanup_nodes,
     migration_steps,
@@ -93,7 +92,3 @@ def test_refused_change_names_the_refusals(ring: Ring) -> None:
     plan = build_plan(ring, SIMPLE_2, {"class": "NetworkTopologyStrategy", "dc9": 2}, keyspace="test")
     with pytest.raises(UnsafeChangeError, match="dc9"):
         migration_steps(plan)
-
-
-def test_staged_routes_are_bounded() -> None:
-    assert MAX_STAGED_STEPS >= 2
