@@ -121,6 +121,9 @@ class LocalCluster:
         self._spawn(topology, node, heap_mb)
         self._wait_ready(node, time.monotonic() + timeout)
         self.wait_all_up(topology, time.monotonic() + 60, only=[address])
+        # A node that was down missed schema changes; until it pulls them, it refuses queries on
+        # keyspaces created meanwhile ("keyspace ... does not exist") when it coordinates.
+        self.wait_schema_agreement(topology, time.monotonic() + 60, ask=node.address)
 
     # -- inspection -----------------------------------------------------------------------------------
     def running_pids(self) -> dict[str, int]:
@@ -249,12 +252,13 @@ class LocalCluster:
             "Check `ringward cluster status` and the node logs.",
         )
 
-    def wait_schema_agreement(self, topology: Topology, deadline: float) -> None:
-        """Nodes started together create the distributed system keyspaces concurrently; wait until they
-        agree, so the first schema change a user makes is not refused for disagreement."""
+    def wait_schema_agreement(self, topology: Topology, deadline: float, ask: str | None = None) -> None:
+        """Wait until every reachable node reports one schema version (asking node `ask`, default the first
+        seed). Nodes started together create the distributed system keyspaces concurrently; a restarted
+        node must first pull the schema changes it missed."""
         versions: set[str] = set()
         while time.monotonic() < deadline:
-            output = self.nodetool(topology.seeds[0], ["describecluster"]).stdout
+            output = self.nodetool(ask or topology.seeds[0], ["describecluster"]).stdout
             section = output.split("Schema versions:", 1)[-1].split("Stats for", 1)[0]
             versions = set(re.findall(r"([0-9a-f-]{36}):", section))
             if len(versions) == 1:
