@@ -146,6 +146,8 @@ class RingIndex:
     address_at: list[str]  # unwrapped ring position (two laps) -> owner address
     datacenters: dict[str, Group]
     whole_ring: Group
+    # Results derived from this ring (e.g. replica maps per replication), keyed by their caller.
+    memo: dict[object, object] = field(default_factory=dict)
 
 
 def _build(ring: Ring) -> RingIndex:
@@ -174,7 +176,7 @@ def _build(ring: Ring) -> RingIndex:
         racks = list(map(node_rack.__getitem__, nodes))
         datacenters[dc] = Group(size, positions, nodes, racks, len(members), len(rack_id))
     whole_ring = Group(size, list(range(size)), owner_ids, [0] * size, len(ring.nodes), 1)
-    ranges = list(map(TokenRange, (tokens[-1], *tokens[:-1]), tokens))
+    ranges = ring.ranges()
     addresses = [node.address for node in ring.nodes]
     address_at = list(map(addresses.__getitem__, owner_ids)) * 2
     return RingIndex(ranges, tokens, address_at, datacenters, whole_ring)

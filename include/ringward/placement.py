@@ -7,9 +7,11 @@ own list unsorted, so the first replica is the one Cassandra's walk reaches firs
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import chain, starmap
-from operator import itemgetter, methodcaller
+from operator import add, itemgetter, methodcaller
 
 from ringward._placement_index import Group, RingIndex, Selection, entry_position, ring_index
 from ringward.errors import ConfigurationError
@@ -17,9 +19,12 @@ from ringward.replication import Replication
 from ringward.ring import MIN_TOKEN, Ring, TokenRange
 
 __all__ = [
+    "ReplicaDelta",
     "ReplicaMap",
+    "delta_of_maps",
     "merge_adjacent",
     "ranges_of",
+    "replica_delta",
     "replica_map",
     "replicas_for_token",
     "split_range",
@@ -83,10 +88,24 @@ def replicas_for_token(ring: Ring, replication: Replication, token: int) -> Repl
 
 
 def replica_map(ring: Ring, replication: Replication) -> ReplicaMap:
-    """Replicas of every range of `ring` (`ring.ranges()` order) under `replication`."""
+    """Replicas of every range of `ring` (`ring.ranges()` order) under `replication`.
+
+    Computed once per ring and effective setting: a plan asks for the same placements many times
+    (shorthand and expanded spellings of one setting place replicas identically).
+    """
     index = ring_index(ring)
+    groups = _groups(index, ring, replication)
+    key = ("replica_map", tuple((id(group), factor) for group, factor in groups))
+    cached = index.memo.get(key)
+    if cached is None:
+        cached = index.memo[key] = _compute_replica_map(index, groups)
+    assert isinstance(cached, ReplicaMap)
+    return cached
+
+
+def _compute_replica_map(index: RingIndex, groups: list[tuple[Group, int]]) -> ReplicaMap:
     per_group: list[list[Selection]] = []
-    for group, factor in _groups(index, ring, replication):
+    for group, factor in groups:
         selections = group.selections(factor)
         per_group.append(list(map(selections.__getitem__, group.entry)))
     count = sum(len(selections[0]) for selections in per_group)
@@ -96,6 +115,83 @@ def replica_map(ring: Ring, replication: Replication) -> ReplicaMap:
     if len(per_group) > 1:
         picks = map(sorted, map(chain.from_iterable, zip(*per_group, strict=True)))
     return ReplicaMap(index.ranges, _gather(index.address_at, picks, count))
+
+
+@dataclass(frozen=True)
+class ReplicaDelta:
+    """What a placement change does, counted: per ring range (ring order) the replicas it loses and
+    gains, and per node the number of ranges it stops and starts replicating."""
+
+    lost: Sequence[int]
+    gained: Sequence[int]
+    ranges_lost: Counter[str]
+    ranges_gained: Counter[str]
+
+
+def replica_delta(ring: Ring, before: Replication, after: Replication) -> ReplicaDelta:
+    """The counted change from `before` to `after` on `ring`, computed once per pair of placements.
+
+    Datacenters whose factor is unchanged keep every selection, so the change is computed only for the
+    datacenters whose factor changes, once per entry point of theirs, on ring positions (a node is
+    always picked at its first token from an entry point, so equal positions mean equal nodes).
+    """
+    index = ring_index(ring)
+    old_groups, new_groups = _groups(index, ring, before), _groups(index, ring, after)
+    key = ("delta", tuple((id(g), f) for g, f in old_groups), tuple((id(g), f) for g, f in new_groups))
+    cached = index.memo.get(key)
+    if cached is None:
+        simple_before, simple_after = (any(g is index.whole_ring for g, _ in gs) for gs in (old_groups, new_groups))
+        if simple_before != simple_after:
+            cached = delta_of_maps(replica_map(ring, before), replica_map(ring, after))  # Simple <-> NTS
+        else:
+            cached = _delta_of_groups(index, old_groups, new_groups)
+        index.memo[key] = cached
+    assert isinstance(cached, ReplicaDelta)
+    return cached
+
+
+def _delta_of_groups(
+    index: RingIndex, old_groups: list[tuple[Group, int]], new_groups: list[tuple[Group, int]]
+) -> ReplicaDelta:
+    old_factor = {id(g): f for g, f in old_groups}
+    new_factor = {id(g): f for g, f in new_groups}
+    size = len(index.ranges)
+    lost: list[int] = [0] * size
+    gained: list[int] = [0] * size
+    ranges_lost: Counter[str] = Counter()
+    ranges_gained: Counter[str] = Counter()
+    for group in {id(g): g for g, _ in (*old_groups, *new_groups)}.values():
+        before, after = old_factor.get(id(group), 0), new_factor.get(id(group), 0)
+        if before == after:
+            continue
+        old_picks, new_picks = _selections_or_none(group, before), _selections_or_none(group, after)
+        for picks_from, picks_to, per_range, per_node in (
+            (old_picks, new_picks, lost, ranges_lost),
+            (new_picks, old_picks, gained, ranges_gained),
+        ):
+            dropped = list(map(set.difference, map(set, picks_from), picks_to))  # per entry point
+            counts = list(map(len, dropped))
+            per_range[:] = map(add, per_range, map(counts.__getitem__, group.entry))
+            per_position = Counter(chain.from_iterable(map(dropped.__getitem__, group.entry)))
+            for position, ranges in per_position.items():
+                per_node[index.address_at[position]] += ranges
+    return ReplicaDelta(lost, gained, ranges_lost, ranges_gained)
+
+
+def _selections_or_none(group: Group, factor: int) -> Sequence[Selection]:
+    return group.selections(factor) if factor > 0 else [()] * (len(group.positions) + 1)
+
+
+def delta_of_maps(before: ReplicaMap, after: ReplicaMap) -> ReplicaDelta:
+    """The counted change between two placements of the same ranges, range by range."""
+    lost_sets = list(map(set.difference, map(set, before.replicas), after.replicas))
+    gained_sets = list(map(set.difference, map(set, after.replicas), before.replicas))
+    return ReplicaDelta(
+        list(map(len, lost_sets)),
+        list(map(len, gained_sets)),
+        Counter(chain.from_iterable(lost_sets)),
+        Counter(chain.from_iterable(gained_sets)),
+    )
 
 
 def _gather(address_at: Sequence[str], picks: Iterable[Sequence[int]], count: int) -> list[Replicas]:

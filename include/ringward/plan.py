@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from ringward.alter import altered_replication
 from ringward.diff import PlacementDiff, RangeChange, diff_replication, diff_rings
@@ -40,7 +41,8 @@ class MigrationPlan:
     ring: Ring
     old: Replication
     new: Replication
-    ranges: tuple[RangeChange, ...]
+    placement_before: ReplicaMap
+    placement_after: ReplicaMap
     diff: PlacementDiff
     findings: tuple[Finding, ...]
     steps: tuple[Replication, ...]
@@ -55,22 +57,36 @@ class MigrationPlan:
     def refusals(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.severity == "refuse")
 
+    @cached_property
+    def ranges(self) -> tuple[RangeChange, ...]:
+        """Every range, changed or not, in ring order (built on demand: big rings have 256,000)."""
+        return range_changes(self.placement_before, self.placement_after)
+
     @property
+    def total_ranges(self) -> int:
+        if self.placement_before.ranges is self.placement_after.ranges:
+            return len(self.placement_before.ranges)
+        return len(self.ranges)
+
+    @cached_property
     def affected(self) -> tuple[RangeChange, ...]:
-        return tuple(change for change in self.ranges if change.affected)
+        """Ranges whose replica set changes, in ring order (the diff holds them on the same boundaries)."""
+        return tuple(change for change in self.diff.changes if change.affected)
 
     def node_changes(self) -> dict[str, NodeChange]:
         """Per node, ranges gained and lost, for every node that gains or loses any."""
-        gained: dict[str, int] = {}
-        lost: dict[str, int] = {}
-        for change in self.affected:
-            for address in change.gained:
-                gained[address] = gained.get(address, 0) + 1
-            for address in change.lost:
-                lost[address] = lost.get(address, 0) + 1
-        return {a: NodeChange(gained.get(a, 0), lost.get(a, 0)) for a in sorted(set(gained) | set(lost))}
+        return dict(self._node_changes)
+
+    @cached_property
+    def _node_changes(self) -> dict[str, NodeChange]:
+        gained, lost = self.diff.counts.ranges_gained, self.diff.counts.ranges_lost
+        return {a: NodeChange(gained[a], lost[a]) for a in sorted(gained.keys() | lost.keys())}
 
     def read_window_counts(self) -> dict[str, int]:
+        return dict(self._read_window_counts)
+
+    @cached_property
+    def _read_window_counts(self) -> dict[str, int]:
         ring = self.ring_after or self.ring
         return {level: len(ranges) for level, ranges in read_window(self.diff, ring).items()}
 
@@ -89,7 +105,7 @@ class MigrationPlan:
             "safe": self.safe,
             "ranges": [_range_json(c) for c in self.ranges],
             "affected_ranges": len(self.affected),
-            "total_ranges": len(self.ranges),
+            "total_ranges": self.total_ranges,
             "nodes": {a: {"gained": n.gained, "lost": n.lost} for a, n in self.node_changes().items()},
             "read_window": self.read_window_counts(),
             "findings": [f.to_json() for f in self.findings],
@@ -99,7 +115,7 @@ class MigrationPlan:
 
     def summary(self) -> str:
         lines = [f"keyspace {self.keyspace}: {self._change_title()}"]
-        affected, total = len(self.affected), len(self.ranges)
+        affected, total = len(self.affected), self.total_ranges
         lines.append(f"affected {affected} of {total} ranges")
         for address, change in self.node_changes().items():
             parts = [f"gains {change.gained}"] if change.gained else []
@@ -169,7 +185,8 @@ def build_plan(
         ring=ring,
         old=old_replication,
         new=new_replication,
-        ranges=range_changes(replica_map(ring, stored_old), replica_map(ring, stored_new)),
+        placement_before=replica_map(ring, stored_old),
+        placement_after=replica_map(ring, stored_new),
         diff=diff_replication(ring, stored_old, stored_new),
         findings=tuple(findings),
         steps=steps,
@@ -201,7 +218,8 @@ def build_ring_change_plan(
         ring=before,
         old=replication_,
         new=replication_,
-        ranges=range_changes(replica_map(before, replication_), replica_map(after, replication_)),
+        placement_before=replica_map(before, replication_),
+        placement_after=replica_map(after, replication_),
         diff=diff_rings(before, after, replication_),
         findings=tuple(findings),
         steps=(),
@@ -212,6 +230,8 @@ def build_ring_change_plan(
 
 def range_changes(before: ReplicaMap, after: ReplicaMap) -> tuple[RangeChange, ...]:
     """Every range, changed or not, on the token boundaries of both placements, in ring order."""
+    if before.ranges is after.ranges:  # one ring: the boundaries agree already
+        return tuple(map(RangeChange, before.ranges, before.replicas, after.replicas))
     ends = sorted({r.end for r in before.ranges} | {r.end for r in after.ranges})
     return tuple(
         RangeChange(TokenRange(ends[i - 1], end), before.for_token(end), after.for_token(end))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ringward.errors import RingError
 
@@ -33,12 +34,13 @@ class TokenRange:
     end: int
 
     def __post_init__(self) -> None:
-        for name, value in (("start", self.start), ("end", self.end)):
-            if not MIN_TOKEN <= value <= MAX_TOKEN:
-                raise RingError(
-                    f"Range {name} {value} is outside the Murmur3 token space.",
-                    f"Tokens lie in [{MIN_TOKEN}, {MAX_TOKEN}].",
-                )
+        if MIN_TOKEN <= self.start <= MAX_TOKEN and MIN_TOKEN <= self.end <= MAX_TOKEN:
+            return  # one chained test: rings of 256,000 ranges build many of these
+        name, value = ("start", self.start) if not MIN_TOKEN <= self.start <= MAX_TOKEN else ("end", self.end)
+        raise RingError(
+            f"Range {name} {value} is outside the Murmur3 token space.",
+            f"Tokens lie in [{MIN_TOKEN}, {MAX_TOKEN}].",
+        )
 
     @classmethod
     def whole_ring(cls) -> TokenRange:
@@ -149,8 +151,12 @@ class Ring:
 
         The first range `(last_token, first_token]` is the wrap-around range.
         """
+        return list(self._ranges)
+
+    @cached_property
+    def _ranges(self) -> tuple[TokenRange, ...]:
         tokens = self.sorted_tokens
-        return [TokenRange(tokens[i - 1], tokens[i]) for i in range(len(tokens))]
+        return tuple(map(TokenRange, (tokens[-1], *tokens[:-1]), tokens))
 
     def primary_token(self, token: int) -> int:
         """The ring token whose range `(previous, token]` contains `token`."""

@@ -154,7 +154,7 @@ def read_window(diff: PlacementDiff, ring: Ring) -> dict[str, list[TokenRange]]:
     """Per consistency level, the ranges whose reads may miss data until repair finishes."""
     datacenter_of = _datacenter_of(ring)
     unsafe: dict[str, list[TokenRange]] = {level: [] for level in CONSISTENCY_LEVELS}
-    for change in diff.changes:
+    for change in diff.gaining():  # a range that gains no replica reads complete data at every level
         for level in unsafe_levels(change.new, change.gained, datacenter_of):
             unsafe[level].append(change.range)
     return unsafe
@@ -170,7 +170,8 @@ def deadline_seconds(table_gc_grace_seconds: Mapping[str, int] | None) -> int | 
 def placement_findings(diff: PlacementDiff, ring: Ring, client_consistency: str | None) -> list[Finding]:
     """Findings that follow from the placement diff: lost ranges and the read window."""
     findings: list[Finding] = []
-    orphaned = tuple(c.range for c in diff.changes if c.old and c.new and not c.kept)
+    keeping_none = diff.keeping_none()
+    orphaned = tuple(c.range for c in keeping_none if c.new)
     if orphaned:
         findings.append(
             Finding(
@@ -182,7 +183,7 @@ def placement_findings(diff: PlacementDiff, ring: Ring, client_consistency: str 
                 orphaned,
             )
         )
-    emptied = tuple(c.range for c in diff.changes if c.old and not c.new)
+    emptied = tuple(c.range for c in keeping_none if not c.new)
     if emptied:
         findings.append(
             Finding(

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from itertools import product
+from itertools import compress, product
 
 from ringward.alter import altered_replication
 from ringward.consistency import quorum
 from ringward.errors import UnsafeChangeError
-from ringward.placement import replica_map
+from ringward.placement import replica_delta, replica_map
 from ringward.replication import NETWORK_TOPOLOGY as NTS
 from ringward.replication import SIMPLE, Replication
 from ringward.ring import Ring, TokenRange
@@ -30,7 +30,8 @@ __all__ = ["MAX_SEARCHED_SETTINGS", "staged_steps", "unsafe_step_ranges"]
 MAX_SEARCHED_SETTINGS = 2_000
 
 _Key = tuple[str, tuple[tuple[str, int], ...]]
-_Placement = tuple[frozenset[str], ...]
+Replicas = tuple[str, ...]
+_Placement = Sequence[Replicas]
 
 
 def staged_steps(ring: Ring, old: Replication, new: Replication, *, keep_quorum: bool = True) -> list[Replication]:
@@ -63,39 +64,82 @@ def unsafe_step_ranges(
 ) -> list[TokenRange]:
     """The ranges on which applying `after` right after `before` breaks the step rules."""
     datacenter_of = {n.address: n.datacenter for n in ring.nodes}
-    before_map = _placement(ring, before)
-    after_map = _placement(ring, after)
-    return [
-        token_range
-        for token_range, old_set, new_set in zip(ring.ranges(), before_map, after_map, strict=True)
-        if not _range_step_ok(old_set, new_set, datacenter_of, keep_quorum)
-    ]
+    ranges = ring.ranges()
+    olds, news = _placement(ring, before), _placement(ring, after)
+    lost = replica_delta(ring, before, after).lost
+    return [ranges[i] for i in _unsafe_positions(olds, news, lost, datacenter_of, keep_quorum)]
 
 
 def _placement(ring: Ring, replication: Replication) -> _Placement:
-    replicas = replica_map(ring, replication)
-    return tuple(frozenset(replicas[r]) for r in ring.ranges())
+    return replica_map(ring, replication).replicas
 
 
-def _range_step_ok(
-    old: frozenset[str], new: frozenset[str], datacenter_of: Mapping[str, str], keep_quorum: bool
-) -> bool:
+def _unsafe_positions(
+    olds: _Placement,
+    news: _Placement,
+    lost: Sequence[int],
+    datacenter_of: Mapping[str, str],
+    keep_quorum: bool,
+    first_only: bool = False,
+) -> list[int]:
+    """Positions of the ranges whose step from `olds` to `news` breaks the rules.
+
+    Most ranges are decided by their shape alone (replica counts before and after, replicas lost and
+    gained), counted with builtins for all ranges at once (big rings have 256,000 of them); only
+    shapes with two or more changes need the per-datacenter look.
+    """
+    shapes = list(zip(map(len, olds), map(len, news), lost, strict=True))
+    verdicts = {shape: _shape_verdict(*shape, keep_quorum) for shape in set(shapes)}
+    unsafe: list[int] = []
+    for position in compress(range(len(shapes)), map(verdicts.__getitem__, shapes)):
+        verdict = verdicts[shapes[position]]
+        if verdict is _UNSAFE or not _range_step_ok(olds[position], news[position], datacenter_of, keep_quorum):
+            unsafe.append(position)
+            if first_only:
+                break
+    return unsafe
+
+
+_UNSAFE, _LOOK_CLOSER = 1, 2  # truthy verdicts; 0 means the shape is safe
+
+
+def _shape_verdict(old: int, new: int, lost: int, keep_quorum: bool) -> int:
+    gained = new - (old - lost)  # replicas are distinct: new = kept + gained
+    if not old or not (lost or gained):
+        return 0
+    if lost == old:
+        return _UNSAFE  # no replica kept: repair has nothing to copy from
+    if not keep_quorum:
+        return 0
+    if not _overlaps(old, new, lost):
+        return _UNSAFE
+    # A single replica gained or lost keeps its datacenter's quorum overlap; two changes may not.
+    return 0 if lost + gained <= 1 else _LOOK_CLOSER
+
+
+def _range_step_ok(old: Replicas, new: Replicas, datacenter_of: Mapping[str, str], keep_quorum: bool) -> bool:
+    """One range's step rules; replica lists are short, so plain list scans beat building sets."""
     if not old:
         return True
-    if not old & new:
+    lost = [a for a in old if a not in new]
+    if len(lost) == len(old):
         return False
     if not keep_quorum:
         return True
-    if not _overlaps(old, new):
+    if not _overlaps(len(old), len(new), len(lost)):
         return False
-    for dc in {datacenter_of[a] for a in old | new}:
-        old_dc = frozenset(a for a in old if datacenter_of[a] == dc)
-        new_dc = frozenset(a for a in new if datacenter_of[a] == dc)
-        if len(new_dc - old_dc) > 1 or len(old_dc - new_dc) > 1:
+    gained = [a for a in new if a not in old]
+    changed_dcs = {datacenter_of[a] for a in lost} | {datacenter_of[a] for a in gained}
+    for dc in changed_dcs:
+        lost_dc = sum(1 for a in lost if datacenter_of[a] == dc)
+        gained_dc = sum(1 for a in gained if datacenter_of[a] == dc)
+        if lost_dc > 1 or gained_dc > 1:
             return False
-        if old_dc and new_dc and not _overlaps(old_dc, new_dc):
+        old_dc = sum(1 for a in old if datacenter_of[a] == dc)
+        new_dc = old_dc - lost_dc + gained_dc
+        if old_dc and new_dc and not _overlaps(old_dc, new_dc, lost_dc):
             return False
-    return True
+    return True  # a datacenter without changes keeps its LOCAL_QUORUM overlap trivially
 
 
 def _nearby(factor: int, most: int) -> list[int]:
@@ -103,10 +147,9 @@ def _nearby(factor: int, most: int) -> list[int]:
     return [f for f in (factor + 1, factor, factor - 1) if 0 <= f <= most] or [min(factor, most)]
 
 
-def _overlaps(old: frozenset[str], new: frozenset[str]) -> bool:
-    """Every quorum of `new` meets every quorum of `old` that may have taken a write."""
-    lost = len(old - new)
-    return quorum(len(old)) - lost + quorum(len(new)) > len(new)
+def _overlaps(old_count: int, new_count: int, lost: int) -> bool:
+    """Every quorum of the new replicas meets every quorum of the old ones that may have taken a write."""
+    return quorum(old_count) - lost + quorum(new_count) > new_count
 
 
 class _Search:
@@ -179,9 +222,8 @@ class _Search:
 
     def _step_ok(self, before: _Key, after: _Key) -> bool:
         old_map, new_map = self._placement_of(before), self._placement_of(after)
-        return all(
-            _range_step_ok(o, n, self.datacenter_of, self.keep_quorum) for o, n in zip(old_map, new_map, strict=True)
-        )
+        lost = replica_delta(self.ring, self._setting(before), self._setting(after)).lost
+        return not _unsafe_positions(old_map, new_map, lost, self.datacenter_of, self.keep_quorum, first_only=True)
 
     def _placement_of(self, key: _Key) -> _Placement:
         if key not in self.placements:

@@ -118,7 +118,7 @@ def _moved_marks(plan: MigrationPlan, cx: float, cy: float, names: dict[str, str
         angle = _svg.mid_angle(change.range)
         # Near 12 and 6 o'clock labels run along the ring and need a wider gap than at the sides.
         gap = _LABEL_GAP if abs(math.sin(math.radians(angle))) > 0.5 else 2.5 * _LABEL_GAP
-        if len(plan.ranges) <= _LABEL_LIMIT and (last_label is None or angle - last_label >= gap):
+        if plan.total_ranges <= _LABEL_LIMIT and (last_label is None or angle - last_label >= gap):
             marks.append(_outside_label(cx, cy, 194, angle, moves))
             last_label = angle
     return marks
@@ -197,4 +197,4 @@ def _title(plan: MigrationPlan) -> str:
 
 def _subtitle(plan: MigrationPlan) -> str:
     verdict = "safe" if plan.safe else f"refused ({', '.join(sorted({f.code for f in plan.refusals}))})"
-    return f"affected {len(plan.affected)} of {len(plan.ranges)} ranges \u00b7 {verdict}"
+    return f"affected {len(plan.affected)} of {plan.total_ranges} ranges \u00b7 {verdict}"

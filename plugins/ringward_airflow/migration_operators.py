@@ -203,7 +203,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 "new": plan.new.as_json(),
                 "steps": [step.after.as_json() for step in steps],
                 "affected_ranges": len(plan.affected),
-                "total_ranges": len(plan.ranges),
+                "total_ranges": plan.total_ranges,
                 "summary": plan.summary(),
                 "started_at": datetime.now(UTC).isoformat(),
                 "deadline_seconds": plan.deadline_seconds,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 
@@ -14,6 +15,7 @@ from ringward.placement import (
     ReplicaMap,
     merge_adjacent,
     ranges_of,
+    replica_delta,
     replica_map,
     replicas_for_token,
     split_range,
@@ -201,6 +203,18 @@ def test_replica_map_matches_model(ring: Ring, settings_in_turn: list[Replicatio
         assert list(placement) == ring.ranges()
         for token_range, replicas in placement.items():
             assert replicas == model(ring, replication, token_range.end)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rings(), replications, replications)
+def test_replica_delta_counts_what_the_two_maps_differ_by(ring: Ring, before: Replication, after: Replication) -> None:
+    # replica_delta works per datacenter on ring positions; the model compares address sets range by range.
+    delta = replica_delta(ring, before, after)
+    old, new = replica_map(ring, before).replicas, replica_map(ring, after).replicas
+    assert list(delta.lost) == [len(set(o) - set(n)) for o, n in zip(old, new, strict=True)]
+    assert list(delta.gained) == [len(set(n) - set(o)) for o, n in zip(old, new, strict=True)]
+    assert delta.ranges_lost == Counter(a for o, n in zip(old, new, strict=True) for a in set(o) - set(n))
+    assert delta.ranges_gained == Counter(a for o, n in zip(old, new, strict=True) for a in set(n) - set(o))
 
 
 @pytest.mark.parametrize(
