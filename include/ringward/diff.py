@@ -7,11 +7,11 @@ can trust them, and former replicas hold data that only `nodetool cleanup` remov
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import compress
-from operator import attrgetter, eq, ne
+from itertools import compress, repeat
+from operator import eq, ne, or_
 from typing import NamedTuple
 
 from ringward._placement_index import ring_index
@@ -75,38 +75,58 @@ class NodeTotals:
 
 @dataclass(frozen=True)
 class PlacementDiff:
-    """Ranges whose replicas differ (set or order), in ring order.
+    """Two placements of the same ranges, and what changes between them.
 
+    `changes` lists the ranges whose replicas differ (set or order), in ring order; it is built on
+    demand, like the counts: big rings have 256,000 ranges, and a summary needs only `counts`.
     `loads` (bytes per node) and `owned_width` (tokens each node replicated before the change)
     feed the byte estimates of `node_totals`; both are empty when no load is known.
     """
 
-    changes: tuple[RangeChange, ...]
+    before: ReplicaMap
+    after: ReplicaMap
     loads: Mapping[str, int] = field(default_factory=dict)
     owned_width: Mapping[str, int] = field(default_factory=dict)
-    # The counted change aligned with `changes`, when the caller has it already (see `counts`).
+    # The counted change per range of `before`, when the caller has it already (see `counts`).
     delta: ReplicaDelta | None = field(default=None, repr=False, compare=False)
 
-    def affected(self) -> list[RangeChange]:
-        """Changes that move data (replica set changed)."""
-        return [change for change in self.changes if change.affected]
+    @cached_property
+    def changes(self) -> tuple[RangeChange, ...]:
+        old, new = self.before.replicas, self.after.replicas
+        differs = list(map(ne, old, new))
+        return tuple(map(RangeChange, *(compress(column, differs) for column in (self.before.ranges, old, new))))
 
     @cached_property
     def counts(self) -> ReplicaDelta:
-        """Replicas lost and gained per change (aligned with `changes`) and ranges per node."""
-        if self.delta is not None:
-            return self.delta
-        return delta_of_maps(ReplicaMap([c.range for c in self.changes], [c.old for c in self.changes]),
-                              ReplicaMap([c.range for c in self.changes], [c.new for c in self.changes]))  # fmt: skip
+        """Replicas lost and gained per range (aligned with `before.ranges`), and ranges per node."""
+        return self.delta if self.delta is not None else delta_of_maps(self.before, self.after)
+
+    def affected_count(self) -> int:
+        """How many ranges change their replica set."""
+        return sum(map(bool, map(or_, self.counts.lost, self.counts.gained)))
+
+    def affected(self) -> list[RangeChange]:
+        """Changes that move data (replica set changed), in ring order."""
+        return self._changes_at(compress(range(len(self.before)), map(or_, self.counts.lost, self.counts.gained)))
 
     def gaining(self) -> list[RangeChange]:
         """Changes in which some node becomes a replica (it holds no data until repair), in ring order."""
-        return list(compress(self.changes, self.counts.gained))
+        return self._changes_at(compress(range(len(self.before)), self.counts.gained))
 
     def keeping_none(self) -> list[RangeChange]:
-        """Changes whose new replicas (if any) include none of the old ones."""
-        all_lost = map(eq, self.counts.lost, map(len, map(attrgetter("old"), self.changes)))
-        return [change for change in compress(self.changes, all_lost) if change.old]
+        """Changes in which every old replica is lost (the range had replicas before)."""
+        count = self.before.replica_count
+        old_counts = repeat(count) if count is not None else map(len, self.before.replicas)
+        all_lost = map(eq, self.counts.lost, old_counts)
+        return [c for c in self._changes_at(compress(range(len(self.before)), all_lost)) if c.old]
+
+    def _changes_at(self, positions: Iterable[int]) -> list[RangeChange]:
+        """RangeChanges of the given range positions, built only for them."""
+        positions = list(positions)
+        if not positions:
+            return []
+        ranges, old, new = self.before.ranges, self.before.replicas, self.after.replicas
+        return [RangeChange(ranges[i], old[i], new[i]) for i in positions]
 
     def affected_ranges(self) -> list[TokenRange]:
         return [change.range for change in self.changes if change.affected]
@@ -173,23 +193,10 @@ def diff_maps(
 
     `delta` is the counted change of the same two placements, per range of `old` (see `replica_delta`).
     """
-    if old.ranges is new.ranges or [r.end for r in old.ranges] == [r.end for r in new.ranges]:
-        ranges, old_replicas, new_replicas = old.ranges, old.replicas, new.replicas
-    else:
-        ranges, old_replicas, new_replicas = _refine(old, new)
-    differs = list(map(ne, old_replicas, new_replicas))
-    changes = tuple(
-        map(
-            RangeChange,
-            compress(ranges, differs),
-            compress(old_replicas, differs),
-            compress(new_replicas, differs),
-        )
-    )
-    if delta is not None:
-        delta = replace(delta, lost=list(compress(delta.lost, differs)), gained=list(compress(delta.gained, differs)))
+    if not (old.ranges is new.ranges or [r.end for r in old.ranges] == [r.end for r in new.ranges]):
+        old, new, delta = *_refine(old, new), None
     loads = dict(loads or {})
-    return PlacementDiff(changes, loads, _owned_width(old) if loads else {}, delta)
+    return PlacementDiff(old, new, loads, _owned_width(old) if loads else {}, delta)
 
 
 def diff_replication(ring: Ring, old: Replication, new: Replication) -> PlacementDiff:
@@ -229,11 +236,11 @@ def _owned_width(placement: ReplicaMap) -> dict[str, int]:
     return owned
 
 
-def _refine(old: ReplicaMap, new: ReplicaMap) -> tuple[list[TokenRange], list[Replicas], list[Replicas]]:
+def _refine(old: ReplicaMap, new: ReplicaMap) -> tuple[ReplicaMap, ReplicaMap]:
     """Both placements on the union of their token boundaries."""
     ends = sorted({r.end for r in old.ranges} | {r.end for r in new.ranges})
     ranges = [TokenRange(ends[i - 1], end) for i, end in enumerate(ends)]
-    return ranges, _replicas_at(old, ends), _replicas_at(new, ends)
+    return ReplicaMap(ranges, _replicas_at(old, ends)), ReplicaMap(ranges, _replicas_at(new, ends))
 
 
 def _replicas_at(placement: ReplicaMap, ends: Sequence[int]) -> list[Replicas]:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain, starmap
+from itertools import chain, compress, starmap
 from operator import add, itemgetter, methodcaller
 
 from ringward._placement_index import Group, RingIndex, Selection, entry_position, ring_index
@@ -35,13 +35,25 @@ _RING_SIZE = 2**64
 
 
 class ReplicaMap(Mapping[TokenRange, Replicas]):
-    """Replicas of every ring range, in ring order (first entry = the wrap-around range)."""
+    """Replicas of every ring range, in ring order (first entry = the wrap-around range).
 
-    def __init__(self, ranges: Sequence[TokenRange], replicas: Sequence[Replicas]) -> None:
-        if len(ranges) != len(replicas):
+    `replicas` may be given as a function that builds them: big rings have 256,000 ranges, and a
+    summary needs only the counted change (`replica_delta`), never the address tuples.
+    `replica_count` is the number of replicas every range has, when the placement knows it.
+    """
+
+    def __init__(
+        self,
+        ranges: Sequence[TokenRange],
+        replicas: Sequence[Replicas] | Callable[[], Sequence[Replicas]],
+        replica_count: int | None = None,
+    ) -> None:
+        if not callable(replicas) and len(ranges) != len(replicas):
             raise ValueError("ranges and replicas must have the same length")
         self._ranges = ranges
-        self._replicas = replicas
+        self._replicas: Sequence[Replicas] | None = None if callable(replicas) else replicas
+        self._build = replicas if callable(replicas) else None
+        self.replica_count = replica_count
         self._lookup: dict[TokenRange, Replicas] | None = None
 
     @property
@@ -51,11 +63,15 @@ class ReplicaMap(Mapping[TokenRange, Replicas]):
     @property
     def replicas(self) -> Sequence[Replicas]:
         """Replica tuples aligned with `ranges`."""
+        if self._replicas is None:
+            assert self._build is not None
+            self._replicas = self._build()
+            self._build = None
         return self._replicas
 
     def __getitem__(self, key: TokenRange) -> Replicas:
         if self._lookup is None:
-            self._lookup = dict(zip(self._ranges, self._replicas, strict=True))
+            self._lookup = dict(zip(self._ranges, self.replicas, strict=True))
         return self._lookup[key]
 
     def __iter__(self) -> Iterator[TokenRange]:
@@ -65,18 +81,18 @@ class ReplicaMap(Mapping[TokenRange, Replicas]):
         return len(self._ranges)
 
     def entries(self) -> list[tuple[TokenRange, Replicas]]:
-        return list(zip(self._ranges, self._replicas, strict=True))
+        return list(zip(self._ranges, self.replicas, strict=True))
 
     def for_token(self, token: int) -> Replicas:
         """Replicas of the range containing `token`."""
         if len(self._ranges) == 1:
-            return self._replicas[0]
+            return self.replicas[0]
         index = bisect.bisect_left(self._ranges, token, key=lambda r: r.end)
-        return self._replicas[index % len(self._ranges)]
+        return self.replicas[index % len(self._ranges)]
 
     def ranges_of(self, address: str) -> list[TokenRange]:
         """Ranges `address` holds a replica of, in ring order."""
-        return [r for r, replicas in zip(self._ranges, self._replicas, strict=True) if address in replicas]
+        return [r for r, replicas in zip(self._ranges, self.replicas, strict=True) if address in replicas]
 
 
 def replicas_for_token(ring: Ring, replication: Replication, token: int) -> Replicas:
@@ -108,13 +124,17 @@ def _compute_replica_map(index: RingIndex, groups: list[tuple[Group, int]]) -> R
     for group, factor in groups:
         selections = group.selections(factor)
         per_group.append(list(map(selections.__getitem__, group.entry)))
-    count = sum(len(selections[0]) for selections in per_group)
+    count = sum(len(selections[0]) for selections in per_group)  # every selection of a group is as long
     if count == 0:
-        return ReplicaMap(index.ranges, [()] * len(index.ranges))
-    picks: Iterable[Sequence[int]] = per_group[0]
-    if len(per_group) > 1:
-        picks = map(sorted, map(chain.from_iterable, zip(*per_group, strict=True)))
-    return ReplicaMap(index.ranges, _gather(index.address_at, picks, count))
+        return ReplicaMap(index.ranges, [()] * len(index.ranges), 0)
+
+    def build() -> list[Replicas]:
+        picks: Iterable[Sequence[int]] = per_group[0]
+        if len(per_group) > 1:
+            picks = map(sorted, map(chain.from_iterable, zip(*per_group, strict=True)))
+        return _gather(index.address_at, picks, count)
+
+    return ReplicaMap(index.ranges, build, count)
 
 
 @dataclass(frozen=True)
@@ -171,10 +191,13 @@ def _delta_of_groups(
         ):
             dropped = list(map(set.difference, map(set, picks_from), picks_to))  # per entry point
             counts = list(map(len, dropped))
+            if not any(counts):
+                continue
             per_range[:] = map(add, per_range, map(counts.__getitem__, group.entry))
-            per_position = Counter(chain.from_iterable(map(dropped.__getitem__, group.entry)))
-            for position, ranges in per_position.items():
-                per_node[index.address_at[position]] += ranges
+            ranges_per_entry = Counter(group.entry)
+            for entry in compress(range(len(dropped)), counts):
+                for position in dropped[entry]:
+                    per_node[index.address_at[position]] += ranges_per_entry[entry]
     return ReplicaDelta(lost, gained, ranges_lost, ranges_gained)
 
 

@@ -71,7 +71,7 @@ class MigrationPlan:
     @cached_property
     def affected(self) -> tuple[RangeChange, ...]:
         """Ranges whose replica set changes, in ring order (the diff holds them on the same boundaries)."""
-        return tuple(change for change in self.diff.changes if change.affected)
+        return tuple(self.diff.affected())
 
     def node_changes(self) -> dict[str, NodeChange]:
         """Per node, ranges gained and lost, for every node that gains or loses any."""
@@ -104,7 +104,7 @@ class MigrationPlan:
             "ring_change": self.ring_after is not None,
             "safe": self.safe,
             "ranges": [_range_json(c) for c in self.ranges],
-            "affected_ranges": len(self.affected),
+            "affected_ranges": self.diff.affected_count(),
             "total_ranges": self.total_ranges,
             "nodes": {a: {"gained": n.gained, "lost": n.lost} for a, n in self.node_changes().items()},
             "read_window": self.read_window_counts(),
@@ -115,7 +115,7 @@ class MigrationPlan:
 
     def summary(self) -> str:
         lines = [f"keyspace {self.keyspace}: {self._change_title()}"]
-        affected, total = len(self.affected), self.total_ranges
+        affected, total = self.diff.affected_count(), self.total_ranges
         lines.append(f"affected {affected} of {total} ranges")
         for address, change in self.node_changes().items():
             parts = [f"gains {change.gained}"] if change.gained else []

@@ -110,7 +110,10 @@ class Ring:
             addresses.add(node.address)
             if not node.tokens:
                 raise RingError(f"Node {node.address} has no tokens.", "Give every node its tokens.")
-            for token in node.tokens:
+            if _tokens_fit(node.tokens, owners):  # checked with builtins: big rings hold 256,000 tokens
+                owners.update(dict.fromkeys(node.tokens, node))
+                continue
+            for token in node.tokens:  # something is wrong: find it and say what
                 if not MIN_TOKEN < token <= MAX_TOKEN:
                     raise RingError(
                         f"Token {token} of node {node.address} is outside the Murmur3 range.",
@@ -173,3 +176,13 @@ class Ring:
         first = bisect.bisect_left(tokens, start_token) % len(tokens)
         for i in range(len(tokens)):
             yield self.token_owner[tokens[(first + i) % len(tokens)]]
+
+
+def _tokens_fit(tokens: Sequence[int], owners: dict[int, Node]) -> bool:
+    """The tokens lie in the Murmur3 range, are distinct, and none is owned yet."""
+    return (
+        min(tokens) > MIN_TOKEN
+        and max(tokens) <= MAX_TOKEN
+        and len(set(tokens)) == len(tokens)
+        and owners.keys().isdisjoint(tokens)
+    )

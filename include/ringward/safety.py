@@ -114,7 +114,7 @@ def analyse(
         diff = diff_replication(ring, old_replication, new_replication)
     except RingwardError as error:
         return [*findings, _from_error("placement_failed", error)]
-    if not diff.affected():
+    if not diff.affected_count():
         findings.append(
             Finding(
                 "info",

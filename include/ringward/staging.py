@@ -14,13 +14,13 @@ until the old replicas are included and then lowers them to the target.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
-from itertools import compress, product
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import compress, product, repeat
 
 from ringward.alter import altered_replication
 from ringward.consistency import quorum
 from ringward.errors import UnsafeChangeError
-from ringward.placement import replica_delta, replica_map
+from ringward.placement import ReplicaMap, replica_delta, replica_map
 from ringward.replication import NETWORK_TOPOLOGY as NTS
 from ringward.replication import SIMPLE, Replication
 from ringward.ring import Ring, TokenRange
@@ -31,7 +31,6 @@ MAX_SEARCHED_SETTINGS = 2_000
 
 _Key = tuple[str, tuple[tuple[str, int], ...]]
 Replicas = tuple[str, ...]
-_Placement = Sequence[Replicas]
 
 
 def staged_steps(ring: Ring, old: Replication, new: Replication, *, keep_quorum: bool = True) -> list[Replication]:
@@ -65,18 +64,14 @@ def unsafe_step_ranges(
     """The ranges on which applying `after` right after `before` breaks the step rules."""
     datacenter_of = {n.address: n.datacenter for n in ring.nodes}
     ranges = ring.ranges()
-    olds, news = _placement(ring, before), _placement(ring, after)
+    olds, news = replica_map(ring, before), replica_map(ring, after)
     lost = replica_delta(ring, before, after).lost
     return [ranges[i] for i in _unsafe_positions(olds, news, lost, datacenter_of, keep_quorum)]
 
 
-def _placement(ring: Ring, replication: Replication) -> _Placement:
-    return replica_map(ring, replication).replicas
-
-
 def _unsafe_positions(
-    olds: _Placement,
-    news: _Placement,
+    olds: ReplicaMap,
+    news: ReplicaMap,
     lost: Sequence[int],
     datacenter_of: Mapping[str, str],
     keep_quorum: bool,
@@ -84,20 +79,27 @@ def _unsafe_positions(
 ) -> list[int]:
     """Positions of the ranges whose step from `olds` to `news` breaks the rules.
 
-    Most ranges are decided by their shape alone (replica counts before and after, replicas lost and
-    gained), counted with builtins for all ranges at once (big rings have 256,000 of them); only
-    shapes with two or more changes need the per-datacenter look.
+    Most ranges are decided by their shape alone (replica counts before and after, replicas lost),
+    counted with builtins for all ranges at once (big rings have 256,000 of them); only shapes with
+    two or more changes need the per-datacenter look at the replicas themselves.
     """
-    shapes = list(zip(map(len, olds), map(len, news), lost, strict=True))
+    shapes = list(zip(_replica_counts(olds), _replica_counts(news), lost, strict=True))
     verdicts = {shape: _shape_verdict(*shape, keep_quorum) for shape in set(shapes)}
     unsafe: list[int] = []
     for position in compress(range(len(shapes)), map(verdicts.__getitem__, shapes)):
         verdict = verdicts[shapes[position]]
-        if verdict is _UNSAFE or not _range_step_ok(olds[position], news[position], datacenter_of, keep_quorum):
+        old, new = olds.replicas[position], news.replicas[position]
+        if verdict == _UNSAFE or not _range_step_ok(old, new, datacenter_of, keep_quorum):
             unsafe.append(position)
             if first_only:
                 break
     return unsafe
+
+
+def _replica_counts(placement: ReplicaMap) -> Iterable[int]:
+    if placement.replica_count is not None:
+        return repeat(placement.replica_count, len(placement))
+    return map(len, placement.replicas)
 
 
 _UNSAFE, _LOOK_CLOSER = 1, 2  # truthy verdicts; 0 means the shape is safe
@@ -168,7 +170,6 @@ class _Search:
         self.datacenters = sorted(set(nodes_per_dc) | set(named))
         self.bounds = {dc: nodes_per_dc.get(dc, 0) for dc in self.datacenters}
         self.node_count = len(ring.nodes)
-        self.placements: dict[_Key, _Placement] = {}
         self.settings: dict[_Key, Replication] = {self.key(old): old, self.key(new): new}
 
     def key(self, replication: Replication) -> _Key:
@@ -225,10 +226,8 @@ class _Search:
         lost = replica_delta(self.ring, self._setting(before), self._setting(after)).lost
         return not _unsafe_positions(old_map, new_map, lost, self.datacenter_of, self.keep_quorum, first_only=True)
 
-    def _placement_of(self, key: _Key) -> _Placement:
-        if key not in self.placements:
-            self.placements[key] = _placement(self.ring, self._setting(key))
-        return self.placements[key]
+    def _placement_of(self, key: _Key) -> ReplicaMap:
+        return replica_map(self.ring, self._setting(key))  # cached per ring and setting
 
     def _setting(self, key: _Key) -> Replication:
         if key not in self.settings:
@@ -258,7 +257,7 @@ class _Search:
             factors = dict(key[1])
             return {dc: factors.get(dc, 0) for dc in self.datacenters}
         counts = dict.fromkeys(self.datacenters, 0)
-        for replicas in self._placement_of(key):
+        for replicas in self._placement_of(key).replicas:
             per_dc: dict[str, int] = {}
             for address in replicas:
                 dc = self.datacenter_of[address]
