@@ -1,0 +1,92 @@
+"""`ringward endpoints` and `ringward plan` agree with real Cassandra 5.0: replicas per key as
+`nodetool getendpoints` prints them (same order), and every range's replicas as `nodetool describering`
+reports them, before and after the ALTER the plan describes. Seed topology and a two-DC topology."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ringward.replication import Replication
+from ringward_cassandra.cql import connect
+from ringward_cassandra.localcluster import LocalCluster
+
+RINGWARD = str(Path(sys.executable).with_name("ringward"))
+KEYS = (1, 42, -7)
+_DESCRIBED_RANGE = re.compile(r"TokenRange\(start_token:(-?\d+), end_token:(-?\d+), endpoints:\[([^\]]*)\]")
+
+NTS, SIMPLE = "NetworkTopologyStrategy", "SimpleStrategy"
+Setting = dict[str, object]
+# keyspace -> (current replication, target replication)
+SEED_CHANGES: dict[str, tuple[Setting, Setting]] = {
+    "rl_simple2": ({"class": SIMPLE, "replication_factor": 2}, {"class": NTS, "dc1": 2}),  # the seed's change
+    "rl_nts2": ({"class": NTS, "dc1": 2}, {"class": NTS, "dc1": 3}),
+    "rl_simple1": ({"class": SIMPLE, "replication_factor": 1}, {"class": SIMPLE, "replication_factor": 2}),
+}
+TWO_DC_CHANGES: dict[str, tuple[Setting, Setting]] = {
+    "rl_both": ({"class": NTS, "dc1": 2, "dc2": 1}, {"class": NTS, "dc1": 2, "dc2": 2}),
+    "rl_simple3": ({"class": SIMPLE, "replication_factor": 3}, {"class": NTS, "dc1": 2, "dc2": 1}),
+}
+
+
+def ringward(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([RINGWARD, *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def described(cluster: LocalCluster, node: str, keyspace: str) -> dict[int, set[str]]:
+    """Range end token -> replicas, as `nodetool describering` on `node` reports them."""
+    result = cluster.nodetool(node, ["describering", keyspace])
+    assert result.returncode == 0, result.stderr
+    ranges = _DESCRIBED_RANGE.findall(result.stdout)
+    assert ranges, result.stdout
+    return {int(end): {e.strip() for e in endpoints.split(",")} for _, end, endpoints in ranges}
+
+
+def check_against_cluster(cluster: LocalCluster, changes: dict[str, tuple[Setting, Setting]]) -> None:
+    contact = cluster.topology().seeds[0]
+    with connect(cluster.topology().seeds) as session:
+        for keyspace, (current, _) in changes.items():
+            session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+            session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {Replication.parse(current).to_cql()}")
+            session.execute(f"CREATE TABLE {keyspace}.t (id int PRIMARY KEY)")
+        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+
+    plans: dict[str, dict[str, Any]] = {}
+    for keyspace, (current, target) in changes.items():
+        for key in KEYS:
+            ours = ringward(
+                "endpoints", "--ring", contact, "--replication", json.dumps(current), "--type", "int", "--", str(key)
+            )
+            assert ours.returncode == 0, ours.stderr
+            theirs = cluster.nodetool(contact, ["getendpoints", keyspace, "t", str(key)])
+            assert ours.stdout.split() == theirs.stdout.split(), f"{keyspace} key {key}"
+        plan = ringward(
+            "plan", "--ring", contact, "--keyspace", keyspace, "--to", json.dumps(target), "--format", "json"
+        )
+        assert plan.returncode in (0, 3), plan.stderr  # 3: refused (the staged route); the ranges are still exact
+        plans[keyspace] = json.loads(plan.stdout)
+        old = {r["end"]: set(r["old"]) for r in plans[keyspace]["ranges"]}
+        assert old == described(cluster, contact, keyspace), f"{keyspace} before the ALTER"
+
+    with connect(cluster.topology().seeds) as session:
+        for keyspace, (_, target) in changes.items():
+            session.execute(f"ALTER KEYSPACE {keyspace} WITH replication = {Replication.parse(target).to_cql()}")
+        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+    for keyspace in changes:
+        new = {r["end"]: set(r["new"]) for r in plans[keyspace]["ranges"]}
+        assert new == described(cluster, contact, keyspace), f"{keyspace} after the ALTER"
+        assert plans[keyspace]["affected_ranges"] == sum(
+            set(r["old"]) != set(r["new"]) for r in plans[keyspace]["ranges"]
+        )
+
+
+def test_endpoints_and_plan_match_the_seed_cluster(seed_cluster: LocalCluster) -> None:
+    check_against_cluster(seed_cluster, SEED_CHANGES)
+
+
+def test_endpoints_and_plan_match_a_two_dc_cluster(two_dc_cluster: LocalCluster) -> None:
+    check_against_cluster(two_dc_cluster, TWO_DC_CHANGES)
