@@ -89,7 +89,9 @@ def ringward(nodetool: NodetoolClient) -> tuple[float, float, float]:
     started = time.monotonic()
     for wave in repair_waves(segments, parallelism=2):
         with ThreadPoolExecutor(max_workers=len(wave)) as pool:
-            outcomes = list(pool.map(lambda s: nodetool.repair(s.coordinator, s.keyspace, s.range, timeout=7200), wave))
+            outcomes = list(
+                pool.map(lambda c: nodetool.repair(c.coordinator, c.keyspace, c.ranges, timeout=7200), wave)
+            )
         failed = [o for o in outcomes if not o.succeeded]
         if failed:
             raise RuntimeError(failed[0].output)

@@ -19,12 +19,13 @@ from typing import Literal
 from ringward.errors import UnsafeChangeError
 from ringward.placement import ReplicaMap, replica_map
 from ringward.plan import MigrationPlan
-from ringward.repair import Segment, plan_waves
+from ringward.repair import RepairCommand, Segment, group_segments, plan_waves
 from ringward.replication import Replication
 from ringward.ring import Ring, TokenRange
 
 __all__ = [
     "MAX_STAGED_STEPS",
+    "RANGES_PER_COMMAND",
     "MigrationStep",
     "RangeState",
     "VerifyTarget",
@@ -35,6 +36,10 @@ __all__ = [
     "repair_waves",
     "verify_targets",
 ]
+
+# At most this many ranges per repair command: big enough to amortise a command's fixed costs, small
+# enough that a failed command retries a bounded amount of work and progress moves steadily.
+RANGES_PER_COMMAND = 32
 
 # The DAG has a fixed number of step groups; routes needing more are refused with a way forward.
 MAX_STAGED_STEPS = 3
@@ -121,9 +126,15 @@ def _refined_ranges(before: ReplicaMap, after: ReplicaMap) -> list[TokenRange]:
     return [TokenRange(ends[i - 1], ends[i]) for i in range(len(ends))]
 
 
-def repair_waves(segments: Sequence[Segment], parallelism: int) -> list[list[Segment]]:
-    """Waves of segments whose participants are disjoint: a node is in at most one session at a time."""
-    return plan_waves(segments, parallelism)
+def repair_waves(
+    segments: Sequence[Segment], parallelism: int, ranges_per_command: int = RANGES_PER_COMMAND
+) -> list[list[RepairCommand]]:
+    """Repair commands in waves whose participants are disjoint: a node is in one session at a time.
+
+    Ranges with the same participants (coordinator first) go in one command, which Cassandra runs as one
+    session: the seed's six affected ranges need two commands, not seven nodetool runs.
+    """
+    return plan_waves(group_segments(segments, ranges_per_command), parallelism)
 
 
 def pending(segments: Iterable[Segment], journal: Mapping[TokenRange, str]) -> list[Segment]:

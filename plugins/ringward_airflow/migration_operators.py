@@ -28,6 +28,7 @@ from ringward.errors import (
     VerificationError,
 )
 from ringward.migration import (
+    RANGES_PER_COMMAND,
     MigrationStep,
     RangeState,
     cleanup_nodes,
@@ -37,7 +38,7 @@ from ringward.migration import (
     repair_waves,
 )
 from ringward.plan import MigrationPlan, build_plan
-from ringward.repair import Progress, Segment, backoff_delay
+from ringward.repair import Progress, RepairCommand, Segment, backoff_delay, group_segments
 from ringward.replication import Replication
 from ringward.ring import Ring
 from ringward.ring_sources import ring_from_json, ring_to_json
@@ -386,45 +387,45 @@ class RangeRepairOperator(_MigrationOperator):
         for wave in repair_waves(todo, self.parallelism):
             self._raise_if_killed()
             with ThreadPoolExecutor(max_workers=len(wave)) as pool:
-                results = list(pool.map(lambda s: self._repair_one(record, s, store), wave))
-            for segment, error in zip(wave, results, strict=True):
-                progress.advance()
+                results = list(pool.map(lambda c: self._repair_one(record, c, store), wave))
+            for command, error in zip(wave, results, strict=True):
+                progress.advance(len(command.segments))
                 if error:
-                    failures.append(f"{segment.range} on {segment.coordinator}: {error}")
+                    failures.append(f"{', '.join(map(str, command.ranges))} on {command.coordinator}: {error}")
             self.log.info(progress.line())
+        self._raise_if_killed()
         if failures:
             raise RepairError(
-                f"{len(failures)} of {len(todo)} ranges failed to repair: " + "; ".join(failures[:5]),
+                f"{len(failures)} repair commands failed: " + "; ".join(failures[:5]),
                 "Bring the nodes named back to UN, then retry the task: finished ranges are skipped.",
             )
 
-    def _repair_one(self, record: dict[str, Any], segment: Segment, store: OpsStore) -> str | None:
+    def _repair_one(self, record: dict[str, Any], command: RepairCommand, store: OpsStore) -> str | None:
+        """One command (ranges sharing their replicas), retried with backoff; every range is journalled."""
         nodetool = self._nodetool_client()
         last_error = ""
         for attempt in range(1, self.max_attempts + 1):
             if self._killed.is_set():
                 return "task killed"
-            outcome = nodetool.repair(segment.coordinator, segment.keyspace, segment.range,
+            outcome = nodetool.repair(command.coordinator, command.keyspace, command.ranges,
                                       timeout=self.session_timeout)  # fmt: skip
+            if self._killed.is_set():  # on_kill stopped nodetool; the session may still run on the node
+                nodetool.abort_repairs(command.coordinator)
+                return "task killed"
             status = RangeState.DONE if outcome.succeeded else RangeState.FAILED
             last_error = "" if outcome.succeeded else _last_line(outcome.output)
-            store.record_journal(
-                record["migration_id"],
-                JournalEntry(self.stage, segment.range, status.value, segment.coordinator, attempt, outcome.seconds,
-                             last_error),
-            )  # fmt: skip
+            for token_range in command.ranges:
+                store.record_journal(
+                    record["migration_id"],
+                    JournalEntry(self.stage, token_range, status.value, command.coordinator, attempt,
+                                 outcome.seconds, last_error),
+                )  # fmt: skip
             if outcome.succeeded:
                 return None
-            self.log.warning("repair of %s failed (attempt %d): %s", segment.describe(), attempt, last_error)
+            self.log.warning("repair of %s failed (attempt %d): %s", command.describe(), attempt, last_error)
             if attempt < self.max_attempts:
                 time.sleep(backoff_delay(attempt + 1, self.retry_backoff))
         return last_error or "failed"
-
-    def on_kill(self) -> None:
-        super().on_kill()
-        if self._nodetool is not None:
-            for address in set(self._nodetool.jmx_ports) or ():
-                self._nodetool.abort_repairs(address)
 
     # -- deferrable mode --------------------------------------------------------------------------------
     def _start_wave(
@@ -434,26 +435,30 @@ class RangeRepairOperator(_MigrationOperator):
 
         wave = repair_waves(todo, self.parallelism)[0]
         nodetool = self._nodetool_client()
-        started: dict[str, Segment] = {}
+        started: dict[str, RepairCommand] = {}
         store = hook.ops_store()
-        for segment in wave:
-            parent_id = nodetool.start_repair(segment.coordinator, segment.keyspace, segment.range)
+        for command in wave:
+            parent_id = nodetool.start_repair(command.coordinator, command.keyspace, command.ranges)
             if parent_id is None:  # finished before we could follow it
-                store.record_journal(record["migration_id"], JournalEntry(
-                    self.stage, segment.range, _state(True), segment.coordinator, 1, 0.0, ""))  # fmt: skip
+                for token_range in command.ranges:
+                    store.record_journal(record["migration_id"], JournalEntry(
+                        self.stage, token_range, _state(True), command.coordinator, 1, 0.0, ""))  # fmt: skip
             else:
-                started[parent_id] = segment
+                started[parent_id] = command
         if not started:
             return self.execute(context)
-        self.log.info("%s: started %d sessions; %d ranges left after this wave.", self.stage, len(wave),
-                      len(todo) - len(wave))  # fmt: skip
+        left = len(todo) - sum(len(c.segments) for c in wave)
+        self.log.info("%s: started %d commands; %d ranges left after this wave.", self.stage, len(wave), left)
         self.defer(
             trigger=RepairSessionTrigger(
                 contact_points=hook.contact_points(),
                 parent_ids=list(started),
                 poll_interval=self.poll_interval,
                 timeout_seconds=self.session_timeout,
-                labels={pid: [s.range.start, s.range.end, s.coordinator] for pid, s in started.items()},
+                labels={
+                    pid: {"ranges": [[r.start, r.end] for r in c.ranges], "coordinator": c.coordinator}
+                    for pid, c in started.items()
+                },
             ),
             method_name="execute_complete",
         )
@@ -467,19 +472,21 @@ class RangeRepairOperator(_MigrationOperator):
         try:
             store = hook.ops_store()
             failed = []
-            for parent_id, (start, end, coordinator) in event.get("labels", {}).items():
+            for parent_id, label in event.get("labels", {}).items():
                 session = event.get("sessions", {}).get(parent_id, {})
                 ok = event.get("status") == "finished" and session.get("ok", False)
                 error = "" if ok else session.get("error") or f"no result ({event.get('status')})"
-                store.record_journal(
-                    record["migration_id"],
-                    JournalEntry(self.stage, TokenRange(start, end), _state(ok), coordinator, 1, 0.0, error),
-                )  # fmt: skip
+                ranges = [TokenRange(start, end) for start, end in label["ranges"]]
+                for token_range in ranges:
+                    store.record_journal(
+                        record["migration_id"],
+                        JournalEntry(self.stage, token_range, _state(ok), label["coordinator"], 1, 0.0, error),
+                    )  # fmt: skip
                 if not ok:
-                    failed.append(f"({start}, {end}] on {coordinator}: {error}")
+                    failed.append(f"{', '.join(map(str, ranges))} on {label['coordinator']}: {error}")
             if failed:
                 raise RepairError(
-                    f"{len(failed)} repair sessions failed: " + "; ".join(failed[:5]),
+                    f"{len(failed)} repair commands failed: " + "; ".join(failed[:5]),
                     "Bring the nodes named back to UN, then retry the task: finished ranges are skipped.",
                 )
         finally:
@@ -500,14 +507,15 @@ class PreviewVerifyOperator(_MigrationOperator):
         segments = repair_segments(ring, steps[self.step_index - 1], record["keyspace"], "post")
         nodetool = self._nodetool_client()
         out_of_sync = []
-        for segment in segments:
+        for command in group_segments(segments, RANGES_PER_COMMAND):
             self._raise_if_killed()
-            outcome = nodetool.repair(segment.coordinator, segment.keyspace, segment.range, preview=True)
+            outcome = nodetool.repair(command.coordinator, command.keyspace, command.ranges, preview=True)
             if not outcome.succeeded or not outcome.in_sync:
-                out_of_sync.append(f"{segment.range} among {', '.join(segment.replicas)}: {_last_line(outcome.output)}")
+                ranges = ", ".join(map(str, command.ranges))
+                out_of_sync.append(f"{ranges} among {', '.join(command.replicas)}: {_last_line(outcome.output)}")
         if out_of_sync:
             raise VerificationError(
-                f"Preview repair finds {len(out_of_sync)} ranges out of sync: " + "; ".join(out_of_sync[:5]),
+                f"Preview repair finds data out of sync in {len(out_of_sync)} commands: " + "; ".join(out_of_sync[:5]),
                 "Do not run cleanup. Clear the repair task to repair these ranges again, then verify again.",
             )
         self.log.info("Preview repair: all %d affected ranges in sync among their replicas.", len(segments))

@@ -29,7 +29,7 @@ _STATUS_LINE = re.compile(r"^([UD][NLJM])\s+(\S+)\s", re.MULTILINE)
 class RepairOutcome:
     address: str
     keyspace: str
-    range: TokenRange
+    ranges: tuple[TokenRange, ...]
     succeeded: bool
     seconds: float
     parent_id: str | None
@@ -117,20 +117,19 @@ class NodetoolClient:
         self,
         address: str,
         keyspace: str,
-        token_range: TokenRange,
+        ranges: TokenRange | Sequence[TokenRange],
         *,
         tables: Sequence[str] = (),
         preview: bool = False,
         hosts: Sequence[str] = (),
         timeout: float = 3600.0,
     ) -> RepairOutcome:
-        """`nodetool repair -full -st S -et E KS [TABLES]` coordinated by `address` (a replica of the range)."""
-        if token_range.unwrap() != [token_range]:  # (x, MIN] "wraps" in Cassandra's terms yet needs no split
-            raise RepairError(
-                f"Range {token_range} wraps around the ring; nodetool needs non-wrapping ranges.",
-                "Unwrap it at the minimum token first (TokenRange.unwrap()).",
-            )
-        args = ["repair", "-full", "-st", str(token_range.start), "-et", str(token_range.end)]
+        """`nodetool repair -full` of the given ranges of `keyspace` [TABLES], coordinated by `address`.
+
+        `address` must replicate every range. Cassandra repairs ranges with the same replicas in one session.
+        """
+        ranges = _as_ranges(ranges)
+        args = ["repair", "-full", *_range_options(ranges)]
         if preview:
             args.append("--preview")
         for host in hosts:
@@ -145,21 +144,28 @@ class NodetoolClient:
         if preview and not failed:
             in_sync = "Previewed data was in sync" in output or "Repaired data is in sync" in output
         return RepairOutcome(
-            address=address, keyspace=keyspace, range=token_range, succeeded=not failed,
+            address=address, keyspace=keyspace, ranges=ranges, succeeded=not failed,
             seconds=time.monotonic() - started, parent_id=match.group(2) if match else None,
             output=output[-4000:], in_sync=in_sync,
         )  # fmt: skip
 
     def start_repair(
-        self, address: str, keyspace: str, token_range: TokenRange, *, hosts: Sequence[str] = (), timeout: float = 120.0
+        self,
+        address: str,
+        keyspace: str,
+        ranges: TokenRange | Sequence[TokenRange],
+        *,
+        hosts: Sequence[str] = (),
+        timeout: float = 120.0,
     ) -> str | None:
-        """Start a full repair of one range and return its parent session id without waiting for it.
+        """Start a full repair of the ranges and return its parent session id without waiting for it.
 
         The session runs on the coordinator whatever happens to this nodetool client, so a deferred task
         can stop the client and let a trigger follow the session in parent_repair_history. Returns None
         when the repair completed before its start notification was seen (JMX notifications can be lost).
         """
-        args = ["repair", "-full", "-st", str(token_range.start), "-et", str(token_range.end)]
+        ranges = _as_ranges(ranges)
+        args = ["repair", "-full", *_range_options(ranges)]
         for host in hosts:
             args += ["-hosts", host]
         process = subprocess.Popen(
@@ -182,8 +188,9 @@ class NodetoolClient:
             process.communicate()
         if process.returncode == 0 and "Repair completed successfully" in "".join(seen):
             return None
+        described = ", ".join(map(str, ranges))
         raise RepairError(
-            f"Repair of {keyspace} {token_range} did not start on {address}: {''.join(seen)[-800:]}",
+            f"Repair of {keyspace} {described} did not start on {address}: {''.join(seen)[-800:]}",
             f"Check that {address} is up and reachable over JMX, then retry the task.",
         )
 
@@ -204,3 +211,25 @@ class NodetoolClient:
              "-op", "forceTerminateAllRepairSessions"],
             timeout=60,
         )  # fmt: skip
+
+
+def _as_ranges(ranges: TokenRange | Sequence[TokenRange]) -> tuple[TokenRange, ...]:
+    ranges = (ranges,) if isinstance(ranges, TokenRange) else tuple(ranges)
+    if not ranges:
+        raise RepairError("No range to repair was given.", "Pass at least one token range.")
+    for token_range in ranges:
+        if token_range.unwrap() != [token_range]:  # (x, MIN] "wraps" in Cassandra's terms yet needs no split
+            raise RepairError(
+                f"Range {token_range} wraps around the ring; nodetool needs non-wrapping ranges.",
+                "Unwrap it at the minimum token first (TokenRange.unwrap()).",
+            )
+    return ranges
+
+
+def _range_options(ranges: Sequence[TokenRange]) -> list[str]:
+    """`-st S -et E` for the ranges. nodetool sends the repair option `ranges` as `S:E` and Cassandra
+    splits that option at commas, so several ranges travel as `-st S1:E1,S2:E2,...,Sn -et En`: one
+    command, and one session per set of replicas (Cassandra's CommonRange), as Reaper sends them over JMX.
+    """
+    pairs = [f"{r.start}:{r.end}" for r in ranges[:-1]]
+    return ["-st", ",".join([*pairs, str(ranges[-1].start)]), "-et", str(ranges[-1].end)]

@@ -63,10 +63,25 @@ def test_waves_never_put_a_node_in_two_sessions(ring: Ring) -> None:
     step = migration_steps(build_plan(ring, SIMPLE_2, NTS_2, keyspace="test"))[0]
     segments = repair_segments(ring, step, "test", "post")
     waves = repair_waves(segments, parallelism=3)
-    assert sorted(s.segment_id for wave in waves for s in wave) == sorted(s.segment_id for s in segments)
+    commands = [command for wave in waves for command in wave]
+    assert sorted(s.segment_id for c in commands for s in c.segments) == sorted(s.segment_id for s in segments)
     for wave in waves:
-        nodes = [node for segment in wave for node in segment.replicas]
+        nodes = [node for command in wave for node in command.replicas]
         assert len(nodes) == len(set(nodes))
+
+
+def test_ranges_with_the_same_participants_share_one_command(ring: Ring) -> None:
+    # The seed's change: six affected ranges (seven pieces once unwrapped) over two replica sets.
+    step = migration_steps(build_plan(ring, SIMPLE_2, NTS_2, keyspace="test"))[0]
+    segments = repair_segments(ring, step, "test", "post")
+    commands = [command for wave in repair_waves(segments, parallelism=2) for command in wave]
+    assert len(segments) == 7
+    assert sorted(c.replicas for c in commands) == sorted({s.replicas for s in segments})
+    for command in commands:
+        assert all(s.replicas == command.replicas for s in command.segments)
+    capped = [c for wave in repair_waves(segments, parallelism=2, ranges_per_command=2) for c in wave]
+    assert max(len(c.segments) for c in capped) == 2
+    assert sum(len(c.segments) for c in capped) == len(segments)
 
 
 def test_a_resumed_repair_skips_journalled_ranges(ring: Ring) -> None:

@@ -34,7 +34,15 @@ from ringward.repair._scheduler import (
     split_by_liveness,
     window_allows_start,
 )
-from ringward.repair._segments import LOCAL_KEYSPACES, RepairUnit, Segment, SkippedSegment, select_units
+from ringward.repair._segments import (
+    LOCAL_KEYSPACES,
+    RepairCommand,
+    RepairUnit,
+    Segment,
+    SkippedSegment,
+    group_segments,
+    select_units,
+)
 from ringward.repair._state import (
     SegmentRecord,
     SegmentState,
@@ -58,6 +66,7 @@ __all__ = [
     "FixedSplitter",
     "NameFilter",
     "Progress",
+    "RepairCommand",
     "RepairConfig",
     "RepairStatus",
     "RepairUnit",
@@ -88,6 +97,7 @@ __all__ = [
     "encode_batch",
     "encode_segment",
     "format_duration",
+    "group_segments",
     "intensity_pause",
     "is_due",
     "load_config",

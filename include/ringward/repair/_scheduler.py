@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, time, timedelta
+from typing import Protocol, TypeVar
 
 from ringward.errors import ConfigurationError
 from ringward.repair._config import RepairConfig, RepairWindow
@@ -78,7 +79,15 @@ def next_runnable(segments: Sequence[Segment], busy_nodes: Iterable[str], limit:
     return chosen
 
 
-def plan_waves(segments: Sequence[Segment], parallelism: int) -> list[list[Segment]]:
+class _Replicated(Protocol):
+    @property
+    def replicas(self) -> tuple[str, ...]: ...
+
+
+_Job = TypeVar("_Job", bound=_Replicated)
+
+
+def plan_waves(segments: Sequence[_Job], parallelism: int) -> list[list[_Job]]:
     """Batches of at most `parallelism` segments with disjoint replicas, covering each segment once.
 
     Greedy in the given order (put the most urgent first): wave 1 takes every segment that fits, in
@@ -87,7 +96,7 @@ def plan_waves(segments: Sequence[Segment], parallelism: int) -> list[list[Segme
     """
     if parallelism < 1:
         raise ConfigurationError(f"Parallelism {parallelism} is below 1.", "Allow at least one session.")
-    waves: list[list[Segment]] = []
+    waves: list[list[_Job]] = []
     wave_nodes: list[set[str]] = []
     # Waves below free_from[node] all hold that node; waves below first_open are all full.
     free_from: dict[str, int] = {}

@@ -16,7 +16,15 @@ from typing import Literal
 from ringward.repair._config import RepairConfig
 from ringward.ring import TokenRange
 
-__all__ = ["LOCAL_KEYSPACES", "RepairUnit", "Segment", "SkippedSegment", "select_units"]
+__all__ = [
+    "LOCAL_KEYSPACES",
+    "RepairCommand",
+    "RepairUnit",
+    "Segment",
+    "SkippedSegment",
+    "group_segments",
+    "select_units",
+]
 
 # LocalStrategy keyspaces hold per-node data: repairing them is meaningless and Cassandra refuses it.
 LOCAL_KEYSPACES = frozenset({"system", "system_schema", "system_views", "system_virtual_schema"})
@@ -71,6 +79,68 @@ class Segment:
     def describe(self) -> str:
         tables = ",".join(self.tables) or "*"
         return f"{self.keyspace}.{{{tables}}} {self.range} on {', '.join(self.replicas)}"
+
+
+@dataclass(frozen=True)
+class RepairCommand:
+    """Segments of one keyspace and table set with the same replicas, sent as one `nodetool repair`.
+
+    Cassandra repairs the ranges of one command that share their replicas in a single session (its
+    CommonRange), so a node is still in one session at a time, while the per-session costs (a nodetool
+    JVM, the session's set-up, Merkle-tree requests) are paid once instead of once per vnode range.
+    Reaper groups the vnode ranges of a replica set into one segment for the same reason.
+    """
+
+    segments: tuple[Segment, ...]
+
+    def __post_init__(self) -> None:
+        if not self.segments:
+            raise ValueError("a repair command needs at least one segment")
+        first = self.segments[0]
+        if any(
+            (s.keyspace, s.tables, s.replicas) != (first.keyspace, first.tables, first.replicas) for s in self.segments
+        ):
+            raise ValueError("segments of one repair command must share keyspace, tables and replicas")
+
+    @property
+    def keyspace(self) -> str:
+        return self.segments[0].keyspace
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return self.segments[0].tables
+
+    @property
+    def replicas(self) -> tuple[str, ...]:
+        return self.segments[0].replicas
+
+    @property
+    def coordinator(self) -> str:
+        return self.segments[0].coordinator
+
+    @property
+    def ranges(self) -> tuple[TokenRange, ...]:
+        return tuple(s.range for s in self.segments)
+
+    def describe(self) -> str:
+        tables = ",".join(self.tables) or "*"
+        ranges = ", ".join(map(str, self.ranges))
+        return f"{self.keyspace}.{{{tables}}} {ranges} on {', '.join(self.replicas)}"
+
+
+def group_segments(segments: Iterable[Segment], max_ranges: int) -> list[RepairCommand]:
+    """Segments grouped into commands of at most `max_ranges` ranges with the same keyspace, tables and
+    replicas (coordinator included), in the order each group first appears."""
+    if max_ranges < 1:
+        raise ValueError("max_ranges must be at least 1")
+    groups: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[Segment]] = {}
+    for segment in segments:
+        groups.setdefault((segment.keyspace, segment.tables, segment.replicas), []).append(segment)
+    return [
+        RepairCommand(tuple(members[i : i + max_ranges]))
+        for members in groups.values()
+        for i in range(0, len(members), max_ranges)
+    ]
 
 
 @dataclass(frozen=True)

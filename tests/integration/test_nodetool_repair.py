@@ -1,0 +1,64 @@
+"""Several ranges in one repair command, on real Cassandra 5.0: one session per replica set, every range
+repaired (the new replica answers CL ONE for all of them afterwards), and the history lists each range."""
+
+from __future__ import annotations
+
+import uuid
+
+from cassandra import ConsistencyLevel
+from cassandra.query import SimpleStatement
+from ringward.migration import migration_steps, repair_segments, repair_waves
+from ringward.plan import build_plan
+from ringward.replication import Replication
+from ringward_cassandra.cql import connect
+from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.nodetool import NodetoolClient
+from ringward_cassandra.ring_source import ring_from_cluster
+
+NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+ROWS = 400
+
+
+def client(cluster: LocalCluster) -> NodetoolClient:
+    ports = {node.address: node.jmx_port for node in cluster.topology().nodes}
+    return NodetoolClient(nodetool_path=str(cluster.nodetool_path), jmx_host="127.0.0.1", jmx_ports=ports)
+
+
+def rows_at_one_from(coordinator: str) -> int:
+    with connect([coordinator], coordinator=coordinator) as session:
+        statement = SimpleStatement("SELECT count(*) FROM multi.t", consistency_level=ConsistencyLevel.ONE)
+        return int(session.execute(statement).one()[0])
+
+
+def test_one_command_repairs_every_range_of_a_replica_set(seed_cluster: LocalCluster) -> None:
+    with connect(NODES) as session:
+        session.execute("DROP KEYSPACE IF EXISTS multi")
+        session.execute("CREATE KEYSPACE multi WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 2}")
+        session.execute("CREATE TABLE multi.t (id int PRIMARY KEY, v text)")
+        insert = session.prepare("INSERT INTO multi.t (id, v) VALUES (?, 'x')")
+        insert.consistency_level = ConsistencyLevel.ALL
+        for i in range(ROWS):
+            session.execute(insert, (i,))
+        ring = ring_from_cluster(session)
+        target = Replication.network_topology({"dc1": 2})
+        session.execute(f"ALTER KEYSPACE multi WITH replication = {target.to_cql()}")
+        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+    assert rows_at_one_from("127.0.0.4") < ROWS  # the hazard: the new replica misses the moved ranges
+
+    step = migration_steps(build_plan(ring, Replication.simple(2), target, keyspace="multi"))[0]
+    segments = repair_segments(ring, step, "multi", "post")
+    commands = [command for wave in repair_waves(segments, parallelism=2) for command in wave]
+    assert len(commands) == 2 < len(segments)  # two replica sets, seven ranges
+    nodetool = client(seed_cluster)
+    outcomes = [nodetool.repair(c.coordinator, c.keyspace, c.ranges, timeout=600) for c in commands]
+    assert all(o.succeeded for o in outcomes), [o.output for o in outcomes]
+    assert rows_at_one_from("127.0.0.4") == ROWS
+
+    with connect(NODES) as session:
+        for command, outcome in zip(commands, outcomes, strict=True):
+            row = session.execute(
+                "SELECT successful_ranges FROM system_distributed.parent_repair_history WHERE parent_id = %s",
+                (uuid.UUID(outcome.parent_id or ""),),
+            ).one()
+            repaired = {text.strip("(]").replace(" ", "") for text in row.successful_ranges}
+            assert repaired == {f"{r.start},{r.end}" for r in command.ranges}
