@@ -21,6 +21,7 @@ from airflow.sdk.observability.stats import Stats
 from ringward.errors import ClusterError, ConfigurationError, RepairError
 from ringward.repair import (
     BatchEffects,
+    RepairCommand,
     RepairConfig,
     RunSummary,
     Segment,
@@ -264,7 +265,7 @@ class RepairSegmentsOperator(BaseOperator):
             )  # fmt: skip
 
         effects = BatchEffects(
-            repair=lambda segment: self._session(segment, config),
+            repair=lambda command: self._session(command, config),
             save=save,
             live_nodes=live,
             enabled=lambda: self._still_enabled(context, config),
@@ -292,14 +293,14 @@ class RepairSegmentsOperator(BaseOperator):
             self.log.warning("Configuration unreadable now (%s); keeping the run's settings.", error)
             return config.enabled
 
-    def _session(self, segment: Segment, config: RepairConfig) -> SessionResult:
-        coordinator = segment.coordinator
+    def _session(self, command: RepairCommand, config: RepairConfig) -> SessionResult:
+        coordinator = command.coordinator
         with _COORDINATORS_LOCK:
             self._coordinators = self._coordinators | {coordinator}
         try:
             outcome = self._client.repair(
-                coordinator, segment.keyspace, segment.range, tables=segment.tables,
-                preview=config.repair_type == "preview", hosts=segment.replicas if config.ignore_dcs else (),
+                coordinator, command.keyspace, command.ranges, tables=command.tables,
+                preview=config.repair_type == "preview", hosts=command.replicas if config.ignore_dcs else (),
                 timeout=config.segment_timeout.total_seconds(),
             )  # fmt: skip
         except ClusterError as error:  # timed out: the nodetool process is gone, the session may not be

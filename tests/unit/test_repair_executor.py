@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ringward.repair import (
     BatchEffects,
+    RepairCommand,
     Segment,
     SegmentRecord,
     SegmentState,
@@ -36,27 +37,31 @@ class FakeCluster:
         self.seconds = seconds
         self.failures = dict(failures or {})
         self.sessions: list[tuple[Segment, float, float]] = []
+        self.commands: list[RepairCommand] = []
         self.saved: list[tuple[str, SegmentState]] = []
         self.live: set[str] = set(NODES)
         self._lock = threading.Lock()
         self.max_concurrent = 0
         self._running = 0
 
-    def repair(self, seg: Segment) -> SessionResult:
+    def repair(self, command: RepairCommand) -> SessionResult:
         with self._lock:
             self._running += 1
             self.max_concurrent = max(self.max_concurrent, self._running)
+            self.commands.append(command)
         started = time.monotonic()
         time.sleep(self.seconds)
         finished = time.monotonic()
+        failed = False
         with self._lock:
             self._running -= 1
-            self.sessions.append((seg, started, finished))
-            left = self.failures.get(seg.range.start // 100, 0)
-            if left:
-                self.failures[seg.range.start // 100] = left - 1
-                return SessionResult(False, finished - started, "boom")
-        return SessionResult(True, finished - started)
+            for seg in command.segments:
+                self.sessions.append((seg, started, finished))
+                left = self.failures.get(seg.range.start // 100, 0)
+                if left:
+                    self.failures[seg.range.start // 100] = left - 1
+                    failed = True
+        return SessionResult(not failed, finished - started, "boom" if failed else None)
 
     def save(self, seg: Segment, record: SegmentRecord, started: object, finished: object) -> None:
         self.saved.append((seg.segment_id, record.state))
@@ -184,3 +189,22 @@ def test_segments_done_earlier_in_the_same_run_are_not_repeated() -> None:
 def test_batches_travel_as_json_and_come_back_equal() -> None:
     waves = [[segment(0, ("a", "b")), segment(1, ("c", "d"))], [Segment("k", (), TokenRange(5, -(2**63)), ("a",))]]
     assert decode_batch(encode_batch(waves)) == waves
+
+
+def test_segments_with_the_same_replicas_share_a_command() -> None:
+    cluster = FakeCluster()
+    segments = [segment(i, ("a", "b")) for i in range(5)] + [segment(10 + i, ("c", "d")) for i in range(2)]
+    result = run(segments, cluster, ranges_per_command=4)
+    assert sorted(len(c.segments) for c in cluster.commands) == [1, 2, 4]
+    assert all(len({s.replicas for s in c.segments}) == 1 for c in cluster.commands)
+    assert sorted(o.segment.segment_id for o in result.outcomes) == sorted(s.segment_id for s in segments)
+    assert all(o.state is SegmentState.DONE for o in result.outcomes)
+
+
+def test_a_failed_command_retries_all_its_segments_and_records_each() -> None:
+    cluster = FakeCluster(failures={1: 1})  # segment 1 fails once: its whole command is repaired again
+    segments = [segment(i, ("a", "b")) for i in range(3)]
+    result = run(segments, cluster, ranges_per_command=3)
+    assert [len(c.segments) for c in cluster.commands] == [3, 3]
+    assert all(o.state is SegmentState.DONE for o in result.outcomes)
+    assert [state for sid, state in cluster.saved if sid == segments[0].segment_id].count(SegmentState.FAILED) == 1

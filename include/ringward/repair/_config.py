@@ -130,6 +130,9 @@ class RepairConfig(_Strict):
     # Off by default: `nodetool repair -st -et` refuses a range spanning two vnode ranges ("intersects a
     # local range but is not fully contained in one"); only a session per merged range would benefit.
     merge_ranges_with_same_replicas: bool = False
+    # Segments with the same replicas sent in one repair command; Cassandra repairs them in one session,
+    # so the per-session costs are paid once. 1 = one `nodetool repair -st -et` per segment.
+    ranges_per_command: int = Field(default=1, ge=1)
     parallel_repair_count: int = Field(default=3, ge=0)
     parallel_repair_percentage: float = Field(default=3.0, ge=0, le=100)
     intensity: float = Field(default=1.0, gt=0, le=1)

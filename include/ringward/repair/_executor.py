@@ -2,9 +2,11 @@
 
 The loop starts a segment only when none of its replicas is busy (a running session, or the intensity
 pause after one), at most `parallelism` at once, and only while the kill switch, the window and the
-task allow it. Failed sessions are retried with exponential backoff until `max_retries`; a segment with
-a replica down is postponed to the next run. Every state change is handed to `effects.save` at once, so
-a killed or retried task finds the history where it left it.
+task allow it. Segments with the same replicas travel together, up to `ranges_per_command` per repair
+command (Cassandra repairs them in one session); each keeps its own record. Failed sessions are retried
+with exponential backoff until `max_retries`; a segment with a replica down is postponed to the next run.
+Every state change is handed to `effects.save` at once, so a killed or retried task finds the history
+where it left it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ringward.repair._config import RepairConfig
 from ringward.repair._progress import Progress
 from ringward.repair._run import RunSummary
 from ringward.repair._scheduler import intensity_pause, next_runnable, window_allows_start
-from ringward.repair._segments import Segment
+from ringward.repair._segments import RepairCommand, Segment, group_segments
 from ringward.repair._state import (
     SegmentRecord,
     SegmentState,
@@ -62,11 +64,11 @@ def _utc_now() -> datetime:
 
 @dataclass
 class BatchEffects:
-    """The outside world of a batch. `repair` runs one session (in a worker thread); `save` stores a
+    """The outside world of a batch. `repair` runs one repair command (in a worker thread); `save` stores a
     record with its session bounds; `live_nodes` says who is up; `enabled` re-reads the kill switch;
     `stop_requested` is set when the task is killed."""
 
-    repair: Callable[[Segment], SessionResult]
+    repair: Callable[[RepairCommand], SessionResult]
     save: Callable[[Segment, SegmentRecord, datetime | None, datetime | None], None]
     live_nodes: Callable[[], set[str]]
     enabled: Callable[[], bool] = lambda: True
@@ -88,8 +90,8 @@ class BatchResult:
 
 @dataclass
 class _Running:
-    segment: Segment
-    record: SegmentRecord
+    command: RepairCommand
+    records: dict[str, SegmentRecord]
     started: datetime
 
 
@@ -104,7 +106,7 @@ class _BatchRun:
         effects: BatchEffects,
         run_started: datetime,
     ) -> None:
-        self.pending = list(segments)
+        self.pending = group_segments(segments, config.ranges_per_command)
         self.records = dict(records)
         self.config = config
         self.run_id = run_id
@@ -113,7 +115,7 @@ class _BatchRun:
         self.run_started = run_started
         self.not_before: dict[str, datetime] = {}
         self.node_free_at: dict[str, datetime] = {}
-        self.running: dict[Future[SessionResult], _Running] = {}
+        self.running: dict[Future[SessionResult], _Running] = {}  # keyed by the command's session
         self.outcomes: dict[str, SegmentOutcome] = {}
         self.progress = Progress(len(segments), "repair", "segments")
         self.stop_reason: str | None = None
@@ -129,7 +131,7 @@ class _BatchRun:
         return None
 
     def _busy_nodes(self, now: datetime) -> set[str]:
-        busy = {node for job in self.running.values() for node in job.segment.replicas}
+        busy = {node for job in self.running.values() for node in job.command.replicas}
         return busy | {node for node, free_at in self.node_free_at.items() if free_at > now}
 
     # -- state changes --------------------------------------------------------------------------------------
@@ -139,25 +141,29 @@ class _BatchRun:
         detail = f" ({outcome.reason})" if outcome.reason else ""
         self.fx.log(f"{outcome.state.value} {outcome.segment.describe()}{detail} | {self.progress.line()}")
 
-    def _postpone(self, segment: Segment, reason: str) -> None:
-        previous = self.records.get(segment.segment_id) or SegmentRecord(segment.segment_id)
-        record = replace(
-            previous, state=SegmentState.POSTPONED, attempts=previous.attempts_in(self.run_id), run_id=self.run_id
-        )
-        self.fx.save(segment, record, None, None)
-        self._finish(SegmentOutcome(segment, SegmentState.POSTPONED, record, reason=reason))
+    def _postpone(self, command: RepairCommand, reason: str) -> None:
+        for segment in command.segments:
+            previous = self.records.get(segment.segment_id) or SegmentRecord(segment.segment_id)
+            record = replace(
+                previous, state=SegmentState.POSTPONED, attempts=previous.attempts_in(self.run_id), run_id=self.run_id
+            )
+            self.fx.save(segment, record, None, None)
+            self._finish(SegmentOutcome(segment, SegmentState.POSTPONED, record, reason=reason))
 
-    def _start(self, pool: ThreadPoolExecutor, segment: Segment, now: datetime) -> None:
-        self.pending.remove(segment)
-        record = record_start(self.records.get(segment.segment_id), segment.segment_id, self.run_id)
-        self.records[segment.segment_id] = record
-        self.fx.save(segment, record, now, None)
-        self.fx.log(f"start {segment.describe()} attempt {record.attempts_in(self.run_id)}")
-        self.running[pool.submit(self._session, segment)] = _Running(segment, record, now)
+    def _start(self, pool: ThreadPoolExecutor, command: RepairCommand, now: datetime) -> None:
+        self.pending.remove(command)
+        records: dict[str, SegmentRecord] = {}
+        for segment in command.segments:
+            record = record_start(self.records.get(segment.segment_id), segment.segment_id, self.run_id)
+            self.records[segment.segment_id] = records[segment.segment_id] = record
+            self.fx.save(segment, record, now, None)
+        attempt = records[command.segments[0].segment_id].attempts_in(self.run_id)
+        self.fx.log(f"start {command.describe()} attempt {attempt}")
+        self.running[pool.submit(self._session, command)] = _Running(command, records, now)
 
-    def _session(self, segment: Segment) -> SessionResult:
+    def _session(self, command: RepairCommand) -> SessionResult:
         try:
-            return self.fx.repair(segment)
+            return self.fx.repair(command)
         except Exception as error:  # a runner bug or a lost connection must not kill the whole batch
             return SessionResult(False, 0.0, f"{type(error).__name__}: {error}")
 
@@ -165,27 +171,36 @@ class _BatchRun:
         job = self.running.pop(future)
         result = future.result()
         finished = self.fx.now()
-        segment = job.segment
+        command = job.command
         if result.succeeded:
-            record = record_success(job.record, finished, result.seconds, self.config.repair_type)
             pause = intensity_pause(result.seconds, self.config.intensity)
-            for node in segment.replicas:
+            for node in command.replicas:
                 self.node_free_at[node] = finished + pause
-            self._store(segment, record, job.started, finished)
-            self._finish(SegmentOutcome(segment, SegmentState.DONE, record, job.started, finished))
+            for segment in command.segments:
+                record = record_success(job.records[segment.segment_id], finished, result.seconds,
+                                        self.config.repair_type)  # fmt: skip
+                self._store(segment, record, job.started, finished)
+                self._finish(SegmentOutcome(segment, SegmentState.DONE, record, job.started, finished))
             return
-        record = record_failure(job.record, result.error or "repair failed", result.seconds)
-        self._store(segment, record, job.started, finished)
-        if retries_exhausted(record, self.run_id, self.config.max_retries):
-            self._finish(SegmentOutcome(segment, SegmentState.FAILED, record, job.started, finished, result.error))
+        records = {
+            s.segment_id: record_failure(job.records[s.segment_id], result.error or "repair failed", result.seconds)
+            for s in command.segments
+        }
+        for segment in command.segments:
+            self._store(segment, records[segment.segment_id], job.started, finished)
+        first = records[command.segments[0].segment_id]  # the command's segments share their attempts
+        if retries_exhausted(first, self.run_id, self.config.max_retries):
+            for segment in command.segments:
+                self._finish(SegmentOutcome(segment, SegmentState.FAILED, records[segment.segment_id], job.started,
+                                            finished, result.error))  # fmt: skip
             return
         if self._why_stop() is not None:
-            self.pending.insert(0, segment)  # left for the next run with the other unstarted segments
+            self.pending.insert(0, command)  # left for the next run with the other unstarted segments
             return
-        delay = backoff_delay(record.attempts_in(self.run_id) + 1, self.config.retry_backoff.total_seconds())
-        self.not_before[segment.segment_id] = finished + timedelta(seconds=delay)
-        self.fx.log(f"retry {segment.describe()} in {delay:.0f}s after: {(result.error or '')[-300:]}")
-        self.pending.insert(0, segment)
+        delay = backoff_delay(first.attempts_in(self.run_id) + 1, self.config.retry_backoff.total_seconds())
+        self.not_before[_key(command)] = finished + timedelta(seconds=delay)
+        self.fx.log(f"retry {command.describe()} in {delay:.0f}s after: {(result.error or '')[-300:]}")
+        self.pending.insert(0, command)
 
     def _store(self, segment: Segment, record: SegmentRecord, started: datetime, finished: datetime) -> None:
         self.records[segment.segment_id] = record
@@ -195,17 +210,17 @@ class _BatchRun:
     def _start_what_fits(self, pool: ThreadPoolExecutor) -> None:
         now = self.fx.now()
         room = self.parallelism - len(self.running)
-        ready = [s for s in self.pending if self.not_before.get(s.segment_id, now) <= now]
+        ready = [c for c in self.pending if self.not_before.get(_key(c), now) <= now]
         if room <= 0 or not ready:
             return
         live = self.fx.live_nodes()
-        for segment in [s for s in ready if not live.issuperset(s.replicas)]:
-            self.pending.remove(segment)
-            down = ", ".join(sorted(set(segment.replicas) - live))
-            self._postpone(segment, f"replica down: {down}")
-        ready = [s for s in ready if s in self.pending]
-        for segment in next_runnable(ready, self._busy_nodes(now), room):
-            self._start(pool, segment, now)
+        for command in [c for c in ready if not live.issuperset(c.replicas)]:
+            self.pending.remove(command)
+            down = ", ".join(sorted(set(command.replicas) - live))
+            self._postpone(command, f"replica down: {down}")
+        ready = [c for c in ready if c in self.pending]
+        for command in next_runnable(ready, self._busy_nodes(now), room):
+            self._start(pool, command, now)
 
     def run(self) -> BatchResult:
         with ThreadPoolExecutor(max_workers=self.parallelism, thread_name_prefix="repair") as pool:
@@ -221,8 +236,8 @@ class _BatchRun:
                         self._completed(future)
                 elif self.pending:
                     self.fx.sleep(_POLL_SECONDS)
-        for segment in list(self.pending):
-            self._postpone(segment, self.stop_reason or "not started")
+        for command in list(self.pending):
+            self._postpone(command, self.stop_reason or "not started")
         return BatchResult(tuple(self.outcomes.values()), self.stop_reason)
 
 
@@ -253,3 +268,7 @@ def run_batch(
             todo.append(segment)
     result = _BatchRun(todo, records, config, run_id, parallelism, effects, run_started).run()
     return BatchResult((*settled, *result.outcomes), result.stop_reason)
+
+
+def _key(command: RepairCommand) -> str:
+    return command.segments[0].segment_id

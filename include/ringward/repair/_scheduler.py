@@ -27,6 +27,14 @@ __all__ = [
 ]
 
 
+class _Replicated(Protocol):
+    @property
+    def replicas(self) -> tuple[str, ...]: ...
+
+
+_Job = TypeVar("_Job", bound=_Replicated)
+
+
 def allowed_parallelism(config: RepairConfig, node_count: int) -> int:
     """max(parallel_repair_count, ceil(percentage% of nodes)), at least 1 (CEP-37: the larger wins)."""
     by_share = math.ceil(config.parallel_repair_percentage * node_count / 100)
@@ -53,38 +61,30 @@ class ReplicaLocks:
     def busy(self) -> frozenset[str]:
         return frozenset(self._busy)
 
-    def can_take(self, segment: Segment) -> bool:
+    def can_take(self, segment: _Replicated) -> bool:
         return self._busy.isdisjoint(segment.replicas)
 
-    def acquire(self, segment: Segment) -> bool:
+    def acquire(self, segment: _Replicated) -> bool:
         """Lock every replica of `segment`; False (and nothing locked) when one is busy."""
         if not self.can_take(segment):
             return False
         self._busy.update(segment.replicas)
         return True
 
-    def release(self, segment: Segment) -> None:
+    def release(self, segment: _Replicated) -> None:
         self._busy.difference_update(segment.replicas)
 
 
-def next_runnable(segments: Sequence[Segment], busy_nodes: Iterable[str], limit: int) -> list[Segment]:
-    """Up to `limit` segments, in order, whose replicas are free of `busy_nodes` and of each other."""
+def next_runnable(segments: Sequence[_Job], busy_nodes: Iterable[str], limit: int) -> list[_Job]:
+    """Up to `limit` segments (or commands), in order, whose replicas are free of `busy_nodes` and of each other."""
     locks = ReplicaLocks(busy_nodes)
-    chosen: list[Segment] = []
+    chosen: list[_Job] = []
     for segment in segments:
         if len(chosen) >= limit:
             break
         if locks.acquire(segment):
             chosen.append(segment)
     return chosen
-
-
-class _Replicated(Protocol):
-    @property
-    def replicas(self) -> tuple[str, ...]: ...
-
-
-_Job = TypeVar("_Job", bound=_Replicated)
 
 
 def plan_waves(segments: Sequence[_Job], parallelism: int) -> list[list[_Job]]:
