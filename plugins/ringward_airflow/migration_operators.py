@@ -384,6 +384,7 @@ class RangeRepairOperator(_MigrationOperator):
     def _repair_blocking(self, record: dict[str, Any], todo: list[Segment], store: OpsStore) -> None:
         progress = Progress(total=len(todo), unit="ranges", label=self.stage)
         failures: list[str] = []
+        failed_ranges = 0
         for wave in repair_waves(todo, self.parallelism):
             self._raise_if_killed()
             with ThreadPoolExecutor(max_workers=len(wave)) as pool:
@@ -391,12 +392,13 @@ class RangeRepairOperator(_MigrationOperator):
             for command, error in zip(wave, results, strict=True):
                 progress.advance(len(command.segments))
                 if error:
+                    failed_ranges += len(command.segments)
                     failures.append(f"{', '.join(map(str, command.ranges))} on {command.coordinator}: {error}")
             self.log.info(progress.line())
         self._raise_if_killed()
         if failures:
             raise RepairError(
-                f"{len(failures)} repair commands failed: " + "; ".join(failures[:5]),
+                f"{failed_ranges} of {len(todo)} ranges failed to repair: " + "; ".join(failures[:5]),
                 "Bring the nodes named back to UN, then retry the task: finished ranges are skipped.",
             )
 
