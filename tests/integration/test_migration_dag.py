@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
+from cassandra import ConsistencyLevel
+from cassandra.query import SimpleStatement
 from ringward.errors import RingwardError
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
@@ -23,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 
 
-def run_migration(conf: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+def run_migration(conf: dict[str, Any], dag_id: str = "keyspace_migration") -> subprocess.CompletedProcess[str]:
     """`ringward airflow dags test keyspace_migration --conf …`, exactly as an operator would run it."""
-    command = [str(Path(sys.executable).parent / "ringward"), "airflow", "dags", "test", "keyspace_migration",
+    command = [str(Path(sys.executable).parent / "ringward"), "airflow", "dags", "test", dag_id,
                "--conf", json.dumps(conf)]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, env=airflow_environment(ROOT), timeout=900)
 
@@ -63,6 +65,35 @@ def test_seed_scenario_through_the_dag(seed_cluster: LocalCluster) -> None:
     assert seed_cluster.nodetool("127.0.0.2", ["flush", "seed_safe"]).returncode == 0
     sstables = seed_cluster.nodetool("127.0.0.2", ["getsstables", "seed_safe", "users", "1"])
     assert sstables.returncode == 0 and sstables.stdout.strip() == ""
+
+
+def test_rollback_restores_the_previous_replication(seed_cluster: LocalCluster) -> None:
+    with connect(NODES) as session:
+        create_seed_keyspace(session, "undo")
+    migrated = run_migration(
+        {"keyspace": "undo", "replication": {"class": "NetworkTopologyStrategy", "dc1": 2},
+         "require_approval": False, "cleanup": False}
+    )  # fmt: skip
+    assert dag_run_state(migrated) == "success", failures(migrated)
+    with connect(NODES) as session:
+        rows = session.execute("SELECT migration_id, keyspace_name FROM ringward_ops.migrations")
+        (migration_id,) = [r.migration_id for r in rows if r.keyspace_name == "undo"]
+        # Written after the ALTER, so only to 127.0.0.3 and .4: the rollback's repair must bring it to .2.
+        session.execute(
+            SimpleStatement(
+                "INSERT INTO undo.users (app_id, id, name) VALUES (1, 2, 'written during the migration')",
+                consistency_level=ConsistencyLevel.ALL,
+            )
+        )
+
+    rolled_back = run_migration({"rollback_of": migration_id, "require_approval": False}, "keyspace_migration_rollback")
+    assert dag_run_state(rolled_back) == "success", failures(rolled_back)
+    endpoints = seed_cluster.nodetool("127.0.0.2", ["getendpoints", "undo", "users", "1"]).stdout.split()
+    assert endpoints == ["127.0.0.3", "127.0.0.2"]  # the seed's placement again
+    with connect(NODES) as session:
+        replication = session.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = 'undo'")
+        assert replication.one().replication["class"].endswith("SimpleStrategy")
+    assert count_at_one_from("127.0.0.2", "undo") == 2  # the returning replica serves CL ONE itself, both rows
 
 
 # -- refusals -------------------------------------------------------------------------------------------

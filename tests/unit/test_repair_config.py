@@ -27,6 +27,8 @@ def test_shipped_default_loads_and_matches_model_defaults_where_documented() -> 
     assert config.segment_timeout == timedelta(hours=3)
     assert config.window is None
     assert "system_traces" in config.keyspaces.exclude
+    assert config.ranges_per_command == 16  # the shipped file groups; the model's default (1) does not
+    assert parse_config({}).ranges_per_command == 1
 
 
 def test_yaml_file_with_durations_sizes_and_window(tmp_path: Path) -> None:
