@@ -95,8 +95,9 @@ def migration_steps(plan: MigrationPlan) -> list[MigrationStep]:
 def repair_segments(ring: Ring, step: MigrationStep, keyspace: str, phase: Literal["pre", "post"]) -> list[Segment]:
     """The non-wrapping ranges to repair for `step`, each with its participants, coordinator first.
 
-    Only affected ranges are repaired, one ring range per session: Cassandra 5.0 refuses a requested range
-    that spans two of the coordinator's local ranges, so adjacent ranges are never merged. Post-ALTER the
+    Only affected ranges are repaired, each ring range as its own segment: Cassandra 5.0 refuses a requested
+    range that spans two of the coordinator's local ranges, so adjacent ranges are never merged into one
+    (`repair_waves` sends ranges with the same participants in one command instead). Post-ALTER the
     coordinator is a gained replica (the seed: repair on the new replica, or -pr on the old one). A range
     with a single participant needs no repair and is left out.
     """

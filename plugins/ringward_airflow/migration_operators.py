@@ -318,14 +318,15 @@ class KeyspaceAlterOperator(_MigrationOperator):
 
 
 class RangeRepairOperator(_MigrationOperator):
-    template_fields: Sequence[str] = ("parallelism", "session_timeout", "deferrable")
-
     """Full repair of exactly the affected ranges of one step, before (`pre`) or after (`post`) its ALTER.
 
-    A node takes part in one session at a time (waves of replica-disjoint ranges); each range is retried
-    with backoff; finished ranges are journalled so a retry resumes. With `deferrable`, a wave's sessions
-    are started and a trigger waits for them, so a long repair holds no worker slot.
+    Ranges with the same participants go in one repair command (one Cassandra session); a node takes part
+    in one session at a time (waves of replica-disjoint commands); a failed command is retried with
+    backoff; every range is journalled so a retry resumes. With `deferrable`, a wave's commands are started
+    and a trigger waits for them, so a long repair holds no worker slot.
     """
+
+    template_fields: Sequence[str] = ("parallelism", "session_timeout", "deferrable")
 
     def __init__(
         self,
@@ -497,7 +498,7 @@ class RangeRepairOperator(_MigrationOperator):
 
 
 class PreviewVerifyOperator(_MigrationOperator):
-    """`nodetool repair --preview --full` on each affected range: every replica must be in sync."""
+    """`nodetool repair --preview --full` of the affected ranges (grouped as for repair): every replica in sync."""
 
     def __init__(self, *, step_index: int = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
