@@ -107,8 +107,7 @@ def main() -> int:
     cluster.down(purge=True)
     try:
         cluster.up("seed", heap_mb=1024)
-        nodetool = NodetoolClient(nodetool_path=str(cluster.nodetool_path), jmx_host="127.0.0.1",
-                                  jmx_ports={n.address: n.jmx_port for n in cluster.topology().nodes})  # fmt: skip
+        nodetool = cluster.nodetool_client()
         load(args.megabytes)
         for node in NODES:
             nodetool.flush(node, "bench_naive")

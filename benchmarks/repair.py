@@ -105,8 +105,7 @@ def main() -> int:
     cluster.down(purge=True)
     try:
         topology = cluster.up("two-dc")
-        nodetool = NodetoolClient(nodetool_path=str(cluster.nodetool_path), jmx_host="127.0.0.1",
-                                  jmx_ports={n.address: n.jmx_port for n in topology.nodes})  # fmt: skip
+        nodetool = cluster.nodetool_client()
         load(args.rows)
         bare, segments = bare_segments(nodetool, args.subranges)
         dag_serial = run_dag(1, args.subranges)

@@ -12,16 +12,10 @@ from ringward.plan import build_plan
 from ringward.replication import Replication
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
-from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ring_source import ring_from_cluster
 
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 ROWS = 400
-
-
-def client(cluster: LocalCluster) -> NodetoolClient:
-    ports = {node.address: node.jmx_port for node in cluster.topology().nodes}
-    return NodetoolClient(nodetool_path=str(cluster.nodetool_path), jmx_host="127.0.0.1", jmx_ports=ports)
 
 
 def rows_at_one_from(coordinator: str) -> int:
@@ -49,7 +43,7 @@ def test_one_command_repairs_every_range_of_a_replica_set(seed_cluster: LocalClu
     segments = repair_segments(ring, step, "multi", "post")
     commands = [command for wave in repair_waves(segments, parallelism=2) for command in wave]
     assert len(commands) == 2 < len(segments)  # two replica sets, seven ranges
-    nodetool = client(seed_cluster)
+    nodetool = seed_cluster.nodetool_client()
     outcomes = [nodetool.repair(c.coordinator, c.keyspace, c.ranges, timeout=600) for c in commands]
     assert all(o.succeeded for o in outcomes), [o.output for o in outcomes]
     assert rows_at_one_from("127.0.0.4") == ROWS

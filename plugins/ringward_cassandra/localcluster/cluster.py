@@ -23,6 +23,7 @@ from ringward.errors import LocalClusterError
 from ringward_cassandra.localcluster import runtime
 from ringward_cassandra.localcluster.config import write_node_config
 from ringward_cassandra.localcluster.topology import LocalNode, Topology, load_topology
+from ringward_cassandra.nodetool import NodetoolClient
 
 __all__ = ["LocalCluster", "NodeStatus"]
 
@@ -161,6 +162,11 @@ class LocalCluster:
         node = self.topology().node(address)
         command = [str(self.nodetool_path), "-h", "127.0.0.1", "-p", str(node.jmx_port), *args]
         return subprocess.run(command, capture_output=capture, text=True, check=False)
+
+    def nodetool_client(self) -> NodetoolClient:
+        """The client ringward's operators use, pointed at this cluster's nodes (JMX on 127.0.0.1)."""
+        ports = {node.address: node.jmx_port for node in self.topology().nodes}
+        return NodetoolClient(nodetool_path=str(self.nodetool_path), jmx_host="127.0.0.1", jmx_ports=ports)
 
     @property
     def nodetool_path(self) -> Path:
