@@ -132,7 +132,7 @@ def repair_waves(
 ) -> list[list[RepairCommand]]:
     """Repair commands in waves whose participants are disjoint: a node is in one session at a time.
 
-    Ranges with the same participants (coordinator first) go in one command, which Cassandra runs as one
+    Ranges with the same set of participants go in one command, which Cassandra runs as one
     session: the seed's six affected ranges need two commands, not seven nodetool runs.
     """
     return plan_waves(group_segments(segments, ranges_per_command), parallelism)

@@ -7,6 +7,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ringward.repair import (
@@ -18,6 +19,7 @@ from ringward.repair import (
     SessionResult,
     decode_batch,
     encode_batch,
+    group_segments,
     parse_config,
     run_batch,
 )
@@ -208,3 +210,17 @@ def test_a_failed_command_retries_all_its_segments_and_records_each() -> None:
     assert [len(c.segments) for c in cluster.commands] == [3, 3]
     assert all(o.state is SegmentState.DONE for o in result.outcomes)
     assert [state for sid, state in cluster.saved if sid == segments[0].segment_id].count(SegmentState.FAILED) == 1
+
+
+def test_replicas_listed_in_another_order_share_a_command() -> None:
+    # NTS lists a range's replicas in ring-walk order: {a, b} comes as (a, b) and as (b, a).
+    segments = [segment(0, ("a", "b")), segment(1, ("b", "a")), segment(2, ("a", "c"))]
+    commands = group_segments(segments, 16)
+    assert [c.ranges for c in commands] == [(segments[0].range, segments[1].range), (segments[2].range,)]
+    assert commands[0].coordinator == "a"
+    assert set(commands[0].replicas) == {"a", "b"}
+
+
+def test_a_command_refuses_segments_of_different_replica_sets() -> None:
+    with pytest.raises(ValueError, match="share keyspace, tables and replicas"):
+        RepairCommand((segment(0, ("a", "b")), segment(1, ("a", "c"))))

@@ -87,8 +87,9 @@ class RepairCommand:
 
     Cassandra repairs the ranges of one command that share their replicas in a single session (its
     CommonRange), so a node is still in one session at a time, while the per-session costs (a nodetool
-    JVM, the session's set-up, Merkle-tree requests) are paid once instead of once per vnode range.
-    Reaper groups the vnode ranges of a replica set into one segment for the same reason.
+    command, the session's set-up, Merkle-tree requests) are paid once instead of once per vnode range.
+    Reaper groups the vnode ranges of a replica set into one segment for the same reason. The first
+    segment's coordinator runs the command; any participant can coordinate a full repair of the others.
     """
 
     segments: tuple[Segment, ...]
@@ -96,10 +97,8 @@ class RepairCommand:
     def __post_init__(self) -> None:
         if not self.segments:
             raise ValueError("a repair command needs at least one segment")
-        first = self.segments[0]
-        if any(
-            (s.keyspace, s.tables, s.replicas) != (first.keyspace, first.tables, first.replicas) for s in self.segments
-        ):
+        first = _command_key(self.segments[0])
+        if any(_command_key(s) != first for s in self.segments):
             raise ValueError("segments of one repair command must share keyspace, tables and replicas")
 
     @property
@@ -128,14 +127,23 @@ class RepairCommand:
         return f"{self.keyspace}.{{{tables}}} {ranges} on {', '.join(self.replicas)}"
 
 
+def _command_key(segment: Segment) -> tuple[str, tuple[str, ...], frozenset[str]]:
+    return segment.keyspace, segment.tables, frozenset(segment.replicas)
+
+
 def group_segments(segments: Iterable[Segment], max_ranges: int) -> list[RepairCommand]:
     """Segments grouped into commands of at most `max_ranges` ranges with the same keyspace, tables and
-    replicas (coordinator included), in the order each group first appears."""
+    set of replicas, in the order each group first appears.
+
+    The replica *set* decides, not its order: with NetworkTopologyStrategy a range's replicas are listed
+    in ring-walk order, so {a, x} is (a, x) for some ranges and (x, a) for others, yet repairing them is
+    the same session among the same nodes. Keying on the order would double the sessions.
+    """
     if max_ranges < 1:
         raise ValueError("max_ranges must be at least 1")
-    groups: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[Segment]] = {}
+    groups: dict[tuple[str, tuple[str, ...], frozenset[str]], list[Segment]] = {}
     for segment in segments:
-        groups.setdefault((segment.keyspace, segment.tables, segment.replicas), []).append(segment)
+        groups.setdefault(_command_key(segment), []).append(segment)
     return [
         RepairCommand(tuple(members[i : i + max_ranges]))
         for members in groups.values()
