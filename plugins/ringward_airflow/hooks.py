@@ -76,7 +76,9 @@ class RingwardCassandraHook(BaseHook):
 
 class NodetoolHook(BaseHook):
     """nodetool over JMX. Connection: host = JMX host (may be `{address}`), port = default JMX port,
-    login/password = JMX credentials; extra: `nodetool_path`, `jmx_host`, `jmx_ports` {node: port}, `ssl`."""
+    login/password = JMX credentials; extra: `nodetool_path`, `jmx_host`, `jmx_ports` {node: port}, `ssl`, and
+    optionally `java_classpath` (Cassandra's jars, e.g. "/usr/share/cassandra/lib/*"), `java_options`,
+    `java_binary`: then the commands run in one resident JVM per task instead of a nodetool process each."""
 
     conn_name_attr = "nodetool_conn_id"
     default_conn_name = "ringward_nodetool"
@@ -99,4 +101,7 @@ class NodetoolHook(BaseHook):
             username=conn.login or None,
             password=conn.password or None,
             ssl=bool(extra.get("ssl", False)),
+            java_classpath=extra.get("java_classpath") or None,
+            java_options=tuple(extra.get("java_options", ())),
+            java_binary=extra.get("java_binary", "java"),
         )

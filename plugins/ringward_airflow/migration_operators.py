@@ -110,6 +110,11 @@ class _MigrationOperator(BaseOperator):
             self._nodetool = NodetoolHook(self.nodetool_conn_id).client
         return self._nodetool
 
+    def _close_nodetool(self) -> None:
+        """Stop the client's resident JVM, if it started one (a later command starts another)."""
+        if self._nodetool is not None:
+            self._nodetool.close()
+
     def on_kill(self) -> None:
         # Airflow 3.3 lets execute() go on after SIGTERM: flag it and stop our nodetool processes.
         self._killed.set()
@@ -214,6 +219,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
             return record
         finally:
             hook.close()
+            self._close_nodetool()
 
     def _rollback_target(self, migration_id: str) -> tuple[str, Any, str]:
         """Keyspace, the replication it had before `migration_id`, and that migration's lease owner."""
@@ -223,6 +229,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
             original, state = store.migration(migration_id), store.migration_state(migration_id)
         finally:
             hook.close()
+            self._close_nodetool()
         if original is None:
             raise ConfigurationError(
                 f"No migration {migration_id!r} is recorded.",
@@ -297,6 +304,7 @@ class KeyspaceAlterOperator(_MigrationOperator):
             hook.ops_store().set_migration_state(record["migration_id"], f"altered:{step.index}")
         finally:
             hook.close()
+            self._close_nodetool()
         return step.after.to_cql()
 
     def _confirm_ownership(self, ring: Ring, step: MigrationStep, keyspace: str) -> None:
@@ -379,6 +387,7 @@ class RangeRepairOperator(_MigrationOperator):
             self._repair_blocking(record, todo, store)
         finally:
             hook.close()
+            self._close_nodetool()
         return {"ranges": len(segments), "repaired": len(todo)}
 
     # -- blocking mode ----------------------------------------------------------------------------------
@@ -494,6 +503,7 @@ class RangeRepairOperator(_MigrationOperator):
                 )
         finally:
             hook.close()
+            self._close_nodetool()
         return self.execute(context)
 
 
@@ -510,12 +520,15 @@ class PreviewVerifyOperator(_MigrationOperator):
         segments = repair_segments(ring, steps[self.step_index - 1], record["keyspace"], "post")
         nodetool = self._nodetool_client()
         out_of_sync = []
-        for command in group_segments(segments, RANGES_PER_COMMAND):
-            self._raise_if_killed()
-            outcome = nodetool.repair(command.coordinator, command.keyspace, command.ranges, preview=True)
-            if not outcome.succeeded or not outcome.in_sync:
-                ranges = ", ".join(map(str, command.ranges))
-                out_of_sync.append(f"{ranges} among {', '.join(command.replicas)}: {_last_line(outcome.output)}")
+        try:
+            for command in group_segments(segments, RANGES_PER_COMMAND):
+                self._raise_if_killed()
+                outcome = nodetool.repair(command.coordinator, command.keyspace, command.ranges, preview=True)
+                if not outcome.succeeded or not outcome.in_sync:
+                    ranges = ", ".join(map(str, command.ranges))
+                    out_of_sync.append(f"{ranges} among {', '.join(command.replicas)}: {_last_line(outcome.output)}")
+        finally:
+            self._close_nodetool()
         if out_of_sync:
             raise VerificationError(
                 f"Preview repair finds data out of sync in {len(out_of_sync)} commands: " + "; ".join(out_of_sync[:5]),
@@ -555,6 +568,7 @@ class CleanupOperator(_MigrationOperator):
             hook.ops_store().set_migration_state(record["migration_id"], "cleaned")
         finally:
             hook.close()
+            self._close_nodetool()
         return nodes
 
 
@@ -589,6 +603,7 @@ class MigrationReportOperator(_MigrationOperator):
             store.release_lease(lease_resource(record["keyspace"]), record.get("lease_owner") or record["migration_id"])
         finally:
             hook.close()
+            self._close_nodetool()
         return report
 
 

@@ -7,16 +7,19 @@ credentials and TLS).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ringward.errors import ClusterError, RepairError
+from ringward.errors import ClusterError, RepairError, RingwardError
 from ringward.ring import TokenRange
+
+from ringward_cassandra.resident_nodetool import ResidentNodetool
 
 __all__ = ["NodetoolClient", "RepairOutcome"]
 
@@ -39,7 +42,11 @@ class RepairOutcome:
 
 @dataclass
 class NodetoolClient:
-    """Runs nodetool for one cluster. `jmx_host` may contain `{address}`; `jmx_ports` maps node -> port."""
+    """Runs nodetool for one cluster. `jmx_host` may contain `{address}`; `jmx_ports` maps node -> port.
+
+    With `java_classpath` (Cassandra's jars) the commands run in one resident JVM (`ResidentNodetool`)
+    instead of a `nodetool` process each; `close()` stops it.
+    """
 
     nodetool_path: str = "nodetool"
     jmx_host: str = "{address}"
@@ -48,6 +55,10 @@ class NodetoolClient:
     username: str | None = None
     password: str | None = None
     ssl: bool = False
+    java_classpath: str | None = None
+    java_options: tuple[str, ...] = ()
+    java_binary: str = "java"
+    _resident: ResidentNodetool | None = field(default=None, repr=False)
     _running: set[subprocess.Popen[str]] = field(default_factory=set, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -67,6 +78,8 @@ class NodetoolClient:
 
     def run(self, address: str, args: Sequence[str], timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
         """Run one nodetool command; the process is tracked so `terminate_all` can stop it (on_kill)."""
+        if self.java_classpath:
+            return self._resident_jvm().run(self.command(address, args)[1:], timeout)
         process = subprocess.Popen(
             self.command(address, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
@@ -100,6 +113,30 @@ class NodetoolClient:
         with self._lock:
             for process in list(self._running):
                 process.send_signal(signal.SIGTERM)
+            resident = self._resident
+        if resident is not None:
+            resident.cancel_all()
+
+    def prepare(self) -> None:
+        """Boot the resident JVM in the background, so it is ready when the first command comes (a start
+        failure is reported by that command)."""
+        if self.java_classpath:
+            resident = self._resident_jvm()
+            threading.Thread(target=_quietly, args=(resident.start,), daemon=True).start()
+
+    def close(self) -> None:
+        """Stop the resident JVM, if one was started (a later command starts another)."""
+        with self._lock:
+            resident, self._resident = self._resident, None
+        if resident is not None:
+            resident.close()
+
+    def _resident_jvm(self) -> ResidentNodetool:
+        with self._lock:
+            if self._resident is None:
+                assert self.java_classpath is not None
+                self._resident = ResidentNodetool(self.java_classpath, self.java_options, self.java_binary)
+            return self._resident
 
     # -- commands ---------------------------------------------------------------------------------------
     def status(self, address: str) -> dict[str, str]:
@@ -211,6 +248,11 @@ class NodetoolClient:
              "-op", "forceTerminateAllRepairSessions"],
             timeout=60,
         )  # fmt: skip
+
+
+def _quietly(action: Callable[[], None]) -> None:
+    with contextlib.suppress(RingwardError):  # the first command starts the JVM again and says why it fails
+        action()
 
 
 def _as_ranges(ranges: TokenRange | Sequence[TokenRange]) -> tuple[TokenRange, ...]:

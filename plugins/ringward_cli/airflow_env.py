@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ringward_cassandra.localcluster import load_topology
+from ringward_cassandra.localcluster import LocalCluster, load_topology
 from ringward_cassandra.localcluster.runtime import project_home
 
 __all__ = ["airflow_environment", "ensure_airflow_db", "local_connections"]
@@ -17,20 +17,13 @@ __all__ = ["airflow_environment", "ensure_airflow_db", "local_connections"]
 
 def local_connections(home: Path, topology: str = "seed") -> dict[str, str]:
     """AIRFLOW_CONN_* values for the local cluster: Cassandra, Spark local[2], nodetool over JMX."""
-    nodes = load_topology(topology).nodes
+    loaded = load_topology(topology)
+    nodes = loaded.nodes
     cassandra = {"conn_type": "cassandra", "host": ",".join(n.address for n in nodes), "port": 9042,
                  "extra": {"protocol_version": 5}}  # fmt: skip
     spark = {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": "spark-submit"}}
-    nodetool = {
-        "conn_type": "generic",
-        "host": "127.0.0.1",
-        "extra": {
-            "nodetool_path": str(home / ".local" / "cluster" / "bin" / "nodetool"),
-            # Local JMX binds 127.0.0.1 with one port per node; remote clusters use {address}:7199.
-            "jmx_host": "127.0.0.1",
-            "jmx_ports": {n.address: n.jmx_port for n in nodes},
-        },
-    }
+    nodetool = {"conn_type": "generic", "host": "127.0.0.1",
+                "extra": LocalCluster(home).nodetool_connection_extra(loaded)}  # fmt: skip
     return {
         "AIRFLOW_CONN_CASSANDRA_DEFAULT": json.dumps(cassandra),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark),
