@@ -118,7 +118,7 @@ class PlanRepairOperator(BaseOperator):
         self,
         *,
         config_path: str | None = None,
-        batch_size: int = 64,
+        batch_size: int = 256,
         cassandra_conn_id: str = RingwardCassandraHook.default_conn_name,
         nodetool_conn_id: str = NodetoolHook.default_conn_name,
         **kwargs: Any,
@@ -134,12 +134,17 @@ class PlanRepairOperator(BaseOperator):
         config = _config_or_fail(self.config_path, params)
         batch_size = int(params.get("batch_size") or self.batch_size)
         cassandra = RingwardCassandraHook(self.cassandra_conn_id)
+        nodetool = NodetoolHook(self.nodetool_conn_id).client
+        nodetool.prepare()  # its JVM boots while the ring and schema are read
         try:
-            return self._plan(context, config, batch_size, cassandra)
+            return self._plan(context, config, batch_size, cassandra, nodetool)
         finally:
             cassandra.close()
+            nodetool.close()
 
-    def _plan(self, context: Any, config: RepairConfig, batch_size: int, cassandra: RingwardCassandraHook) -> Any:
+    def _plan(
+        self, context: Any, config: RepairConfig, batch_size: int, cassandra: RingwardCassandraHook, nodetool: Any
+    ) -> Any:
         run_id = context["run_id"]
         ring = cassandra.ring()
         store = cassandra.ops_store()
@@ -148,7 +153,7 @@ class PlanRepairOperator(BaseOperator):
         for keyspace, why in cluster.excluded_keyspaces.items():
             self.log.warning("Keyspace %s skipped tonight: under a migration lease, %s", keyspace, why)
         records = records_by_segment(store.repair_history())
-        live = _live_nodes(NodetoolHook(self.nodetool_conn_id).client, ring.addresses())
+        live = _live_nodes(nodetool, ring.addresses())
         run = prepare_run(
             cluster.segments, records, run_id=run_id, now=datetime.now(UTC), live_nodes=live,
             node_count=len(ring.nodes), config=config,
@@ -233,11 +238,13 @@ class RepairSegmentsOperator(BaseOperator):
         self._coordinators = frozenset()
         self._aborted = False
         self._client = NodetoolHook(self.nodetool_conn_id).client
+        self._client.prepare()  # its JVM boots while the ring and history are read
         cassandra = RingwardCassandraHook(self.cassandra_conn_id)
         try:
             result = self._run(context, config, segments, cassandra, killed)
         finally:
             cassandra.close()
+            self._client.close()
         if killed.is_set():
             raise AirflowException("Repair task killed: running sessions were aborted; the rest stays due.")
         return result
@@ -258,15 +265,9 @@ class RepairSegmentsOperator(BaseOperator):
         records = {k: v for k, v in records_by_segment(store.repair_history()).items() if k in wanted}
         live = _CachedLiveness(self._client, ring.addresses())
 
-        def save(segment: Segment, record: SegmentRecord, started: datetime | None, finished: datetime | None) -> None:
-            store.record_repair(
-                segment.keyspace, segment.tables, segment.range, record,
-                started_at=started, finished_at=finished, replicas=segment.replicas,
-            )  # fmt: skip
-
         effects = BatchEffects(
             repair=lambda command: self._session(command, config),
-            save=save,
+            save=store.record_repairs,
             live_nodes=live,
             enabled=lambda: self._still_enabled(context, config),
             stop_requested=lambda: self._stop_if_killed(killed),

@@ -17,7 +17,7 @@ from cassandra import ConsistencyLevel
 from cassandra.cluster import Session
 from cassandra.query import SimpleStatement
 from ringward.errors import MigrationError
-from ringward.repair import Segment, SegmentRecord, SegmentState
+from ringward.repair import RecordUpdate, Segment, SegmentRecord, SegmentState
 from ringward.ring import TokenRange
 
 __all__ = ["OPS_KEYSPACE", "JournalEntry", "Lease", "OpsStore", "RepairHistoryRow", "RepairRunRow"]
@@ -137,7 +137,7 @@ class OpsStore:
         return bool(list(rows))
 
     def _write(self, cql: str, params: tuple[object, ...]) -> object:
-        return self.session.execute(SimpleStatement(cql, consistency_level=ConsistencyLevel.QUORUM), params)
+        return self.session.execute(_quorum(cql), params)
 
     def _read(self, cql: str, params: tuple[object, ...]) -> list[object]:
         return list(self.session.execute(SimpleStatement(cql, consistency_level=ConsistencyLevel.QUORUM), params))
@@ -248,24 +248,21 @@ class OpsStore:
         replicas: tuple[str, ...] = (),
     ) -> None:
         """Upsert one segment's history; session bounds are written only when given (None keeps them)."""
-        columns = {
-            "keyspace_name": keyspace, "table_names": ",".join(tables), "range_start": token_range.start,
-            "range_end": token_range.end, "last_success": record.last_success,
-            "last_full_success": record.last_full_success, "attempts": record.attempts,
-            "last_error": (record.last_error or "")[-2000:] or None, "seconds": record.duration,
-            "run_id": record.run_id, "state": record.state.value,
-        }  # fmt: skip
-        if record.state is SegmentState.RUNNING:
-            columns["last_attempt"] = started_at or datetime.now(UTC)
-        if started_at is not None:
-            columns.update(
-                started_at=started_at, finished_at=finished_at, coordinator=replicas[0] if replicas else None
-            )
-        if replicas:
-            columns["replicas"] = ",".join(replicas)
-        names = ", ".join(columns)
-        marks = ", ".join(["%s"] * len(columns))
-        self._write(f"INSERT INTO {OPS_KEYSPACE}.repair_history ({names}) VALUES ({marks})", tuple(columns.values()))
+        self._write(*_history_upsert(keyspace, tables, token_range, record, started_at, finished_at, replicas))
+
+    def record_repairs(self, updates: Iterable[RecordUpdate]) -> None:
+        """Upsert the history of several segments (one command's) with concurrent writes; any failure raises."""
+        statements = [
+            _history_upsert(u.segment.keyspace, u.segment.tables, u.segment.range, u.record, u.started, u.finished,
+                            u.segment.replicas)
+            for u in updates
+        ]  # fmt: skip
+        if len(statements) == 1:
+            self._write(*statements[0])
+            return
+        futures = [self.session.execute_async(_quorum(cql), params) for cql, params in statements]
+        for future in futures:
+            future.result()
 
     def repair_history(self, keyspace: str | None = None) -> list[RepairHistoryRow]:
         """Every recorded segment (of one keyspace, or of all)."""
@@ -291,6 +288,37 @@ class OpsStore:
             for r in rows
         ]  # fmt: skip
         return sorted(runs, key=lambda run: run.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+
+
+def _quorum(cql: str) -> SimpleStatement:
+    return SimpleStatement(cql, consistency_level=ConsistencyLevel.QUORUM)
+
+
+def _history_upsert(
+    keyspace: str,
+    tables: tuple[str, ...],
+    token_range: TokenRange,
+    record: SegmentRecord,
+    started_at: datetime | None,
+    finished_at: datetime | None,
+    replicas: tuple[str, ...],
+) -> tuple[str, tuple[object, ...]]:
+    columns: dict[str, object] = {
+        "keyspace_name": keyspace, "table_names": ",".join(tables), "range_start": token_range.start,
+        "range_end": token_range.end, "last_success": record.last_success,
+        "last_full_success": record.last_full_success, "attempts": record.attempts,
+        "last_error": (record.last_error or "")[-2000:] or None, "seconds": record.duration,
+        "run_id": record.run_id, "state": record.state.value,
+    }  # fmt: skip
+    if record.state is SegmentState.RUNNING:
+        columns["last_attempt"] = started_at or datetime.now(UTC)
+    if started_at is not None:
+        columns.update(started_at=started_at, finished_at=finished_at, coordinator=replicas[0] if replicas else None)
+    if replicas:
+        columns["replicas"] = ",".join(replicas)
+    names = ", ".join(columns)
+    marks = ", ".join(["%s"] * len(columns))
+    return f"INSERT INTO {OPS_KEYSPACE}.repair_history ({names}) VALUES ({marks})", tuple(columns.values())
 
 
 def _history_row(row: Any) -> RepairHistoryRow:

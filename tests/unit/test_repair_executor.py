@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ringward.repair import (
     BatchEffects,
+    RecordUpdate,
     RepairCommand,
     Segment,
     SegmentRecord,
@@ -41,6 +43,7 @@ class FakeCluster:
         self.sessions: list[tuple[Segment, float, float]] = []
         self.commands: list[RepairCommand] = []
         self.saved: list[tuple[str, SegmentState]] = []
+        self.saves = 0
         self.live: set[str] = set(NODES)
         self._lock = threading.Lock()
         self.max_concurrent = 0
@@ -65,8 +68,9 @@ class FakeCluster:
                     failed = True
         return SessionResult(not failed, finished - started, "boom" if failed else None)
 
-    def save(self, seg: Segment, record: SegmentRecord, started: object, finished: object) -> None:
-        self.saved.append((seg.segment_id, record.state))
+    def save(self, updates: Sequence[RecordUpdate]) -> None:
+        self.saves += 1
+        self.saved.extend((u.segment.segment_id, u.record.state) for u in updates)
 
     def effects(self, **overrides: object) -> BatchEffects:
         fields: dict[str, object] = {
@@ -201,6 +205,14 @@ def test_segments_with_the_same_replicas_share_a_command() -> None:
     assert all(len({s.replicas for s in c.segments}) == 1 for c in cluster.commands)
     assert sorted(o.segment.segment_id for o in result.outcomes) == sorted(s.segment_id for s in segments)
     assert all(o.state is SegmentState.DONE for o in result.outcomes)
+
+
+def test_a_command_saves_its_segments_records_together() -> None:
+    cluster = FakeCluster()
+    segments = [segment(i, ("a", "b")) for i in range(4)]
+    run(segments, cluster, ranges_per_command=4)
+    assert cluster.saves == 2  # RUNNING for all four at the start, DONE for all four at the end
+    assert [state for _, state in cluster.saved] == [SegmentState.RUNNING] * 4 + [SegmentState.DONE] * 4
 
 
 def test_a_failed_command_retries_all_its_segments_and_records_each() -> None:

@@ -19,7 +19,14 @@ from ringward.repair._config import (
     parse_config,
 )
 from ringward.repair._estimates import SizeEstimate
-from ringward.repair._executor import BatchEffects, BatchResult, SegmentOutcome, SessionResult, run_batch
+from ringward.repair._executor import (
+    BatchEffects,
+    BatchResult,
+    RecordUpdate,
+    SegmentOutcome,
+    SessionResult,
+    run_batch,
+)
 from ringward.repair._payload import decode_batch, decode_segment, encode_batch, encode_segment
 from ringward.repair._planning import ReplicaMapEntries, SegmentPlan, plan_segments
 from ringward.repair._progress import Progress
@@ -66,6 +73,7 @@ __all__ = [
     "FixedSplitter",
     "NameFilter",
     "Progress",
+    "RecordUpdate",
     "RepairCommand",
     "RepairConfig",
     "RepairStatus",

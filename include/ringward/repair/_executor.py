@@ -32,7 +32,7 @@ from ringward.repair._state import (
     retries_exhausted,
 )
 
-__all__ = ["BatchEffects", "BatchResult", "SegmentOutcome", "SessionResult", "run_batch"]
+__all__ = ["BatchEffects", "BatchResult", "RecordUpdate", "SegmentOutcome", "SessionResult", "run_batch"]
 
 _POLL_SECONDS = 0.5
 
@@ -58,18 +58,29 @@ class SegmentOutcome:
     reason: str | None = None
 
 
+@dataclass(frozen=True)
+class RecordUpdate:
+    """A segment's new history record; `started`/`finished` are its session bounds (None keeps them)."""
+
+    segment: Segment
+    record: SegmentRecord
+    started: datetime | None = None
+    finished: datetime | None = None
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
 @dataclass
 class BatchEffects:
-    """The outside world of a batch. `repair` runs one repair command (in a worker thread); `save` stores a
-    record with its session bounds; `live_nodes` says who is up; `enabled` re-reads the kill switch;
+    """The outside world of a batch. `repair` runs one repair command (in a worker thread); `save` stores the
+    records of one command's segments together (one round of writes, not one per segment); `live_nodes` says
+    who is up; `enabled` re-reads the kill switch;
     `stop_requested` is set when the task is killed."""
 
     repair: Callable[[RepairCommand], SessionResult]
-    save: Callable[[Segment, SegmentRecord, datetime | None, datetime | None], None]
+    save: Callable[[Sequence[RecordUpdate]], None]
     live_nodes: Callable[[], set[str]]
     enabled: Callable[[], bool] = lambda: True
     stop_requested: Callable[[], bool] = lambda: False
@@ -142,21 +153,24 @@ class _BatchRun:
         self.fx.log(f"{outcome.state.value} {outcome.segment.describe()}{detail} | {self.progress.line()}")
 
     def _postpone(self, command: RepairCommand, reason: str) -> None:
+        updates = []
         for segment in command.segments:
             previous = self.records.get(segment.segment_id) or SegmentRecord(segment.segment_id)
             record = replace(
                 previous, state=SegmentState.POSTPONED, attempts=previous.attempts_in(self.run_id), run_id=self.run_id
             )
-            self.fx.save(segment, record, None, None)
-            self._finish(SegmentOutcome(segment, SegmentState.POSTPONED, record, reason=reason))
+            updates.append(RecordUpdate(segment, record))
+        self.fx.save(updates)
+        for update in updates:
+            self._finish(SegmentOutcome(update.segment, SegmentState.POSTPONED, update.record, reason=reason))
 
     def _start(self, pool: ThreadPoolExecutor, command: RepairCommand, now: datetime) -> None:
         self.pending.remove(command)
-        records: dict[str, SegmentRecord] = {}
-        for segment in command.segments:
-            record = record_start(self.records.get(segment.segment_id), segment.segment_id, self.run_id)
-            self.records[segment.segment_id] = records[segment.segment_id] = record
-            self.fx.save(segment, record, now, None)
+        records = {
+            s.segment_id: record_start(self.records.get(s.segment_id), s.segment_id, self.run_id)
+            for s in command.segments
+        }
+        self._store([RecordUpdate(s, records[s.segment_id], now) for s in command.segments])
         attempt = records[command.segments[0].segment_id].attempts_in(self.run_id)
         self.fx.log(f"start {command.describe()} attempt {attempt}")
         self.running[pool.submit(self._session, command)] = _Running(command, records, now)
@@ -176,18 +190,20 @@ class _BatchRun:
             pause = intensity_pause(result.seconds, self.config.intensity)
             for node in command.replicas:
                 self.node_free_at[node] = finished + pause
-            for segment in command.segments:
-                record = record_success(job.records[segment.segment_id], finished, result.seconds,
-                                        self.config.repair_type)  # fmt: skip
-                self._store(segment, record, job.started, finished)
-                self._finish(SegmentOutcome(segment, SegmentState.DONE, record, job.started, finished))
+            done = [
+                RecordUpdate(s, record_success(job.records[s.segment_id], finished, result.seconds,
+                                               self.config.repair_type), job.started, finished)
+                for s in command.segments
+            ]  # fmt: skip
+            self._store(done)
+            for update in done:
+                self._finish(SegmentOutcome(update.segment, SegmentState.DONE, update.record, job.started, finished))
             return
         records = {
             s.segment_id: record_failure(job.records[s.segment_id], result.error or "repair failed", result.seconds)
             for s in command.segments
         }
-        for segment in command.segments:
-            self._store(segment, records[segment.segment_id], job.started, finished)
+        self._store([RecordUpdate(s, records[s.segment_id], job.started, finished) for s in command.segments])
         first = records[command.segments[0].segment_id]  # the command's segments share their attempts
         if retries_exhausted(first, self.run_id, self.config.max_retries):
             for segment in command.segments:
@@ -202,9 +218,10 @@ class _BatchRun:
         self.fx.log(f"retry {command.describe()} in {delay:.0f}s after: {(result.error or '')[-300:]}")
         self.pending.insert(0, command)
 
-    def _store(self, segment: Segment, record: SegmentRecord, started: datetime, finished: datetime) -> None:
-        self.records[segment.segment_id] = record
-        self.fx.save(segment, record, started, finished)
+    def _store(self, updates: Sequence[RecordUpdate]) -> None:
+        for update in updates:
+            self.records[update.segment.segment_id] = update.record
+        self.fx.save(updates)
 
     # -- loop ---------------------------------------------------------------------------------------------
     def _start_what_fits(self, pool: ThreadPoolExecutor) -> None:
