@@ -43,7 +43,7 @@ with DAG(
         "repair_type": Param(None, type=["null", "string"], enum=[None, "full", "preview"]),
         "parallel_repair_count": Param(None, type=["null", "integer"], minimum=0),
         "max_duration": Param(None, type=["null", "string", "integer"], description="window.max_duration"),
-        "batch_size": Param(64, type="integer", minimum=1, description="segments per repair task"),
+        "batch_size": Param(256, type="integer", minimum=1, description="segments per repair task"),
     },
 ) as dag:
     plan = PlanRepairOperator(task_id="plan", config_path=CONFIG_PATH)
