@@ -14,6 +14,7 @@ Run: uv run python benchmarks/migration.py [--megabytes 300]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -107,13 +108,17 @@ def main() -> int:
     cluster.down(purge=True)
     try:
         cluster.up("seed", heap_mb=1024)
-        nodetool = cluster.nodetool_client()
+        nodetool = cluster.nodetool_client()  # what the migration's tasks use: one resident JVM
+        processes = dataclasses.replace(nodetool, java_classpath=None)  # what an operator runs: nodetool
         load(args.megabytes)
         for node in NODES:
-            nodetool.flush(node, "bench_naive")
-            nodetool.flush(node, "bench_ringward")
-        naive_repair, naive_cleanup = naive(nodetool, cluster)
-        ringward_repair, share_count, share_width = ringward(nodetool)
+            processes.flush(node, "bench_naive")
+            processes.flush(node, "bench_ringward")
+        naive_repair, naive_cleanup = naive(processes, cluster)
+        try:
+            ringward_repair, share_count, share_width = ringward(nodetool)
+        finally:
+            nodetool.close()
         target = (share_width + 0.2) * naive_repair
         print(f"\ndata: {args.megabytes} MB per keyspace, RF 2 -> NTS dc1: 2 on the seed ring")
         print(f"affected ranges: {share_count:.0%} by count, {share_width:.1%} of the token space")

@@ -44,7 +44,10 @@ def test_one_command_repairs_every_range_of_a_replica_set(seed_cluster: LocalClu
     commands = [command for wave in repair_waves(segments, parallelism=2) for command in wave]
     assert len(commands) == 2 < len(segments)  # two replica sets, seven ranges
     nodetool = seed_cluster.nodetool_client()
-    outcomes = [nodetool.repair(c.coordinator, c.keyspace, c.ranges, timeout=600) for c in commands]
+    try:
+        outcomes = [nodetool.repair(c.coordinator, c.keyspace, c.ranges, timeout=600) for c in commands]
+    finally:
+        nodetool.close()
     assert all(o.succeeded for o in outcomes), [o.output for o in outcomes]
     assert rows_at_one_from("127.0.0.4") == ROWS
 
