@@ -74,7 +74,13 @@ class ResidentNodetool:
         with self._lock:
             process = self._started()
             self._pending[command_id] = pending
-            self._send(process, ["RUN", command_id, *args])
+            try:
+                self._send(process, ["RUN", command_id, *args])
+            except OSError as error:  # the JVM died just now: its reader fails the waiting commands
+                raise ClusterError(
+                    f"The resident nodetool JVM is gone: {' | '.join(self._stderr)[-500:] or error}",
+                    "Retry: the next command starts a new JVM.",
+                ) from error
         if not pending.done.wait(timeout):
             self.cancel(command_id)
             pending.done.wait(30)
@@ -119,8 +125,9 @@ class ResidentNodetool:
         command = [self._java, *self._java_options, "-Djava.security.manager=allow",
                    "-cp", os.pathsep.join([str(classes), self._classpath]), _MAIN_CLASS]  # fmt: skip
         process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
-        )
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, encoding="utf-8", errors="replace", bufsize=1,
+        )  # fmt: skip
         ready = threading.Event()
         self._pending = {}  # the commands of this JVM: if it dies, they fail, and a later JVM starts afresh
         threading.Thread(target=self._read_answers, args=(process, self._pending, ready), daemon=True).start()
