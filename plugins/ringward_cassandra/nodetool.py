@@ -251,7 +251,7 @@ class NodetoolClient:
 
 
 def _quietly(action: Callable[[], None]) -> None:
-    with contextlib.suppress(RingwardError):  # the first command starts the JVM again and says why it fails
+    with contextlib.suppress(RingwardError, OSError):  # the first command starts the JVM again and says why it fails
         action()
 
 

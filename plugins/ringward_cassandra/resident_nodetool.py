@@ -10,6 +10,7 @@ Needs Cassandra's jars (the classpath nodetool runs with) and a JDK's `javac` to
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import os
@@ -51,6 +52,8 @@ class ResidentNodetool:
         self._pending: dict[str, _Pending] = {}
         self._ids = itertools.count(1)
         self._stderr: deque[str] = deque(maxlen=40)
+        self._readers: list[threading.Thread] = []
+        self._closed = False
 
     @property
     def pid(self) -> int | None:
@@ -59,9 +62,11 @@ class ResidentNodetool:
         return process.pid if process is not None and process.poll() is None else None
 
     def start(self) -> None:
-        """Start the JVM now (a task can let it boot while it does other work); commands start it anyway."""
+        """Start the JVM now (a task can let it boot while it does other work); commands start it anyway.
+        After `close` it does nothing: a boot thread that comes late must not leave a JVM behind."""
         with self._lock:
-            self._started()
+            if not self._closed:
+                self._started()
 
     # -- commands ---------------------------------------------------------------------------------------
     def run(self, args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
@@ -72,6 +77,8 @@ class ResidentNodetool:
         command_id = str(next(self._ids))
         pending = _Pending()
         with self._lock:
+            if self._closed:
+                raise ClusterError("This resident nodetool was closed.", "Build a new one (NodetoolClient does).")
             process = self._started()
             self._pending[command_id] = pending
             try:
@@ -104,9 +111,11 @@ class ResidentNodetool:
             self.cancel(command_id)
 
     def close(self) -> None:
-        """Stop the JVM (closing its input ends it; commands still running are cancelled)."""
+        """Stop the JVM for good (closing its input ends it; commands still running are cancelled)."""
         with self._lock:
+            self._closed = True
             process, self._process = self._process, None
+            readers, self._readers = self._readers, []
         if process is None:
             return
         try:
@@ -116,11 +125,16 @@ class ResidentNodetool:
         except (OSError, subprocess.TimeoutExpired):
             process.kill()
             process.wait()
+        for reader in readers:  # they close stdout and stderr at end of file
+            reader.join(timeout=15)
 
     # -- the JVM ----------------------------------------------------------------------------------------
     def _started(self) -> subprocess.Popen[str]:
         if self._process is not None and self._process.poll() is None:
             return self._process
+        if self._process is not None and self._process.stdin:  # it died: its readers closed the other pipes
+            with contextlib.suppress(OSError):
+                self._process.stdin.close()
         classes = _compiled(self._java, self._classpath)
         command = [self._java, *self._java_options, "-Djava.security.manager=allow",
                    "-cp", os.pathsep.join([str(classes), self._classpath]), _MAIN_CLASS]  # fmt: skip
@@ -130,14 +144,22 @@ class ResidentNodetool:
         )  # fmt: skip
         ready = threading.Event()
         self._pending = {}  # the commands of this JVM: if it dies, they fail, and a later JVM starts afresh
-        threading.Thread(target=self._read_answers, args=(process, self._pending, ready), daemon=True).start()
-        threading.Thread(target=self._read_stderr, args=(process,), daemon=True).start()
+        self._readers = [
+            threading.Thread(target=self._read_answers, args=(process, self._pending, ready), daemon=True),
+            threading.Thread(target=self._read_stderr, args=(process,), daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
         deadline = time.monotonic() + _START_TIMEOUT
         while not ready.wait(0.2) and process.poll() is None and time.monotonic() < deadline:
             pass
         if not ready.is_set():
             process.kill()
             process.wait()
+            if process.stdin:
+                process.stdin.close()
+            for reader in self._readers:
+                reader.join(timeout=15)
             raise ClusterError(
                 f"The resident nodetool JVM did not start: {' | '.join(self._stderr)[-800:]}",
                 "Check the connection's java_classpath (Cassandra's jars) and java_options.",
@@ -155,20 +177,9 @@ class ResidentNodetool:
         self, process: subprocess.Popen[str], pending_map: dict[str, _Pending], ready: threading.Event
     ) -> None:
         assert process.stdout is not None
-        for line in process.stdout:
-            kind, command_id, text = [*line.rstrip("\n").split("\t", 2), "", ""][:3]
-            if kind == "READY":
-                ready.set()
-                continue
-            with self._lock:
-                pending = pending_map.pop(command_id, None) if kind == "END" else pending_map.get(command_id)
-            if pending is None:
-                continue
-            if kind == "OUT":
-                pending.lines.append(text)
-            elif kind == "END":
-                pending.returncode = int(text)
-                pending.done.set()
+        with process.stdout:
+            for line in process.stdout:
+                self._answer(line, pending_map, ready)
         # The JVM is gone: every command still waiting fails, naming why.
         with self._lock:
             waiting = list(pending_map.values())
@@ -178,10 +189,26 @@ class ResidentNodetool:
             pending.returncode = 1
             pending.done.set()
 
+    def _answer(self, line: str, pending_map: dict[str, _Pending], ready: threading.Event) -> None:
+        kind, command_id, text = [*line.rstrip("\n").split("\t", 2), "", ""][:3]
+        if kind == "READY":
+            ready.set()
+            return
+        with self._lock:
+            pending = pending_map.pop(command_id, None) if kind == "END" else pending_map.get(command_id)
+        if pending is None:
+            return
+        if kind == "OUT":
+            pending.lines.append(text)
+        elif kind == "END":
+            pending.returncode = int(text)
+            pending.done.set()
+
     def _read_stderr(self, process: subprocess.Popen[str]) -> None:
         assert process.stderr is not None
-        for line in process.stderr:
-            self._stderr.append(line.rstrip())
+        with process.stderr:
+            for line in process.stderr:
+                self._stderr.append(line.rstrip())
 
 
 def _compiled(java: str, classpath: str) -> Path:
