@@ -193,8 +193,9 @@ def test_a_short_window_leaves_a_partial_run_and_the_next_finishes_without_repea
 def assert_no_node_in_two_sessions_at_once(rows: list[RepairHistoryRow]) -> None:
     timed = [r for r in rows if r.started_at and r.finished_at]
     assert len(timed) == len(rows)
-    # Segments sent in one repair command are one Cassandra session: they share replicas and both times.
-    sessions = {(tuple(r.replicas), r.started_at, r.finished_at): r for r in timed}
+    # Segments sent in one repair command are one Cassandra session: they share the replica set (listed in
+    # any order) and both times.
+    sessions = {(frozenset(r.replicas), r.started_at, r.finished_at): r for r in timed}
     for (replicas_one, start_one, end_one), (replicas_two, start_two, end_two) in itertools.combinations(sessions, 2):
         shared = set(replicas_one) & set(replicas_two)
         overlap = start_one < end_two and start_two < end_one  # type: ignore[operator]
