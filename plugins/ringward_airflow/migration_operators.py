@@ -252,7 +252,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 problems.append(f"{node.address} sees {down}")
             if nodetool.is_streaming(node.address):
                 problems.append(f"{node.address} is streaming (a bootstrap, decommission or move is running)")
-        if not hook.session.cluster.control_connection.wait_for_schema_agreement(wait_time=30):
+        if not hook.session.cluster.control_connection.wait_for_schema_agreement(wait_time=60):
             problems.append("the nodes do not agree on the schema")
         if problems:
             raise ClusterError(

@@ -149,6 +149,9 @@ def test_dropping_a_dc_by_omission_is_refused(two_dc_cluster: LocalCluster) -> N
             session.execute("DROP KEYSPACE IF EXISTS two_dcs")
             session.execute("CREATE KEYSPACE two_dcs WITH replication = {'class': 'NetworkTopologyStrategy', "
                             "'dc1': 2, 'dc2': 1}")  # fmt: skip
+            # A just-started five-node cluster can take a while to spread a schema change; the precheck
+            # rightly refuses while nodes disagree, which is not what this test is about.
+            assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
         with pytest.raises(AirflowFailException, match="dc2"):
             precheck("two_dcs", {"class": NTS, "dc1": 3})
     finally:
