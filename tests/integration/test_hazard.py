@@ -22,7 +22,7 @@ def test_alter_without_repair_loses_reads_at_one(seed_cluster: LocalCluster) -> 
         assert count_at_one_from("127.0.0.4", "test") == 1  # not a replica yet: it asks one
 
         session.execute("ALTER KEYSPACE test WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}")
-        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
 
     assert _endpoints(seed_cluster, "test") == ["127.0.0.3", "127.0.0.4"]
     assert count_at_one_from("127.0.0.4", "test") == 0

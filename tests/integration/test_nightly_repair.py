@@ -77,7 +77,7 @@ def create_keyspace(session: Any, keyspace: str, factor: int) -> None:
     session.execute(f"CREATE TABLE {keyspace}.t (k int PRIMARY KEY, v text)")
     if OPS_KEYSPACE in session.cluster.metadata.keyspaces:
         session.execute(f"DELETE FROM {OPS_KEYSPACE}.repair_history WHERE keyspace_name = %s", (keyspace,))
-    session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+    session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
 
 
 def write_rows(session: Any, keyspace: str, consistency: int = ConsistencyLevel.ONE) -> None:

@@ -36,7 +36,7 @@ def test_one_command_repairs_every_range_of_a_replica_set(seed_cluster: LocalClu
         ring = ring_from_cluster(session)
         target = Replication.network_topology({"dc1": 2})
         session.execute(f"ALTER KEYSPACE multi WITH replication = {target.to_cql()}")
-        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
     assert rows_at_one_from("127.0.0.4") < ROWS  # the hazard: the new replica misses the moved ranges
 
     step = migration_steps(build_plan(ring, Replication.simple(2), target, keyspace="multi"))[0]

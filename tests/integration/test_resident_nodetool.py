@@ -57,7 +57,7 @@ def test_concurrent_repairs_in_one_jvm_both_complete(seed_cluster: LocalCluster)
             "CREATE KEYSPACE resident WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}"
         )
         session.execute("CREATE TABLE resident.t (id int PRIMARY KEY, v text)")
-        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
         ring = ring_from_cluster(session)
     client = resident(seed_cluster)
     # Two ring ranges, each replicated by every node at RF 3 (a range spanning two would be refused).

@@ -185,7 +185,7 @@ def test_verify_finds_rows_missing_on_new_replicas_until_repaired(seed_cluster: 
 
     with connect(hosts) as session:
         session.execute("ALTER KEYSPACE spark_hazard WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}")
-        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
         # A write during the migration: newer than the cutoff, so it must not raise an alarm.
         _insert_all(session, "INSERT INTO spark_hazard.users (app_id, id, name) VALUES (?, ?, ?)", [(1, 9999, "new")])
     after = _replicas_by_range(hosts, "spark_hazard", ring)

@@ -130,6 +130,7 @@ class LocalCluster:
     # -- inspection -----------------------------------------------------------------------------------
     def running_pids(self) -> dict[str, int]:
         """Address -> pid of every live node process of this cluster, read from /proc."""
+        _reap_exited_children()
         marker = f"-Dcassandra.config=file://{self.root}/"
         found: dict[str, int] = {}
         for proc in Path("/proc").iterdir():
@@ -361,6 +362,14 @@ def _terminate(pid: int, grace: float = 30.0) -> None:
         if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
             return
         time.sleep(0.1)
+
+
+def _reap_exited_children() -> None:
+    """Wait for our node processes that exited, whoever stopped them (another `ringward cluster down`
+    kills our children too): else they stay zombies and warn when collected at exit."""
+    for pid, child in list(_CHILDREN.items()):
+        if child.poll() is not None:
+            del _CHILDREN[pid]
 
 
 def _is_zombie(pid: int) -> bool:
