@@ -141,6 +141,9 @@ def server_jvm_options(heap_mb: int) -> list[str]:
         "-Dcassandra.ring_delay_ms=1000",
         "-Dcassandra.superuser_setup_delay_ms=0",
         "-Dcassandra.migration_task_wait_in_seconds=1",
+        # A node that misses a schema push (two busy cores) catches up at the next periodic pull: every
+        # 60 s by default, which held DDL and ALTER tasks up to a minute waiting for schema agreement.
+        "-Dcassandra.schema_pull_interval_ms=5000",
         *_module_flags(),
     ]
 
