@@ -369,7 +369,7 @@ def _reap_exited_children() -> None:
     kills our children too): else they stay zombies and warn when collected at exit."""
     for pid, child in list(_CHILDREN.items()):
         if child.poll() is not None:
-            del _CHILDREN[pid]
+            _CHILDREN.pop(pid, None)
 
 
 def _is_zombie(pid: int) -> bool:
