@@ -29,6 +29,21 @@ class ClusterManager:
             self.current = topology
         return self.cluster.up(topology)
 
+    def diagnostics(self, lines_per_node: int = 12) -> str:
+        """What a failed test's report needs to tell a cluster fault from a code fault: the schema versions
+        each node reports, and each node's latest warnings and errors."""
+        pids = self.cluster.running_pids()
+        if not pids:
+            return "no node is running"
+        parts = [self.cluster.nodetool(sorted(pids)[0], ["describecluster"]).stdout.strip()]
+        for address in sorted(pids):
+            log = self.cluster.log_tail(address, lines=2000).splitlines()
+            # Startup checks warn about this machine's settings on every start; they say nothing of the fault.
+            alarms = [line for line in log if line.startswith(("WARN ", "ERROR ")) and "StartupChecks" not in line]
+            alarms = alarms[-lines_per_node:]
+            parts.append(f"-- {address}: last {len(alarms)} WARN/ERROR lines\n" + "\n".join(alarms))
+        return "\n".join(parts)
+
 
 @pytest.fixture(scope="session")
 def cluster_manager() -> Iterator[ClusterManager]:
@@ -64,6 +79,19 @@ def task_env(seed_cluster: LocalCluster) -> Iterator[None]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed cluster test reports the cluster's state (CI keeps no node logs)."""
+    outcome = yield
+    report = outcome.get_result()
+    manager = getattr(item, "funcargs", {}).get("cluster_manager")
+    if report.when == "call" and report.failed and isinstance(manager, ClusterManager):
+        try:
+            report.sections.append(("cluster at failure", manager.diagnostics()))
+        except Exception as error:  # the report must survive a cluster that cannot answer
+            report.sections.append(("cluster at failure", f"could not read the cluster state: {error!r}"))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
