@@ -13,11 +13,12 @@ from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from ringward.ring import Ring
+from ringward_cassandra.cql import SCHEMA_AGREEMENT_WAIT_S
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.ring_source import ring_from_cluster
 
-__all__ = ["NodetoolHook", "RingwardCassandraHook"]
+__all__ = ["NodetoolHook", "RingwardCassandraHook", "cluster_options"]
 
 
 class RingwardCassandraHook(BaseHook):
@@ -34,25 +35,7 @@ class RingwardCassandraHook(BaseHook):
 
     @cached_property
     def _cluster(self) -> Cluster:
-        # Built from the provider's `cassandra` connection type, but with execution profiles: the
-        # provider's CassandraHook passes legacy execution parameters, which the driver deprecates.
-        conn = self.get_connection(self.cassandra_conn_id)
-        extra = conn.extra_dejson
-        profile = ExecutionProfile(
-            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=extra.get("local_dc"))),
-            request_timeout=float(extra.get("request_timeout", 60)),
-        )
-        options: dict[str, Any] = {
-            "contact_points": [host.strip() for host in (conn.host or "127.0.0.1").split(",")],
-            "port": int(conn.port or 9042),
-            "protocol_version": int(extra.get("protocol_version", 5)),
-            "execution_profiles": {EXEC_PROFILE_DEFAULT: profile},
-        }
-        if conn.login:
-            options["auth_provider"] = PlainTextAuthProvider(username=conn.login, password=conn.password)
-        if extra.get("ssl_options"):
-            options["ssl_options"] = extra["ssl_options"]
-        return Cluster(**options)
+        return Cluster(**cluster_options(self.get_connection(self.cassandra_conn_id)))
 
     @cached_property
     def session(self) -> Session:
@@ -105,3 +88,31 @@ class NodetoolHook(BaseHook):
             java_options=tuple(extra.get("java_options", ())),
             java_binary=extra.get("java_binary", "java"),
         )
+
+
+def cluster_options(conn: Any) -> dict[str, Any]:
+    """The driver's `Cluster` arguments for a `cassandra` connection.
+
+    Built from the provider's connection type, but with execution profiles (the provider's CassandraHook
+    passes legacy execution parameters, which the driver deprecates) and always token- and DC-aware
+    routing: the local DC comes from `extra.local_dc` or the provider's `load_balancing_policy_args`.
+    """
+    extra = conn.extra_dejson
+    local_dc = extra.get("local_dc") or (extra.get("load_balancing_policy_args") or {}).get("local_dc")
+    profile = ExecutionProfile(
+        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc)),
+        request_timeout=float(extra.get("request_timeout", 60)),
+    )
+    options: dict[str, Any] = {
+        "contact_points": [host.strip() for host in (conn.host or "127.0.0.1").split(",")],
+        "port": int(conn.port or 9042),
+        "protocol_version": int(extra.get("protocol_version", 5)),
+        "execution_profiles": {EXEC_PROFILE_DEFAULT: profile},
+        # The ops keyspace's DDL must have reached every node before its statements are prepared.
+        "max_schema_agreement_wait": float(extra.get("schema_agreement_wait", SCHEMA_AGREEMENT_WAIT_S)),
+    }
+    if conn.login:
+        options["auth_provider"] = PlainTextAuthProvider(username=conn.login, password=conn.password)
+    if extra.get("ssl_options"):
+        options["ssl_options"] = extra["ssl_options"]
+    return options

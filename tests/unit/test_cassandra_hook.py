@@ -1,0 +1,50 @@
+"""The Cassandra hook's driver options, read from a `cassandra` connection (no cluster needed)."""
+
+from __future__ import annotations
+
+import json
+
+from airflow.sdk import Connection
+from cassandra.cluster import EXEC_PROFILE_DEFAULT
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from ringward_airflow.hooks import cluster_options
+from ringward_cassandra.cql import SCHEMA_AGREEMENT_WAIT_S
+
+
+def connection(extra: dict[str, object] | None = None, **fields: object) -> Connection:
+    return Connection(conn_id="cassandra_default", conn_type="cassandra", extra=json.dumps(extra or {}), **fields)
+
+
+def local_dc(options: dict[str, object]) -> str | None:
+    policy = options["execution_profiles"][EXEC_PROFILE_DEFAULT].load_balancing_policy  # type: ignore[index]
+    assert isinstance(policy, TokenAwarePolicy)
+    assert isinstance(policy._child_policy, DCAwareRoundRobinPolicy)
+    return policy._child_policy.local_dc
+
+
+def test_contact_points_port_and_defaults() -> None:
+    options = cluster_options(connection(host="10.0.1.11, 10.0.2.11", port=9142))
+    assert options["contact_points"] == ["10.0.1.11", "10.0.2.11"]
+    assert options["port"] == 9142
+    assert options["protocol_version"] == 5
+    assert options["max_schema_agreement_wait"] == SCHEMA_AGREEMENT_WAIT_S
+    assert options["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout == 60.0
+    assert "auth_provider" not in options
+    assert local_dc(options) is None
+
+
+def test_local_dc_from_either_spelling() -> None:
+    assert local_dc(cluster_options(connection({"local_dc": "dc2"}, host="h"))) == "dc2"
+    provider_style = {
+        "load_balancing_policy": "DCAwareRoundRobinPolicy",
+        "load_balancing_policy_args": {"local_dc": "dc3"},
+    }
+    assert local_dc(cluster_options(connection(provider_style, host="h"))) == "dc3"
+
+
+def test_timeouts_and_credentials_from_the_connection() -> None:
+    extra = {"request_timeout": "15", "schema_agreement_wait": 30}
+    options = cluster_options(connection(extra, host="h", login="ringward", password="secret"))
+    assert options["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout == 15.0
+    assert options["max_schema_agreement_wait"] == 30.0
+    assert options["auth_provider"].username == "ringward"
