@@ -13,7 +13,7 @@ from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from ringward.ring import Ring
-from ringward_cassandra.cql import SCHEMA_AGREEMENT_WAIT_S
+from ringward_cassandra.cql import agreement_wait
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.ring_source import ring_from_cluster
@@ -99,9 +99,12 @@ def cluster_options(conn: Any) -> dict[str, Any]:
     """
     extra = conn.extra_dejson
     local_dc = extra.get("local_dc") or (extra.get("load_balancing_policy_args") or {}).get("local_dc")
+    request_timeout = float(extra.get("request_timeout", 60))
+    wanted_wait = extra.get("schema_agreement_wait")
+    schema_wait = agreement_wait(request_timeout, None if wanted_wait is None else float(wanted_wait))
     profile = ExecutionProfile(
         load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc)),
-        request_timeout=float(extra.get("request_timeout", 60)),
+        request_timeout=request_timeout,
     )
     options: dict[str, Any] = {
         "contact_points": [host.strip() for host in (conn.host or "127.0.0.1").split(",")],
@@ -109,7 +112,7 @@ def cluster_options(conn: Any) -> dict[str, Any]:
         "protocol_version": int(extra.get("protocol_version", 5)),
         "execution_profiles": {EXEC_PROFILE_DEFAULT: profile},
         # The ops keyspace's DDL must have reached every node before its statements are prepared.
-        "max_schema_agreement_wait": float(extra.get("schema_agreement_wait", SCHEMA_AGREEMENT_WAIT_S)),
+        "max_schema_agreement_wait": schema_wait,
     }
     if conn.login:
         options["auth_provider"] = PlainTextAuthProvider(username=conn.login, password=conn.password)

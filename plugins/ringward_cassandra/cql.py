@@ -12,12 +12,26 @@ from cassandra.policies import (
     TokenAwarePolicy,
     WhiteListRoundRobinPolicy,
 )
+from ringward.errors import ConfigurationError
 
-__all__ = ["SCHEMA_AGREEMENT_WAIT_S", "connect", "pinned_session", "quote_identifier"]
+__all__ = ["agreement_wait", "connect", "pinned_session", "quote_identifier"]
 
-# The driver's default is 10 s; a node that missed a push catches up at its next periodic pull, and a busy
-# cluster has been seen to take over 30 s.
-SCHEMA_AGREEMENT_WAIT_S = 120.0
+
+def agreement_wait(request_timeout: float, wanted: float | None = None) -> float:
+    """How long a DDL statement waits for every live node to have the change (the driver's default is 10 s).
+
+    The driver runs that wait inside the request's timeout: a longer wait would turn a change the cluster
+    applied into OperationTimedOut. So it is as long as the timeout allows, or `wanted` if that is shorter.
+    """
+    longest = max(1.0, request_timeout - 5.0)
+    if wanted is None:
+        return longest
+    if wanted > longest:
+        raise ConfigurationError(
+            f"schema_agreement_wait {wanted:g} s does not fit in request_timeout {request_timeout:g} s.",
+            f"Set schema_agreement_wait to at most {longest:g} s, or raise request_timeout.",
+        )
+    return wanted
 
 
 @contextmanager
@@ -27,14 +41,13 @@ def connect(
     *,
     coordinator: str | None = None,
     timeout: float = 30.0,
-    schema_agreement_wait: float = SCHEMA_AGREEMENT_WAIT_S,
 ) -> Iterator[Session]:
     """A session over the cluster, or one whose every request goes to `coordinator` only.
 
     A pinned session is how a read at CL ONE is made to hit one replica: a coordinator that is itself a
     replica serves ONE from its own data (the seed's hazard). A DDL statement returns once every live node
-    has the change, or after `schema_agreement_wait` seconds (the driver then only logs a warning): the next
-    statement may be coordinated by any node, and one that missed the change answers "does not exist".
+    has the change, or after `agreement_wait(timeout)` (the driver then only logs a warning): the next statement
+    may be coordinated by any node, and one that missed the change answers "does not exist".
     """
     if coordinator:
         policy = WhiteListRoundRobinPolicy([coordinator])
@@ -45,7 +58,7 @@ def connect(
     profile = ExecutionProfile(load_balancing_policy=policy, request_timeout=timeout, retry_policy=RetryPolicy())
     cluster = Cluster(
         points, port=port, protocol_version=5, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-        connect_timeout=10, control_connection_timeout=10, max_schema_agreement_wait=schema_agreement_wait,
+        connect_timeout=10, control_connection_timeout=10, max_schema_agreement_wait=agreement_wait(timeout),
     )  # fmt: skip
     try:
         yield cluster.connect()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from airflow.sdk import Connection
 from cassandra.cluster import EXEC_PROFILE_DEFAULT
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from ringward.errors import ConfigurationError
 from ringward_airflow.hooks import cluster_options
-from ringward_cassandra.cql import SCHEMA_AGREEMENT_WAIT_S
 
 
 def connection(extra: dict[str, object] | None = None, **fields: object) -> Connection:
@@ -27,7 +28,8 @@ def test_contact_points_port_and_defaults() -> None:
     assert options["contact_points"] == ["10.0.1.11", "10.0.2.11"]
     assert options["port"] == 9142
     assert options["protocol_version"] == 5
-    assert options["max_schema_agreement_wait"] == SCHEMA_AGREEMENT_WAIT_S
+    # The driver waits for agreement inside the DDL's request timeout (60 s): the wait must end first.
+    assert options["max_schema_agreement_wait"] == 55.0
     assert options["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout == 60.0
     assert "auth_provider" not in options
     assert local_dc(options) is None
@@ -43,8 +45,14 @@ def test_local_dc_from_either_spelling() -> None:
 
 
 def test_timeouts_and_credentials_from_the_connection() -> None:
-    extra = {"request_timeout": "15", "schema_agreement_wait": 30}
+    extra = {"request_timeout": "45", "schema_agreement_wait": 30}
     options = cluster_options(connection(extra, host="h", login="ringward", password="secret"))
-    assert options["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout == 15.0
+    assert options["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout == 45.0
     assert options["max_schema_agreement_wait"] == 30.0
     assert options["auth_provider"].username == "ringward"
+
+
+def test_an_agreement_wait_longer_than_the_request_timeout_is_refused() -> None:
+    extra = {"request_timeout": 30, "schema_agreement_wait": 120}
+    with pytest.raises(ConfigurationError, match=r"schema_agreement_wait 120 s does not fit in request_timeout 30 s"):
+        cluster_options(connection(extra, host="h"))
