@@ -345,23 +345,38 @@ def _bind_probe(host: str, port: int) -> None:
 
 
 def _terminate(pid: int, grace: float = 30.0) -> None:
+    """SIGTERM (SIGKILL at once if `grace` is 0), SIGKILL after `grace` seconds; return once it is gone."""
     try:
         os.kill(pid, signal.SIGTERM if grace > 0 else signal.SIGKILL)
     except ProcessLookupError:
         return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
-            return
-        time.sleep(0.2)
+    if grace > 0 and _gone_within(pid, grace):
+        return
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         return
-    for _ in range(100):
-        if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
-            return
-        time.sleep(0.1)
+    # A JVM can take many seconds to release its memory on a loaded machine; returning before it is gone
+    # left our child unreaped ("subprocess N is still running" at exit).
+    if not _gone_within(pid, 120.0):
+        raise LocalClusterError(f"Node process {pid} is still alive after SIGKILL.", f"Check it with `ps -p {pid}`.")
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    child = _CHILDREN.get(pid)
+    if child is not None:  # our child: wait for it exactly, which also reaps it
+        try:
+            child.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        _CHILDREN.pop(pid, None)
+        return True
+    deadline = time.monotonic() + seconds
+    while Path(f"/proc/{pid}").exists() and not _is_zombie(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def _reap_exited_children() -> None:
