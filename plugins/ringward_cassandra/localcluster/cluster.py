@@ -90,7 +90,7 @@ class LocalCluster:
             self._wait_ready(node, deadline)
         self.wait_all_up(wanted, deadline)
         if to_start:
-            self.wait_schema_agreement(wanted, deadline)
+            self.wait_schema_agreement(wanted, deadline, reset_after=60.0)
         return wanted
 
     def down(self, purge: bool = False) -> None:
@@ -125,7 +125,7 @@ class LocalCluster:
         self.wait_all_up(topology, time.monotonic() + 60, only=[address])
         # A node that was down missed schema changes; until it pulls them, it refuses queries on
         # keyspaces created meanwhile ("keyspace ... does not exist") when it coordinates.
-        self.wait_schema_agreement(topology, time.monotonic() + 60, ask=node.address)
+        self.wait_schema_agreement(topology, time.monotonic() + 90, ask=node.address, reset_after=45.0)
 
     # -- inspection -----------------------------------------------------------------------------------
     def running_pids(self) -> dict[str, int]:
@@ -280,22 +280,48 @@ class LocalCluster:
             "Check `ringward cluster status` and the node logs.",
         )
 
-    def wait_schema_agreement(self, topology: Topology, deadline: float, ask: str | None = None) -> None:
+    def wait_schema_agreement(
+        self, topology: Topology, deadline: float, ask: str | None = None, reset_after: float | None = None
+    ) -> None:
         """Wait until every reachable node reports one schema version (asking node `ask`, default the first
         seed). Nodes started together create the distributed system keyspaces concurrently; a restarted
-        node must first pull the schema changes it missed."""
-        versions: set[str] = set()
+        node must first pull the schema changes it missed.
+
+        With `reset_after`, nodes still on a minority version after that many seconds get `nodetool
+        resetlocalschema` (what an operator does for a node stuck on its own version): on two loaded
+        cores a node of a fresh cluster has stayed on its own version for minutes, pulls notwithstanding.
+        """
+        versions: dict[str, list[str]] = {}
+        started = time.monotonic()
+        reset = False
         while time.monotonic() < deadline:
-            output = self.nodetool(ask or topology.seeds[0], ["describecluster"]).stdout
-            section = output.split("Schema versions:", 1)[-1].split("Stats for", 1)[0]
-            versions = set(re.findall(r"([0-9a-f-]{36}):", section))
+            versions = self.schema_versions(ask or topology.seeds[0])
             if len(versions) == 1:
                 return
+            if reset_after is not None and not reset and time.monotonic() - started >= reset_after:
+                self._reset_minority(versions)
+                reset = True
             time.sleep(2.0)
         raise LocalClusterError(
-            f"The nodes did not agree on a schema in time ({len(versions)} versions).",
+            f"The nodes did not agree on a schema in time: {versions}.",
             "Run `ringward cluster up` again; if it persists, restart the cluster with `down` then `up`.",
         )
+
+    def schema_versions(self, ask: str) -> dict[str, list[str]]:
+        """Schema version -> nodes on it, as node `ask` sees them through gossip (nodetool describecluster)."""
+        output = self.nodetool(ask, ["describecluster"]).stdout
+        section = output.split("Schema versions:", 1)[-1].split("Stats for", 1)[0]
+        found = re.findall(r"([0-9a-f-]{36}): \[([^\]]*)\]", section)
+        return {version: [node.strip().split(":")[0] for node in nodes.split(",")] for version, nodes in found}
+
+    def _reset_minority(self, versions: dict[str, list[str]]) -> None:
+        majority = max(versions.values(), key=len)
+        for nodes in versions.values():
+            if nodes is majority:
+                continue
+            for address in nodes:
+                self.log(f"{address} is still on its own schema version: nodetool resetlocalschema")
+                self.nodetool(address, ["resetlocalschema"])
 
     def _nodetool_states(self, pids: dict[str, int]) -> dict[str, str]:
         """nodetool status as seen from the first running node: address -> UN/DN/..."""
