@@ -42,7 +42,32 @@ class ClusterManager:
             alarms = [line for line in log if line.startswith(("WARN ", "ERROR ")) and "StartupChecks" not in line]
             alarms = alarms[-lines_per_node:]
             parts.append(f"-- {address}: last {len(alarms)} WARN/ERROR lines\n" + "\n".join(alarms))
+        parts.append(schema_differences(sorted(pids)))
         return "\n".join(parts)
+
+
+_SCHEMA_TABLES = ("keyspaces", "tables", "columns", "dropped_columns", "types", "indexes", "views", "triggers")
+
+
+def schema_differences(addresses: list[str], limit: int = 20) -> str:
+    """The system_schema rows not every node holds (system_schema is local: each node answers with its own)."""
+    from ringward_cassandra.cql import connect
+
+    rows: dict[str, set[str]] = {}
+    for address in addresses:
+        try:
+            with connect([address], coordinator=address, timeout=10) as session:
+                rows[address] = {
+                    f"{table}: {tuple(row)}"
+                    for table in _SCHEMA_TABLES
+                    for row in session.execute(f"SELECT * FROM system_schema.{table}")
+                }
+        except Exception as error:  # a node that cannot answer is itself the finding
+            rows[address] = {f"(could not read: {error!r})"}
+    everywhere = set.intersection(*rows.values()) if rows else set()
+    lines = [f"{address} only/also: {row}" for address, held in rows.items() for row in sorted(held - everywhere)]
+    header = f"-- schema rows not on every node: {len(lines)}"
+    return "\n".join([header, *lines[:limit]])
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ from cassandra import ConsistencyLevel
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.seed_scenario import count_at_one_from, create_seed_keyspace
+from schema_agreement import settle_schema
 
 
 def _endpoints(cluster: LocalCluster, keyspace: str) -> list[str]:
@@ -22,7 +23,7 @@ def test_alter_without_repair_loses_reads_at_one(seed_cluster: LocalCluster) -> 
         assert count_at_one_from("127.0.0.4", "test") == 1  # not a replica yet: it asks one
 
         session.execute("ALTER KEYSPACE test WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}")
-        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
+        settle_schema(session)
 
     assert _endpoints(seed_cluster, "test") == ["127.0.0.3", "127.0.0.4"]
     assert count_at_one_from("127.0.0.4", "test") == 0

@@ -20,6 +20,7 @@ from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.seed_scenario import count_at_one_from, create_seed_keyspace
 from ringward_cli.airflow_env import airflow_environment, local_connections
+from schema_agreement import settle_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
@@ -151,7 +152,7 @@ def test_dropping_a_dc_by_omission_is_refused(two_dc_cluster: LocalCluster) -> N
                             "'dc1': 2, 'dc2': 1}")  # fmt: skip
             # A just-started five-node cluster can take a while to spread a schema change; the precheck
             # rightly refuses while nodes disagree, which is not what this test is about.
-            assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
+            settle_schema(session)
         with pytest.raises(AirflowFailException, match="dc2"):
             precheck("two_dcs", {"class": NTS, "dc1": 3})
     finally:
@@ -180,6 +181,7 @@ def write_rows(session: Any, keyspace: str, partitions: int, rows_per_partition:
     from cassandra.concurrent import execute_concurrent_with_args
 
     session.execute(f"CREATE TABLE {keyspace}.events (pk int, ck int, body text, PRIMARY KEY (pk, ck))")
+    settle_schema(session)  # the writes go to every replica (ALL): each must know the table
     insert = session.prepare(f"INSERT INTO {keyspace}.events (pk, ck, body) VALUES (?, ?, ?)")
     insert.consistency_level = ConsistencyLevel.ALL
     rows = [(p, c, f"row {p}/{c}") for p in range(partitions) for c in range(rows_per_partition)]

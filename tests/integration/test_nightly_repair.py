@@ -25,6 +25,7 @@ from ringward.errors import LocalClusterError
 from ringward.repair import SegmentState
 from ringward_cassandra.cql import connect
 from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore, RepairHistoryRow, RepairRunRow
+from schema_agreement import settle_schema
 
 pytestmark = pytest.mark.integration
 
@@ -77,7 +78,7 @@ def create_keyspace(session: Any, keyspace: str, factor: int) -> None:
     session.execute(f"CREATE TABLE {keyspace}.t (k int PRIMARY KEY, v text)")
     if OPS_KEYSPACE in session.cluster.metadata.keyspaces:
         session.execute(f"DELETE FROM {OPS_KEYSPACE}.repair_history WHERE keyspace_name = %s", (keyspace,))
-    session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
+    settle_schema(session)
 
 
 def write_rows(session: Any, keyspace: str, consistency: int = ConsistencyLevel.ONE) -> None:

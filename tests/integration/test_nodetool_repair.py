@@ -13,6 +13,7 @@ from ringward.replication import Replication
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.ring_source import ring_from_cluster
+from schema_agreement import settle_schema
 
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 ROWS = 400
@@ -36,7 +37,7 @@ def test_one_command_repairs_every_range_of_a_replica_set(seed_cluster: LocalClu
         ring = ring_from_cluster(session)
         target = Replication.network_topology({"dc1": 2})
         session.execute(f"ALTER KEYSPACE multi WITH replication = {target.to_cql()}")
-        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
+        settle_schema(session)
     assert rows_at_one_from("127.0.0.4") < ROWS  # the hazard: the new replica misses the moved ranges
 
     step = migration_steps(build_plan(ring, Replication.simple(2), target, keyspace="multi"))[0]

@@ -11,6 +11,7 @@ from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.nodetool import NodetoolClient, RepairOutcome
 from ringward_cassandra.ring_source import ring_from_cluster
+from schema_agreement import settle_schema
 
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 
@@ -57,7 +58,7 @@ def test_concurrent_repairs_in_one_jvm_both_complete(seed_cluster: LocalCluster)
             "CREATE KEYSPACE resident WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}"
         )
         session.execute("CREATE TABLE resident.t (id int PRIMARY KEY, v text)")
-        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
+        settle_schema(session)
         ring = ring_from_cluster(session)
     client = resident(seed_cluster)
     # Two ring ranges, each replicated by every node at RF 3 (a range spanning two would be refused).

@@ -14,6 +14,7 @@ from typing import Any
 from ringward.replication import Replication
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
+from schema_agreement import settle_schema
 
 RINGWARD = str(Path(sys.executable).with_name("ringward"))
 KEYS = (1, 42, -7)
@@ -53,7 +54,7 @@ def check_against_cluster(cluster: LocalCluster, changes: dict[str, tuple[Settin
             session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
             session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {Replication.parse(current).to_cql()}")
             session.execute(f"CREATE TABLE {keyspace}.t (id int PRIMARY KEY)")
-        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
+        settle_schema(session)
 
     plans: dict[str, dict[str, Any]] = {}
     for keyspace, (current, target) in changes.items():
@@ -75,7 +76,7 @@ def check_against_cluster(cluster: LocalCluster, changes: dict[str, tuple[Settin
     with connect(cluster.topology().seeds) as session:
         for keyspace, (_, target) in changes.items():
             session.execute(f"ALTER KEYSPACE {keyspace} WITH replication = {Replication.parse(target).to_cql()}")
-        assert session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
+        settle_schema(session)
     for keyspace in changes:
         new = {r["end"]: set(r["new"]) for r in plans[keyspace]["ranges"]}
         assert new == described(cluster, contact, keyspace), f"{keyspace} after the ALTER"
