@@ -29,7 +29,7 @@ def test_contact_points_port_and_defaults() -> None:
     assert options["port"] == 9142
     assert options["protocol_version"] == 5
     # The driver waits for agreement inside the DDL's request timeout (60 s): the wait must end first.
-    assert options["max_schema_agreement_wait"] == 55.0
+    assert options["max_schema_agreement_wait"] == 30.0
     assert options["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout == 60.0
     assert "auth_provider" not in options
     assert local_dc(options) is None
@@ -45,9 +45,9 @@ def test_local_dc_from_either_spelling() -> None:
 
 
 def test_timeouts_and_credentials_from_the_connection() -> None:
-    extra = {"request_timeout": "45", "schema_agreement_wait": 30}
+    extra = {"request_timeout": "75", "schema_agreement_wait": 30}
     options = cluster_options(connection(extra, host="h", login="ringward", password="secret"))
-    assert options["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout == 45.0
+    assert options["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout == 75.0
     assert options["max_schema_agreement_wait"] == 30.0
     assert options["auth_provider"].username == "ringward"
 
