@@ -47,7 +47,13 @@ from ringward.svg import render_placement_svg
 from ringward_cassandra.cql import quote_identifier
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OPS_KEYSPACE, JournalEntry, OpsStore
-from ringward_cassandra.schema import keyspace_names, keyspace_replication, table_gc_grace
+from ringward_cassandra.schema import (
+    describe_schema_versions,
+    keyspace_names,
+    keyspace_replication,
+    schema_versions,
+    table_gc_grace,
+)
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 
@@ -253,11 +259,13 @@ class MigrationPrecheckOperator(_MigrationOperator):
             if nodetool.is_streaming(node.address):
                 problems.append(f"{node.address} is streaming (a bootstrap, decommission or move is running)")
         if not hook.session.cluster.control_connection.wait_for_schema_agreement(wait_time=60):
-            problems.append("the nodes do not agree on the schema")
+            versions = describe_schema_versions(schema_versions(hook.session))
+            problems.append(f"the nodes do not agree on the schema ({versions})")
         if problems:
             raise ClusterError(
                 "The cluster is not healthy enough to change replication: " + "; ".join(problems) + ".",
-                "Bring every node to UN, let streaming and schema changes settle, then retry the precheck.",
+                "Bring every node to UN, let streaming and schema changes settle (a node that stays on a "
+                "schema version of its own: `nodetool resetlocalschema` on it), then retry the precheck.",
             )
 
     def _show(self, plan: MigrationPlan, migration_id: str) -> None:
@@ -299,7 +307,12 @@ class KeyspaceAlterOperator(_MigrationOperator):
                 self.log.info("Step %d/%d: %s", step.index, step.count, statement)
                 hook.session.execute(statement)
             if not hook.session.cluster.control_connection.wait_for_schema_agreement(wait_time=60):
-                raise ClusterError("Schema did not reach agreement after the ALTER.", "Check the nodes, then retry.")
+                raise ClusterError(
+                    "The ALTER is applied, but the nodes did not agree on the schema within 60 s: "
+                    f"{describe_schema_versions(schema_versions(hook.session))}.",
+                    "Retry this task (it does not alter twice); if a node stays on a version of its own, run "
+                    "`nodetool resetlocalschema` on it first.",
+                )
             self._confirm_ownership(ring, step, keyspace)
             hook.ops_store().set_migration_state(record["migration_id"], f"altered:{step.index}")
         finally:

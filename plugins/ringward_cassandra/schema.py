@@ -12,7 +12,15 @@ from typing import Any, Protocol
 from ringward.errors import ClusterError
 from ringward.replication import Replication
 
-__all__ = ["CqlSession", "connect", "keyspace_names", "keyspace_replication", "table_gc_grace"]
+__all__ = [
+    "CqlSession",
+    "connect",
+    "describe_schema_versions",
+    "keyspace_names",
+    "keyspace_replication",
+    "schema_versions",
+    "table_gc_grace",
+]
 
 DEFAULT_PORT = 9042
 
@@ -61,6 +69,26 @@ def table_gc_grace(session: CqlSession, keyspace: str) -> dict[str, int]:
 def keyspace_names(session: CqlSession) -> list[str]:
     rows = session.execute("SELECT keyspace_name FROM system_schema.keyspaces")
     return sorted(str(_field(row, "keyspace_name")) for row in rows)
+
+
+def schema_versions(session: Any) -> dict[str, list[str]]:
+    """Schema version -> node addresses, as one live node sees them (its own version and its peers')."""
+    host = next((h for h in session.cluster.metadata.all_hosts() if h.is_up), None)
+    local = session.execute("SELECT broadcast_address, schema_version FROM system.local", host=host)
+    peers = session.execute("SELECT peer, schema_version FROM system.peers", host=host)
+    versions: dict[str, list[str]] = {}
+    for address, version in [(_field(r, "broadcast_address"), _field(r, "schema_version")) for r in local] + [
+        (_field(r, "peer"), _field(r, "schema_version")) for r in peers
+    ]:
+        versions.setdefault(str(version), []).append(str(address))
+    return {version: sorted(addresses) for version, addresses in versions.items()}
+
+
+def describe_schema_versions(versions: Mapping[str, list[str]]) -> str:
+    """'version 317bd95f on 127.0.0.6; version 7134970d on 127.0.0.2, 127.0.0.3': fewest nodes first,
+    since the odd node out is the one to look at."""
+    ordered = sorted(versions.items(), key=lambda item: (len(item[1]), item[0]))
+    return "; ".join(f"version {version[:8]} on {', '.join(nodes)}" for version, nodes in ordered)
 
 
 def _field(row: Any, name: str) -> Any:
