@@ -91,3 +91,13 @@ def test_endpoints_and_plan_match_the_seed_cluster(seed_cluster: LocalCluster) -
 
 def test_endpoints_and_plan_match_a_two_dc_cluster(two_dc_cluster: LocalCluster) -> None:
     check_against_cluster(two_dc_cluster, TWO_DC_CHANGES)
+
+
+def test_schema_versions_name_every_node_of_the_cluster(seed_cluster: LocalCluster) -> None:
+    from ringward_cassandra.schema import schema_versions
+
+    with connect(seed_cluster.topology().seeds) as session:
+        settle_schema(session)
+        versions = schema_versions(session)
+    assert len(versions) == 1, versions
+    assert next(iter(versions.values())) == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
