@@ -132,6 +132,14 @@ class _MigrationOperator(BaseOperator):
             raise MigrationError("The task was killed; it stopped what it had started.", "Clear the task to resume.")
 
 
+def _schema_versions_text(session: Any) -> str:
+    """Which node is on which schema version, for a refusal; the refusal must survive failing to read it."""
+    try:
+        return describe_schema_versions(schema_versions(session))
+    except Exception as error:  # the driver raises several kinds; the refusal says why the versions are missing
+        return f"versions unreadable: {error}"
+
+
 class MigrationPrecheckOperator(_MigrationOperator):
     """Cluster health, the placement diff and safety analysis on the live ring, the keyspace lease.
 
@@ -259,8 +267,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
             if nodetool.is_streaming(node.address):
                 problems.append(f"{node.address} is streaming (a bootstrap, decommission or move is running)")
         if not hook.session.cluster.control_connection.wait_for_schema_agreement(wait_time=60):
-            versions = describe_schema_versions(schema_versions(hook.session))
-            problems.append(f"the nodes do not agree on the schema ({versions})")
+            problems.append(f"the nodes do not agree on the schema ({_schema_versions_text(hook.session)})")
         if problems:
             raise ClusterError(
                 "The cluster is not healthy enough to change replication: " + "; ".join(problems) + ".",
@@ -309,7 +316,7 @@ class KeyspaceAlterOperator(_MigrationOperator):
             if not hook.session.cluster.control_connection.wait_for_schema_agreement(wait_time=60):
                 raise ClusterError(
                     "The ALTER is applied, but the nodes did not agree on the schema within 60 s: "
-                    f"{describe_schema_versions(schema_versions(hook.session))}.",
+                    f"{_schema_versions_text(hook.session)}.",
                     "Retry this task (it does not alter twice); if a node stays on a version of its own, run "
                     "`nodetool resetlocalschema` on it first.",
                 )

@@ -38,3 +38,14 @@ def test_the_odd_node_out_is_named_first() -> None:
     assert (
         describe_schema_versions(versions) == "version 317bd95f on 127.0.0.6; version 7134970d on 127.0.0.2, 127.0.0.3"
     )
+
+
+def test_a_refusal_survives_versions_it_cannot_read() -> None:
+    from ringward_airflow.migration_operators import _schema_versions_text
+
+    class Unreachable(OneNodeSession):
+        def execute(self, query: str, host: Any = None) -> list[dict[str, str]]:
+            raise OSError("connection refused")
+
+    assert _schema_versions_text(Unreachable()) == "versions unreadable: connection refused"
+    assert _schema_versions_text(OneNodeSession()).startswith("version 317bd95f on 127.0.0.6; ")
