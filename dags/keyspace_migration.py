@@ -54,6 +54,23 @@ PARAMS = {
     "repair_parallelism": Param(2, type="integer", minimum=1, description="Concurrent repair sessions."),
     "repair_session_timeout": Param(3600, type="integer", minimum=10, description="Seconds per session."),
     "deferrable": Param(True, type="boolean", description="Wait for repairs in the triggerer, not a worker."),
+    "node_wait_seconds": Param(
+        600,
+        type="integer",
+        minimum=0,
+        title="Wait for down nodes (seconds)",
+        description="Before each repair session, wait this long for its nodes to be UN and reachable (a node "
+        "restarting). A repair try that fails (e.g. its coordinator died) is retried 3 times, about 30 s, "
+        "1 min and 2 min later (Airflow adds jitter), and repairs only the ranges not yet done.",
+    ),
+}
+# Repair tries outlast a node restart: each try first waits for its nodes (node_wait_seconds), and the
+# retries back off exponentially (30 s, 1 min, 2 min), so a restarting node does not exhaust them.
+REPAIR_RETRIES = {
+    "retries": 3,
+    "retry_delay": timedelta(seconds=30),
+    "retry_exponential_backoff": 2.0,
+    "max_retry_delay": timedelta(minutes=5),
 }
 
 
@@ -126,6 +143,8 @@ def _wire() -> None:
                 "parallelism": "{{ params.repair_parallelism }}",
                 "session_timeout": "{{ params.repair_session_timeout }}",
                 "deferrable": "{{ params.deferrable }}",
+                "node_wait_seconds": "{{ params.node_wait_seconds }}",
+                **REPAIR_RETRIES,
             }
             pre_repair = RangeRepairOperator(task_id="pre_repair", phase="pre", **repair_options)
             baseline = SparkBaselineOperator(

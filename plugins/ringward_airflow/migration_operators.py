@@ -43,8 +43,9 @@ from ringward.replication import Replication
 from ringward.ring import Ring
 from ringward.ring_sources import ring_from_json, ring_to_json
 from ringward.safety import SYSTEM_KEYSPACES
+from ringward.session_watch import await_participants
 from ringward.svg import render_placement_svg
-from ringward_cassandra.cql import quote_identifier
+from ringward_cassandra.cql import accepts_connections, quote_identifier
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OPS_KEYSPACE, JournalEntry, OpsStore
 from ringward_cassandra.schema import (
@@ -351,10 +352,15 @@ class RangeRepairOperator(_MigrationOperator):
     Ranges with the same participants go in one repair command (one Cassandra session); a node takes part
     in one session at a time (waves of replica-disjoint commands); a failed command is retried with
     backoff; every range is journalled so a retry resumes. With `deferrable`, a wave's commands are started
-    and a trigger waits for them, so a long repair holds no worker slot.
+    and a trigger waits for them, so a long repair holds no worker slot; the trigger fails the try as soon
+    as a session's coordinator dies (restarted, left, unreachable) instead of waiting out the timeout.
+
+    Before starting a session, the task waits (at most `node_wait_seconds`, logged) until every participant
+    is UN as every other participant sees it and answers JMX and CQL: a session started with a node down
+    fails at once ("Endpoint not alive"), which used to burn the retries while a node restarted.
     """
 
-    template_fields: Sequence[str] = ("parallelism", "session_timeout", "deferrable")
+    template_fields: Sequence[str] = ("parallelism", "session_timeout", "deferrable", "node_wait_seconds")
 
     def __init__(
         self,
@@ -367,10 +373,13 @@ class RangeRepairOperator(_MigrationOperator):
         retry_backoff: float = 5.0,
         deferrable: bool = False,
         poll_interval: float = 2.0,
+        node_wait_seconds: float = 600.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.step_index = step_index
+        self.node_wait_seconds = node_wait_seconds
+        self._cql_port = 9042  # the connection's, read in execute
         self.phase = phase
         self.parallelism = parallelism
         self.max_attempts = max_attempts
@@ -391,9 +400,10 @@ class RangeRepairOperator(_MigrationOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         self.parallelism, self.session_timeout = int(self.parallelism), float(self.session_timeout)
-        self.deferrable = _truthy(self.deferrable)
+        self.deferrable, self.node_wait_seconds = _truthy(self.deferrable), float(self.node_wait_seconds)
         record, segments = self._plan(context)
         hook = self._cassandra()
+        self._cql_port = hook.native_port()
         try:
             store = hook.ops_store()
             journal = {r: e.status for r, e in store.journal(record["migration_id"], self.stage).items()}
@@ -439,6 +449,7 @@ class RangeRepairOperator(_MigrationOperator):
         for attempt in range(1, self.max_attempts + 1):
             if self._killed.is_set():
                 return "task killed"
+            self._await_participants(command.replicas)
             outcome = nodetool.repair(command.coordinator, command.keyspace, command.ranges,
                                       timeout=self.session_timeout)  # fmt: skip
             if self._killed.is_set():  # on_kill stopped nodetool; the session may still run on the node
@@ -467,6 +478,7 @@ class RangeRepairOperator(_MigrationOperator):
 
         wave = repair_waves(todo, self.parallelism)[0]
         nodetool = self._nodetool_client()
+        self._await_participants(sorted({node for command in wave for node in command.replicas}))
         started: dict[str, RepairCommand] = {}
         store = hook.ops_store()
         for command in wave:
@@ -485,6 +497,7 @@ class RangeRepairOperator(_MigrationOperator):
             trigger=RepairSessionTrigger(
                 contact_points=hook.contact_points(),
                 parent_ids=list(started),
+                port=self._cql_port,
                 poll_interval=self.poll_interval,
                 timeout_seconds=self.session_timeout,
                 labels={
@@ -506,8 +519,9 @@ class RangeRepairOperator(_MigrationOperator):
             failed = []
             for parent_id, label in event.get("labels", {}).items():
                 session = event.get("sessions", {}).get(parent_id, {})
-                ok = event.get("status") == "finished" and session.get("ok", False)
-                error = "" if ok else session.get("error") or f"no result ({event.get('status')})"
+                # A session that ended well counts whatever ended the wait (another one's death, the timeout).
+                ok = bool(session.get("ok", False))
+                error = "" if ok else session.get("error") or _unfinished(event.get("status"), self.session_timeout)
                 ranges = [TokenRange(start, end) for start, end in label["ranges"]]
                 for token_range in ranges:
                     store.record_journal(
@@ -519,12 +533,50 @@ class RangeRepairOperator(_MigrationOperator):
             if failed:
                 raise RepairError(
                     f"{len(failed)} repair commands failed: " + "; ".join(failed[:5]),
-                    "Bring the nodes named back to UN, then retry the task: finished ranges are skipped.",
+                    "The task's retry waits for the nodes named to be back to UN and repairs only the ranges "
+                    "not yet done; if retries run out, bring the nodes back and clear the task.",
                 )
         finally:
             hook.close()
             self._close_nodetool()
         return self.execute(context)
+
+    def _await_participants(self, nodes: Sequence[str]) -> None:
+        await_participants(
+            list(nodes),
+            self._participant_problems,
+            limit=self.node_wait_seconds,
+            clock=time.monotonic,
+            sleep=self._sleep_unless_killed,
+            log=self.log.info,
+            purpose=f"the {self.stage.replace(':', ' of step ')}",
+        )
+
+    def _participant_problems(self, nodes: Sequence[str]) -> dict[str, str]:
+        """node -> why it cannot take part in a session now; ready nodes are left out."""
+        self._raise_if_killed()
+        nodetool = self._nodetool_client()
+        problems: dict[str, str] = {}
+        views: dict[str, dict[str, str]] = {}
+        for node in nodes:
+            try:
+                views[node] = nodetool.status(node)
+            except RingwardError as error:
+                problems[node] = f"JMX does not answer ({_first_line(str(error))})"
+        for node in nodes:
+            if node in problems:
+                continue
+            seen = [(viewer, states.get(node, "absent")) for viewer, states in views.items()]
+            wrong = [f"{state} as seen from {viewer}" for viewer, state in seen if state != "UN"]
+            if wrong:
+                problems[node] = ", ".join(wrong)
+            elif not accepts_connections(node, self._cql_port):
+                problems[node] = f"refuses CQL connections on port {self._cql_port}"
+        return problems
+
+    def _sleep_unless_killed(self, seconds: float) -> None:
+        if self._killed.wait(seconds):
+            self._raise_if_killed()
 
 
 class PreviewVerifyOperator(_MigrationOperator):
@@ -654,6 +706,16 @@ def _stored(replication: Replication) -> tuple[str, dict[str, int]]:
 
 def _state(ok: bool) -> str:
     return (RangeState.DONE if ok else RangeState.FAILED).value
+
+
+def _unfinished(status: Any, session_timeout: float) -> str:
+    if status == "timeout":
+        return f"no result within the session timeout ({session_timeout:.0f} s)"
+    return f"unfinished when the wait ended ({status})"
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:300]
 
 
 def _last_line(output: str) -> str:

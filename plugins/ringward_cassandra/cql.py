@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -14,7 +15,7 @@ from cassandra.policies import (
 )
 from ringward.errors import ConfigurationError
 
-__all__ = ["agreement_wait", "connect", "pinned_session", "quote_identifier"]
+__all__ = ["accepts_connections", "agreement_wait", "build_cluster", "connect", "pinned_session", "quote_identifier"]
 
 
 def agreement_wait(request_timeout: float, wanted: float | None = None) -> float:
@@ -50,6 +51,17 @@ def connect(
     has the change, or after `agreement_wait(timeout)` (the driver then only logs a warning): the next statement
     may be coordinated by any node, and one that missed the change answers "does not exist".
     """
+    cluster = build_cluster(contact_points, port, coordinator=coordinator, timeout=timeout)
+    try:
+        yield cluster.connect()
+    finally:
+        cluster.shutdown()
+
+
+def build_cluster(
+    contact_points: Sequence[str], port: int = 9042, *, coordinator: str | None = None, timeout: float = 30.0
+) -> Cluster:
+    """The driver `Cluster` behind `connect`, for callers that keep one session open across many requests."""
     if coordinator:
         policy = WhiteListRoundRobinPolicy([coordinator])
         points = [coordinator]
@@ -57,14 +69,10 @@ def connect(
         policy = TokenAwarePolicy(DCAwareRoundRobinPolicy())
         points = list(contact_points)
     profile = ExecutionProfile(load_balancing_policy=policy, request_timeout=timeout, retry_policy=RetryPolicy())
-    cluster = Cluster(
+    return Cluster(
         points, port=port, protocol_version=5, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         connect_timeout=10, control_connection_timeout=10, max_schema_agreement_wait=agreement_wait(timeout),
     )  # fmt: skip
-    try:
-        yield cluster.connect()
-    finally:
-        cluster.shutdown()
 
 
 pinned_session = connect
@@ -73,3 +81,12 @@ pinned_session = connect
 def quote_identifier(name: str) -> str:
     """A CQL identifier, double-quoted so case and reserved words survive (and injection cannot)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def accepts_connections(address: str, port: int = 9042, timeout: float = 2.0) -> bool:
+    """Whether `address` accepts TCP connections on `port` now (a killed node refuses them at once)."""
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
