@@ -77,7 +77,7 @@ class RepairSessionTrigger(BaseTrigger):
                 dead = {pid: s for pid, s in sessions.items() if s.get("dead")}
                 if dead:
                     for pid, session in dead.items():
-                        self.log.warning("repair session %s cannot finish: %s", pid, session["error"])
+                        self.log.warning("repair session %s: %s", pid, session["error"])
                     yield TriggerEvent({"status": "dead", "sessions": sessions, "labels": self.labels})
                     return
                 if sessions and all(session["finished"] for session in sessions.values()):
