@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from ringward.errors import UnsafeChangeError
+from ringward.errors import MigrationError, UnsafeChangeError
 from ringward.placement import ReplicaMap, replica_map
 from ringward.plan import MigrationPlan
 from ringward.repair import RepairCommand, Segment, group_segments, plan_waves
@@ -28,9 +29,11 @@ __all__ = [
     "RANGES_PER_COMMAND",
     "MigrationStep",
     "RangeState",
+    "RecordedMigration",
     "VerifyTarget",
     "cleanup_nodes",
     "migration_steps",
+    "migration_to_resume",
     "pending",
     "repair_segments",
     "repair_waves",
@@ -170,3 +173,60 @@ def cleanup_nodes(ring: Ring, first: Replication, last: Replication) -> list[str
     for token_range in _refined_ranges(before, after):
         lost.update(set(before.for_token(token_range.end)) - set(after.for_token(token_range.end)))
     return sorted(lost)
+
+
+@dataclass(frozen=True)
+class RecordedMigration:
+    """A migration as `ringward_ops` keeps it: what a new run needs to decide whether to resume it.
+
+    `state` is the text the stages write ("planned", "altered:N", "cleaned", "done"); `holds_lease` whether
+    the keyspace's lease is still held for it (a finished or rolled-back migration released it).
+    """
+
+    migration_id: str
+    keyspace: str
+    state: str
+    target: Replication
+    holds_lease: bool
+    updated_at: datetime | None = None
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state == "done" or not self.holds_lease
+
+    @property
+    def is_altered(self) -> bool:
+        return self.state.startswith("altered:") or self.state == "cleaned"
+
+
+def migration_to_resume(
+    recorded: Iterable[RecordedMigration], keyspace: str, requested: Replication
+) -> RecordedMigration | None:
+    """The half-done migration of `keyspace` a new run for `requested` resumes, None when there is none.
+
+    Only the latest unfinished migration can be resumed: an older one was superseded (a rollback of it
+    took over the lease), and resuming it would trust a journal the rollback made stale. A different
+    target while one is half done is refused with the two ways on.
+    """
+    open_ones = [m for m in recorded if m.keyspace == keyspace and not m.is_finished]
+    if not open_ones:
+        return None
+    latest = max(open_ones, key=lambda m: (m.updated_at is not None, m.updated_at or datetime.min))
+    if _same_setting(latest.target, requested):
+        return latest
+    where = "its ALTER is applied" if latest.is_altered else "its ALTER is not applied yet"
+    raise MigrationError(
+        f"{keyspace} has an unfinished migration {latest.migration_id} to {latest.target.to_cql()} "
+        f"({where}; state {latest.state}); a migration to {requested.to_cql()} cannot start before it ends.",
+        f"Resume it: trigger keyspace_migration again with the replication {latest.target.to_cql()}; or undo it: "
+        f"trigger keyspace_migration_rollback with rollback_of {latest.migration_id}. Then migrate to the new "
+        "target.",
+    )
+
+
+def _same_setting(a: Replication, b: Replication) -> bool:
+    """Equal as Cassandra stores them (a datacenter at factor 0 is dropped)."""
+    return (a.strategy, {dc: n for dc, n in a.factors.items() if n}) == (
+        b.strategy,
+        {dc: n for dc, n in b.factors.items() if n},
+    )

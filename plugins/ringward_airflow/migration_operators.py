@@ -31,8 +31,10 @@ from ringward.migration import (
     RANGES_PER_COMMAND,
     MigrationStep,
     RangeState,
+    RecordedMigration,
     cleanup_nodes,
     migration_steps,
+    migration_to_resume,
     pending,
     repair_segments,
     repair_waves,
@@ -194,6 +196,10 @@ class MigrationPrecheckOperator(_MigrationOperator):
             if resumed is not None:
                 self.log.info("Resuming migration %s recorded earlier; its plan stands.", migration_id)
                 return resumed
+            if not self.rollback_of and store.exists():
+                half_done = self._half_done(store, keyspace, target)
+                if half_done is not None:
+                    return self._resume(context, store, half_done)
             if keyspace not in keyspace_names(session):
                 raise ConfigurationError(
                     f"Keyspace {keyspace!r} does not exist.", "Check the name (it is case-sensitive)."
@@ -227,6 +233,8 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 "total_ranges": plan.total_ranges,
                 "summary": plan.summary(),
                 "started_at": datetime.now(UTC).isoformat(),
+                "dag_id": getattr(context.get("dag"), "dag_id", None),
+                "run_id": context["run_id"],
                 "deadline_seconds": plan.deadline_seconds,
             }
             store.record_migration(migration_id, keyspace, json.dumps(record["old"]), json.dumps(record["new"]),
@@ -235,6 +243,64 @@ class MigrationPrecheckOperator(_MigrationOperator):
         finally:
             hook.close()
             self._close_nodetool()
+
+    def _half_done(self, store: OpsStore, keyspace: str, target: Replication) -> dict[str, Any] | None:
+        """The record of `keyspace`'s unfinished migration to `target`, None when there is none; a different
+        target while one is unfinished is refused (`migration_to_resume`)."""
+        lease = store.lease(lease_resource(keyspace))
+        recorded = {}
+        for migration_id, state, updated_at, record in store.migrations_of(keyspace):
+            owner = record.get("lease_owner") or migration_id
+            recorded[migration_id] = (
+                RecordedMigration(
+                    migration_id, keyspace, state, Replication.parse(record["new"]),
+                    holds_lease=lease is not None and lease.owner == owner, updated_at=updated_at,
+                ),
+                record,
+            )  # fmt: skip
+        chosen = migration_to_resume((m for m, _ in recorded.values()), keyspace, target)
+        return None if chosen is None else dict(recorded[chosen.migration_id][1], state=chosen.state)
+
+    def _resume(self, context: Context, store: OpsStore, record: dict[str, Any]) -> dict[str, Any]:
+        """Take over a half-done migration: same id, lease and plan; the stages skip what its journal holds."""
+        earlier = None if record.get("run_id") == context["run_id"] else self._earlier_run_state(context, record)
+        if earlier in {"running", "queued"}:
+            raise MigrationError(
+                f"Migration {record['migration_id']} is unfinished, and its run {record.get('run_id')} is still "
+                f"{earlier}.",
+                "Let that run go on (or mark it failed in the Airflow UI), then trigger again to resume.",
+            )
+        ring, steps = record_plan(record)
+        left = _work_left(record, ring, steps, store)
+        self.log.info("Resuming the unfinished migration %s:\n%s", record["migration_id"], "\n".join(left))
+        # This run owns the migration now: a later resume asks Airflow about this run, not the first one.
+        owned = dict(
+            record, dag_id=getattr(context.get("dag"), "dag_id", record.get("dag_id")), run_id=context["run_id"]
+        )
+        owned.pop("state", None)
+        store.record_migration(record["migration_id"], record["keyspace"], json.dumps(record["old"]),
+                               json.dumps(record["new"]), record["state"], owned)  # fmt: skip
+        resumed = dict(record, resumed_by=context["run_id"])
+        resumed["summary"] = (
+            f"RESUMING unfinished migration {record['migration_id']} (state {record['state']}): what is left:\n"
+            + "\n".join(f"- {line}" for line in left)
+            + "\n\nThe original plan:\n"
+            + str(record.get("summary", ""))
+        )
+        return resumed
+
+    def _earlier_run_state(self, context: Context, record: dict[str, Any]) -> str | None:
+        """The state of the run that started `record`, when Airflow can tell (None: unknown)."""
+        dag_id, run_id = record.get("dag_id"), record.get("run_id")
+        ask = getattr(context["ti"], "get_dagrun_state", None)
+        if not (dag_id and run_id and callable(ask)):
+            self.log.warning("Cannot tell whether the run that started %s still runs.", record["migration_id"])
+            return None
+        try:
+            return str(ask(dag_id=dag_id, run_id=run_id))
+        except Exception as error:  # a deleted run: nothing runs it any more
+            self.log.info("The run that started %s is not known to Airflow (%s).", record["migration_id"], error)
+            return None
 
     def _rollback_target(self, migration_id: str) -> tuple[str, Any, str]:
         """Keyspace, the replication it had before `migration_id`, and that migration's lease owner."""
@@ -677,6 +743,26 @@ class MigrationReportOperator(_MigrationOperator):
             hook.close()
             self._close_nodetool()
         return report
+
+
+def _work_left(record: dict[str, Any], ring: Ring, steps: list[MigrationStep], store: OpsStore) -> list[str]:
+    """One line per stage of each step: what the journal shows done and what is left."""
+    state = str(record.get("state", ""))
+    altered = int(state.split(":", 1)[1]) if state.startswith("altered:") else (len(steps) if state == "cleaned" else 0)
+    lines = []
+    for step in steps:
+        parts = []
+        for phase in ("pre", "post"):
+            segments = repair_segments(ring, step, record["keyspace"], phase)  # type: ignore[arg-type]
+            entries = store.journal(record["migration_id"], f"{phase}_repair:{step.index}")
+            journal = {token_range: entry.status for token_range, entry in entries.items()}
+            left = len(pending(segments, journal))
+            name = "pre-repair" if phase == "pre" else "repair"
+            parts.append(f"{name} {len(segments) - left} of {len(segments)} ranges done")
+        alter = "ALTER applied" if step.index <= altered else f"ALTER to {step.after.to_cql()} not applied yet"
+        lines.append(f"step {step.index}/{step.count}: {alter}; " + "; ".join(parts) + "; verification to run")
+    lines.append("cleanup: done" if state == "cleaned" else "cleanup: to run (after verification)")
+    return lines
 
 
 def _checked_keyspace(name: Any) -> str:

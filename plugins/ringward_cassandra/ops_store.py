@@ -203,6 +203,18 @@ class OpsStore:
         rows = self._read(f"SELECT plan FROM {OPS_KEYSPACE}.migrations WHERE migration_id = %s", (migration_id,))
         return json.loads(rows[0].plan) if rows else None  # type: ignore[attr-defined]
 
+    def migrations_of(self, keyspace: str) -> list[tuple[str, str, datetime | None, dict[str, Any]]]:
+        """Every recorded migration of `keyspace`: (id, state, updated_at, record). The table is small (one
+        row per migration), so it is read whole rather than indexed by keyspace."""
+        rows = self._read(
+            f"SELECT migration_id, keyspace_name, state, plan, updated_at FROM {OPS_KEYSPACE}.migrations", ()
+        )
+        return [
+            (r.migration_id, r.state or "", _utc(r.updated_at), json.loads(r.plan or "{}"))  # type: ignore[attr-defined]
+            for r in rows
+            if r.keyspace_name == keyspace  # type: ignore[attr-defined]
+        ]
+
     def migration_state(self, migration_id: str) -> str | None:
         rows = self._read(f"SELECT state FROM {OPS_KEYSPACE}.migrations WHERE migration_id = %s", (migration_id,))
         return str(rows[0].state) if rows else None  # type: ignore[attr-defined]

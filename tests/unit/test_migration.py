@@ -107,3 +107,63 @@ def test_refused_change_names_the_refusals(ring: Ring) -> None:
     plan = build_plan(ring, SIMPLE_2, {"class": "NetworkTopologyStrategy", "dc9": 2}, keyspace="test")
     with pytest.raises(UnsafeChangeError, match="dc9"):
         migration_steps(plan)
+
+
+# -- resuming a half-done migration ----------------------------------------------------------------------
+
+
+def _recorded(migration_id: str, state: str, target: dict[str, object], *, lease: bool = True, minute: int = 0):  # type: ignore[no-untyped-def]
+    from datetime import UTC, datetime
+
+    from ringward.migration import RecordedMigration
+
+    return RecordedMigration(migration_id, "loadks", state, Replication.parse(target), holds_lease=lease,
+                             updated_at=datetime(2026, 11, 23, 12, minute, tzinfo=UTC))  # fmt: skip
+
+
+NTS2 = {"class": "NetworkTopologyStrategy", "dc1": 2}
+NTS3 = {"class": "NetworkTopologyStrategy", "dc1": 3}
+
+
+def test_the_same_target_resumes_the_half_done_migration() -> None:
+    from ringward.migration import migration_to_resume
+
+    half_done = _recorded("loadks@run1", "altered:1", NTS2)
+    assert migration_to_resume([half_done], "loadks", Replication.parse(NTS2)) is half_done
+    # dc factor 0 is what Cassandra drops: the same setting
+    same = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2, "dc2": 0})
+    assert migration_to_resume([half_done], "loadks", same) is half_done
+
+
+def test_finished_and_released_migrations_are_not_resumed() -> None:
+    from ringward.migration import migration_to_resume
+
+    done = _recorded("loadks@run1", "done", NTS2, lease=False)
+    rolled_back = _recorded("loadks@run2", "altered:1", NTS2, lease=False)  # its rollback released the lease
+    assert migration_to_resume([done, rolled_back], "loadks", Replication.parse(NTS2)) is None
+    other_keyspace = _recorded("other@run1", "altered:1", NTS2)
+    object.__setattr__(other_keyspace, "keyspace", "other")
+    assert migration_to_resume([other_keyspace], "loadks", Replication.parse(NTS3)) is None
+
+
+def test_a_different_target_while_half_done_is_refused_with_both_ways_on() -> None:
+    from ringward.errors import MigrationError
+    from ringward.migration import migration_to_resume
+
+    half_done = _recorded("loadks@run1", "altered:1", NTS2)
+    with pytest.raises(MigrationError) as refusal:
+        migration_to_resume([half_done], "loadks", Replication.parse(NTS3))
+    assert "unfinished migration loadks@run1" in refusal.value.problem and "ALTER is applied" in refusal.value.problem
+    assert "keyspace_migration_rollback with rollback_of loadks@run1" in refusal.value.fix
+    assert "'dc1': '2'" in refusal.value.fix or "'dc1': 2" in refusal.value.fix
+
+
+def test_only_the_latest_unfinished_migration_is_resumable() -> None:
+    from ringward.errors import MigrationError
+    from ringward.migration import migration_to_resume
+
+    # A rollback (target: the original setting) took over the lease after the migration to NTS2 half ran.
+    original = _recorded("loadks@run1", "altered:1", NTS2, minute=1)
+    rollback = _recorded("loadks@run2", "altered:1", {"class": "SimpleStrategy", "replication_factor": 2}, minute=5)
+    with pytest.raises(MigrationError, match="loadks@run2"):
+        migration_to_resume([original, rollback], "loadks", Replication.parse(NTS2))
