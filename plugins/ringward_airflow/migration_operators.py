@@ -567,7 +567,11 @@ class RangeRepairOperator(_MigrationOperator):
                 poll_interval=self.poll_interval,
                 timeout_seconds=self.session_timeout,
                 labels={
-                    pid: {"ranges": [[r.start, r.end] for r in c.ranges], "coordinator": c.coordinator}
+                    pid: {
+                        "ranges": [[r.start, r.end] for r in c.ranges],
+                        "coordinator": c.coordinator,
+                        "replicas": list(c.replicas),
+                    }
                     for pid, c in started.items()
                 },
             ),

@@ -1,0 +1,253 @@
+"""A migration finishes on its own through the faults that used to stall it, on the real cluster.
+
+One migration (SimpleStrategy RF 2 -> NTS dc1: 2: 127.0.0.4 gains six ranges), a writer at QUORUM running
+through it, streaming throttled so each fault lands inside a repair session, not before it:
+1. the run stops between the ALTER and the repair; a different target is refused; the same target, re-triggered,
+   resumes the migration (same id, lease and journal);
+2. the repair's coordinator (the gained replica) is killed mid-session and started again 20 s later: the
+   real trigger reports the session dead within a minute, naming the node; the retry repairs what is left;
+3. a kept replica is killed mid-session and stays down 90 s: the session fails, the next try waits for the
+   node and completes.
+It ends with the gained replica serving every acknowledged row alone and cleanup on the former replica.
+The operators are driven one by one as the scheduler would (deferral and trigger included); the Spark
+verification stages are covered by the other migration tests and left out here to save suite time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+from ringward.errors import RepairError
+from ringward_cassandra.cql import connect
+from ringward_cassandra.localcluster import LocalCluster
+from schema_agreement import settle_schema
+from test_migration_dag import NODES, count_on
+from test_migration_live import Writer
+
+KEYSPACE = "recovery"
+TARGET = {"class": "NetworkTopologyStrategy", "dc1": 2}
+GAINED, KEPT = "127.0.0.4", "127.0.0.3"
+
+
+class FakeTaskInstance:
+    """Just enough of a TaskInstance for operators that read their upstream's XCom."""
+
+    def __init__(self) -> None:
+        self.xcoms: dict[str, Any] = {}
+
+    def xcom_pull(self, task_ids: str | list[str]) -> Any:
+        if isinstance(task_ids, list):
+            return [self.xcoms.get(task_id) for task_id in task_ids]
+        return self.xcoms.get(task_ids)
+
+
+def _fill(rows: int, body_bytes: int) -> int:
+    from cassandra import ConsistencyLevel
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    with connect(NODES) as session:
+        session.execute(f"DROP KEYSPACE IF EXISTS {KEYSPACE}")
+        session.execute(f"CREATE KEYSPACE {KEYSPACE} WITH replication = {{'class': 'SimpleStrategy', "
+                        "'replication_factor': 2}")  # fmt: skip
+        session.execute(f"CREATE TABLE {KEYSPACE}.events (pk int, ck int, body text, PRIMARY KEY (pk, ck))")
+        settle_schema(session)
+        insert = session.prepare(f"INSERT INTO {KEYSPACE}.events (pk, ck, body) VALUES (?, 0, ?)")
+        insert.consistency_level = ConsistencyLevel.ALL
+        body = "x" * body_bytes
+        for ok, result in execute_concurrent_with_args(session, insert, [(i, body) for i in range(rows)]):
+            assert ok, result
+    return rows
+
+
+def _throttle(cluster: LocalCluster, megabits: int) -> None:
+    """Cap streaming (sender side) on every running node; `0` lifts the cap. Not kept across a restart."""
+    for address in cluster.running_pids():
+        for args in (["setstreamthroughput", str(megabits)], ["setstreamthroughput", "-e", str(max(1, megabits))]):
+            assert cluster.nodetool(address, args).returncode == 0
+
+
+class Deferred:
+    """Runs a deferrable operator as Airflow does: execute, and on each deferral the real trigger (in a thread,
+    as the triggerer runs it) and then the method it names. `on_session(labels)` sees each started wave."""
+
+    def __init__(self, operator: Any, context: Any) -> None:
+        self.operator = operator
+        self.context = context
+        self.events: list[tuple[float, dict[str, Any]]] = []
+
+    def run(self, on_session: Any = None) -> Any:
+        call: Any = lambda: self.operator.execute(self.context)  # noqa: E731
+        while True:
+            try:
+                return call()
+            except TaskDeferred as deferred:
+                trigger = deferred.trigger
+                if on_session is not None:
+                    on_session(trigger.labels)
+                payload = asyncio.run(_first_event(trigger))
+                self.events.append((time.monotonic(), payload))
+                method = getattr(self.operator, deferred.method_name)
+                call = lambda method=method, payload=payload: method(self.context, payload)  # noqa: E731
+
+
+async def _first_event(trigger: Any) -> dict[str, Any]:
+    async for event in trigger.run():
+        return dict(event.payload)
+    raise AssertionError("the trigger ended without an event")
+
+
+def _session_running(replica: str, labels: dict[str, Any]) -> bool:
+    return any(replica in label["replicas"] for label in labels.values())
+
+
+def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_down_90_s(
+    seed_cluster: LocalCluster, task_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ringward_airflow.migration_operators import (
+        CleanupOperator,
+        KeyspaceAlterOperator,
+        MigrationPrecheckOperator,
+        MigrationReportOperator,
+        PreviewVerifyOperator,
+        RangeRepairOperator,
+    )
+
+    initial = _fill(rows=5000, body_bytes=1000)
+    writer = Writer(KEYSPACE)
+    writer.start()
+    timings: dict[str, float] = {}
+    try:
+        # -- run 1 stops after its ALTER --------------------------------------------------------------------
+        first = FakeTaskInstance()
+        context1: Any = {"run_id": "recovery-1", "ti": first}
+        first.xcoms["precheck"] = MigrationPrecheckOperator(task_id="precheck", keyspace=KEYSPACE,
+                                                            replication=TARGET).execute(context1)  # fmt: skip
+        RangeRepairOperator(task_id="pre_repair", phase="pre").execute(context1)
+        KeyspaceAlterOperator(task_id="alter").execute(context1)
+        stopped_at = time.monotonic()
+
+        # -- a different target is refused, naming both ways on; the same target resumes ---------------------
+        with pytest.raises(AirflowFailException) as refused:
+            MigrationPrecheckOperator(task_id="precheck", keyspace=KEYSPACE,
+                                      replication={"class": "NetworkTopologyStrategy", "dc1": 3},
+                                      ).execute({"run_id": "recovery-other", "ti": FakeTaskInstance()})  # fmt: skip
+        assert "unfinished migration recovery@recovery-1" in str(refused.value)
+        assert "keyspace_migration_rollback" in str(refused.value)
+
+        second = FakeTaskInstance()
+        context: Any = {"run_id": "recovery-2", "ti": second}
+        record = MigrationPrecheckOperator(task_id="precheck", keyspace=KEYSPACE, replication=TARGET).execute(context)
+        second.xcoms["precheck"] = record
+        assert record["migration_id"] == "recovery@recovery-1" and record["summary"].startswith("RESUMING")
+        assert re.search(
+            r"step 1/1: ALTER applied; pre-repair (\d+) of \1 ranges done; repair 0 of \d+", record["summary"]
+        )
+        KeyspaceAlterOperator(task_id="alter").execute(context)  # already applied: no second ALTER
+
+        # -- try 1: the coordinator dies mid-session ------------------------------------------------------
+        _throttle(seed_cluster, 2)
+        killed: dict[str, float] = {}
+
+        def kill_coordinator(labels: dict[str, Any]) -> None:
+            if "at" not in killed and _session_running(GAINED, labels):
+                time.sleep(3)  # inside the session: validation and streaming under way
+                seed_cluster.stop(GAINED, kill=True)
+                killed["at"] = time.monotonic()
+                threading.Timer(20, _start_recording, args=(seed_cluster, GAINED, killed)).start()
+
+        try1 = Deferred(RangeRepairOperator(task_id="repair", phase="post", deferrable=True, node_wait_seconds=300),
+                        context)  # fmt: skip
+        with pytest.raises(RepairError) as dead:
+            try1.run(on_session=kill_coordinator)
+        assert GAINED in str(dead.value) and "cannot finish" in str(dead.value), str(dead.value)
+        detected_at, event = try1.events[-1]
+        assert event["status"] == "dead"
+        assert detected_at - killed["at"] < 60, "the dead session is noticed within a minute, not after an hour"
+        timings["dead coordinator noticed after"] = detected_at - killed["at"]
+        _wait_until_up(seed_cluster, GAINED)
+
+        # -- try 2: a kept replica dies mid-session and stays down 90 s -------------------------------------
+        _throttle(seed_cluster, 2)
+        down: dict[str, Any] = {}
+
+        def kill_kept_replica(labels: dict[str, Any]) -> None:
+            if "at" not in down and _session_running(KEPT, labels):
+                time.sleep(3)
+                seed_cluster.stop(KEPT, kill=True)
+                down["at"] = time.monotonic()
+                down["timer"] = threading.Timer(90, _start_recording, args=(seed_cluster, KEPT, down))
+                down["timer"].start()
+
+        with pytest.raises(RepairError) as failed:
+            Deferred(RangeRepairOperator(task_id="repair", phase="post", deferrable=True, node_wait_seconds=300),
+                     context).run(on_session=kill_kept_replica)  # fmt: skip
+        assert "at" in down, "a session with the kept replica ran in try 2"
+        assert "failed" in str(failed.value)
+
+        # -- try 3 waits for the replica, then completes ----------------------------------------------------
+        try3_started = time.monotonic()
+        result = Deferred(RangeRepairOperator(task_id="repair", phase="post", deferrable=True, node_wait_seconds=300),
+                          context).run()  # fmt: skip
+        repaired_at = time.monotonic()
+        down["timer"].join()
+        assert not down.get("error"), down.get("error")
+        assert 0 < result["repaired"] <= result["ranges"]
+        assert try3_started < down["up"] <= repaired_at, "try 3 waited for the replica to be back"
+        out = capsys.readouterr()
+        assert f"{KEPT}: JMX does not answer" in out.out + out.err, "the wait names the node it waits for"
+        timings["replica down 90 s: its kill to repaired"] = repaired_at - down["at"]
+        timings["dead coordinator: its kill to repaired"] = repaired_at - killed["at"]
+    finally:
+        writer.stop.set()
+        writer.join(30)
+        _throttle(seed_cluster, 0)
+
+    # -- the rest of the pipeline, with the replicas quiet ---------------------------------------------------
+    PreviewVerifyOperator(task_id="verify_preview").execute(context)
+    cleaned = CleanupOperator(task_id="cleanup", snapshot_before_cleanup=False).execute(context)
+    assert cleaned and GAINED not in cleaned
+    MigrationReportOperator(task_id="report").execute({**context, "dag_run": object(), "dag": _NoTasks()})
+    timings["stopped run: stop to success"] = time.monotonic() - stopped_at
+    print("fault -> migration success:", {name: f"{seconds:.0f} s" for name, seconds in timings.items()})
+
+    assert len(writer.acknowledged) > 100, "the writer ran through the faults"
+    from cassandra import ConsistencyLevel
+    from cassandra.query import SimpleStatement
+
+    with connect([GAINED], coordinator=GAINED) as session:  # 127.0.0.4 replicates every range now
+        statement = SimpleStatement(f"SELECT pk FROM {KEYSPACE}.events WHERE pk >= 100000 ALLOW FILTERING",
+                                    consistency_level=ConsistencyLevel.ONE)  # fmt: skip
+        present = {row.pk for row in session.execute(statement, timeout=120)}
+    lost = set(writer.acknowledged) - present
+    assert not lost, f"{len(lost)} acknowledged writes missing on {GAINED}"
+    assert count_on(GAINED, KEYSPACE) >= initial + len(writer.acknowledged)
+
+
+class _NoTasks:
+    task_ids: tuple[str, ...] = ()
+
+
+def _start_recording(cluster: LocalCluster, address: str, down: dict[str, Any]) -> None:
+    try:
+        cluster.start(address)
+        down["up"] = time.monotonic()
+    except Exception as error:  # reported by the test thread
+        down["error"] = repr(error)
+
+
+def _wait_until_up(cluster: LocalCluster, address: str, timeout: float = 240) -> None:
+    """The timer thread restarts the node; wait until it is running and accepts CQL again."""
+    from ringward_cassandra.cql import accepts_connections
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if address in cluster.running_pids() and accepts_connections(address):
+            return
+        time.sleep(1)
+    raise AssertionError(f"{address} did not come back within {timeout} s")
