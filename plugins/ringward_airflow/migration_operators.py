@@ -18,6 +18,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
+from ringward.cluster_health import refuse_mixed_versions
 from ringward.errors import (
     ClusterError,
     ConfigurationError,
@@ -54,6 +55,7 @@ from ringward_cassandra.schema import (
     describe_schema_versions,
     keyspace_names,
     keyspace_replication,
+    release_versions,
     schema_versions,
     table_gc_grace,
 )
@@ -324,6 +326,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
         return str(original["keyspace"]), original["old"], str(original.get("lease_owner") or migration_id)
 
     def _check_health(self, ring: Ring, hook: RingwardCassandraHook) -> None:
+        refuse_mixed_versions(release_versions(hook.session))
         nodetool = self._nodetool_client()
         problems = []
         for node in ring.nodes:

@@ -18,6 +18,7 @@ __all__ = [
     "describe_schema_versions",
     "keyspace_names",
     "keyspace_replication",
+    "release_versions",
     "schema_versions",
     "table_gc_grace",
 ]
@@ -82,6 +83,19 @@ def schema_versions(session: Any) -> dict[str, list[str]]:
     ]:
         versions.setdefault(str(version), []).append(str(address))
     return {version: sorted(addresses) for version, addresses in versions.items()}
+
+
+def release_versions(session: Any) -> dict[str, list[str]]:
+    """Cassandra release -> node addresses, as one live node sees them (`system.local` and `system.peers`)."""
+    host = next((h for h in session.cluster.metadata.all_hosts() if h.is_up), None)
+    local = session.execute("SELECT broadcast_address, release_version FROM system.local", host=host)
+    peers = session.execute("SELECT peer, release_version FROM system.peers", host=host)
+    versions: dict[str, list[str]] = {}
+    for address, release in [(_field(r, "broadcast_address"), _field(r, "release_version")) for r in local] + [
+        (_field(r, "peer"), _field(r, "release_version")) for r in peers
+    ]:
+        versions.setdefault(str(release), []).append(str(address))
+    return {release: sorted(addresses) for release, addresses in versions.items()}
 
 
 def describe_schema_versions(versions: Mapping[str, list[str]]) -> str:

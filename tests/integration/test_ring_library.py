@@ -93,11 +93,16 @@ def test_endpoints_and_plan_match_a_two_dc_cluster(two_dc_cluster: LocalCluster)
     check_against_cluster(two_dc_cluster, TWO_DC_CHANGES)
 
 
-def test_schema_versions_name_every_node_of_the_cluster(seed_cluster: LocalCluster) -> None:
+def test_schema_and_release_versions_name_every_node_of_the_cluster(seed_cluster: LocalCluster) -> None:
     from ringward_cassandra.schema import schema_versions
+
+    from ringward_cassandra.schema import release_versions
 
     with connect(seed_cluster.topology().seeds) as session:
         settle_schema(session)
         versions = schema_versions(session)
+        releases = release_versions(session)
     assert len(versions) == 1, versions
     assert next(iter(versions.values())) == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+    # the release every node reports: the precheck refuses a cluster where they differ
+    assert releases == {"5.0.9": ["127.0.0.2", "127.0.0.3", "127.0.0.4"]}
