@@ -94,9 +94,7 @@ def test_endpoints_and_plan_match_a_two_dc_cluster(two_dc_cluster: LocalCluster)
 
 
 def test_schema_and_release_versions_name_every_node_of_the_cluster(seed_cluster: LocalCluster) -> None:
-    from ringward_cassandra.schema import schema_versions
-
-    from ringward_cassandra.schema import release_versions
+    from ringward_cassandra.schema import release_versions, schema_versions
 
     with connect(seed_cluster.topology().seeds) as session:
         settle_schema(session)
