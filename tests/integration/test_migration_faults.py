@@ -12,20 +12,11 @@ import pytest
 from ringward.errors import VerificationError
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
+from task_driver import FakeTaskInstance
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 KEYSPACE = "faults"
-
-
-class FakeTaskInstance:
-    """Just enough of a TaskInstance for operators that read their upstream's XCom."""
-
-    def __init__(self) -> None:
-        self.xcoms: dict[str, Any] = {}
-
-    def xcom_pull(self, task_ids: str) -> Any:
-        return self.xcoms.get(task_ids)
 
 
 def _fill(rows: int) -> None:

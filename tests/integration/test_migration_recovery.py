@@ -15,36 +15,24 @@ verification stages are covered by the other migration tests and left out here t
 
 from __future__ import annotations
 
-import asyncio
 import re
 import threading
 import time
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+from airflow.sdk.exceptions import AirflowFailException
 from ringward.errors import RepairError
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from schema_agreement import settle_schema
+from task_driver import Deferred, FakeTaskInstance
 from test_migration_dag import NODES, count_on
 from test_migration_live import Writer
 
 KEYSPACE = "recovery"
 TARGET = {"class": "NetworkTopologyStrategy", "dc1": 2}
 GAINED, KEPT = "127.0.0.4", "127.0.0.3"
-
-
-class FakeTaskInstance:
-    """Just enough of a TaskInstance for operators that read their upstream's XCom."""
-
-    def __init__(self) -> None:
-        self.xcoms: dict[str, Any] = {}
-
-    def xcom_pull(self, task_ids: str | list[str]) -> Any:
-        if isinstance(task_ids, list):
-            return [self.xcoms.get(task_id) for task_id in task_ids]
-        return self.xcoms.get(task_ids)
 
 
 def _fill(rows: int, body_bytes: int) -> int:
@@ -70,36 +58,6 @@ def _throttle(cluster: LocalCluster, megabits: int) -> None:
     for address in cluster.running_pids():
         for args in (["setstreamthroughput", str(megabits)], ["setstreamthroughput", "-e", str(max(1, megabits))]):
             assert cluster.nodetool(address, args).returncode == 0
-
-
-class Deferred:
-    """Runs a deferrable operator as Airflow does: execute, and on each deferral the real trigger (in a thread,
-    as the triggerer runs it) and then the method it names. `on_session(labels)` sees each started wave."""
-
-    def __init__(self, operator: Any, context: Any) -> None:
-        self.operator = operator
-        self.context = context
-        self.events: list[tuple[float, dict[str, Any]]] = []
-
-    def run(self, on_session: Any = None) -> Any:
-        call: Any = lambda: self.operator.execute(self.context)  # noqa: E731
-        while True:
-            try:
-                return call()
-            except TaskDeferred as deferred:
-                trigger = deferred.trigger
-                if on_session is not None:
-                    on_session(trigger.labels)
-                payload = asyncio.run(_first_event(trigger))
-                self.events.append((time.monotonic(), payload))
-                method = getattr(self.operator, deferred.method_name)
-                call = lambda method=method, payload=payload: method(self.context, payload)  # noqa: E731
-
-
-async def _first_event(trigger: Any) -> dict[str, Any]:
-    async for event in trigger.run():
-        return dict(event.payload)
-    raise AssertionError("the trigger ended without an event")
 
 
 def _session_running(replica: str, labels: dict[str, Any]) -> bool:
