@@ -179,20 +179,20 @@ def cleanup_nodes(ring: Ring, first: Replication, last: Replication) -> list[str
 class RecordedMigration:
     """A migration as `ringward_ops` keeps it: what a new run needs to decide whether to resume it.
 
-    `state` is the text the stages write ("planned", "altered:N", "cleaned", "done"); `holds_lease` whether
-    the keyspace's lease is still held for it (a finished or rolled-back migration released it).
+    `state` is the text the stages write ("planned", "altered:N", "cleaned", "done"); `lease_owner` the
+    migration whose lease it runs under (a rollback runs under the lease of the migration it undoes).
     """
 
     migration_id: str
     keyspace: str
     state: str
     target: Replication
-    holds_lease: bool
+    lease_owner: str
     updated_at: datetime | None = None
 
     @property
-    def is_finished(self) -> bool:
-        return self.state == "done" or not self.holds_lease
+    def is_done(self) -> bool:
+        return self.state == "done"
 
     @property
     def is_altered(self) -> bool:
@@ -204,11 +204,14 @@ def migration_to_resume(
 ) -> RecordedMigration | None:
     """The half-done migration of `keyspace` a new run for `requested` resumes, None when there is none.
 
-    Only the latest unfinished migration can be resumed: an older one was superseded (a rollback of it
-    took over the lease), and resuming it would trust a journal the rollback made stale. A different
-    target while one is half done is refused with the two ways on.
+    A migration is finished when it is done or a rollback of it is done (an expired lease does not
+    finish it: its repair may still be owed). Only the latest unfinished one can be resumed: an older
+    one was taken over by its rollback, and resuming it would trust a journal the rollback made stale.
+    A different target while one is half done is refused with the two ways on.
     """
-    open_ones = [m for m in recorded if m.keyspace == keyspace and not m.is_finished]
+    mine = [m for m in recorded if m.keyspace == keyspace]
+    undone_by = {m.lease_owner for m in mine if m.is_done and m.lease_owner != m.migration_id}
+    open_ones = [m for m in mine if not m.is_done and m.migration_id not in undone_by]
     if not open_ones:
         return None
     latest = max(open_ones, key=lambda m: (m.updated_at is not None, m.updated_at or datetime.min))
@@ -219,7 +222,7 @@ def migration_to_resume(
         f"{keyspace} has an unfinished migration {latest.migration_id} to {latest.target.to_cql()} "
         f"({where}; state {latest.state}); a migration to {requested.to_cql()} cannot start before it ends.",
         f"Resume it: trigger keyspace_migration again with the replication {latest.target.to_cql()}; or undo it: "
-        f"trigger keyspace_migration_rollback with rollback_of {latest.migration_id}. Then migrate to the new "
+        f"trigger keyspace_migration_rollback with rollback_of {latest.lease_owner}. Then migrate to the new "
         "target.",
     )
 

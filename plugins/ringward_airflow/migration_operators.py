@@ -249,14 +249,12 @@ class MigrationPrecheckOperator(_MigrationOperator):
     def _half_done(self, store: OpsStore, keyspace: str, target: Replication) -> dict[str, Any] | None:
         """The record of `keyspace`'s unfinished migration to `target`, None when there is none; a different
         target while one is unfinished is refused (`migration_to_resume`)."""
-        lease = store.lease(lease_resource(keyspace))
         recorded = {}
         for migration_id, state, updated_at, record in store.migrations_of(keyspace):
-            owner = record.get("lease_owner") or migration_id
             recorded[migration_id] = (
                 RecordedMigration(
                     migration_id, keyspace, state, Replication.parse(record["new"]),
-                    holds_lease=lease is not None and lease.owner == owner, updated_at=updated_at,
+                    lease_owner=str(record.get("lease_owner") or migration_id), updated_at=updated_at,
                 ),
                 record,
             )  # fmt: skip
@@ -272,6 +270,9 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 f"{earlier}.",
                 "Let that run go on (or mark it failed in the Airflow UI), then trigger again to resume.",
             )
+        # The lease may have expired (48 h) while the migration sat half done: take it again, or learn who has it.
+        store.acquire_lease(lease_resource(record["keyspace"]), record.get("lease_owner") or record["migration_id"],
+                            "keyspace_migration")  # fmt: skip
         ring, steps = record_plan(record)
         left = _work_left(record, ring, steps, store)
         self.log.info("Resuming the unfinished migration %s:\n%s", record["migration_id"], "\n".join(left))

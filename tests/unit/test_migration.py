@@ -112,12 +112,12 @@ def test_refused_change_names_the_refusals(ring: Ring) -> None:
 # -- resuming a half-done migration ----------------------------------------------------------------------
 
 
-def _recorded(migration_id: str, state: str, target: dict[str, object], *, lease: bool = True, minute: int = 0):  # type: ignore[no-untyped-def]
+def _recorded(migration_id: str, state: str, target: dict[str, object], *, owner: str = "", minute: int = 0):  # type: ignore[no-untyped-def]
     from datetime import UTC, datetime
 
     from ringward.migration import RecordedMigration
 
-    return RecordedMigration(migration_id, "loadks", state, Replication.parse(target), holds_lease=lease,
+    return RecordedMigration(migration_id, "loadks", state, Replication.parse(target), owner or migration_id,
                              updated_at=datetime(2026, 11, 23, 12, minute, tzinfo=UTC))  # fmt: skip
 
 
@@ -135,12 +135,14 @@ def test_the_same_target_resumes_the_half_done_migration() -> None:
     assert migration_to_resume([half_done], "loadks", same) is half_done
 
 
-def test_finished_and_released_migrations_are_not_resumed() -> None:
+def test_done_and_rolled_back_migrations_are_not_resumed() -> None:
     from ringward.migration import migration_to_resume
 
-    done = _recorded("loadks@run1", "done", NTS2, lease=False)
-    rolled_back = _recorded("loadks@run2", "altered:1", NTS2, lease=False)  # its rollback released the lease
-    assert migration_to_resume([done, rolled_back], "loadks", Replication.parse(NTS2)) is None
+    done = _recorded("loadks@run1", "done", NTS2)
+    undone = _recorded("loadks@run2", "altered:1", NTS2, minute=1)
+    its_rollback = _recorded("loadks@run3", "done", {"class": "SimpleStrategy", "replication_factor": 2},
+                             owner="loadks@run2", minute=2)  # fmt: skip
+    assert migration_to_resume([done, undone, its_rollback], "loadks", Replication.parse(NTS2)) is None
     other_keyspace = _recorded("other@run1", "altered:1", NTS2)
     object.__setattr__(other_keyspace, "keyspace", "other")
     assert migration_to_resume([other_keyspace], "loadks", Replication.parse(NTS3)) is None
@@ -164,6 +166,7 @@ def test_only_the_latest_unfinished_migration_is_resumable() -> None:
 
     # A rollback (target: the original setting) took over the lease after the migration to NTS2 half ran.
     original = _recorded("loadks@run1", "altered:1", NTS2, minute=1)
-    rollback = _recorded("loadks@run2", "altered:1", {"class": "SimpleStrategy", "replication_factor": 2}, minute=5)
-    with pytest.raises(MigrationError, match="loadks@run2"):
+    rollback = _recorded("loadks@run2", "altered:1", {"class": "SimpleStrategy", "replication_factor": 2},
+                         owner="loadks@run1", minute=5)  # fmt: skip
+    with pytest.raises(MigrationError, match="unfinished migration loadks@run2"):
         migration_to_resume([original, rollback], "loadks", Replication.parse(NTS2))
