@@ -86,16 +86,30 @@ def schema_versions(session: Any) -> dict[str, list[str]]:
 
 
 def release_versions(session: Any) -> dict[str, list[str]]:
-    """Cassandra release -> node addresses, as one live node sees them (`system.local` and `system.peers`)."""
-    host = next((h for h in session.cluster.metadata.all_hosts() if h.is_up), None)
-    local = session.execute("SELECT broadcast_address, release_version FROM system.local", host=host)
-    peers = session.execute("SELECT peer, release_version FROM system.peers", host=host)
-    versions: dict[str, list[str]] = {}
-    for address, release in [(_field(r, "broadcast_address"), _field(r, "release_version")) for r in local] + [
-        (_field(r, "peer"), _field(r, "release_version")) for r in peers
-    ]:
-        versions.setdefault(str(release), []).append(str(address))
-    return {release: sorted(addresses) for release, addresses in versions.items()}
+    """Cassandra release -> node addresses, as one live node sees them (`system.local` and `system.peers`).
+
+    Both tables are read from the same node; a node whose connection the driver just dropped is skipped
+    (the driver marks a host down when it fails to decode a response, e.g. a schema refresh), and the
+    next live one asked.
+    """
+    last_error: Exception | None = None
+    for host in [h for h in session.cluster.metadata.all_hosts() if h.is_up]:
+        try:
+            local = session.execute("SELECT broadcast_address, release_version FROM system.local", host=host)
+            peers = session.execute("SELECT peer, release_version FROM system.peers", host=host)
+        except Exception as error:  # the driver raises several kinds; another node may answer
+            last_error = error
+            continue
+        versions: dict[str, list[str]] = {}
+        for address, release in [(_field(r, "broadcast_address"), _field(r, "release_version")) for r in local] + [
+            (_field(r, "peer"), _field(r, "release_version")) for r in peers
+        ]:
+            versions.setdefault(str(release), []).append(str(address))
+        return {release: sorted(addresses) for release, addresses in versions.items()}
+    raise ClusterError(
+        f"No node answered which Cassandra release it runs: {last_error or 'no node is up'}.",
+        "Check that the nodes accept CQL connections, then retry.",
+    )
 
 
 def describe_schema_versions(versions: Mapping[str, list[str]]) -> str:
