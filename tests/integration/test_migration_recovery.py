@@ -15,6 +15,8 @@ verification stages are covered by the other migration tests and left out here t
 
 from __future__ import annotations
 
+import base64
+import os
 import re
 import threading
 import time
@@ -47,8 +49,9 @@ def _fill(rows: int, body_bytes: int) -> int:
         settle_schema(session)
         insert = session.prepare(f"INSERT INTO {KEYSPACE}.events (pk, ck, body) VALUES (?, 0, ?)")
         insert.consistency_level = ConsistencyLevel.ALL
-        body = "x" * body_bytes
-        for ok, result in execute_concurrent_with_args(session, insert, [(i, body) for i in range(rows)]):
+        # Incompressible bodies: streaming sends compressed SSTable chunks, and the throttle must bite.
+        bodies = ((i, base64.b64encode(os.urandom(body_bytes * 3 // 4)).decode()) for i in range(rows))
+        for ok, result in execute_concurrent_with_args(session, insert, bodies, concurrency=64):
             assert ok, result
     return rows
 
@@ -76,7 +79,7 @@ def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_do
         RangeRepairOperator,
     )
 
-    initial = _fill(rows=5000, body_bytes=1000)
+    initial = _fill(rows=6000, body_bytes=1000)
     writer = Writer(KEYSPACE)
     writer.start()
     timings: dict[str, float] = {}
@@ -109,7 +112,7 @@ def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_do
         KeyspaceAlterOperator(task_id="alter").execute(context)  # already applied: no second ALTER
 
         # -- try 1: the coordinator dies mid-session ------------------------------------------------------
-        _throttle(seed_cluster, 2)
+        _throttle(seed_cluster, 1)  # megabit/s: each session streams for ~10 s or more
         killed: dict[str, float] = {}
 
         def kill_coordinator(labels: dict[str, Any]) -> None:
@@ -131,7 +134,7 @@ def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_do
         _wait_until_up(seed_cluster, GAINED)
 
         # -- try 2: a kept replica dies mid-session and stays down 90 s -------------------------------------
-        _throttle(seed_cluster, 2)
+        _throttle(seed_cluster, 1)
         down: dict[str, Any] = {}
 
         def kill_kept_replica(labels: dict[str, Any]) -> None:
@@ -148,7 +151,8 @@ def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_do
         assert "at" in down, "a session with the kept replica ran in try 2"
         assert "failed" in str(failed.value)
 
-        # -- try 3 waits for the replica, then completes ----------------------------------------------------
+        # -- try 3 waits for the replica, then completes (unthrottled: the faults are behind us) ---------------
+        _throttle(seed_cluster, 0)
         try3_started = time.monotonic()
         result = Deferred(RangeRepairOperator(task_id="repair", phase="post", deferrable=True, node_wait_seconds=300),
                           context).run()  # fmt: skip
