@@ -481,14 +481,16 @@ class RangeRepairOperator(_MigrationOperator):
             self.log.info("%s: %d ranges to repair, %d already done.", self.stage, len(todo),
                           len(segments) - len(todo))  # fmt: skip
             if not todo:
-                return {"ranges": len(segments), "repaired": 0}
+                # "repaired" counts this call's sessions; "done" what the journal holds (a deferred repair's
+                # last call finds everything done by the waves before it).
+                return {"ranges": len(segments), "repaired": 0, "done": len(segments)}
             if self.deferrable:
                 return self._start_wave(context, record, todo, hook)
             self._repair_blocking(record, todo, store)
         finally:
             hook.close()
             self._close_nodetool()
-        return {"ranges": len(segments), "repaired": len(todo)}
+        return {"ranges": len(segments), "repaired": len(todo), "done": len(segments)}
 
     # -- blocking mode ----------------------------------------------------------------------------------
     def _repair_blocking(self, record: dict[str, Any], todo: list[Segment], store: OpsStore) -> None:

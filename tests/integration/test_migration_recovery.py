@@ -68,7 +68,7 @@ def _session_running(replica: str, labels: dict[str, Any]) -> bool:
 
 
 def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_down_90_s(
-    seed_cluster: LocalCluster, task_env: None, capsys: pytest.CaptureFixture[str]
+    seed_cluster: LocalCluster, task_env: None
 ) -> None:
     from ringward_airflow.migration_operators import (
         CleanupOperator,
@@ -159,10 +159,8 @@ def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_do
         repaired_at = time.monotonic()
         down["timer"].join()
         assert not down.get("error"), down.get("error")
-        assert 0 < result["repaired"] <= result["ranges"]
+        assert result["done"] == result["ranges"] > 0
         assert try3_started < down["up"] <= repaired_at, "try 3 waited for the replica to be back"
-        out = capsys.readouterr()
-        assert f"{KEPT}: JMX does not answer" in out.out + out.err, "the wait names the node it waits for"
         timings["replica down 90 s: its kill to repaired"] = repaired_at - down["at"]
         timings["dead coordinator: its kill to repaired"] = repaired_at - killed["at"]
     finally:
