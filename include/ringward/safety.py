@@ -11,12 +11,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from ringward.alter import altered_replication
+from ringward.alter import DEFAULT_KEYSPACE_RF, altered_replication
 from ringward.consistency import CONSISTENCY_LEVELS, safe_levels, unsafe_levels
 from ringward.diff import PlacementDiff, diff_replication, diff_rings
 from ringward.errors import RingwardError
 from ringward.replication import NETWORK_TOPOLOGY as NTS
-from ringward.replication import SIMPLE, Replication
+from ringward.replication import REPLICATION_FACTOR, SIMPLE, Replication
 from ringward.ring import Ring, TokenRange
 
 __all__ = [
@@ -90,15 +90,21 @@ def analyse(
     table_gc_grace_seconds: Mapping[str, int] | None = None,
     client_consistency: str | None = None,
     known_keyspaces: Iterable[str] | None = None,
+    default_keyspace_rf: int = DEFAULT_KEYSPACE_RF,
 ) -> list[Finding]:
-    """Everything ringward knows about changing `keyspace` from `old` to `new` replication on `ring`."""
+    """Everything ringward knows about changing `keyspace` from `old` to `new` replication on `ring`.
+
+    Both settings are read as Cassandra reads them: `old` as stored (or as CREATE KEYSPACE would store
+    it), `new` as ALTER KEYSPACE prepares it against `old` (`ringward.alter`).
+    """
     findings = _keyspace_findings(keyspace, known_keyspaces)
     try:
-        old_replication = coerce_replication(old).expand(ring.datacenters())
-        new_replication = altered_replication(old_replication, coerce_replication(new), ring.datacenters())
+        dcs = ring.datacenters()
+        old_replication = altered_replication(None, coerce_replication(old), dcs, default_keyspace_rf)
+        new_replication = altered_replication(old_replication, coerce_replication(new), dcs, default_keyspace_rf)
     except RingwardError as error:
         return [*findings, _from_error("malformed_replication", error)]
-    findings += _settings_findings(ring, old_replication, new_replication)
+    findings += _settings_findings(ring, old_replication, new_replication, coerce_replication(new))
     if old_replication == new_replication:
         findings.append(
             Finding(
@@ -300,9 +306,10 @@ def _keyspace_findings(keyspace: str, known_keyspaces: Iterable[str] | None) -> 
     return findings
 
 
-def _settings_findings(ring: Ring, old: Replication, new: Replication) -> list[Finding]:
-    findings = _unknown_datacenter_findings(ring, new)
-    findings += _dropped_datacenter_findings(ring, old, new)
+def _settings_findings(ring: Ring, old: Replication, new: Replication, requested: Replication) -> list[Finding]:
+    """`old` and `new` as Cassandra stores them, `requested` as the user wrote the new setting."""
+    findings = _unknown_datacenter_findings(ring, requested)
+    findings += _dropped_datacenter_findings(ring, old, new, requested)
     findings += _factor_findings(ring, new)
     if new.strategy == SIMPLE and len(ring.datacenters()) > 1:
         findings.append(
@@ -322,7 +329,7 @@ def _unknown_datacenter_findings(ring: Ring, new: Replication) -> list[Finding]:
     known = list(ring.datacenters())
     findings = []
     for dc, factor in new.factors.items():
-        if dc in known:
+        if dc in known or dc == REPLICATION_FACTOR:
             continue
         hint = _case_hint(dc, known)
         fix = (
@@ -335,8 +342,10 @@ def _unknown_datacenter_findings(ring: Ring, new: Replication) -> list[Finding]:
     return findings
 
 
-def _dropped_datacenter_findings(ring: Ring, old: Replication, new: Replication) -> list[Finding]:
-    """A datacenter that holds replicas now and is simply absent from the new NTS map."""
+def _dropped_datacenter_findings(
+    ring: Ring, old: Replication, new: Replication, requested: Replication
+) -> list[Finding]:
+    """A datacenter that holds replicas now and is simply absent from the new NTS map (not named as 0)."""
     if new.strategy != NTS:
         return []
     in_ring = ring.datacenters()
@@ -344,7 +353,7 @@ def _dropped_datacenter_findings(ring: Ring, old: Replication, new: Replication)
         holding = [dc for dc, factor in old.factors.items() if factor > 0 and dc in in_ring]
     else:
         holding = list(in_ring)
-    dropped = [dc for dc in holding if dc not in new.factors]
+    dropped = [dc for dc in holding if dc not in new.factors and dc not in requested.factors]
     if not dropped:
         return []
     zeros = ", ".join(f"'{dc}': 0" for dc in dropped)
