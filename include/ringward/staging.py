@@ -24,6 +24,7 @@ QUORUM overlap) from the per-range loss counts, only when the per-datacenter bou
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, product, repeat
@@ -186,6 +187,7 @@ def _overlaps(old_count: int, new_count: int, lost: int) -> bool:
     return quorum(old_count) - lost + quorum(new_count) > new_count
 
 
+_DETOURS_TRIED = 4  # SimpleStrategy factors a refusal tries as a first, separate migration
 _START = (-1,)  # the state of a SimpleStrategy start on the way to NetworkTopologyStrategy
 _SIMPLE_STATE = -2  # (-2, factor): a SimpleStrategy setting after leaving NetworkTopologyStrategy
 
@@ -548,9 +550,13 @@ class _Router:
         return " ".join(fixes)
 
     def _simple_detours(self) -> list[str]:
-        """A SimpleStrategy factor to raise to first (its own migration), checked to lead on to the target."""
+        """A SimpleStrategy factor to change to first (its own migration), checked to lead on to the target:
+        the nearest factors first, a few at most (each is two searches)."""
         current = min(self.old.factor_for(""), len(self.ring.nodes))
-        for factor in range(current + 1, min(current + 3, len(self.ring.nodes)) + 1):
+        nearest = sorted(
+            (f for f in range(1, len(self.ring.nodes) + 1) if f != current), key=lambda f: abs(f - current)
+        )
+        for factor in nearest[:_DETOURS_TRIED]:
             middle = Replication.simple(factor)
             if _Router(self.ring, self.old, middle, self.keep_quorum).shortest_path() is None:
                 continue
@@ -559,7 +565,7 @@ class _Router:
             if path is not None:
                 steps = len(onwards.settings_of(path))
                 return [
-                    f"Or first change to {middle.to_cql()} (its own migration), then plan this change again: "
-                    f"from there it takes {steps} ALTER{'s' if steps > 1 else ''}."
+                    f"Or first change to {json.dumps(middle.as_json())} (its own migration), then plan this "
+                    f"change again: from there it takes {steps} ALTER{'s' if steps > 1 else ''}."
                 ]
         return []
