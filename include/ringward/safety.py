@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from typing import Literal
 
+from ringward._placement_index import ring_index
 from ringward.alter import DEFAULT_KEYSPACE_RF, altered_replication
 from ringward.consistency import CONSISTENCY_LEVELS, safe_levels, unsafe_levels
 from ringward.diff import PlacementDiff, diff_replication, diff_rings
@@ -157,13 +159,34 @@ def analyse_rings(
 
 
 def read_window(diff: PlacementDiff, ring: Ring) -> dict[str, list[TokenRange]]:
-    """Per consistency level, the ranges whose reads may miss data until repair finishes."""
+    """Per consistency level, the ranges whose reads may miss data until repair finishes.
+
+    A range's levels depend only on the datacenters of its new replicas and of those gained, so each
+    such shape is judged once (big rings have 256,000 ranges and a handful of shapes); the result is
+    kept with the ring's placements (the analysis and the plan summary both ask).
+    """
+    memo = ring_index(ring).memo
+    key = ("read_window", id(diff))
+    cached = memo.get(key)
+    if isinstance(cached, tuple) and cached[0] is diff:
+        return {level: list(ranges) for level, ranges in cached[1].items()}
     datacenter_of = _datacenter_of(ring)
+    dc_of = datacenter_of.get
     unsafe: dict[str, list[TokenRange]] = {level: [] for level in CONSISTENCY_LEVELS}
-    for change in diff.gaining():  # a range that gains no replica reads complete data at every level
-        for level in unsafe_levels(change.new, change.gained, datacenter_of):
-            unsafe[level].append(change.range)
-    return unsafe
+    ranges, olds, news = diff.before.ranges, diff.before.replicas, diff.after.replicas
+    verdicts: dict[tuple[tuple[str | None, ...], tuple[str | None, ...]], tuple[str, ...]] = {}
+    # A range that gains no replica reads complete data at every level.
+    for position in compress(range(len(ranges)), diff.counts.gained):
+        old, new = olds[position], news[position]
+        shape = (tuple(map(dc_of, new)), tuple(dc_of(a) for a in new if a not in old))
+        levels = verdicts.get(shape)
+        if levels is None:
+            gained = [a for a in new if a not in old]
+            levels = verdicts[shape] = unsafe_levels(new, gained, datacenter_of)
+        for level in levels:
+            unsafe[level].append(ranges[position])
+    memo[key] = (diff, unsafe)
+    return {level: list(found) for level, found in unsafe.items()}
 
 
 def deadline_seconds(table_gc_grace_seconds: Mapping[str, int] | None) -> int | None:

@@ -215,6 +215,7 @@ class _Router:
         self.problems: dict[str, int] = {}
         self._verdicts: dict[tuple[_Vector, _Vector], str] = {}
         self._dc_profiles: dict[tuple[str, int, int], tuple[int, int]] = {}
+        self._sets: dict[tuple[str, int], list[set[int]]] = {}
         self._counts: dict[Replication, dict[str, tuple[int, int]]] = {}
         self.spelled: set[str] = set()
         self.simple_target = min(new.factor_for(""), len(ring.nodes)) if new.is_simple else 0
@@ -399,14 +400,20 @@ class _Router:
         return problem or _QUORUM
 
     def _nts_problem(self, before: _Vector, after: _Vector) -> str:
-        """The step rules for an NTS -> NTS step, per datacenter first, ring-wide only where needed."""
+        """The step rules for an NTS -> NTS step, per datacenter first, ring-wide only where needed.
+
+        A range has the same number of replicas in a datacenter under every NTS setting, so a datacenter
+        that lowers its factor loses at least one replica on every range: the ring-wide rules are settled
+        by the least and the most any range can lose, and only in between looked at range by range.
+        """
         changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
         old_count, new_count = sum(before), sum(after)
-        most_lost = 0
+        most_lost = least_lost = 0
         for i in changed:
             dc, a, b = self.dims[i], before[i], after[i]
             lost, gained = self._dc_profile(dc, a, b)
             most_lost += lost
+            least_lost += a > b
             if not self.keep_quorum:
                 continue
             if lost > 1 or gained > 1:
@@ -415,6 +422,10 @@ class _Router:
                 return _LOCAL_QUORUM
         if not old_count or not changed:
             return ""
+        if least_lost >= old_count:
+            return _NOT_KEPT
+        if self.keep_quorum and not _overlaps(old_count, new_count, least_lost):
+            return _QUORUM
         if most_lost < old_count and (not self.keep_quorum or _overlaps(old_count, new_count, most_lost)):
             return ""  # even the range that loses most keeps a replica and the QUORUM overlap
         lost_counts = set(replica_delta(self.ring, self.setting(before), self.setting(after)).lost)
@@ -425,19 +436,32 @@ class _Router:
         return ""
 
     def _dc_profile(self, dc: str, before: int, after: int) -> tuple[int, int]:
-        """The most replicas any range loses and gains in `dc` when its factor goes `before` -> `after`."""
+        """The most replicas any range loses and gains in `dc` when its factor goes `before` -> `after`.
+
+        A range has `before` replicas in `dc` before and `after` after, so it gains what it loses plus
+        the difference: only the losses are counted, per entry point of the datacenter's walk.
+        """
         key = (dc, before, after)
         if key not in self._dc_profiles:
-            group = self.index.datacenters.get(dc)
-            if group is None:
-                self._dc_profiles[key] = (0, 0)
+            lost = before
+            if before and after:
+                lost = max(map(len, map(set.difference, self._dc_sets(dc, before), self._dc_selections(dc, after))))
+            elif not after:
+                lost = before
             else:
-                olds = list(map(set, group.selections(before))) if before else None
-                news = list(map(set, group.selections(after))) if after else None
-                lost = max(map(len, map(set.difference, olds, news))) if olds and news else (before if olds else 0)
-                gained = max(map(len, map(set.difference, news, olds))) if olds and news else (after if news else 0)
-                self._dc_profiles[key] = (lost, gained)
+                lost = 0
+            self._dc_profiles[key] = (lost, lost + after - before)
         return self._dc_profiles[key]
+
+    def _dc_selections(self, dc: str, factor: int) -> Sequence[Sequence[int]]:
+        group = self.index.datacenters.get(dc)
+        return group.selections(factor) if group is not None else [()]
+
+    def _dc_sets(self, dc: str, factor: int) -> list[set[int]]:
+        key = (dc, factor)
+        if key not in self._sets:
+            self._sets[key] = list(map(set, self._dc_selections(dc, factor)))
+        return self._sets[key]
 
     def _dc_counts(self, replication: Replication) -> dict[str, tuple[int, int]]:
         """Per datacenter, the fewest and the most replicas a range has there."""
@@ -463,12 +487,28 @@ class _Router:
         count = len(settings) - 1
         for number in range(1, count + 1):
             before, after = settings[number - 1], settings[number]
-            delta = replica_delta(self.ring, before, after)
-            gaining = sum(1 for n in delta.gained if n)
-            losing = sum(1 for n in delta.lost if n)
+            gaining, losing = self._changed_ranges(before, after)
             ranges = f"{gaining} of {len(self.index.ranges)} ranges gain a replica, {losing} lose one"
             why = self._why(settings, states, number)
             yield f"{self._what_changes(before, after)}; {ranges}; {why}"
+
+    def _changed_ranges(self, before: Replication, after: Replication) -> tuple[int, int]:
+        """How many ranges gain a replica and how many lose one in this step.
+
+        Between NTS settings a datacenter that raises its factor gains on every range and one that lowers
+        it loses on every range; a raise that also swaps a replica (racks) needs the per-range count.
+        """
+        size = len(self.index.ranges)
+        if not before.is_simple and not after.is_simple:
+            a, b = self._factors(before), self._factors(after)
+            raising = [dc for dc in a if b[dc] > a[dc]]
+            lowering = [dc for dc in a if b[dc] < a[dc]]
+            swaps = any(self._dc_profile(dc, a[dc], b[dc])[0] > (a[dc] - b[dc] if dc in lowering else 0)
+                        for dc in raising + lowering)  # fmt: skip
+            if not swaps:
+                return (size if raising else 0), (size if lowering else 0)
+        delta = replica_delta(self.ring, before, after)
+        return sum(1 for n in delta.gained if n), sum(1 for n in delta.lost if n)
 
     def _factors(self, replication: Replication) -> dict[str, int]:
         if replication.is_simple:
