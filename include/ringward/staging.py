@@ -187,7 +187,6 @@ def _overlaps(old_count: int, new_count: int, lost: int) -> bool:
     return quorum(old_count) - lost + quorum(new_count) > new_count
 
 
-_DETOURS_TRIED = 4  # SimpleStrategy factors a refusal tries as a first, separate migration
 _START = (-1,)  # the state of a SimpleStrategy start on the way to NetworkTopologyStrategy
 _SIMPLE_STATE = -2  # (-2, factor): a SimpleStrategy setting after leaving NetworkTopologyStrategy
 
@@ -216,7 +215,6 @@ class _Router:
         self._verdicts: dict[tuple[_Vector, _Vector], str] = {}
         self._dc_profiles: dict[tuple[str, int, int], tuple[int, int]] = {}
         self._sets: dict[tuple[str, int], list[set[int]]] = {}
-        self._counts: dict[Replication, dict[str, tuple[int, int]]] = {}
         self.spelled: set[str] = set()
         self.simple_target = min(new.factor_for(""), len(ring.nodes)) if new.is_simple else 0
         if self.simple_only:
@@ -390,14 +388,20 @@ class _Router:
         return not problem
 
     def _exact_problem(self, before: Replication, after: Replication) -> str:
-        olds, news = replica_map(self.ring, before), replica_map(self.ring, after)
-        lost = replica_delta(self.ring, before, after).lost
-        positions = _unsafe_positions(olds, news, lost, self.datacenter_of, self.keep_quorum, first_only=True)
-        if not positions:
-            return ""
-        position = positions[0]
-        problem = _range_step_problem(olds.replicas[position], news.replicas[position], self.datacenter_of, True)
-        return problem or _QUORUM
+        """The first rule a step breaks, range by range (steps that leave or enter SimpleStrategy).
+
+        Most steps tried are refused on one of the first ranges, so the ranges are walked with an early
+        exit instead of counting every range's change first."""
+        olds, news = replica_map(self.ring, before).replicas, replica_map(self.ring, after).replicas
+        seen: set[tuple[Replicas, Replicas]] = set()
+        for pair in zip(olds, news, strict=True):
+            if pair[0] == pair[1] or pair in seen:
+                continue
+            seen.add(pair)
+            problem = _range_step_problem(pair[0], pair[1], self.datacenter_of, self.keep_quorum)
+            if problem:
+                return problem
+        return ""
 
     def _nts_problem(self, before: _Vector, after: _Vector) -> str:
         """The step rules for an NTS -> NTS step, per datacenter first, ring-wide only where needed.
@@ -464,20 +468,22 @@ class _Router:
         return self._sets[key]
 
     def _dc_counts(self, replication: Replication) -> dict[str, tuple[int, int]]:
-        """Per datacenter, the fewest and the most replicas a range has there."""
-        if replication not in self._counts:
+        """Per datacenter, the fewest and the most replicas a range has there (kept with the ring's
+        placements: refusals search again from other settings)."""
+        placement = replica_map(self.ring, replication)
+        key = ("dc_counts", id(placement))
+        cached = self.index.memo.get(key)
+        if not (isinstance(cached, tuple) and cached[0] is placement):
+            dc_of = self.datacenter_of.__getitem__
+            shapes = set(map(tuple, map(sorted, map(lambda rs: map(dc_of, rs), placement.replicas))))
             counts: dict[str, tuple[int, int]] = {}
             for dc in self.index.datacenters:
-                counts[dc] = (len(self.ring.nodes), 0)
-            for replicas in set(map(frozenset, replica_map(self.ring, replication).replicas)):
-                per_dc = dict.fromkeys(self.index.datacenters, 0)
-                for address in replicas:
-                    per_dc[self.datacenter_of[address]] += 1
-                for dc, n in per_dc.items():
-                    least, most = counts[dc]
-                    counts[dc] = (min(least, n), max(most, n))
-            self._counts[replication] = counts
-        return self._counts[replication]
+                per_range = [shape.count(dc) for shape in shapes]
+                counts[dc] = (min(per_range, default=0), max(per_range, default=0))
+            cached = self.index.memo[key] = (placement, counts)
+        result = cached[1]
+        assert isinstance(result, dict)
+        return result
 
     # --- explanations -------------------------------------------------------------------------------
 
@@ -590,22 +596,20 @@ class _Router:
         return " ".join(fixes)
 
     def _simple_detours(self) -> list[str]:
-        """A SimpleStrategy factor to change to first (its own migration), checked to lead on to the target:
-        the nearest factors first, a few at most (each is two searches)."""
+        """A SimpleStrategy factor one above or below the current one to change to first (its own
+        migration: one replica more or fewer per range is always a safe single ALTER), checked to lead on
+        to the target."""
         current = min(self.old.factor_for(""), len(self.ring.nodes))
-        nearest = sorted(
-            (f for f in range(1, len(self.ring.nodes) + 1) if f != current), key=lambda f: abs(f - current)
-        )
-        for factor in nearest[:_DETOURS_TRIED]:
-            middle = Replication.simple(factor)
-            if _Router(self.ring, self.old, middle, self.keep_quorum).shortest_path() is None:
+        for factor in (current + 1, current - 1):
+            if not 1 <= factor <= len(self.ring.nodes):
                 continue
+            middle = Replication.simple(factor)
             onwards = _Router(self.ring, middle, self.new, self.keep_quorum)
             path = onwards.shortest_path()
             if path is not None:
                 steps = len(onwards.settings_of(path))
                 return [
-                    f"Or first change to {json.dumps(middle.as_json())} (its own migration), then plan this "
-                    f"change again: from there it takes {steps} ALTER{'s' if steps > 1 else ''}."
+                    f"Or first change to {json.dumps(middle.as_json())} (its own migration, one ALTER), then plan "
+                    f"this change again: from there it takes {steps} ALTER{'s' if steps > 1 else ''}."
                 ]
         return []
