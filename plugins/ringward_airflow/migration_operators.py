@@ -39,7 +39,7 @@ from ringward.migration import (
 )
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import Progress, RepairCommand, Segment, backoff_delay, group_segments
-from ringward.replication import Replication
+from ringward.replication import DEFAULT_KEYSPACE_RF, Replication
 from ringward.ring import Ring
 from ringward.ring_sources import ring_from_json, ring_to_json
 from ringward.safety import SYSTEM_KEYSPACES
@@ -48,6 +48,7 @@ from ringward_cassandra.cql import quote_identifier
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OPS_KEYSPACE, JournalEntry, OpsStore
 from ringward_cassandra.schema import (
+    default_keyspace_rf,
     describe_schema_versions,
     keyspace_names,
     keyspace_replication,
@@ -84,7 +85,13 @@ def load_record(context: Context, precheck_task_id: str = "precheck") -> dict[st
 
 def record_plan(record: dict[str, Any]) -> tuple[Ring, list[MigrationStep]]:
     ring = ring_from_json(record["ring"])
-    plan = build_plan(ring, record["old"], record["new"], keyspace=record["keyspace"])
+    plan = build_plan(
+        ring,
+        record["old"],
+        record["new"],
+        keyspace=record["keyspace"],
+        default_keyspace_rf=int(record.get("default_keyspace_rf") or DEFAULT_KEYSPACE_RF),
+    )
     return ring, migration_steps(plan)
 
 
@@ -199,6 +206,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 )
             ring = hook.ring()
             self._check_health(ring, hook)
+            default_rf = default_keyspace_rf(session)  # a target without a factor may take it
             plan = build_plan(
                 ring,
                 keyspace_replication(session, keyspace),  # refuses what Replication cannot express
@@ -207,6 +215,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 table_gc_grace_seconds=table_gc_grace(session, keyspace),
                 client_consistency=self.client_read_consistency or None,
                 known_keyspaces=keyspace_names(session),
+                default_keyspace_rf=default_rf,
             )
             self._show(plan, migration_id)
             steps = migration_steps(plan)
@@ -227,6 +236,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 "summary": plan.summary(),
                 "started_at": datetime.now(UTC).isoformat(),
                 "deadline_seconds": plan.deadline_seconds,
+                "default_keyspace_rf": default_rf,
             }
             store.record_migration(migration_id, keyspace, json.dumps(record["old"]), json.dumps(record["new"]),
                                    "planned", record)  # fmt: skip
