@@ -283,7 +283,25 @@ class _Router:
     # --- search -------------------------------------------------------------------------------------
 
     def shortest_path(self) -> list[_Vector] | None:
-        first: _Vector = _START if self.old.is_simple and not self.simple_only else self.start
+        if not (self.old.is_simple and not self.simple_only):
+            return self._breadth_first(self.start)
+        if self._leaves_nts:  # SimpleStrategy to SimpleStrategy through NTS: not a route this planner takes
+            return self._breadth_first(_START)
+        # SimpleStrategy -> NTS: the first step (judged range by range) is the costly one, the NTS steps
+        # after it are cheap. So the NTS distance from every candidate first setting to the target comes
+        # first, and the first steps are judged in order of the whole route's length: the first that keeps
+        # the rules gives a shortest route.
+        onwards = {first: self._breadth_first(first) for first in self._moves(_START)}
+        reachable = [(len(path), first) for first, path in onwards.items() if path is not None]
+        for _, first in sorted(reachable, key=lambda item: item[0]):  # stable: nearest the target first
+            if self._step_ok(_START, first):
+                path = onwards[first]
+                assert path is not None
+                return [_START, *path]
+        return None
+
+    def _breadth_first(self, first: _Vector) -> list[_Vector] | None:
+        """The shortest path of allowed steps from `first` to a goal (`first` included)."""
         if self._is_goal(first):
             return [first]
         previous: dict[_Vector, _Vector | None] = {first: None}
@@ -446,6 +464,12 @@ class _Router:
         the difference: only the losses are counted, per entry point of the datacenter's walk.
         """
         key = (dc, before, after)
+        group = self.index.datacenters.get(dc)
+        if key not in self._dc_profiles and group is not None and before and after and abs(before - after) == 1:
+            if group.rack_count == 1 or max(before, after) <= group.rack_count:
+                # The walk's first k racks (or, on one rack, first k nodes) are a prefix of its first k + 1:
+                # one replica more or fewer is gained or lost on every range, and nothing else changes.
+                self._dc_profiles[key] = (0, 1) if after > before else (1, 0)
         if key not in self._dc_profiles:
             lost = before
             if before and after:
@@ -586,7 +610,7 @@ class _Router:
                     "repair finishes (or pause those reads), plan without the QUORUM rules "
                     f"(`ringward plan --allow-quorum-gap`): a route that keeps a replica of every range is {route}."
                 )
-        if self.old.is_simple:
+        if self.old.is_simple and not fixes:  # one working fix is enough: each detour is another search
             fixes += self._simple_detours()
         if not fixes:
             fixes.append(
