@@ -465,11 +465,11 @@ class _Router:
         """
         key = (dc, before, after)
         group = self.index.datacenters.get(dc)
-        if key not in self._dc_profiles and group is not None and before and after and abs(before - after) == 1:
-            if group.rack_count == 1 or max(before, after) <= group.rack_count:
-                # The walk's first k racks (or, on one rack, first k nodes) are a prefix of its first k + 1:
-                # one replica more or fewer is gained or lost on every range, and nothing else changes.
-                self._dc_profiles[key] = (0, 1) if after > before else (1, 0)
+        # The walk's first k racks (or, on one rack, first k nodes) are a prefix of its first k + 1: one
+        # replica more or fewer is gained or lost on every range, and nothing else changes.
+        prefix = group is not None and (group.rack_count == 1 or max(before, after) <= group.rack_count)
+        if key not in self._dc_profiles and prefix and before and after and abs(before - after) == 1:
+            self._dc_profiles[key] = (0, 1) if after > before else (1, 0)
         if key not in self._dc_profiles:
             lost = before
             if before and after:

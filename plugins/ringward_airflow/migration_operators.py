@@ -34,6 +34,7 @@ from ringward.migration import (
     cleanup_nodes,
     migration_steps,
     pending,
+    range_count,
     repair_segments,
     repair_waves,
 )
@@ -408,8 +409,10 @@ class RangeRepairOperator(_MigrationOperator):
             store = hook.ops_store()
             journal = {r: e.status for r, e in store.journal(record["migration_id"], self.stage).items()}
             todo = pending(segments, journal)
-            self.log.info("%s: %d ranges to repair, %d already done.", self.stage, len(todo),
-                          len(segments) - len(todo))  # fmt: skip
+            waiting = {segment.range for segment in todo}
+            done = [segment for segment in segments if segment.range not in waiting]
+            self.log.info("%s: %s to repair, %s already done.", self.stage, range_count(todo),
+                          range_count(done))  # fmt: skip
             if not todo:
                 return {"ranges": len(segments), "repaired": 0}
             if self.deferrable:
@@ -422,7 +425,7 @@ class RangeRepairOperator(_MigrationOperator):
 
     # -- blocking mode ----------------------------------------------------------------------------------
     def _repair_blocking(self, record: dict[str, Any], todo: list[Segment], store: OpsStore) -> None:
-        progress = Progress(total=len(todo), unit="ranges", label=self.stage)
+        progress = Progress(total=len(todo), unit="repair segments", label=self.stage)
         failures: list[str] = []
         failed_ranges = 0
         for wave in repair_waves(todo, self.parallelism):
@@ -438,7 +441,7 @@ class RangeRepairOperator(_MigrationOperator):
         self._raise_if_killed()
         if failures:
             raise RepairError(
-                f"{failed_ranges} of {len(todo)} ranges failed to repair: " + "; ".join(failures[:5]),
+                f"{failed_ranges} of {len(todo)} repair segments failed to repair: " + "; ".join(failures[:5]),
                 "Bring the nodes named back to UN, then retry the task: finished ranges are skipped.",
             )
 
@@ -490,7 +493,8 @@ class RangeRepairOperator(_MigrationOperator):
         if not started:
             return self.execute(context)
         left = len(todo) - sum(len(c.segments) for c in wave)
-        self.log.info("%s: started %d commands; %d ranges left after this wave.", self.stage, len(wave), left)
+        self.log.info("%s: started %d commands; %d repair segments left after this wave.", self.stage, len(wave),
+                      left)  # fmt: skip
         self.defer(
             trigger=RepairSessionTrigger(
                 contact_points=hook.contact_points(),
@@ -564,7 +568,7 @@ class PreviewVerifyOperator(_MigrationOperator):
                 f"Preview repair finds data out of sync in {len(out_of_sync)} commands: " + "; ".join(out_of_sync[:5]),
                 "Do not run cleanup. Clear the repair task to repair these ranges again, then verify again.",
             )
-        self.log.info("Preview repair: all %d affected ranges in sync among their replicas.", len(segments))
+        self.log.info("Preview repair: all %s in sync among their replicas.", range_count(segments))
         return {"preview_ranges_in_sync": len(segments)}
 
 
