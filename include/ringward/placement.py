@@ -238,6 +238,8 @@ def _groups(index: RingIndex, ring: Ring, replication: Replication) -> list[tupl
     if replication.is_simple:
         factor = replication.factor_for("")
         return [(index.whole_ring, factor)] if factor > 0 else []
+    if not replication.factors:  # stored with no datacenter (every factor 0): no replicas anywhere
+        return []
     expanded = replication.expand(index.datacenters)
     return [
         (index.datacenters[dc], factor)

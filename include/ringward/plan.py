@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -140,8 +140,16 @@ class MigrationPlan:
         return "\n".join(lines)
 
     def table(self) -> str:
+        """One row per range. A refused plan still shows the target's placement where it can be computed
+        (datacenters not in the ring have none), marks moves as "would-move" and names on each range the
+        refusals that concern it (those naming ranges) or the whole change."""
         header = ("range", "old", "new", "+gained", "-lost", "marks")
-        rows = [header, *(_table_row(c) for c in self.ranges)]
+        whole = [f.code for f in self.refusals if not f.ranges]
+        by_range: dict[TokenRange, list[str]] = {}
+        for finding in self.refusals:
+            for token_range in finding.ranges:
+                by_range.setdefault(token_range, []).append(finding.code)
+        rows = [header, *(_table_row(c, [*by_range.get(c.range, ()), *whole]) for c in self.ranges)]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         rendered = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
         rendered.insert(1, "  ".join("-" * w for w in widths))
@@ -285,12 +293,14 @@ def _range_json(change: RangeChange) -> dict[str, object]:
     }
 
 
-def _table_row(change: RangeChange) -> tuple[str, ...]:
+def _table_row(change: RangeChange, refusals: Sequence[str] = ()) -> tuple[str, ...]:
     marks = []
     if change.affected:
-        marks.append("moved")
+        marks.append("would-move" if refusals else "moved")
     if change.old and change.new and not change.kept:
         marks.append("NO-REPLICA-KEPT")
+    if refusals:
+        marks.append(f"REFUSED({','.join(dict.fromkeys(refusals))})")
     return (
         f"({change.range.start}, {change.range.end}]",
         ",".join(change.old),
