@@ -608,7 +608,8 @@ class _Router:
                 fixes.append(
                     "If the clients can accept QUORUM and LOCAL_QUORUM reads that miss writes until each step's "
                     "repair finishes (or pause those reads), plan without the QUORUM rules "
-                    f"(`ringward plan --allow-quorum-gap`): a route that keeps a replica of every range is {route}."
+                    "(`ringward plan --allow-quorum-gap`, the migration DAG's `allow_quorum_gap` param): a route "
+                    f"that keeps a replica of every range is {route}."
                 )
         if self.old.is_simple and not fixes:  # one working fix is enough: each detour is another search
             fixes += self._simple_detours()

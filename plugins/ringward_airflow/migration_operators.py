@@ -92,6 +92,7 @@ def record_plan(record: dict[str, Any]) -> tuple[Ring, list[MigrationStep]]:
         record["new"],
         keyspace=record["keyspace"],
         default_keyspace_rf=int(record.get("default_keyspace_rf") or DEFAULT_KEYSPACE_RF),
+        keep_quorum=bool(record.get("keep_quorum", True)),
     )
     return ring, migration_steps(plan)
 
@@ -154,7 +155,14 @@ class MigrationPrecheckOperator(_MigrationOperator):
     Returns the record later stages read: migration id, ring snapshot, old and new replication, steps.
     """
 
-    template_fields: Sequence[str] = ("keyspace", "replication", "client_read_consistency", "rollback_of", "plans_dir")
+    template_fields: Sequence[str] = (
+        "keyspace",
+        "replication",
+        "client_read_consistency",
+        "rollback_of",
+        "plans_dir",
+        "allow_quorum_gap",
+    )
 
     def __init__(
         self,
@@ -164,9 +172,11 @@ class MigrationPrecheckOperator(_MigrationOperator):
         client_read_consistency: str | None = None,
         plans_dir: str | None = None,
         rollback_of: str | None = None,
+        allow_quorum_gap: Any = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.allow_quorum_gap = allow_quorum_gap  # stage keeping a replica per range only (see ringward.staging)
         self.keyspace = keyspace
         self.replication = replication
         self.rollback_of = rollback_of
@@ -208,6 +218,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
             ring = hook.ring()
             self._check_health(ring, hook)
             default_rf = default_keyspace_rf(session)  # a target without a factor may take it
+            keep_quorum = not _truthy(self.allow_quorum_gap)
             plan = build_plan(
                 ring,
                 keyspace_replication(session, keyspace),  # refuses what Replication cannot express
@@ -217,6 +228,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 client_consistency=self.client_read_consistency or None,
                 known_keyspaces=keyspace_names(session),
                 default_keyspace_rf=default_rf,
+                keep_quorum=keep_quorum,
             )
             self._show(plan, migration_id)
             steps = migration_steps(plan)
@@ -238,6 +250,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 "started_at": datetime.now(UTC).isoformat(),
                 "deadline_seconds": plan.deadline_seconds,
                 "default_keyspace_rf": default_rf,
+                "keep_quorum": keep_quorum,
             }
             store.record_migration(migration_id, keyspace, json.dumps(record["old"]), json.dumps(record["new"]),
                                    "planned", record)  # fmt: skip
