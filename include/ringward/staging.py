@@ -33,7 +33,7 @@ from ringward._placement_index import ring_index
 from ringward.alter import altered_replication
 from ringward.consistency import quorum
 from ringward.errors import UnsafeChangeError
-from ringward.placement import ReplicaMap, replica_delta, replica_map
+from ringward.placement import ReplicaMap, replica_delta, replica_map, replicas_for_token
 from ringward.replication import NETWORK_TOPOLOGY as NTS
 from ringward.replication import REPLICATION_FACTOR, SIMPLE, Replication
 from ringward.ring import Ring, TokenRange
@@ -182,11 +182,16 @@ def _range_step_problem(old: Replicas, new: Replicas, datacenter_of: Mapping[str
     return ""  # a datacenter without changes keeps its LOCAL_QUORUM overlap trivially
 
 
+def _keeps_none(old: Replicas, new: Replicas) -> bool:
+    return bool(old) and set(old).isdisjoint(new)
+
+
 def _overlaps(old_count: int, new_count: int, lost: int) -> bool:
     """Every quorum of the new replicas meets every quorum of the old ones that may have taken a write."""
     return quorum(old_count) - lost + quorum(new_count) > new_count
 
 
+_PROBES = 64  # ranges a class-changing step is tried on before its placements are built
 _START = (-1,)  # the state of a SimpleStrategy start on the way to NetworkTopologyStrategy
 _SIMPLE_STATE = -2  # (-2, factor): a SimpleStrategy setting after leaving NetworkTopologyStrategy
 
@@ -410,7 +415,16 @@ class _Router:
 
         Most steps tried are refused on one of the first ranges, so the ranges are walked with an early
         exit instead of counting every range's change first."""
+        ranges = self.index.ranges
+        for probe in ranges[:: max(1, len(ranges) // _PROBES)]:  # a few ranges first: most refusals show there
+            old = replicas_for_token(self.ring, before, probe.end)
+            problem = _range_step_problem(old, replicas_for_token(self.ring, after, probe.end), self.datacenter_of,
+                                          self.keep_quorum)  # fmt: skip
+            if problem:
+                return problem
         olds, news = replica_map(self.ring, before).replicas, replica_map(self.ring, after).replicas
+        if not self.keep_quorum:  # only a kept replica is asked for: one pass of builtins
+            return _NOT_KEPT if any(map(_keeps_none, olds, news)) else ""
         seen: set[tuple[Replicas, Replicas]] = set()
         for pair in zip(olds, news, strict=True):
             if pair[0] == pair[1] or pair in seen:
