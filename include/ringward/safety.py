@@ -174,11 +174,12 @@ def read_window(diff: PlacementDiff, ring: Ring) -> dict[str, list[TokenRange]]:
     dc_of = datacenter_of.get
     unsafe: dict[str, list[TokenRange]] = {level: [] for level in CONSISTENCY_LEVELS}
     ranges, olds, news = diff.before.ranges, diff.before.replicas, diff.after.replicas
-    verdicts: dict[tuple[tuple[str | None, ...], tuple[str | None, ...]], tuple[str, ...]] = {}
-    # A range that gains no replica reads complete data at every level.
+    verdicts: dict[tuple[tuple[str | None, ...], tuple[bool, ...]], tuple[str, ...]] = {}
+    # A range that gains no replica reads complete data at every level. Its shape: the datacenter of each
+    # new replica and whether it was a replica before (built with builtins: 256,000 ranges on big rings).
     for position in compress(range(len(ranges)), diff.counts.gained):
         old, new = olds[position], news[position]
-        shape = (tuple(map(dc_of, new)), tuple(dc_of(a) for a in new if a not in old))
+        shape = (tuple(map(dc_of, new)), tuple(map(old.__contains__, new)))
         levels = verdicts.get(shape)
         if levels is None:
             gained = [a for a in new if a not in old]
