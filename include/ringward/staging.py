@@ -585,7 +585,11 @@ class _Router:
                 reasons.append(f"{name} moves one replica per step ({first[name]} -> {last[name]} in all)")
             elif a[name] == b[name] and b[name] != last[name]:
                 reasons.append(f"{name} waits{self._wait_reason(states[number - 1], states[number], name)}")
-        return "; ".join(reasons) or "a step of the shortest route that keeps the step rules"
+        if reasons:
+            return "; ".join(reasons)
+        if number == count:
+            return "completes the route: the steps before it keep this one within the step rules"
+        return "a step of the shortest route that keeps the step rules"
 
     def _wait_reason(self, before: _Vector, after: _Vector, name: str) -> str:
         """Why `name` does not move in this step too, when the search tried that and it broke a rule."""
