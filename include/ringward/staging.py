@@ -288,10 +288,8 @@ class _Router:
     # --- search -------------------------------------------------------------------------------------
 
     def shortest_path(self) -> list[_Vector] | None:
-        if not (self.old.is_simple and not self.simple_only):
+        if not self.old.is_simple or self.simple_only:
             return self._breadth_first(self.start)
-        if self._leaves_nts:  # SimpleStrategy to SimpleStrategy through NTS: not a route this planner takes
-            return self._breadth_first(_START)
         # SimpleStrategy -> NTS: the first step (judged range by range) is the costly one, the NTS steps
         # after it are cheap. So the NTS distance from every candidate first setting to the target comes
         # first, and the first steps are judged in order of the whole route's length: the first that keeps
