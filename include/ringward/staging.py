@@ -79,21 +79,26 @@ def staged_route(
     stored_old = altered_replication(None, old, datacenters, default_keyspace_rf)
     stored_new = altered_replication(stored_old, new, datacenters, default_keyspace_rf)
     router = _Router(ring, stored_old, stored_new, keep_quorum)
+    target = _spelled_out(new, stored_new)
     if router.same_setting(stored_old, stored_new):
-        return Route((new,), ("only the spelling of the setting changes: no range changes replicas",))
+        return Route((target,), ("only the spelling of the setting changes: no range changes replicas",))
     path = router.shortest_path()
     if path is None:
         raise router.refusal(old, new, default_keyspace_rf)
     steps = router.settings_of(path)
-    before_last = steps[-2] if len(steps) > 1 else stored_old
-    if altered_replication(before_last, new, datacenters, default_keyspace_rf) == stored_new:
-        steps[-1] = new  # the requested spelling, when it still means the target after the earlier steps
-    elif not stored_new.is_simple:  # spelled out, with the datacenters the request names as 0
-        named = {dc: f for dc, f in new.factors.items() if dc != REPLICATION_FACTOR}
-        steps[-1] = Replication(NTS, {**named, **stored_new.factors})
-    else:
-        steps[-1] = stored_new
+    steps[-1] = target
     return Route(tuple(steps), tuple(router.notes(path)))
+
+
+def _spelled_out(requested: Replication, stored: Replication) -> Replication:
+    """The target as Cassandra stores it, with the datacenters the request names as 0 kept (as 0): every step
+    of a route is spelled out, so what the ALTER stores, what the placement checks expect and what a retry
+    compares are one setting (a shorthand, bare NTS or SimpleStrategy without factor depends on the setting
+    it is applied to)."""
+    if stored.is_simple:
+        return stored
+    named = {dc: f for dc, f in requested.factors.items() if dc != REPLICATION_FACTOR}
+    return Replication(NTS, {**named, **stored.factors})
 
 
 def unsafe_step_ranges(

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from ringward.alter import altered_replication
 from ringward.errors import ReplicationError
+from ringward.migration import migration_steps
+from ringward.placement import replica_map
 from ringward.plan import build_plan
 from ringward.replication import Replication
 from ringward.ring import Node, Ring
@@ -134,3 +136,13 @@ def test_simple_strategy_without_factor_is_planned_not_refused() -> None:
 def test_a_mixed_case_shorthand_is_refused_like_cassandra_refuses_it() -> None:
     with pytest.raises(ReplicationError, match="lowercase"):
         parse({**BARE_NTS, "Replication_Factor": 3})
+
+
+def test_every_step_is_spelled_as_cassandra_stores_it() -> None:
+    """A bare NTS after NTS {dc1: 2} means {dc1: 2, dc2: 1}: the route's ALTER says so, so the ALTER, the
+    placement the migration checks after it and a retry's comparison all see one setting."""
+    ring = load_ring_file(RINGS / "two_dc.json")
+    plan = build_plan(ring, nts({"dc1": 2}), parse(BARE_NTS), keyspace="ks")
+    assert plan.steps[-1] == nts({"dc1": 2, "dc2": 1})
+    step = migration_steps(plan)[-1]
+    assert step.placements(ring)[1] is replica_map(ring, nts({"dc1": 2, "dc2": 1}))
