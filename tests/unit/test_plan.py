@@ -147,3 +147,17 @@ def test_range_specific_refusals_mark_only_their_ranges() -> None:
 def test_a_safe_plan_table_marks_moves(seed_plan: MigrationPlan) -> None:
     table = seed_plan.table()
     assert "moved" in table and "REFUSED" not in table and "would-move" not in table
+
+
+def test_the_summary_explains_each_staged_step_in_one_line() -> None:
+    ring = load_ring_file(RINGS / "two_dc.json")
+    plan = build_plan(
+        ring, Replication.network_topology({"dc1": 1}), Replication.network_topology({"dc2": 1, "dc1": 0}), keyspace="m"
+    )
+    lines = plan.summary().splitlines()
+    start = lines.index("staged route, 2 steps:")
+    first, second = lines[start + 1], lines[start + 2]
+    assert first.startswith("  1. {'class': 'NetworkTopologyStrategy', 'dc1': '1', 'dc2': '1'} -- dc2 0 -> 1; ")
+    assert "dc1 waits: moving it in the same ALTER breaks a rule (a range keeps none of its replicas)" in first
+    assert second.startswith("  2. {'class': 'NetworkTopologyStrategy', 'dc2': '1', 'dc1': '0'} -- dc1 1 -> 0; ")
+    assert plan.to_json()["step_notes"] == [line.split(" -- ", 1)[1] for line in (first, second)]
