@@ -208,23 +208,38 @@ def _selections_or_none(group: Group, factor: int) -> Sequence[Selection]:
 def delta_of_maps(before: ReplicaMap, after: ReplicaMap) -> ReplicaDelta:
     """The counted change between two placements of the same ranges, range by range.
 
-    Only the losses are compared set by set; the gains follow from the counts (a range's replicas are
-    distinct: gained = |new| - (|old| - lost), and per node gained = in new - in old + lost), which spares
-    building a set of every range's new replicas (256,000 ranges on big rings)."""
+    Only one side is compared set by set, the side with fewer replicas per range; the other follows from
+    the counts (a range's replicas are distinct: gained - lost = |new| - |old|, and per node gained - lost
+    = ranges in new - ranges in old). This spares building a set of every range's larger replica tuple
+    (256,000 ranges on big rings)."""
     olds, news = before.replicas, after.replicas
-    lost_sets = list(map(set.difference, map(set, olds), news))
-    lost = list(map(len, lost_sets))
-    gained = list(map(add, map(sub, map(len, news), map(len, olds)), lost))
-    ranges_lost = Counter(chain.from_iterable(lost_sets))
+    difference = list(map(sub, map(len, news), map(len, olds)))  # gained - lost, per range
     in_new, in_old = Counter(chain.from_iterable(news)), Counter(chain.from_iterable(olds))
-    ranges_gained = Counter(
-        {
-            node: n - in_old[node] + ranges_lost[node]
-            for node, n in in_new.items()
-            if n - in_old[node] + ranges_lost[node]
-        }
-    )
+    if _typical_count(after) < _typical_count(before):
+        gained_sets = list(map(set.difference, map(set, news), olds))
+        gained = list(map(len, gained_sets))
+        lost = list(map(sub, gained, difference))
+        ranges_gained = Counter(chain.from_iterable(gained_sets))
+        ranges_lost = _other_side(ranges_gained, in_old, in_new)
+    else:
+        lost_sets = list(map(set.difference, map(set, olds), news))
+        lost = list(map(len, lost_sets))
+        gained = list(map(add, difference, lost))
+        ranges_lost = Counter(chain.from_iterable(lost_sets))
+        ranges_gained = _other_side(ranges_lost, in_new, in_old)
     return ReplicaDelta(lost, gained, ranges_lost, ranges_gained)
+
+
+def _typical_count(placement: ReplicaMap) -> int:
+    if placement.replica_count is not None:
+        return placement.replica_count
+    return len(placement.replicas[0]) if len(placement) else 0
+
+
+def _other_side(counted: Counter[str], ranges_in: Counter[str], ranges_in_other: Counter[str]) -> Counter[str]:
+    """Per node, the ranges it starts (or stops) replicating, from those it stops (or starts) replicating."""
+    other = {node: n - ranges_in_other[node] + counted[node] for node, n in ranges_in.items()}
+    return Counter({node: n for node, n in other.items() if n})
 
 
 def _gather(address_at: Sequence[str], picks: Iterable[Sequence[int]], count: int) -> list[Replicas]:

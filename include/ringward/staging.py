@@ -516,7 +516,7 @@ class _Router:
         cached = self.index.memo.get(key)
         if not (isinstance(cached, tuple) and cached[0] is placement):
             dc_of = self.datacenter_of.__getitem__
-            shapes = set(map(tuple, map(sorted, map(lambda rs: map(dc_of, rs), placement.replicas))))
+            shapes = set(map(tuple, map(map, repeat(dc_of), placement.replicas)))  # datacenters in ring order
             counts: dict[str, tuple[int, int]] = {}
             for dc in self.index.datacenters:
                 per_range = [shape.count(dc) for shape in shapes]
