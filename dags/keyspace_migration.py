@@ -47,6 +47,12 @@ PARAMS = {
         enum=["ONE", "LOCAL_ONE", "TWO", "QUORUM", "LOCAL_QUORUM", "EACH_QUORUM", "ALL"],
         description="What the applications read at, for the read-window analysis.",
     ),
+    "allow_quorum_gap": Param(
+        False,
+        type="boolean",
+        description="Stage the change keeping only a replica of every range per step (QUORUM reads may miss "
+        "writes until each step's repair): what a refusal offers when no route keeps QUORUM overlap.",
+    ),
     "dry_run": Param(False, type="boolean", description="Stop after the precheck."),
     "cleanup": Param(True, type="boolean", description="Run nodetool cleanup on nodes that lost ranges."),
     "require_cleanup_approval": Param(False, type="boolean", description="Ask again before cleanup."),
@@ -106,6 +112,7 @@ def migration_dag(dag_id: str, *, rollback: bool) -> DAG:
         MigrationPrecheckOperator(
             task_id="precheck",
             client_read_consistency="{{ params.client_read_consistency }}",
+            allow_quorum_gap="{{ params.allow_quorum_gap }}",
             plans_dir="{{ var.value.get('ringward_plans_dir', '/tmp/ringward-plans') }}",
             **target,
         ) >> dag.get_task("continue_unless_dry_run")

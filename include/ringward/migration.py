@@ -22,7 +22,7 @@ from ringward.placement import ReplicaMap, replica_map
 from ringward.plan import MigrationPlan
 from ringward.repair import RepairCommand, Segment, group_segments, plan_waves
 from ringward.replication import Replication
-from ringward.ring import Ring, TokenRange
+from ringward.ring import MIN_TOKEN, Ring, TokenRange
 
 __all__ = [
     "MAX_STAGED_STEPS",
@@ -35,6 +35,7 @@ __all__ = [
     "migration_steps",
     "migration_to_resume",
     "pending",
+    "range_count",
     "repair_segments",
     "repair_waves",
     "verify_targets",
@@ -122,6 +123,20 @@ def repair_segments(ring: Ring, step: MigrationStep, keyspace: str, phase: Liter
         for token_range, participants in chosen
         for piece in token_range.unwrap()
     ]
+
+
+def range_count(segments: Sequence[Segment]) -> str:
+    """How many ring ranges `segments` cover, said the way the plan counts ranges ("6 of 12 ranges"): the
+    wrap-around range is one range, repaired as two segments split at the ring's minimum token, and the
+    split is said once, where it happens."""
+    pieces = {segment.range for segment in segments}
+    ends_at_minimum = any(piece.end == MIN_TOKEN for piece in pieces)
+    split = sum(1 for piece in pieces if piece.start == MIN_TOKEN and piece.end != MIN_TOKEN and ends_at_minimum)
+    ranges = len(pieces) - split
+    text = f"{ranges} range{'s' if ranges != 1 else ''}"
+    if split:
+        text += f" ({len(pieces)} repair segments: the wrap-around range is split at the ring's minimum token)"
+    return text
 
 
 def _refined_ranges(before: ReplicaMap, after: ReplicaMap) -> list[TokenRange]:

@@ -37,12 +37,13 @@ from ringward.migration import (
     migration_steps,
     migration_to_resume,
     pending,
+    range_count,
     repair_segments,
     repair_waves,
 )
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import Progress, RepairCommand, Segment, backoff_delay, group_segments
-from ringward.replication import Replication
+from ringward.replication import DEFAULT_KEYSPACE_RF, Replication
 from ringward.ring import Ring
 from ringward.ring_sources import ring_from_json, ring_to_json
 from ringward.safety import SYSTEM_KEYSPACES
@@ -52,6 +53,7 @@ from ringward_cassandra.cql import accepts_connections, quote_identifier
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OPS_KEYSPACE, JournalEntry, OpsStore
 from ringward_cassandra.schema import (
+    default_keyspace_rf,
     describe_schema_versions,
     keyspace_names,
     keyspace_replication,
@@ -89,7 +91,14 @@ def load_record(context: Context, precheck_task_id: str = "precheck") -> dict[st
 
 def record_plan(record: dict[str, Any]) -> tuple[Ring, list[MigrationStep]]:
     ring = ring_from_json(record["ring"])
-    plan = build_plan(ring, record["old"], record["new"], keyspace=record["keyspace"])
+    plan = build_plan(
+        ring,
+        record["old"],
+        record["new"],
+        keyspace=record["keyspace"],
+        default_keyspace_rf=int(record.get("default_keyspace_rf") or DEFAULT_KEYSPACE_RF),
+        keep_quorum=bool(record.get("keep_quorum", True)),
+    )
     return ring, migration_steps(plan)
 
 
@@ -151,7 +160,14 @@ class MigrationPrecheckOperator(_MigrationOperator):
     Returns the record later stages read: migration id, ring snapshot, old and new replication, steps.
     """
 
-    template_fields: Sequence[str] = ("keyspace", "replication", "client_read_consistency", "rollback_of", "plans_dir")
+    template_fields: Sequence[str] = (
+        "keyspace",
+        "replication",
+        "client_read_consistency",
+        "rollback_of",
+        "plans_dir",
+        "allow_quorum_gap",
+    )
 
     def __init__(
         self,
@@ -161,9 +177,11 @@ class MigrationPrecheckOperator(_MigrationOperator):
         client_read_consistency: str | None = None,
         plans_dir: str | None = None,
         rollback_of: str | None = None,
+        allow_quorum_gap: Any = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.allow_quorum_gap = allow_quorum_gap  # stage keeping a replica per range only (see ringward.staging)
         self.keyspace = keyspace
         self.replication = replication
         self.rollback_of = rollback_of
@@ -208,6 +226,8 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 )
             ring = hook.ring()
             self._check_health(ring, hook)
+            default_rf = default_keyspace_rf(session)  # a target without a factor may take it
+            keep_quorum = not _truthy(self.allow_quorum_gap)
             plan = build_plan(
                 ring,
                 keyspace_replication(session, keyspace),  # refuses what Replication cannot express
@@ -216,6 +236,8 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 table_gc_grace_seconds=table_gc_grace(session, keyspace),
                 client_consistency=self.client_read_consistency or None,
                 known_keyspaces=keyspace_names(session),
+                default_keyspace_rf=default_rf,
+                keep_quorum=keep_quorum,
             )
             self._show(plan, migration_id)
             steps = migration_steps(plan)
@@ -238,6 +260,8 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 "dag_id": getattr(context.get("dag"), "dag_id", None),
                 "run_id": context["run_id"],
                 "deadline_seconds": plan.deadline_seconds,
+                "default_keyspace_rf": default_rf,
+                "keep_quorum": keep_quorum,
             }
             store.record_migration(migration_id, keyspace, json.dumps(record["old"]), json.dumps(record["new"]),
                                    "planned", record)  # fmt: skip
@@ -478,8 +502,10 @@ class RangeRepairOperator(_MigrationOperator):
             store = hook.ops_store()
             journal = {r: e.status for r, e in store.journal(record["migration_id"], self.stage).items()}
             todo = pending(segments, journal)
-            self.log.info("%s: %d ranges to repair, %d already done.", self.stage, len(todo),
-                          len(segments) - len(todo))  # fmt: skip
+            waiting = {segment.range for segment in todo}
+            done = [segment for segment in segments if segment.range not in waiting]
+            self.log.info("%s: %s to repair, %s already done.", self.stage, range_count(todo),
+                          range_count(done))  # fmt: skip
             if not todo:
                 # "repaired" counts this call's sessions; "done" what the journal holds (a deferred repair's
                 # last call finds everything done by the waves before it).
@@ -494,7 +520,7 @@ class RangeRepairOperator(_MigrationOperator):
 
     # -- blocking mode ----------------------------------------------------------------------------------
     def _repair_blocking(self, record: dict[str, Any], todo: list[Segment], store: OpsStore) -> None:
-        progress = Progress(total=len(todo), unit="ranges", label=self.stage)
+        progress = Progress(total=len(todo), unit="repair segments", label=self.stage)
         failures: list[str] = []
         failed_ranges = 0
         for wave in repair_waves(todo, self.parallelism):
@@ -510,7 +536,7 @@ class RangeRepairOperator(_MigrationOperator):
         self._raise_if_killed()
         if failures:
             raise RepairError(
-                f"{failed_ranges} of {len(todo)} ranges failed to repair: " + "; ".join(failures[:5]),
+                f"{failed_ranges} of {len(todo)} repair segments failed to repair: " + "; ".join(failures[:5]),
                 "Bring the nodes named back to UN, then retry the task: finished ranges are skipped.",
             )
 
@@ -564,7 +590,8 @@ class RangeRepairOperator(_MigrationOperator):
         if not started:
             return self.execute(context)
         left = len(todo) - sum(len(c.segments) for c in wave)
-        self.log.info("%s: started %d commands; %d ranges left after this wave.", self.stage, len(wave), left)
+        self.log.info("%s: started %d commands; %d repair segments left after this wave.", self.stage, len(wave),
+                      left)  # fmt: skip
         self.defer(
             trigger=RepairSessionTrigger(
                 contact_points=hook.contact_points(),
@@ -682,7 +709,7 @@ class PreviewVerifyOperator(_MigrationOperator):
                 f"Preview repair finds data out of sync in {len(out_of_sync)} commands: " + "; ".join(out_of_sync[:5]),
                 "Do not run cleanup. Clear the repair task to repair these ranges again, then verify again.",
             )
-        self.log.info("Preview repair: all %d affected ranges in sync among their replicas.", len(segments))
+        self.log.info("Preview repair: all %s in sync among their replicas.", range_count(segments))
         return {"preview_ranges_in_sync": len(segments)}
 
 

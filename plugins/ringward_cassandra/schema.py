@@ -10,11 +10,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from ringward.errors import ClusterError
-from ringward.replication import Replication
+from ringward.replication import DEFAULT_KEYSPACE_RF, Replication
 
 __all__ = [
     "CqlSession",
     "connect",
+    "default_keyspace_rf",
     "describe_schema_versions",
     "keyspace_names",
     "keyspace_replication",
@@ -56,6 +57,17 @@ def keyspace_replication(session: CqlSession, keyspace: str) -> Replication:
             "Check the name (case-sensitive); `ringward plan --from JSON` plans without a cluster.",
         )
     return Replication.parse(dict(_field(rows[0], "replication")))
+
+
+def default_keyspace_rf(session: CqlSession) -> int:
+    """cassandra.yaml's `default_keyspace_rf` of the node the session asks (`system_views.settings`): the
+    factor a SimpleStrategy or bare NTS request without a factor may take. 1 (Cassandra's default) when
+    the setting is not listed."""
+    rows = list(session.execute("SELECT value FROM system_views.settings WHERE name = %s", ("default_keyspace_rf",)))
+    value = str(_field(rows[0], "value")) if rows else ""
+    if not value.isdigit() or int(value) < 1:
+        return DEFAULT_KEYSPACE_RF
+    return int(value)
 
 
 def table_gc_grace(session: CqlSession, keyspace: str) -> dict[str, int]:

@@ -39,3 +39,4 @@ def test_the_form_offers_the_documented_params() -> None:
     assert {"keyspace", "replication", "require_approval", "pre_repair", "client_read_consistency", "dry_run",
             "snapshot_before_cleanup"} <= set(params)  # fmt: skip
     assert params["require_approval"] is True and params["snapshot_before_cleanup"] is True
+    assert params["allow_quorum_gap"] is False  # a refusal's fix may suggest it; the operator opts in

@@ -12,6 +12,7 @@ from ringward.migration import (
     cleanup_nodes,
     migration_steps,
     pending,
+    range_count,
     repair_segments,
     repair_waves,
     verify_targets,
@@ -19,7 +20,7 @@ from ringward.migration import (
 from ringward.placement import replica_map
 from ringward.plan import build_plan
 from ringward.replication import Replication
-from ringward.ring import Ring
+from ringward.ring import MIN_TOKEN, Ring
 from ringward.ring_sources import load_ring_file
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rings"
@@ -170,3 +171,20 @@ def test_only_the_latest_unfinished_migration_is_resumable() -> None:
                          owner="loadks@run1", minute=5)  # fmt: skip
     with pytest.raises(MigrationError, match="unfinished migration loadks@run2"):
         migration_to_resume([original, rollback], "loadks", Replication.parse(NTS2))
+
+
+def test_repair_counts_ranges_as_the_plan_does_and_says_the_split_once(ring: Ring) -> None:
+    """The plan's "N of M ranges" and the repair stage count the same ring ranges: the wrap-around range is
+    one range, repaired as two segments split at the ring's minimum token (said once, in the count)."""
+    plan = build_plan(ring, SIMPLE_2, NTS_2, keyspace="test")
+    step = migration_steps(plan)[0]
+    segments = repair_segments(ring, step, "test", "post")
+    affected = plan.diff.affected_count()
+    wrap_affected = any(c.range.wraps for c in plan.affected)
+    assert len(segments) == affected + wrap_affected
+    expected = f"{affected} ranges"
+    if wrap_affected:
+        expected += f" ({affected + 1} repair segments: the wrap-around range is split at the ring's minimum token)"
+    assert range_count(segments) == expected
+    if wrap_affected:  # half of the wrap-around range alone is still that one range
+        assert range_count([s for s in segments if s.range.start != MIN_TOKEN]) == f"{affected} ranges"
