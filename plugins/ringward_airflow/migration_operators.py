@@ -252,6 +252,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 "ring": ring_to_json(ring),
                 "old": plan.old.as_json(),
                 "new": plan.new.as_json(),
+                "requested": target.as_json(),  # as the form gave it: a re-trigger with it resumes
                 "steps": [step.after.as_json() for step in steps],
                 "affected_ranges": len(plan.affected),
                 "total_ranges": plan.total_ranges,
@@ -277,7 +278,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
         for migration_id, state, updated_at, record in store.migrations_of(keyspace):
             recorded[migration_id] = (
                 RecordedMigration(
-                    migration_id, keyspace, state, Replication.parse(record["new"]),
+                    migration_id, keyspace, state, Replication.parse(record.get("requested") or record["new"]),
                     lease_owner=str(record.get("lease_owner") or migration_id), updated_at=updated_at,
                 ),
                 record,
