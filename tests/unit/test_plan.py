@@ -117,3 +117,13 @@ def test_ring_change_with_new_tokens_splits_ranges(seed_ring: Ring) -> None:
     after = Ring.of([*seed_ring.nodes, joining])
     plan = build_ring_change_plan(seed_ring, after, NTS_DC1_2, keyspace="ks")
     assert [c.range.end for c in plan.ranges] == sorted([*seed_ring.sorted_tokens, 1, 2])
+
+
+def test_refused_target_without_replicas_shows_none_not_an_empty_move(seed_ring: Ring) -> None:
+    plan = build_plan(seed_ring, SIMPLE_2, {"class": "NetworkTopologyStrategy", "dc9": 2}, keyspace="test")
+    rows = plan.table().splitlines()[2:]
+    assert len(rows) == len(plan.ranges)
+    for row, change in zip(rows, plan.ranges, strict=True):
+        cells = row.split()
+        assert cells[2:4] == [",".join(change.old), "(none)"], row  # old kept, new says (none)
+        assert row.endswith("NO-REPLICA-LEFT") and "moved" not in row
