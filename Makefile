@@ -14,6 +14,7 @@ $(UV):
 setup: $(UV)
 	$(UV) sync --frozen
 	$(RINGWARD) cluster jars
+	@echo "ready: run ringward as $(RINGWARD) (uv is $(UV); add $$(dirname $(UV)) to PATH to use 'uv run')"
 
 demo: setup
 	$(VENV)/bin/python -m ringward_cli.demo
