@@ -645,7 +645,7 @@ class MigrationReportOperator(_MigrationOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         record = load_record(context, self.precheck_task_id)
         ti = context["ti"]
-        order = list(context["dag"].task_ids)
+        order = _task_order(context["dag"])
         step_count = len(record["steps"])
         wanted = [t for t in order if not t.startswith("step_") or int(t.split(".")[0][5:]) <= step_count]
         finished = datetime.now(UTC)
@@ -725,6 +725,14 @@ def _refusal_text(refusal: dict[str, Any]) -> str:
     from ringward.errors import format_refusal
 
     return format_refusal(str(refusal.get("problem", "")), str(refusal.get("fix", "")))
+
+
+def _task_order(dag: Any) -> list[str]:
+    """The DAG's task ids, upstream first (the order the report lists stages in)."""
+    try:
+        return [task.task_id for task in dag.topological_sort()]
+    except AttributeError:  # a DAG-like object without it (the unit tests): its own order
+        return list(dag.task_ids)
 
 
 def _pulled(ti: Any, task_ids: list[str]) -> dict[str, Any]:
