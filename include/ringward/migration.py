@@ -80,9 +80,10 @@ def migration_steps(plan: MigrationPlan) -> list[MigrationStep]:
     """The ALTERs to run, or raise UnsafeChangeError naming the refusals that no staged route resolves."""
     blocking = [f for f in plan.refusals if f.code not in _RESOLVED_BY_STAGING or not plan.steps]
     if blocking:
-        details = "; ".join(f"{f.code}: {f.message}" for f in blocking)
-        fixes = " ".join(dict.fromkeys(f.fix for f in blocking if f.fix))
-        raise UnsafeChangeError(f"The change of {plan.keyspace} is refused: {details}", fixes)
+        details = "".join(f"\n- {f.code}: {f.message}" for f in blocking)
+        fixes = list(dict.fromkeys(f.fix for f in blocking if f.fix))
+        fix = fixes[0] if len(fixes) == 1 else "\n".join(f"- {fix}" for fix in fixes)
+        raise UnsafeChangeError(f"The change of {plan.keyspace} is refused:{details}", fix)
     if len(plan.steps) > MAX_STAGED_STEPS:
         raise UnsafeChangeError(
             f"The safe route for {plan.keyspace} needs {len(plan.steps)} ALTER steps; the DAG runs at most "

@@ -294,8 +294,12 @@ def _range_json(change: RangeChange) -> dict[str, object]:
 
 
 def _table_row(change: RangeChange, refusals: Sequence[str] = ()) -> tuple[str, ...]:
+    """One range's row. A target that places no replica (e.g. an unknown datacenter) leaves the range with
+    no replica at all: it says so instead of an empty `new` cell marked as an ordinary move."""
     marks = []
-    if change.affected:
+    if change.old and not change.new:
+        marks.append("NO-REPLICA-LEFT")
+    elif change.affected:
         marks.append("would-move" if refusals else "moved")
     if change.old and change.new and not change.kept:
         marks.append("NO-REPLICA-KEPT")
@@ -303,8 +307,8 @@ def _table_row(change: RangeChange, refusals: Sequence[str] = ()) -> tuple[str, 
         marks.append(f"REFUSED({','.join(dict.fromkeys(refusals))})")
     return (
         f"({change.range.start}, {change.range.end}]",
-        ",".join(change.old),
-        ",".join(change.new),
+        ",".join(change.old) or "(none)",
+        ",".join(change.new) or "(none)",
         ",".join(change.gained),
         ",".join(change.lost),
         " ".join(marks),

@@ -359,7 +359,7 @@ def _unknown_datacenter_findings(ring: Ring, new: Replication) -> list[Finding]:
         fix = (
             f"Datacenter names are case-sensitive: write {hint!r}."
             if hint
-            else "Use the ring's datacenters: " + ", ".join(known)
+            else "Use the ring's datacenters: " + ", ".join(known) + "."
         )
         severity: Severity = "refuse" if factor > 0 else "warn"
         findings.append(Finding(severity, "unknown_datacenter", f"Datacenter {dc!r} is not in the ring.", fix))

@@ -44,6 +44,7 @@ from ringward.migration import (
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import Progress, RepairCommand, Segment, backoff_delay, group_segments
 from ringward.replication import DEFAULT_KEYSPACE_RF, Replication
+from ringward.report import approval_markdown, migration_report_markdown, refusal_markdown, stage_seconds
 from ringward.ring import Ring
 from ringward.ring_sources import ring_from_json, ring_to_json
 from ringward.safety import SYSTEM_KEYSPACES
@@ -65,14 +66,21 @@ from ringward_cassandra.schema import (
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 
 __all__ = [
+    "REFUSAL_KEY",
     "CleanupOperator",
     "KeyspaceAlterOperator",
     "MigrationPrecheckOperator",
+    "MigrationRefusedOperator",
     "MigrationReportOperator",
     "PreviewVerifyOperator",
     "RangeRepairOperator",
     "load_record",
 ]
+
+# XCom key under which a failed precheck leaves its refusal (problem, fix, Markdown) for the `refused` task.
+REFUSAL_KEY = "refusal"
+# Operators whose `summary` field is Markdown written by execute() (shown in the task's rendered fields).
+_MARKDOWN_SUMMARY = {"summary": "md"}
 
 _NAME = re.compile(r"^[A-Za-z0-9_]{1,48}$")
 _DESCRIBERING = re.compile(r"start_token:(-?\d+), end_token:(-?\d+), endpoints:\[([^\]]*)\]")
@@ -157,17 +165,17 @@ def _schema_versions_text(session: Any) -> str:
 class MigrationPrecheckOperator(_MigrationOperator):
     """Cluster health, the placement diff and safety analysis on the live ring, the keyspace lease.
 
-    Returns the record later stages read: migration id, ring snapshot, old and new replication, steps.
+    Returns the record later stages read: migration id, ring snapshot, old and new replication, steps, and
+    `approval_md`, the plan as Markdown for the approver. Its rendered field `summary` shows that plan or,
+    on a refusal, the problem and the fix (the refusal also goes to XCom under REFUSAL_KEY).
     """
 
     template_fields: Sequence[str] = (
-        "keyspace",
-        "replication",
-        "client_read_consistency",
-        "rollback_of",
-        "plans_dir",
-        "allow_quorum_gap",
-    )
+        "keyspace", "replication", "client_read_consistency", "rollback_of", "plans_dir", "allow_quorum_gap",
+        "summary",
+    )  # fmt: skip
+    template_fields_renderers = _MARKDOWN_SUMMARY
+    overwrite_rtif_after_execution = True  # the UI's rendered fields show the summary written in execute
 
     def __init__(
         self,
@@ -187,13 +195,29 @@ class MigrationPrecheckOperator(_MigrationOperator):
         self.rollback_of = rollback_of
         self.client_read_consistency = client_read_consistency
         self.plans_dir = plans_dir
+        self.summary = ""
 
     def execute(self, context: Context) -> dict[str, Any]:
         try:
-            return self._precheck(context)
-        except (ConfigurationError, UnsafeChangeError, MigrationError) as refusal:
-            # A refusal is an answer, not a transient failure: fail at once instead of retrying.
-            raise AirflowFailException(str(refusal)) from refusal
+            record = self._precheck(context)
+        except RingwardError as refusal:
+            self._record_refusal(context, refusal)
+            if isinstance(refusal, (ConfigurationError, UnsafeChangeError, MigrationError)):
+                # A refusal is an answer, not a transient failure: fail at once instead of retrying.
+                raise AirflowFailException(str(refusal)) from refusal
+            raise  # e.g. an unhealthy cluster: retried, and the last try's refusal stands
+        self.summary = str(record.get("approval_md") or record["summary"])
+        return record
+
+    def _record_refusal(self, context: Context, refusal: RingwardError) -> None:
+        """The refusal as Markdown in the log, the rendered `summary` and XCom (for the `refused` task)."""
+        target = f"`{self.keyspace}`" if self.keyspace else f"the rollback of `{self.rollback_of}`"
+        self.summary = refusal_markdown(f"replication change of {target}", refusal.problem, refusal.fix)
+        self.log.error("\n%s", self.summary)
+        ti = context.get("ti")
+        if ti is not None:
+            ti.xcom_push(key=REFUSAL_KEY, value={"problem": refusal.problem, "fix": refusal.fix,
+                                                 "kind": type(refusal).__name__, "markdown": self.summary})  # fmt: skip
 
     def _precheck(self, context: Context) -> dict[str, Any]:
         lease_owner = None
@@ -239,7 +263,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 default_keyspace_rf=default_rf,
                 keep_quorum=keep_quorum,
             )
-            self._show(plan, migration_id)
+            picture = self._show(plan, migration_id)
             steps = migration_steps(plan)
             # Only an accepted change writes anything (ringward_ops itself included).
             store = hook.ops_store()
@@ -257,6 +281,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 "affected_ranges": len(plan.affected),
                 "total_ranges": plan.total_ranges,
                 "summary": plan.summary(),
+                "approval_md": approval_markdown(plan, migration_id=migration_id, plan_picture=picture),
                 "started_at": datetime.now(UTC).isoformat(),
                 "dag_id": getattr(context.get("dag"), "dag_id", None),
                 "run_id": context["run_id"],
@@ -309,6 +334,13 @@ class MigrationPrecheckOperator(_MigrationOperator):
         store.record_migration(record["migration_id"], record["keyspace"], json.dumps(record["old"]),
                                json.dumps(record["new"]), record["state"], owned)  # fmt: skip
         resumed = dict(record, resumed_by=context["run_id"])
+        resumed["approval_md"] = (
+            f"## RESUMING the unfinished migration `{record['migration_id']}` (state {record['state']})\n\n"
+            "What is left:\n\n"
+            + "\n".join(f"- {line}" for line in left)
+            + "\n\n---\n\nThe original plan:\n\n"
+            + str(record.get("approval_md") or record.get("summary", ""))
+        )
         resumed["summary"] = (
             f"RESUMING unfinished migration {record['migration_id']} (state {record['state']}): what is left:\n"
             + "\n".join(f"- {line}" for line in left)
@@ -371,15 +403,18 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 "schema version of its own: `nodetool resetlocalschema` on it), then retry the precheck.",
             )
 
-    def _show(self, plan: MigrationPlan, migration_id: str) -> None:
+    def _show(self, plan: MigrationPlan, migration_id: str) -> str | None:
+        """Log the placement table and the plan; write the ring picture (its path, when written)."""
         self.log.info("Placement diff for %s:\n%s", plan.keyspace, plan.table())
         self.log.info("Plan:\n%s", plan.summary())
-        if self.plans_dir:
-            folder = Path(self.plans_dir)
-            folder.mkdir(parents=True, exist_ok=True)
-            picture = folder / f"{migration_id.replace('/', '_').replace(':', '_')}.svg"
-            picture.write_text(render_placement_svg(plan))
-            self.log.info("Ring picture of the change: %s", picture)
+        if not self.plans_dir:
+            return None
+        folder = Path(self.plans_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        picture = folder / f"{migration_id.replace('/', '_').replace(':', '_')}.svg"
+        picture.write_text(render_placement_svg(plan))
+        self.log.info("Ring picture of the change: %s", picture)
+        return str(picture)
 
 
 class KeyspaceAlterOperator(_MigrationOperator):
@@ -749,18 +784,29 @@ class CleanupOperator(_MigrationOperator):
 
 
 class MigrationReportOperator(_MigrationOperator):
-    """Per-stage times, ranges moved, verification evidence; releases the keyspace lease."""
+    """The migration's report; marks it done and releases the keyspace lease.
+
+    Per-stage times come from Airflow's own task instances (the Task SDK's breadcrumbs: the last try of each
+    task that ran); the total from the precheck record's `started_at`, which a cleared task does not reset.
+    The report is Markdown in the log and in the rendered field `summary`; the return value (XCom) is JSON.
+    """
+
+    template_fields: Sequence[str] = ("summary",)
+    template_fields_renderers = _MARKDOWN_SUMMARY
+    overwrite_rtif_after_execution = True
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.summary = ""
 
     def execute(self, context: Context) -> dict[str, Any]:
         record = load_record(context, self.precheck_task_id)
-        dag_run = context["dag_run"]
-        stages = {}
-        for ti in dag_run.get_task_instances() if hasattr(dag_run, "get_task_instances") else []:
-            if ti.start_date and ti.end_date:
-                stages[ti.task_id] = round((ti.end_date - ti.start_date).total_seconds(), 1)
-        verify_ids = [t for t in context["dag"].task_ids if "verify" in t]
-        verification = dict(zip(verify_ids, context["ti"].xcom_pull(task_ids=verify_ids) or [], strict=False))
-        report = {
+        ti = context["ti"]
+        order = _task_order(context["dag"])
+        step_count = len(record["steps"])
+        wanted = [t for t in order if not t.startswith("step_") or int(t.split(".")[0][5:]) <= step_count]
+        finished = datetime.now(UTC)
+        report: dict[str, Any] = {
             "migration_id": record["migration_id"],
             "keyspace": record["keyspace"],
             "from": record["old"],
@@ -768,10 +814,17 @@ class MigrationReportOperator(_MigrationOperator):
             "steps": record["steps"],
             "ranges_moved": record["affected_ranges"],
             "total_ranges": record["total_ranges"],
-            "stage_seconds": stages,
-            "verification": verification,
+            "started_at": record.get("started_at"),
+            "finished_at": finished.isoformat(),
+            "total_seconds": _seconds_since(record.get("started_at"), finished),
+            "stage_seconds": self._stage_seconds(ti, context, order),
+            "repairs": _pulled(ti, [t for t in wanted if t.endswith("repair")]),
+            "verification": _pulled(ti, [t for t in wanted if "verify" in t]),
+            "cleaned_nodes": ti.xcom_pull(task_ids="cleanup"),
         }
-        self.log.info("Migration report:\n%s", json.dumps(report, indent=2, default=str))
+        report = {key: value for key, value in report.items() if value is not None}
+        self.summary = migration_report_markdown(report)
+        self.log.info("Migration report:\n%s", self.summary)
         hook = self._cassandra()
         try:
             store = hook.ops_store()
@@ -781,6 +834,76 @@ class MigrationReportOperator(_MigrationOperator):
             hook.close()
             self._close_nodetool()
         return report
+
+    def _stage_seconds(self, ti: Any, context: Context, order: list[str]) -> dict[str, float]:
+        """Seconds of each task that ran, from Airflow's task instances (finished ones; this one is running)."""
+        try:
+            rows = list(ti.get_task_breadcrumbs(dag_id=ti.dag_id, run_id=context["run_id"]))
+        except Exception as error:  # the report must not fail for want of timings; it says they are missing
+            self.log.warning("Task-instance times unavailable (%s: %s); the report leaves them out.",
+                             type(error).__name__, error)  # fmt: skip
+            return {}
+        return stage_seconds(rows, order)
+
+
+class MigrationRefusedOperator(BaseOperator):
+    """Runs only when the precheck failed (trigger rule `all_failed`); every other task was skipped.
+
+    It ends the run failed with the precheck's refusal as its own error and rendered `summary`, so the run
+    shows why nothing happened instead of a column of upstream_failed tasks.
+    """
+
+    template_fields: Sequence[str] = ("summary",)
+    template_fields_renderers = _MARKDOWN_SUMMARY
+    overwrite_rtif_after_execution = True
+
+    def __init__(self, *, precheck_task_id: str = "precheck", **kwargs: Any) -> None:
+        kwargs.setdefault("trigger_rule", "all_failed")
+        super().__init__(**kwargs)
+        self.precheck_task_id = precheck_task_id
+        self.summary = ""
+
+    def execute(self, context: Context) -> None:
+        refusal = context["ti"].xcom_pull(task_ids=self.precheck_task_id, key=REFUSAL_KEY)
+        if refusal:
+            self.summary = str(refusal["markdown"])
+            message = "The precheck refused the change; nothing was changed.\n" + _refusal_text(refusal)
+        else:
+            self.summary = (
+                "## The precheck failed\n\nIt stopped on an unexpected error, not a refusal: read the precheck "
+                "task's log. Fix the cause, then clear the precheck task to check again."
+            )
+            message = "The precheck failed on an unexpected error (see its log); clear it to check again."
+        self.log.error("\n%s", self.summary)
+        raise AirflowFailException(message)
+
+
+def _refusal_text(refusal: dict[str, Any]) -> str:
+    from ringward.errors import format_refusal
+
+    return format_refusal(str(refusal.get("problem", "")), str(refusal.get("fix", "")))
+
+
+def _task_order(dag: Any) -> list[str]:
+    """The DAG's task ids, upstream first (the order the report lists stages in)."""
+    try:
+        return [task.task_id for task in dag.topological_sort()]
+    except AttributeError:  # a DAG-like object without it (the unit tests): its own order
+        return list(dag.task_ids)
+
+
+def _pulled(ti: Any, task_ids: list[str]) -> dict[str, Any]:
+    """The return values of `task_ids` that ran and returned something (a skipped task leaves none)."""
+    if not task_ids:
+        return {}
+    values = ti.xcom_pull(task_ids=task_ids)
+    return {t: v for t, v in zip(task_ids, values or [], strict=False) if v is not None}
+
+
+def _seconds_since(started_at: str | None, now: datetime) -> float | None:
+    if not started_at:
+        return None
+    return round((now - datetime.fromisoformat(started_at)).total_seconds(), 1)
 
 
 def _work_left(record: dict[str, Any], ring: Ring, steps: list[MigrationStep], store: OpsStore) -> list[str]:

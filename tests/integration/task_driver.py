@@ -15,6 +15,9 @@ class FakeTaskInstance:
     def __init__(self) -> None:
         self.xcoms: dict[str, Any] = {}
 
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[key] = value
+
     def xcom_pull(self, task_ids: str | list[str]) -> Any:
         if isinstance(task_ids, list):
             return [self.xcoms.get(task_id) for task_id in task_ids]

@@ -188,3 +188,15 @@ def test_repair_counts_ranges_as_the_plan_does_and_says_the_split_once(ring: Rin
     assert range_count(segments) == expected
     if wrap_affected:  # half of the wrap-around range alone is still that one range
         assert range_count([s for s in segments if s.range.start != MIN_TOKEN]) == f"{affected} ranges"
+
+
+def test_refusal_text_puts_each_refusal_and_each_fix_on_its_own_line(ring: Ring) -> None:
+    plan = build_plan(ring, SIMPLE_2, {"class": "NetworkTopologyStrategy", "dc9": 2}, keyspace="test")
+    with pytest.raises(UnsafeChangeError) as refusal:
+        migration_steps(plan)
+    text = str(refusal.value)
+    problem, fix = text.split("\nFix:", 1)
+    assert problem.startswith("The change of test is refused:\n- ")
+    fixes = fix.strip().splitlines()
+    assert len(fixes) >= 2 and all(line.startswith("- ") and line.endswith(".") for line in fixes), text
+    assert any("Use the ring's datacenters: dc1." in line for line in fixes)

@@ -161,3 +161,13 @@ def test_the_summary_explains_each_staged_step_in_one_line() -> None:
     assert "dc1 waits: moving it in the same ALTER breaks a rule (a range keeps none of its replicas)" in first
     assert second.startswith("  2. {'class': 'NetworkTopologyStrategy', 'dc2': '1', 'dc1': '0'} -- dc1 1 -> 0; ")
     assert plan.to_json()["step_notes"] == [line.split(" -- ", 1)[1] for line in (first, second)]
+
+
+def test_refused_target_without_replicas_shows_none_not_an_empty_move(seed_ring: Ring) -> None:
+    plan = build_plan(seed_ring, SIMPLE_2, {"class": "NetworkTopologyStrategy", "dc9": 2}, keyspace="test")
+    rows = plan.table().splitlines()[2:]
+    assert len(rows) == len(plan.ranges)
+    for row, change in zip(rows, plan.ranges, strict=True):
+        cells = row.split()
+        assert cells[2:4] == [",".join(change.old), "(none)"], row  # old kept, new says (none)
+        assert "NO-REPLICA-LEFT" in row and "moved" not in row

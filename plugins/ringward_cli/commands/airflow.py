@@ -21,10 +21,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ringward_cli.airflow_env import airflow_environment, ensure_airflow_db
+    from ringward_cli.airflow_env import airflow_environment, ensure_airflow_connections, ensure_airflow_db
 
     env = airflow_environment()
     ensure_airflow_db(env)
+    ensure_airflow_connections(env)  # Admin -> Connections lists the cluster the DAGs target
     airflow = str(Path(sys.executable).parent / "airflow")
     sys.stdout.flush()
     os.execve(airflow, [airflow, *args.args], env)
