@@ -174,6 +174,12 @@ def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_do
     assert cleaned and GAINED not in cleaned
     MigrationReportOperator(task_id="report").execute({**context, "dag_run": object(), "dag": _NoTasks()})
     timings["stopped run: stop to success"] = time.monotonic() - stopped_at
+    from ringward_cassandra.ops_store import OpsStore
+
+    with connect(NODES) as session:  # the resumed migration ended as itself: done, its lease released
+        store = OpsStore(session)
+        assert store.migration_state("recovery@recovery-1") == "done"
+        assert store.lease(f"keyspace:{KEYSPACE}") is None
     print("fault -> migration success:", {name: f"{seconds:.0f} s" for name, seconds in timings.items()})
 
     assert len(writer.acknowledged) > 100, "the writer ran through the faults"
