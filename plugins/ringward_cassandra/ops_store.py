@@ -360,15 +360,12 @@ class OpsStore:
         ]  # fmt: skip
         return sorted(runs, key=lambda run: run.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)
 
-
     # -- the repair pause switch --------------------------------------------------------------------------
     def switch_events(self, name: str = REPAIR_SWITCH, limit: int = 20) -> list[SwitchEvent]:
         """The latest presses of a switch, newest first; none (or no table yet) means never pressed: running."""
         if not self._has_table("repair_switch"):
             return []
-        rows = self._read(
-            f"SELECT * FROM {OPS_KEYSPACE}.repair_switch WHERE name = %s LIMIT {int(limit)}", (name,)
-        )
+        rows = self._read(f"SELECT * FROM {OPS_KEYSPACE}.repair_switch WHERE name = %s LIMIT {int(limit)}", (name,))
         return [
             SwitchEvent(bool(r.paused), _utc(r.changed_at), r.changed_by or "", r.reason or "")  # type: ignore[attr-defined]
             for r in rows
