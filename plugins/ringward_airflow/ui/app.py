@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity
@@ -45,19 +45,22 @@ REPAIR_EDIT = [Depends(requires_access_dag("PUT", DagAccessEntity.RUN, param_dag
 CLUSTER_READ = [Depends(_requires_connection_read)]
 
 
+def _source(request: Request) -> Iterator[Source]:
+    """The request's `Source`, from the factory the app was created with."""
+    opened = request.app.state.source_factory()
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+SourceDep = Annotated[Source, Depends(_source)]
+
+
 def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAPI:
     """The app; `source_factory` opens a `Source` per request (tests pass an in-memory one)."""
     app = FastAPI(title="ringward", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.source_factory = source_factory
-
-    def source(request: Request) -> Any:
-        opened = request.app.state.source_factory()
-        try:
-            yield opened
-        finally:
-            opened.close()
-
-    SourceDep = Annotated[Source, Depends(source)]
 
     def guarded(build: Callable[[], Any], title: str, *, as_json: bool, root: str = "") -> Any:
         """Run `build`; an unreachable cluster becomes a 503 with a message saying so (page or JSON)."""
