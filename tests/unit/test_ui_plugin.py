@@ -6,8 +6,6 @@ One test uses the real source against a closed port: the pages must answer at on
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -29,11 +27,17 @@ from ringward_cassandra.ops_store import JournalEntry, MigrationRow, RepairHisto
 from ringward_cassandra.repair_planning import ClusterRepairPlan
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from ui_fixtures import airflow_api, bearer  # noqa: E402, F401  (airflow_api is a fixture)
+
 RING_FILE = ROOT / "tests" / "fixtures" / "rings" / "local_num_tokens_4.json"
 OLD = {"class": "SimpleStrategy", "replication_factor": 1}
 NEW = {"class": "NetworkTopologyStrategy", "dc1": 3}
 RUN_ID = "manual__2026-11-23T10:00:00+00:00"
 SECRET_PASSWORD = "s3cret-never-shown"
+CLOSED_PORT_CONNECTION = (
+    f'{{"conn_type": "cassandra", "host": "127.0.0.1", "port": 1, "login": "ops", "password": "{SECRET_PASSWORD}"}}'
+)
 
 pytestmark = [
     # Third-party deprecations raised while Airflow builds its app and the test client loads.
@@ -167,42 +171,9 @@ def _world() -> FakeSource:
 # -- Airflow's API app with the plugin mounted -------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def api() -> Iterator[tuple[Any, Any, dict[str, str]]]:
-    home = Path(os.environ["AIRFLOW_HOME"])
-    marker = home / ".db-migrated-ui"
-    if not marker.exists():  # the auth manager checks revoked tokens in the metadata database
-        home.mkdir(parents=True, exist_ok=True)
-        airflow = Path(sys.executable).parent / "airflow"
-        subprocess.run([str(airflow), "db", "migrate"], check=True, stdout=subprocess.DEVNULL, env=dict(os.environ))
-        marker.touch()
-    patch = pytest.MonkeyPatch()
-    patch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", "admin:admin,viewer:viewer,user:user")
-    patch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "ringward-ui-test-" + "x" * 64)
-    patch.setenv("AIRFLOW_CONN_CASSANDRA_DEFAULT",
-                 f'{{"conn_type": "cassandra", "host": "127.0.0.1", "port": 1, "login": "ops", '
-                 f'"password": "{SECRET_PASSWORD}"}}')  # fmt: skip
-    from airflow.api_fastapi.app import create_app, get_auth_manager, purge_cached_app
-    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
-    from fastapi.testclient import TestClient
-    from starlette.routing import Mount
-
-    app = create_app(apps="core")
-    mounted = [r.app for r in app.routes if isinstance(r, Mount) and r.path == "/ringward"]
-    assert mounted, "the ringward plugin's app is not mounted under /ringward"
-    manager = get_auth_manager()
-    tokens = {role: manager.generate_jwt(SimpleAuthManagerUser(username=role, role=role))
-              for role in ("admin", "viewer", "user")}  # fmt: skip
-    try:
-        yield TestClient(app), mounted[0], tokens
-    finally:
-        purge_cached_app()
-        patch.undo()
-
-
 @pytest.fixture
-def client(api: tuple[Any, Any, dict[str, str]]) -> Iterator[tuple[Any, FakeSource, dict[str, str]]]:
-    test_client, subapp, tokens = api
+def client(airflow_api: tuple[Any, Any, dict[str, str]]) -> Iterator[tuple[Any, FakeSource, dict[str, str]]]:
+    test_client, subapp, tokens = airflow_api
     world = _world()
     real = subapp.state.source_factory
     subapp.state.source_factory = lambda: world
@@ -210,10 +181,6 @@ def client(api: tuple[Any, Any, dict[str, str]]) -> Iterator[tuple[Any, FakeSour
         yield test_client, world, tokens
     finally:
         subapp.state.source_factory = real
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 MIGRATION = f"/ringward/migration/keyspace_migration/{RUN_ID}"
@@ -366,6 +333,7 @@ def test_cluster_page_nodes_ring_and_connection_without_secrets(
     test_client, world, tokens = client
     admin = bearer(tokens["admin"])
     data = test_client.get("/ringward/api/cluster", headers=admin).json()
+    assert data["connection"]["login_set"] and "password" not in data["connection"]
     assert [n["address"] for n in data["nodes"]] == sorted(world.ring_.addresses())
     assert all(n["tokens"] == 4 and n["release_version"] == "5.0.9" for n in data["nodes"])
     page = test_client.get("/ringward/cluster", headers=admin).text
@@ -375,9 +343,12 @@ def test_cluster_page_nodes_ring_and_connection_without_secrets(
     assert SECRET_PASSWORD not in page and SECRET_PASSWORD not in str(data)
 
 
-def test_unreachable_cluster_is_reported_fast(api: tuple[Any, Any, dict[str, str]]) -> None:
+def test_unreachable_cluster_is_reported_fast(
+    airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The real source, with the connection pointing at a closed port: a clear 503 within the timeouts."""
-    test_client, _, tokens = api
+    test_client, _, tokens = airflow_api
+    monkeypatch.setenv("AIRFLOW_CONN_CASSANDRA_DEFAULT", CLOSED_PORT_CONNECTION)
     admin = bearer(tokens["admin"])
     for url in ("/ringward/cluster", "/ringward/repair", MIGRATION):
         started = time.monotonic()
