@@ -28,7 +28,10 @@ from ringward_cassandra.repair_planning import ClusterRepairPlan
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from ui_fixtures import airflow_api, bearer  # noqa: E402, F401  (airflow_api is a fixture)
+import ui_fixtures  # noqa: E402
+from ui_fixtures import bearer  # noqa: E402
+
+airflow_api = ui_fixtures.airflow_api  # the fixture, registered in this module
 
 RING_FILE = ROOT / "tests" / "fixtures" / "rings" / "local_num_tokens_4.json"
 OLD = {"class": "SimpleStrategy", "replication_factor": 1}
