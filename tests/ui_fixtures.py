@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,16 @@ def airflow_api() -> Iterator[tuple[Any, Any, dict[str, str]]]:
     patch = pytest.MonkeyPatch()
     patch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS", ",".join(f"{r}:{r}" for r in ROLES))
     patch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "ringward-ui-test-" + "x" * 64)
-    from airflow.api_fastapi.app import create_app, get_auth_manager, purge_cached_app
-    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
-    from fastapi.testclient import TestClient
-    from starlette.routing import Mount
+    with warnings.catch_warnings():
+        # Third-party deprecations: starlette's test client on httpx, pathspec's pattern name (plugin discovery).
+        warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+        warnings.filterwarnings("ignore", message="GitWildMatchPattern")
+        from airflow.api_fastapi.app import create_app, get_auth_manager, purge_cached_app
+        from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+        from fastapi.testclient import TestClient
+        from starlette.routing import Mount
 
-    app = create_app(apps="core")
+        app = create_app(apps="core")
     mounted = [r.app for r in app.routes if isinstance(r, Mount) and r.path == "/ringward"]
     assert mounted, "the ringward plugin's app is not mounted under /ringward"
     manager = get_auth_manager()

@@ -42,13 +42,6 @@ CLOSED_PORT_CONNECTION = (
     f'{{"conn_type": "cassandra", "host": "127.0.0.1", "port": 1, "login": "ops", "password": "{SECRET_PASSWORD}"}}'
 )
 
-pytestmark = [
-    # Third-party deprecations raised while Airflow builds its app and the test client loads.
-    pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`"),
-    pytest.mark.filterwarnings("ignore:GitWildMatchPattern"),
-]
-
-
 # -- an in-memory cluster holding what ringward stores ------------------------------------------------------
 
 
@@ -195,7 +188,7 @@ GETS = [
 ]  # fmt: skip
 
 
-def test_plugin_registers_the_app_and_the_views() -> None:
+def test_plugin_registers_the_app_and_the_views(airflow_api: Any) -> None:
     from airflow import plugins_manager
 
     plugins = {p.name: p for p in plugins_manager._get_plugins()[0]}
