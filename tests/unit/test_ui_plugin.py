@@ -354,3 +354,22 @@ def test_unreachable_cluster_is_reported_fast(
         assert "127.0.0.1:1" in response.text and SECRET_PASSWORD not in response.text
     response = test_client.get("/ringward/api/cluster", headers=admin)
     assert response.status_code == 503 and response.json()["error"] == "cluster_unreachable"
+
+
+def test_nightly_task_reads_the_pause_switch_between_segments() -> None:
+    """The repair task's check: the latest press decides; an unreadable switch does not stop a repair."""
+    from ringward_airflow.repair_operators import RepairSegmentsOperator
+
+    operator = RepairSegmentsOperator(task_id="repair", batch=[])
+    store = FakeStore()
+    assert not operator._paused(store)
+    store.set_switch(True, "alice", "disk full on .3")
+    assert operator._paused(store)
+    store.set_switch(False, "bob")
+    assert not operator._paused(store)
+
+    class Unreadable(FakeStore):
+        def switch_events(self, name: str = "nightly_subrange_repair", limit: int = 20) -> list[SwitchEvent]:
+            raise RuntimeError("ringward_ops unavailable")
+
+    assert not operator._paused(Unreadable())
