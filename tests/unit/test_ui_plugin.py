@@ -198,6 +198,12 @@ def test_plugin_registers_the_app_and_the_views(airflow_api: Any) -> None:
     assert views["Repair"]["destination"] == "nav" and views["Cluster"]["destination"] == "nav"
     assert views["Migration"]["destination"] == "dag_run"
     assert views["Migration"]["href"] == "ringward/migration/{DAG_ID}/{RUN_ID}"
+    # What the migration's approval links to: the same page, the run id quoted.
+    from ringward_airflow.ui.plugin import migration_page_path
+
+    assert migration_page_path("keyspace_migration", RUN_ID) == (
+        "ringward/migration/keyspace_migration/manual__2026-11-23T10%3A00%3A00%2B00%3A00"
+    )
 
 
 def test_every_endpoint_refuses_anonymous_and_bad_tokens(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
@@ -270,6 +276,14 @@ def test_migration_page_shows_plan_picture_ranges_and_journal(client: tuple[Any,
     assert svg.headers["content-type"].startswith("image/svg+xml") and svg.text.count('class="moved"') == len(
         plan.affected
     )
+
+
+def test_migration_page_by_its_quoted_path(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
+    from ringward_airflow.ui.plugin import migration_page_path
+
+    test_client, _, tokens = client
+    page = test_client.get("/" + migration_page_path("keyspace_migration", RUN_ID), headers=bearer(tokens["admin"]))
+    assert page.status_code == 200 and "Migration of <span id='keyspace'>shop</span>" in page.text
 
 
 def test_migration_page_of_a_run_without_a_plan_says_so(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
