@@ -387,3 +387,11 @@ def test_nightly_task_reads_the_pause_switch_between_segments() -> None:
             raise RuntimeError("ringward_ops unavailable")
 
     assert not operator._paused(Unreadable())
+
+
+def test_dag_run_reader_queries_airflows_database(airflow_api: Any) -> None:
+    """The metadata-database reader runs its queries (a run that does not exist: None, not an error)."""
+    from ringward_airflow.ui.source import read_dag_run
+
+    assert read_dag_run("keyspace_migration", "no-such-run") is None
+    assert read_dag_run("no_such_dag", None) is None

@@ -149,13 +149,14 @@ def read_dag_run(dag_id: str, run_id: str | None) -> RunInfo | None:
         tis = session.scalars(
             select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run.run_id)
         ).all()
+        timings = [
+            TaskTiming(t.task_id, t.map_index, str(t.state or "none"), t.start_date, t.end_date, t.try_number)
+            for t in tis
+        ]
+        # Started tasks in start order, then the ones not started yet.
         tasks = tuple(
-            sorted(
-                (TaskTiming(t.task_id, t.map_index, str(t.state or "none"), t.start_date, t.end_date, t.try_number)
-                 for t in tis),
-                key=lambda t: (t.start or datetime.max.replace(tzinfo=t.end.tzinfo if t.end else None), t.task_id),
-            )
-        )  # fmt: skip
+            sorted(timings, key=lambda t: (t.start is None, t.start.timestamp() if t.start else 0.0, t.task_id))
+        )
         xcoms: dict[str, Any] = {}
         for row in session.scalars(
             select(XComModel).where(XComModel.dag_id == dag_id, XComModel.run_id == run.run_id)
