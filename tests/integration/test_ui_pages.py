@@ -95,6 +95,14 @@ def test_pages_after_a_real_migration(seed_cluster: LocalCluster, task_env: None
     ring_svg = client.get("/ringward/api/cluster/ring.svg", headers=admin).text
     assert all(f"primary range of {address}" in ring_svg for address in nodes)
 
+    # Every page, loaded again (the driver session is kept between requests), in under a second.
+    for page_url in (f"/ringward/migration/keyspace_migration/{RUN_ID}", "/ringward/repair", "/ringward/cluster"):
+        started = time.monotonic()
+        assert client.get(page_url, headers=admin).status_code == 200
+        seconds = time.monotonic() - started
+        print(f"{page_url}: {seconds:.2f} s")
+        assert seconds < 1.0, page_url
+
     # Repair: the migrated keyspace's table is listed; the pause switch is pressed, recorded and read back.
     repair = client.get("/ringward/api/repair", headers=admin).json()
     assert f"{KEYSPACE}.items" in [t["table"] for t in repair["tables"]]
