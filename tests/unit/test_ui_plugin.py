@@ -395,3 +395,19 @@ def test_dag_run_reader_queries_airflows_database(airflow_api: Any) -> None:
 
     assert read_dag_run("keyspace_migration", "no-such-run") is None
     assert read_dag_run("no_such_dag", None) is None
+
+
+def test_airflow_lists_the_plugin_and_its_views_to_the_ui(airflow_api: Any) -> None:
+    """Admin → Plugins and the UI's nav read the plugin list from Airflow's REST API."""
+    test_client, _, tokens = airflow_api
+    response = test_client.get("/api/v2/plugins", headers=bearer(tokens["admin"]))
+    assert response.status_code == 200, response.text[:300]
+    ringward = [p for p in response.json()["plugins"] if p["name"] == "ringward"]
+    assert ringward, response.json()
+    views = {v["name"]: (v["href"], v["destination"]) for v in ringward[0]["external_views"]}
+    assert views == {
+        "Repair": ("ringward/repair", "nav"),
+        "Cluster": ("ringward/cluster", "nav"),
+        "Migration": ("ringward/migration/{DAG_ID}/{RUN_ID}", "dag_run"),
+    }
+    assert [a["url_prefix"] for a in ringward[0]["fastapi_apps"]] == ["/ringward"]
