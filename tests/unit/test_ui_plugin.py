@@ -411,3 +411,13 @@ def test_airflow_lists_the_plugin_and_its_views_to_the_ui(airflow_api: Any) -> N
         "Migration": ("ringward/migration/{DAG_ID}/{RUN_ID}", "dag_run"),
     }
     assert [a["url_prefix"] for a in ringward[0]["fastapi_apps"]] == ["/ringward"]
+
+
+def test_missing_connection_is_named_with_the_fix(
+    airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    test_client, _, tokens = airflow_api
+    monkeypatch.delenv("AIRFLOW_CONN_CASSANDRA_DEFAULT", raising=False)
+    response = test_client.get("/ringward/api/cluster", headers=bearer(tokens["admin"]))
+    assert response.status_code == 503 and "cassandra_default" in response.json()["detail"]
+    assert "Admin → Connections" in response.json()["detail"]

@@ -47,7 +47,14 @@ CLUSTER_READ = [Depends(_requires_connection_read)]
 
 def _source(request: Request) -> Iterator[Source]:
     """The request's `Source`, from the factory the app was created with."""
-    opened = request.app.state.source_factory()
+    try:
+        opened = request.app.state.source_factory()
+    except Exception as error:  # e.g. the connection is not defined: say which and how to fix it
+        raise HTTPException(
+            503,
+            f"The Cassandra connection {CONNECTION_ID!r} cannot be read: {error}. Define it under Admin → "
+            "Connections (type cassandra, host: the nodes' addresses, port: their CQL port).",
+        ) from error
     try:
         yield opened
     finally:
