@@ -291,7 +291,7 @@ class RepairSegmentsOperator(BaseOperator):
             repair=lambda command: self._session(command, config),
             save=store.record_repairs,
             live_nodes=live,
-            enabled=lambda: self._still_enabled(context, config),
+            enabled=lambda: self._still_enabled(context, config) and not self._paused(store),
             stop_requested=lambda: self._stop_if_killed(killed),
             log=self.log.info,
         )
@@ -319,6 +319,19 @@ class RepairSegmentsOperator(BaseOperator):
         except ConfigurationError as error:
             self.log.warning("Configuration unreadable now (%s); keeping the run's settings.", error)
             return config.enabled
+
+    def _paused(self, store: Any) -> bool:
+        """The pause switch of the ringward UI (ringward_ops.repair_switch), read between segments."""
+        try:
+            events = store.switch_events(limit=1)
+        except Exception as error:  # an unreadable switch must not stop a repair nobody paused
+            self.log.warning("Pause switch unreadable now (%s); carrying on.", error)
+            return False
+        if events and events[0].paused:
+            self.log.warning("Repair paused from the UI by %s at %s; the rest stays due.", events[0].changed_by,
+                             events[0].changed_at)  # fmt: skip
+            return True
+        return False
 
     def _session(self, command: RepairCommand, config: RepairConfig) -> SessionResult:
         coordinator = command.coordinator

@@ -137,7 +137,7 @@ class _BatchRun:
         if self.fx.stop_requested():
             return "the task was killed"
         if not self.fx.enabled():
-            return "repair disabled by the kill switch (enabled: false)"
+            return "repair disabled by the kill switch (enabled: false, or paused in the ringward UI)"
         if not window_allows_start(self.fx.now(), self.config.window, self.run_started):
             return "the repair window closed"
         return None
