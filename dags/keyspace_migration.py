@@ -22,6 +22,7 @@ from ringward_airflow.migration_operators import (
     RangeRepairOperator,
 )
 from ringward_airflow.spark_operators import SparkBaselineOperator, SparkVerifyOperator
+from ringward_airflow.ui.plugin import migration_page_path
 
 MIGRATION_DOC = """\
 ### Change a keyspace's replication safely
@@ -189,6 +190,7 @@ def migration_dag(dag_id: str, *, rollback: bool) -> DAG:
         default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
         doc_md=ROLLBACK_DOC if rollback else MIGRATION_DOC,
         render_template_as_native_obj=True,
+        user_defined_macros={"migration_page": migration_page_path},
     ) as dag:
         _wire()
         precheck = MigrationPrecheckOperator(
@@ -216,7 +218,9 @@ def _wire() -> None:
         "approval",
         subject="Approve the replication change of {{ ti.xcom_pull(task_ids='precheck')['keyspace'] }}",
         # The plan as Markdown (verdict, settings, placement tables); the plain summary for older records.
-        body="{% set plan = ti.xcom_pull(task_ids='precheck') %}{{ plan.get('approval_md') or plan['summary'] }}",
+        body="{% set plan = ti.xcom_pull(task_ids='precheck') %}"
+        "[Open the migration page: ring picture, range table, progress](/{{ migration_page(dag.dag_id, run_id) }})"
+        "\n\n{{ plan.get('approval_md') or plan['summary'] }}",
     )
     not_dry_run >> approval_needed
 

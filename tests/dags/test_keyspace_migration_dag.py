@@ -131,3 +131,11 @@ def test_a_refused_run_reads_as_a_refusal() -> None:
         assert summary.startswith("## REFUSED: replication change of `no such!`"), summary
         assert summary.index("**Problem**") < summary.index("not a valid") < summary.index("**Fix**")
     assert "\nFix: Give the keyspace's name as stored" in output
+
+
+def test_the_approval_links_the_migration_page_of_its_run() -> None:
+    dag = DagBag(dag_folder=str(DAGS_FOLDER / "keyspace_migration.py")).dags["keyspace_migration"]
+    body = dag.get_task("approval").body
+    assert "migration_page(dag.dag_id, run_id)" in body
+    page = dag.user_defined_macros["migration_page"]("keyspace_migration", "manual__2026-11-23T10:00:00+00:00")
+    assert page == "ringward/migration/keyspace_migration/manual__2026-11-23T10%3A00%3A00%2B00%3A00"
