@@ -919,7 +919,7 @@ def _work_left(record: dict[str, Any], ring: Ring, steps: list[MigrationStep], s
             journal = {token_range: entry.status for token_range, entry in entries.items()}
             left = len(pending(segments, journal))
             name = "pre-repair" if phase == "pre" else "repair"
-            parts.append(f"{name} {len(segments) - left} of {len(segments)} ranges done")
+            parts.append(f"{name} of {range_count(segments)}: {len(segments) - left} of {len(segments)} segments done")
         alter = "ALTER applied" if step.index <= altered else f"ALTER to {step.after.to_cql()} not applied yet"
         lines.append(f"step {step.index}/{step.count}: {alter}; " + "; ".join(parts) + "; verification to run")
     lines.append("cleanup: done" if state == "cleaned" else "cleanup: to run (after verification)")

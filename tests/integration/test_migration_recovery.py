@@ -29,7 +29,7 @@ from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from schema_agreement import settle_schema
 from task_driver import Deferred, FakeTaskInstance
-from test_migration_dag import NODES, count_on
+from test_migration_dag import NODES
 from test_migration_live import Writer
 
 KEYSPACE = "recovery"
@@ -107,7 +107,8 @@ def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_do
         second.xcoms["precheck"] = record
         assert record["migration_id"] == "recovery@recovery-1" and record["summary"].startswith("RESUMING")
         assert re.search(
-            r"step 1/1: ALTER applied; pre-repair (\d+) of \1 ranges done; repair 0 of \d+", record["summary"]
+            r"step 1/1: ALTER applied; pre-repair of \d+ ranges.*: (\d+) of \1 segments done; repair of .*: 0 of \d+",
+            record["summary"],
         )
         KeyspaceAlterOperator(task_id="alter").execute(context)  # already applied: no second ALTER
 
@@ -183,16 +184,46 @@ def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_do
     print("fault -> migration success:", {name: f"{seconds:.0f} s" for name, seconds in timings.items()})
 
     assert len(writer.acknowledged) > 100, "the writer ran through the faults"
+    _assert_gained_replica_serves_every_row_alone(record, initial, writer.acknowledged)
+
+
+def _assert_gained_replica_serves_every_row_alone(
+    record: dict[str, Any], initial: int, acknowledged: list[int]
+) -> None:
+    """Every row of the ranges 127.0.0.4 gained, read from it alone at CL ONE; every acknowledged write on the
+    cluster (CL ALL, after the per-replica read: ALL read-repairs what it finds missing).
+
+    Rows of ranges 127.0.0.4 already replicated are not the migration's to move: a SIGKILL can cost a node
+    the acknowledged writes of its last commit-log sync period (periodic sync, 10 s here), which then live on
+    the other replica until a repair. They are counted and printed, not asserted.
+    """
     from cassandra import ConsistencyLevel
     from cassandra.query import SimpleStatement
+    from ringward.migration import verify_targets
+    from ringward.tokens import token_for
+    from ringward_airflow.migration_operators import record_plan
 
-    with connect([GAINED], coordinator=GAINED) as session:  # 127.0.0.4 replicates every range now
-        statement = SimpleStatement(f"SELECT pk FROM {KEYSPACE}.events WHERE pk >= 100000 ALLOW FILTERING",
-                                    consistency_level=ConsistencyLevel.ONE)  # fmt: skip
-        present = {row.pk for row in session.execute(statement, timeout=120)}
-    lost = set(writer.acknowledged) - present
-    assert not lost, f"{len(lost)} acknowledged writes missing on {GAINED}"
-    assert count_on(GAINED, KEYSPACE) >= initial + len(writer.acknowledged)
+    ring, steps = record_plan(record)
+    gained = [target.range for target in verify_targets(ring, steps[0]) if target.replica == GAINED]
+    keys = list(range(initial)) + acknowledged
+
+    def in_gained(key: int) -> bool:
+        token = token_for([key], ["int"])
+        return any(token_range.contains(token) for token_range in gained)
+
+    with connect([GAINED], coordinator=GAINED) as session:
+        statement = SimpleStatement(f"SELECT pk FROM {KEYSPACE}.events", consistency_level=ConsistencyLevel.ONE)
+        alone = {row.pk for row in session.execute(statement, timeout=120)}
+    missing_gained = [key for key in keys if in_gained(key) and key not in alone]
+    assert not missing_gained, f"{len(missing_gained)} rows of its gained ranges missing on {GAINED} read alone"
+    elsewhere = [key for key in acknowledged if not in_gained(key) and key not in alone]
+    print(f"{GAINED} alone serves all {sum(map(in_gained, keys))} rows of its gained ranges; acknowledged writes "
+          f"of ranges it already had, lost by its SIGKILL (on the other replica): {len(elsewhere)}")  # fmt: skip
+    with connect(NODES) as session:
+        statement = SimpleStatement(f"SELECT pk FROM {KEYSPACE}.events", consistency_level=ConsistencyLevel.ALL)
+        everywhere = {row.pk for row in session.execute(statement, timeout=120)}
+    lost = set(acknowledged) - everywhere
+    assert not lost, f"{len(lost)} acknowledged writes lost: {sorted(lost)[:10]}"
 
 
 class _NoTasks:
