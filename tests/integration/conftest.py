@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from airflow_stack import AirflowStack, start_stack
 from ringward_cassandra.localcluster import LocalCluster, Topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,3 +128,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return min((_TOPOLOGY_ORDER[name] for name in fixtures if name in _TOPOLOGY_ORDER), default=-1)
 
     items.sort(key=rank)
+
+
+@pytest.fixture(scope="session")
+def airflow_stack() -> Iterator[AirflowStack]:
+    """Airflow's api-server, scheduler, dag-processor and triggerer, started once when a test first needs them."""
+    yield from start_stack()
