@@ -177,4 +177,5 @@ def test_nightly_repair_through_the_scheduler(seed_cluster: LocalCluster, airflo
     assert failed_tries(airflow_stack, NIGHTLY, run_id) == []
     with connect(NODES) as session:
         latest = OpsStore(session).repair_runs()[0]
-    assert latest.run_id == run_id, latest
+    assert (latest.run_id, latest.state) == (run_id, "DONE"), latest
+    assert latest.summary["tables"]["nightly.users"] == "100.0%", latest.summary
