@@ -1,5 +1,5 @@
-"""keyspace_migration on the real local cluster: the seed's hazard carried through safely, and bad input
-refused at precheck with the schema untouched."""
+"""keyspace_migration on the real local cluster through `airflow dags test`: rollback, and bad input refused at
+precheck with the schema untouched (the seed migration itself: test_airflow_scheduler.py, through the scheduler)."""
 
 from __future__ import annotations
 
