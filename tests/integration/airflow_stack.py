@@ -138,7 +138,7 @@ class AirflowStack:
         return self._token
 
     def request(self, method: str, path: str, *, check: bool = True, **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.token()}"}
+        headers = {"Authorization": f"Bearer {self.token()}", **kwargs.pop("headers", {})}
         response = httpx.request(method, f"{self.url}/api/v2{path}", headers=headers, timeout=60, **kwargs)
         if check and response.is_error:
             raise AssertionError(f"{method} {path} -> {response.status_code}: {response.text}")
