@@ -96,7 +96,7 @@ class AirflowStack:
         """SIGTERM every component's process group, then SIGKILL what is left after a grace period."""
         for process in self.processes.values():
             _signal_group(process, signal.SIGTERM)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 10  # a throwaway home: no need to wait long for a clean exit
         for process in self.processes.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(max(0.1, deadline - time.monotonic()))

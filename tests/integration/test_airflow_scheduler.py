@@ -149,7 +149,7 @@ def test_a_paused_dag_runs_nothing_until_unpaused(seed_cluster: LocalCluster, ai
         run_id = airflow_stack.trigger(
             MIGRATION, {"keyspace": "paused", "replication": {"class": NTS, "dc1": 2}, "dry_run": True}
         )
-        time.sleep(15)  # several scheduler loops
+        time.sleep(8)  # several scheduler loops (about one a second)
         assert airflow_stack.run(MIGRATION, run_id)["state"] == "queued"
         started = [t["task_id"] for t in airflow_stack.task_instances(MIGRATION, run_id) if t["state"]]
         assert started == [], started
