@@ -6,7 +6,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 VENV := .venv
 RINGWARD := $(VENV)/bin/ringward
 
-.PHONY: setup demo test test-unit test-integration lint typecheck benchmark clean-cluster
+.PHONY: setup browser demo test test-unit test-integration lint typecheck benchmark clean-cluster
 
 # Into ~/.local/bin. A Debian/Ubuntu python3 refuses pip installs (PEP 668) unless told that a --user install
 # is meant; that touches only ~/.local, never the system's packages.
@@ -18,6 +18,13 @@ setup: $(UV)
 	$(UV) sync --frozen
 	$(RINGWARD) cluster jars
 	@echo "ready: run ringward as $(RINGWARD) (uv is $(UV); add $$(dirname $(UV)) to PATH to use 'uv run')"
+
+# The browser test drives Debian's Chromium (playwright's own browsers cannot be downloaded here).
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		echo "installing Debian's chromium for the browser test"; \
+		export DEBIAN_FRONTEND=noninteractive; apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
+	fi
 
 demo: setup
 	$(VENV)/bin/python -m ringward_cli.demo
@@ -33,10 +40,10 @@ test-unit: setup
 	$(VENV)/bin/python -m pytest tests/unit tests/dags -q
 
 # The integration tests start and stop their own cluster (and stop it also when a test fails).
-test-integration: setup
+test-integration: setup browser
 	$(VENV)/bin/python -m pytest tests/integration -q
 
-test: lint typecheck
+test: lint typecheck browser
 	$(VENV)/bin/python -m pytest tests -q -p no:cacheprovider; status=$$?; $(RINGWARD) cluster down >/dev/null 2>&1; exit $$status
 
 benchmark: setup

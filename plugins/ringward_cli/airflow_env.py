@@ -54,6 +54,8 @@ def airflow_environment(home: Path | None = None, topology: str | None = None) -
             "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(home / "plugins"),
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+            # Airflow's LocalExecutor without its race on resumed deferred/approval tasks (see the module).
+            "AIRFLOW__CORE__EXECUTOR": env.get("AIRFLOW__CORE__EXECUTOR", "ringward_airflow.executor.LocalExecutor"),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": env.get("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO"),
             "RINGWARD_HOME": str(home),
             # spark-submit and ringward's own tools come from this virtualenv.

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from airflow_stack import AirflowStack, start_stack
 from ringward_cassandra.localcluster import LocalCluster, Topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,10 +121,55 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run all tests of one topology together, so each cluster starts once."""
+    """Run all tests of one topology together, so each cluster starts once; and the Airflow tests together."""
 
-    def rank(item: pytest.Item) -> int:
-        fixtures = getattr(item, "fixturenames", ())
-        return min((_TOPOLOGY_ORDER[name] for name in fixtures if name in _TOPOLOGY_ORDER), default=-1)
+    def rank(item: pytest.Item) -> tuple[int, bool]:
+        fixtures = _fixtures(item)
+        topology = min((_TOPOLOGY_ORDER[name] for name in fixtures if name in _TOPOLOGY_ORDER), default=-1)
+        return topology, "airflow_stack" in fixtures  # the Airflow tests together, last of their topology
 
     items.sort(key=rank)
+
+
+class _Stack:
+    """The one Airflow stack of the session: started by the first test that needs it, stopped after the last
+    (tests that use it run together), so the rest of the suite does not share the two cores with it."""
+
+    def __init__(self) -> None:
+        self._running: Iterator[AirflowStack] | None = None
+        self.stack: AirflowStack | None = None
+
+    def get(self) -> AirflowStack:
+        if self.stack is None:
+            self._running = start_stack()
+            self.stack = next(self._running)
+        return self.stack
+
+    def stop(self) -> None:
+        running, self._running, self.stack = self._running, None, None
+        if running is not None:
+            for _ in running:  # runs start_stack's `finally`: every process stopped
+                pass
+
+
+_STACK = _Stack()
+
+
+@pytest.fixture(scope="module")
+def airflow_stack() -> AirflowStack:
+    """Airflow's api-server, scheduler, dag-processor and triggerer (LocalExecutor), once for all the tests
+    that use them."""
+    return _STACK.get()
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    if _STACK.stack is not None and (nextitem is None or "airflow_stack" not in _fixtures(nextitem)):
+        _STACK.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _STACK.stop()
+
+
+def _fixtures(item: pytest.Item) -> tuple[str, ...]:
+    return tuple(getattr(item, "fixturenames", ()))

@@ -1,5 +1,5 @@
-"""keyspace_migration on the real local cluster: the seed's hazard carried through safely, and bad input
-refused at precheck with the schema untouched."""
+"""keyspace_migration on the real local cluster through `airflow dags test`: rollback, and bad input refused at
+precheck with the schema untouched (the seed migration itself: test_airflow_scheduler.py, through the scheduler)."""
 
 from __future__ import annotations
 
@@ -47,31 +47,6 @@ def dag_run_state(result: subprocess.CompletedProcess[str]) -> str:
     return "unknown"
 
 
-def test_seed_scenario_through_the_dag(seed_cluster: LocalCluster) -> None:
-    with connect(NODES) as session:
-        create_seed_keyspace(session, "seed_safe")
-    result = run_migration(
-        {"keyspace": "seed_safe", "replication": {"class": "NetworkTopologyStrategy", "dc1": 2},
-         "require_approval": False}
-    )  # fmt: skip
-    assert dag_run_state(result) == "success", failures(result)
-    # The report: Markdown with per-stage times read from Airflow's task instances.
-    output = result.stdout + result.stderr
-    assert "## Migration `seed_safe@" in output and "### Stages (Airflow task instances" in output
-    assert "| step_1.repair " in output
-
-    assert seed_cluster.nodetool("127.0.0.2", ["getendpoints", "seed_safe", "users", "1"]).stdout.split() == [
-        "127.0.0.3",
-        "127.0.0.4",
-    ]
-    # The new replica answers CL ONE from its own data: repair streamed the row to it.
-    assert count_at_one_from("127.0.0.4", "seed_safe") == 1
-    # The former replica was cleaned up: no SSTable of it holds the partition any more.
-    assert seed_cluster.nodetool("127.0.0.2", ["flush", "seed_safe"]).returncode == 0
-    sstables = seed_cluster.nodetool("127.0.0.2", ["getsstables", "seed_safe", "users", "1"])
-    assert sstables.returncode == 0 and sstables.stdout.strip() == ""
-
-
 def test_rollback_restores_the_previous_replication(seed_cluster: LocalCluster) -> None:
     with connect(NODES) as session:
         create_seed_keyspace(session, "undo")
@@ -117,17 +92,15 @@ def precheck(keyspace: str, replication: Any, run_id: str = "refusal-test") -> d
 
 
 NTS = "NetworkTopologyStrategy"
+# Only what the operator or the real cluster decides. The refusals pure code decides are unit tests:
+# wrong-case DC, RF above nodes, system keyspace, no-op (tests/unit/test_safety.py), malformed JSON and
+# transient replication (tests/unit/test_replication.py). The seed migration itself runs through the real
+# scheduler in test_airflow_scheduler.py.
 REFUSALS = [
     ("unknown DC", "refuse_me", {"class": NTS, "dc9": 2}, "dc9"),
-    ("wrong-case DC", "refuse_me", {"class": NTS, "DC1": 2}, "case-sensitive"),
-    ("RF above nodes", "refuse_me", {"class": NTS, "dc1": 4}, "dc1"),
-    ("system keyspace", "system_auth", {"class": NTS, "dc1": 3}, "system keyspace"),
     ("missing keyspace", "no_such_keyspace", {"class": NTS, "dc1": 2}, "does not exist"),
-    ("malformed JSON", "refuse_me", '{"class": "NetworkTopologyStrategy", "dc1": ', "not valid JSON"),
     ("CQL injection", "refuse_me; DROP KEYSPACE x", {"class": NTS, "dc1": 2}, "not a valid"),
     ("injection in DC", "refuse_me", {"class": NTS, "dc1'}; DROP KEYSPACE x; --": 2}, "not in the ring"),
-    ("transient replication", "refuse_me", {"class": NTS, "dc1": "3/1"}, "ransient"),
-    ("no-op", "refuse_me", {"class": "SimpleStrategy", "replication_factor": 2}, "no_op"),
 ]
 
 

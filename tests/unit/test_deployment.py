@@ -326,7 +326,8 @@ def test_local_executor_by_default_and_celery_in_its_profile() -> None:
     defaults = env_example()
     defaults.pop("AIRFLOW_EXECUTOR", None)
     for service in airflow_services(compose(defaults)).values():
-        assert service["environment"]["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+        # Airflow's LocalExecutor with the deferral race fixed (plugins/ringward_airflow/executor.py)
+        assert service["environment"]["AIRFLOW__CORE__EXECUTOR"] == "ringward_airflow.executor.LocalExecutor"
     celery = compose({**defaults, "AIRFLOW_EXECUTOR": "CeleryExecutor"})
     for service in airflow_services(celery).values():
         assert service["environment"]["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"

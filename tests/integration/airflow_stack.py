@@ -1,0 +1,270 @@
+"""Airflow as an operator runs it: api-server, scheduler (LocalExecutor), dag-processor and triggerer as separate
+processes against a throwaway AIRFLOW_HOME, driven only through the public REST API (/api/v2) the UI calls.
+
+LocalExecutor on SQLite: Airflow 3.3 has no SequentialExecutor any more and allows LocalExecutor on SQLite
+(`airflow standalone` runs exactly that), which is what a one-machine deployment of ringward uses; ringward's
+subclass of it (ringward_airflow.executor), as `ringward airflow` and the compose file configure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+USER, PASSWORD = "admin", "ringward-test"
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+TERMINAL = {"success", "failed"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def stack_environment(home: Path, port: int) -> dict[str, str]:
+    """`ringward airflow`'s environment (DAGs, plugins, the seed cluster's connections), with its own home,
+    database, port and users."""
+    from ringward_cli.airflow_env import airflow_environment
+
+    env = airflow_environment(ROOT, topology="seed")
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+            "AIRFLOW__CORE__EXECUTOR": "ringward_airflow.executor.LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",  # LocalExecutor forks this many workers; the machine has 2 cores
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+            "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__API_AUTH__JWT_SECRET": "ringward-test-secret-" + os.urandom(8).hex(),
+            "AIRFLOW__CORE__FERNET_KEY": "",
+            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+            # a DAG file change is seen quickly; nothing else is parsed
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+        }
+    )
+    for key in ("PYTEST_CURRENT_TEST", "PYTEST_VERSION"):
+        env.pop(key, None)
+    return env
+
+
+@dataclass
+class AirflowStack:
+    home: Path
+    port: int
+    env: dict[str, str]
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _token: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def start(self, timeout: float = 240.0) -> None:
+        airflow = str(Path(sys.executable).parent / "airflow")
+        (self.home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
+        subprocess.run([airflow, "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
+        for name in COMPONENTS:
+            with (self.home / f"{name}.log").open("wb") as log:  # the child keeps its own descriptor
+                self.processes[name] = subprocess.Popen(
+                    [airflow, name], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+        self.wait_until(self._healthy, timeout, "the Airflow components to report healthy")
+
+    def stop(self) -> None:
+        """SIGTERM every component's process group, then SIGKILL what is left after a grace period."""
+        for process in self.processes.values():
+            _signal_group(process, signal.SIGTERM)
+        deadline = time.monotonic() + 10  # a throwaway home: no need to wait long for a clean exit
+        for process in self.processes.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(max(0.1, deadline - time.monotonic()))
+        for process in self.processes.values():
+            _signal_group(process, signal.SIGKILL)  # the group: task and trigger children too
+            process.wait(10)
+        # Anything of this home that left the groups (a task's own session) goes too: nothing stays running.
+        for pid in _processes_with_env(f"AIRFLOW_HOME={self.home}"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def log_tail(self, lines: int = 40) -> str:
+        parts = []
+        for name in COMPONENTS:
+            path = self.home / f"{name}.log"
+            text = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else []
+            parts.append(f"-- {name} ({path})\n" + "\n".join(text))
+        return "\n".join(parts)
+
+    def _healthy(self) -> bool:
+        for name, process in self.processes.items():
+            if process.poll() is not None:
+                raise RuntimeError(f"airflow {name} exited with {process.returncode}:\n{self.log_tail()}")
+        try:
+            health = httpx.get(f"{self.url}/api/v2/monitor/health", timeout=5).json()
+        except (httpx.HTTPError, ValueError):
+            return False
+        wanted = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+        if not all((health.get(part) or {}).get("status") == "healthy" for part in wanted):
+            return False
+        return all(self.get(f"/dags/{dag}", check=False).status_code == 200 for dag in DAGS)
+
+    # -- REST API ---------------------------------------------------------------------------------------
+    def token(self) -> str:
+        if self._token is None:
+            response = httpx.post(f"{self.url}/auth/token", json={"username": USER, "password": PASSWORD}, timeout=30)
+            response.raise_for_status()
+            self._token = str(response.json()["access_token"])
+        return self._token
+
+    def request(self, method: str, path: str, *, check: bool = True, **kwargs: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {self.token()}", **kwargs.pop("headers", {})}
+        response = httpx.request(method, f"{self.url}/api/v2{path}", headers=headers, timeout=60, **kwargs)
+        if check and response.is_error:
+            raise AssertionError(f"{method} {path} -> {response.status_code}: {response.text}")
+        return response
+
+    def get(self, path: str, *, check: bool = True, **kwargs: Any) -> httpx.Response:
+        return self.request("GET", path, check=check, **kwargs)
+
+    def set_paused(self, dag_id: str, paused: bool) -> None:
+        self.request("PATCH", f"/dags/{dag_id}", json={"is_paused": paused})
+
+    def trigger(self, dag_id: str, conf: dict[str, Any], run_id: str | None = None) -> str:
+        body: dict[str, Any] = {"logical_date": None, "conf": conf}
+        if run_id:
+            body["dag_run_id"] = run_id
+        return str(self.request("POST", f"/dags/{dag_id}/dagRuns", json=body).json()["dag_run_id"])
+
+    def run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        return dict(self.get(f"/dags/{dag_id}/dagRuns/{run_id}").json())
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        body = self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 500}).json()
+        return list(body["task_instances"])
+
+    def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        return dict(self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}").json())
+
+    def tries(self, dag_id: str, run_id: str, task_id: str) -> list[dict[str, Any]]:
+        body = self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/tries").json()
+        return list(body["task_instances"])
+
+    def log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+        response = self.get(
+            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+            params={"full_content": "true"},
+            headers={"Accept": "application/json"},
+        )
+        content = response.json().get("content", [])
+        if isinstance(content, str):
+            return content
+        return "\n".join(
+            " ".join(str(part) for part in (line.get("event", ""), line.get("error_detail") or ""))
+            if isinstance(line, dict)
+            else str(line)
+            for line in content
+        )
+
+    def pending_approvals(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        body = self.get(f"/dags/{dag_id}/dagRuns/{run_id}/hitlDetails", params={"response_received": "false"})
+        return [d for d in body.json()["hitl_details"] if not d.get("response_received")]
+
+    def answer(self, dag_id: str, run_id: str, task_id: str, option: str) -> None:
+        self.request(
+            "PATCH",
+            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails",
+            json={"chosen_options": [option]},
+        )
+
+    def clear(self, dag_id: str, run_id: str, task_ids: list[str]) -> None:
+        self.request(
+            "POST",
+            f"/dags/{dag_id}/clearTaskInstances",
+            json={"dry_run": False, "dag_run_id": run_id, "task_ids": task_ids, "only_failed": False,
+                  "reset_dag_runs": True},
+        )  # fmt: skip
+
+    def wait_for_state(self, dag_id: str, run_id: str, states: set[str], timeout: float = 600) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+
+        def reached() -> bool:
+            found.update(self.run(dag_id, run_id))
+            return found["state"] in states
+
+        self.wait_until(reached, timeout, f"{dag_id} {run_id} to reach {sorted(states)}",
+                        lambda: self.describe(dag_id, run_id))  # fmt: skip
+        return found
+
+    def describe(self, dag_id: str, run_id: str) -> str:
+        """Task states of a run, for a failed assertion's message."""
+        try:
+            tis = self.task_instances(dag_id, run_id)
+        except AssertionError as error:
+            return str(error)
+        return "\n".join(f"{t['task_id']}: {t['state']} (try {t['try_number']})" for t in tis)
+
+    @staticmethod
+    def wait_until(
+        condition: Callable[[], bool], timeout: float, what: str, detail: Callable[[], str] = lambda: ""
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            time.sleep(1)
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{detail()}")
+
+
+DAGS = ("keyspace_migration", "nightly_subrange_repair")
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)
+
+
+def _processes_with_env(entry: str) -> list[int]:
+    found = []
+    marker = entry.encode() + b"\0"
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if marker in (proc / "environ").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def start_stack() -> Iterator[AirflowStack]:
+    with tempfile.TemporaryDirectory(prefix="ringward-airflow-") as tmp:
+        home = Path(tmp)
+        port = free_port()
+        stack = AirflowStack(home, port, stack_environment(home, port))
+        try:
+            stack.start()
+            yield stack
+        finally:
+            stack.stop()

@@ -1,0 +1,189 @@
+"""The operator's real path: runs triggered, approved, paused, cleared and watched through Airflow's REST API,
+executed by the real scheduler (LocalExecutor), dag-processor and triggerer, on the real seed cluster."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+from airflow_stack import AirflowStack
+from ringward_cassandra.cql import connect
+from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.ops_store import OpsStore
+from ringward_cassandra.seed_scenario import count_at_one_from, create_seed_keyspace
+
+pytestmark = pytest.mark.integration
+
+NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+MIGRATION = "keyspace_migration"
+NIGHTLY = "nightly_subrange_repair"
+NTS = "NetworkTopologyStrategy"
+
+
+def failed_tries(stack: AirflowStack, dag_id: str, run_id: str) -> list[str]:
+    """Every try of every task instance of the run that did not succeed (a retry's earlier tries included)."""
+    bad = []
+    for ti in stack.task_instances(dag_id, run_id):
+        if ti["try_number"] > 1 or ti["state"] in {"failed", "up_for_retry", "upstream_failed"}:
+            for attempt in stack.tries(dag_id, run_id, ti["task_id"]):
+                if attempt["state"] not in {"success", "skipped"}:
+                    bad.append(f"{ti['task_id']} try {attempt['try_number']}: {attempt['state']}")
+    return bad
+
+
+def approve_when_asked(stack: AirflowStack, dag_id: str, run_id: str, timeout: float = 300) -> dict[str, Any]:
+    """Wait for the run's pending approval (found through the API, as Required Actions lists it) and approve
+    it at once: the quickest possible answer is the one that used to race the scheduler."""
+    pending: list[dict[str, Any]] = []
+
+    def asked() -> bool:
+        pending[:] = stack.pending_approvals(dag_id, run_id)
+        if not pending and stack.run(dag_id, run_id)["state"] in {"failed", "success"}:
+            raise AssertionError(f"the run ended without asking for approval\n{stack.describe(dag_id, run_id)}")
+        return bool(pending)
+
+    stack.wait_until(asked, timeout, "the approval request", lambda: stack.describe(dag_id, run_id))
+    (detail,) = pending
+    stack.answer(dag_id, run_id, detail["task_instance"]["task_id"], "Approve")
+    return detail
+
+
+@pytest.fixture(scope="module")
+def approved_migration(cluster_manager: Any, airflow_stack: AirflowStack) -> tuple[str, dict[str, Any]]:
+    """One keyspace_migration of the seed keyspace, approved through the API; its run id and approval."""
+    cluster_manager.ensure("seed")
+    with connect(NODES) as session:
+        create_seed_keyspace(session, "seed_safe")
+    airflow_stack.set_paused(MIGRATION, False)
+    run_id = airflow_stack.trigger(
+        MIGRATION, {"keyspace": "seed_safe", "replication": {"class": NTS, "dc1": 2}, "require_approval": True}
+    )
+    approval = approve_when_asked(airflow_stack, MIGRATION, run_id)
+    airflow_stack.wait_for_state(MIGRATION, run_id, {"success", "failed"}, timeout=900)
+    return run_id, approval
+
+
+def test_migration_approved_through_the_api(
+    seed_cluster: LocalCluster, airflow_stack: AirflowStack, approved_migration: tuple[str, dict[str, Any]]
+) -> None:
+    run_id, approval = approved_migration
+    assert "seed_safe" in approval["subject"]
+    # The approver reads Markdown: the link to the run's Migration page, then the verdict first.
+    assert f"ringward/migration/{MIGRATION}/" in approval["body"] and "## SAFE to apply" in approval["body"]
+    assert airflow_stack.run(MIGRATION, run_id)["state"] == "success", airflow_stack.describe(MIGRATION, run_id)
+    # The report as a person reads it, with per-stage times from Airflow's own task instances.
+    report = airflow_stack.task_instance(MIGRATION, run_id, "report")["rendered_fields"]["summary"]
+    assert report.startswith("## Migration `seed_safe@") and "### Stages (Airflow task instances" in report
+
+    # No spurious red try anywhere (the deferral race made step_1.repair, and the approval, fail a first try).
+    assert failed_tries(airflow_stack, MIGRATION, run_id) == []
+    # The repair deferred to the real triggerer, whose event resumed it in a new worker process.
+    repair = airflow_stack.task_instance(MIGRATION, run_id, "step_1.repair")
+    assert repair["state"] == "success" and repair["try_number"] == 1
+    log = airflow_stack.log(MIGRATION, run_id, "step_1.repair", 1)
+    assert "Pausing task as DEFERRED" in log, log[-3000:]
+    deferred = log.index("Pausing task as DEFERRED")
+    # After the trigger's event the same try resumes (execute_complete), journals the wave and finds it done.
+    resumed = re.search(r"post_repair:1: 0 ranges to repair, (\d+) ranges?\b.*already done", log[deferred:])
+    assert resumed and int(resumed.group(1)) > 0, log[-3000:]
+
+    # The seed's hazard carried through: repair streamed the row to the new replica; the former one cleaned up.
+    assert seed_cluster.nodetool("127.0.0.2", ["getendpoints", "seed_safe", "users", "1"]).stdout.split() == [
+        "127.0.0.3",
+        "127.0.0.4",
+    ]
+    assert count_at_one_from("127.0.0.4", "seed_safe") == 1
+    assert seed_cluster.nodetool("127.0.0.2", ["flush", "seed_safe"]).returncode == 0
+    sstables = seed_cluster.nodetool("127.0.0.2", ["getsstables", "seed_safe", "users", "1"])
+    assert sstables.returncode == 0 and sstables.stdout.strip() == ""
+
+
+def test_a_repair_failed_on_purpose_and_cleared_resumes_from_the_journal(
+    seed_cluster: LocalCluster, airflow_stack: AirflowStack, approved_migration: tuple[str, dict[str, Any]]
+) -> None:
+    """An operator marks the finished repair failed (as they would a stuck one), then clears it from the UI."""
+    run_id, _ = approved_migration
+    task = "step_1.repair"
+    airflow_stack.request(
+        "PATCH", f"/dags/{MIGRATION}/dagRuns/{run_id}/taskInstances/{task}", json={"new_state": "failed"}
+    )
+    assert airflow_stack.task_instance(MIGRATION, run_id, task)["state"] == "failed"
+    airflow_stack.clear(MIGRATION, run_id, [task])
+    run = airflow_stack.wait_for_state(MIGRATION, run_id, {"success", "failed"}, timeout=300)
+    assert run["state"] == "success", airflow_stack.describe(MIGRATION, run_id)
+
+    rerun = airflow_stack.task_instance(MIGRATION, run_id, task)
+    assert rerun["state"] == "success" and rerun["try_number"] == 2
+    log = airflow_stack.log(MIGRATION, run_id, task, 2)
+    # Every range was journalled done by the first try: the re-run repairs nothing again.
+    done = re.search(r"0 ranges to repair, (\d+) ranges?\b.*already done", log)
+    assert done and int(done.group(1)) > 0, log[-3000:]
+
+
+def refusal_shown(stack: AirflowStack, dag_id: str, run_id: str) -> str:
+    """Where the run shows an operator why it was refused: the precheck's rendered summary (Markdown)."""
+    return str(stack.task_instance(dag_id, run_id, "precheck")["rendered_fields"]["summary"])
+
+
+def test_a_refused_target_ends_the_run_with_the_refusal_readable(
+    seed_cluster: LocalCluster, airflow_stack: AirflowStack
+) -> None:
+    with connect(NODES) as session:
+        create_seed_keyspace(session, "refused")
+    airflow_stack.set_paused(MIGRATION, False)
+    run_id = airflow_stack.trigger(
+        MIGRATION, {"keyspace": "refused", "replication": {"class": NTS, "dc9": 2}, "require_approval": True}
+    )
+    run = airflow_stack.wait_for_state(MIGRATION, run_id, {"success", "failed"}, timeout=300)
+    assert run["state"] == "failed"
+    precheck = airflow_stack.task_instance(MIGRATION, run_id, "precheck")
+    assert precheck["state"] == "failed" and precheck["try_number"] == 1, "a refusal is final: never retried"
+    shown = refusal_shown(airflow_stack, MIGRATION, run_id)
+    assert shown.startswith("## REFUSED: replication change of `refused`"), shown[-3000:]
+    assert "dc9" in shown and shown.index("**Problem**") < shown.index("**Fix**"), shown[-3000:]
+    assert airflow_stack.pending_approvals(MIGRATION, run_id) == []
+    # A refusal, not a crash: the refused leaf fails the run with it, everything else is skipped.
+    states = {ti["task_id"]: ti["state"] for ti in airflow_stack.task_instances(MIGRATION, run_id)}
+    assert states["refused"] == "failed" and "upstream_failed" not in states.values(), states
+
+
+def test_a_paused_dag_runs_nothing_until_unpaused(seed_cluster: LocalCluster, airflow_stack: AirflowStack) -> None:
+    with connect(NODES) as session:
+        create_seed_keyspace(session, "paused")
+    airflow_stack.set_paused(MIGRATION, True)
+    try:
+        run_id = airflow_stack.trigger(
+            MIGRATION, {"keyspace": "paused", "replication": {"class": NTS, "dc1": 2}, "dry_run": True}
+        )
+        time.sleep(8)  # several scheduler loops (about one a second)
+        assert airflow_stack.run(MIGRATION, run_id)["state"] == "queued"
+        started = [t["task_id"] for t in airflow_stack.task_instances(MIGRATION, run_id) if t["state"]]
+        assert started == [], started
+    finally:
+        airflow_stack.set_paused(MIGRATION, False)
+    run = airflow_stack.wait_for_state(MIGRATION, run_id, {"success", "failed"}, timeout=300)
+    assert run["state"] == "success", airflow_stack.describe(MIGRATION, run_id)
+    assert airflow_stack.task_instance(MIGRATION, run_id, "precheck")["state"] == "success"
+
+
+def test_nightly_repair_through_the_scheduler(seed_cluster: LocalCluster, airflow_stack: AirflowStack) -> None:
+    with connect(NODES) as session:
+        create_seed_keyspace(session, "nightly")
+    airflow_stack.set_paused(NIGHTLY, False)
+    try:
+        run_id = airflow_stack.trigger(
+            NIGHTLY,
+            {"keyspaces": ["nightly"], "config_overrides": {"splitter": {"subranges_per_range": 1},
+                                                            "retry_backoff": 1, "parallel_repair_count": 3}},
+        )  # fmt: skip
+        run = airflow_stack.wait_for_state(NIGHTLY, run_id, {"success", "failed"}, timeout=600)
+    finally:
+        airflow_stack.set_paused(NIGHTLY, True)  # its schedule must not start runs of its own
+    assert run["state"] == "success", airflow_stack.describe(NIGHTLY, run_id)
+    assert failed_tries(airflow_stack, NIGHTLY, run_id) == []
+    with connect(NODES) as session:
+        latest = OpsStore(session).repair_runs()[0]
+    assert (latest.run_id, latest.state) == (run_id, "DONE"), latest
+    assert latest.summary["tables"]["nightly.users"] == "100.0%", latest.summary
