@@ -44,7 +44,7 @@ test-integration: setup browser
 	$(VENV)/bin/python -m pytest tests/integration -q
 
 test: lint typecheck browser
-	$(VENV)/bin/python -m pytest tests -q -p no:cacheprovider; status=$$?; $(RINGWARD) cluster down >/dev/null 2>&1; exit $$status
+	$(VENV)/bin/python -m pytest tests -q -p no:cacheprovider --durations=25; status=$$?; $(RINGWARD) cluster down >/dev/null 2>&1; exit $$status
 
 benchmark: setup
 	$(VENV)/bin/python benchmarks/placement.py
