@@ -7,10 +7,12 @@ step's screenshot is kept under .artifacts/screenshots/ (printed at the end).
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from airflow_stack import PASSWORD, USER, AirflowStack
@@ -79,6 +81,11 @@ def test_migration_triggered_and_approved_in_the_browser(
         page.get_by_role("button", name="Trigger Dag").click()
         dialog = page.get_by_role("dialog")
         dialog.locator("input[name=element_keyspace]").fill(keyspace)
+        # The target has no default either: typed into the form's JSON editor, as a person does.
+        dialog.locator("#element_replication").click()
+        page.keyboard.press("Control+A")
+        page.keyboard.press("Delete")
+        page.keyboard.insert_text(json.dumps({"class": "NetworkTopologyStrategy", "dc1": 2}))
         expect(dialog.locator("input[name=element_require_approval]")).to_be_checked()
         steps.shot("trigger-form")
         dialog.get_by_role("button", name="Trigger", exact=True).click()
@@ -94,7 +101,8 @@ def test_migration_triggered_and_approved_in_the_browser(
 
         airflow_stack.wait_until(triggered, 60, "the run triggered from the form")
         (run_id,) = runs
-        assert airflow_stack.run(DAG, run_id)["conf"]["keyspace"] == keyspace
+        conf = airflow_stack.run(DAG, run_id)["conf"]
+        assert conf["keyspace"] == keyspace and conf["replication"] == {"class": "NetworkTopologyStrategy", "dc1": 2}
 
         # Required Actions lists the approval once the precheck has planned the change.
         subject = f"Approve the replication change of {keyspace}"
@@ -119,6 +127,22 @@ def test_migration_triggered_and_approved_in_the_browser(
         expect(page.get_by_text("Success", exact=True).first).to_be_visible(timeout=30_000)
         steps.shot("run-succeeded")
         assert run["state"] == "success", airflow_stack.describe(DAG, run_id)
+
+        # ringward's own pages, under the same Airflow login: the migration, the cluster, the repair.
+        page.goto(f"{airflow_stack.url}/ringward/migration/{DAG}/{quote(run_id, safe='')}")
+        expect(page.locator("#keyspace")).to_have_text(keyspace, timeout=30_000)
+        moved = page.locator("#placement svg path.moved")
+        expect(moved.first).to_be_attached()
+        assert moved.count() == page.locator("#ranges tbody tr.affected").count() > 0
+        expect(page.locator("p.stage").filter(has_text="repair:").first).to_contain_text("ranges done")
+        steps.shot("migration-page")
+        page.goto(f"{airflow_stack.url}/ringward/cluster")
+        expect(page.locator("#nodes tbody tr")).to_have_count(3, timeout=30_000)
+        expect(page.locator("#nodes")).to_contain_text("5.0.9")
+        steps.shot("cluster-page")
+        page.goto(f"{airflow_stack.url}/ringward/repair")
+        expect(page.locator("#tables")).to_be_visible(timeout=30_000)
+        steps.shot("repair-page")
     finally:
         steps.shot("last-page")
         print("screenshots:\n" + "\n".join(str(path) for path in steps.taken))
