@@ -11,17 +11,20 @@ from pathlib import Path
 
 from ringward_cassandra.localcluster import LocalCluster, load_topology
 from ringward_cassandra.localcluster.runtime import project_home
+from ringward_cassandra.localcluster.spark_jars import connector_lib_dir, ensure_connector_jars
 
 __all__ = ["airflow_environment", "ensure_airflow_db", "local_connections"]
 
 
 def local_connections(home: Path, topology: str = "seed") -> dict[str, str]:
-    """AIRFLOW_CONN_* values for the local cluster: Cassandra, Spark local[2], nodetool over JMX."""
+    """AIRFLOW_CONN_* values for the local cluster: Cassandra, Spark local[2] with the connector jars resolved into
+    .cache/ (`ringward spark jars`), nodetool over JMX."""
     loaded = load_topology(topology)
     nodes = loaded.nodes
     cassandra = {"conn_type": "cassandra", "host": ",".join(n.address for n in nodes), "port": 9042,
                  "extra": {"protocol_version": 5}}  # fmt: skip
-    spark = {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": "spark-submit"}}
+    spark = {"conn_type": "spark", "host": "local[2]",
+             "extra": {"spark-binary": "spark-submit", "ringward-jars-dir": str(connector_lib_dir(home))}}  # fmt: skip
     nodetool = {"conn_type": "generic", "host": "127.0.0.1",
                 "extra": LocalCluster(home).nodetool_connection_extra(loaded)}  # fmt: skip
     return {
@@ -52,6 +55,7 @@ def airflow_environment(home: Path | None = None, topology: str | None = None) -
     )
     if topology is None:
         topology = _current_topology(home)
+    ensure_connector_jars(home)  # once (Maven), for the local spark_default's ringward-jars-dir
     for key, value in local_connections(home, topology).items():
         env.setdefault(key, value)
     return env
