@@ -290,6 +290,8 @@ class SparkSubmission:
                 raise self._failure(hook) from error
             finally:
                 timer.cancel()
+                if hook._submit_sp is not None and hook._submit_sp.stdout is not None:
+                    hook._submit_sp.stdout.close()  # the provider leaves the pipe open
             output = scratch / "result.json"
             if self._timed_out.is_set() or self._killed.is_set() or not output.exists():
                 raise self._failure(hook)
