@@ -1,6 +1,7 @@
 """Faults during a migration, on the real cluster, driving the DAG's operators one by one as the scheduler
 would: a node killed during repair fails the task clearly and a retry resumes; rows removed from a new
-replica make verification fail (and the DAG keeps cleanup behind verification)."""
+replica make verification fail (and the DAG keeps cleanup behind verification). The Spark stages run on a real
+Spark standalone cluster (spark_default → spark://127.0.0.1:PORT)."""
 
 from __future__ import annotations
 
@@ -65,8 +66,9 @@ def _remove_table_data(cluster: LocalCluster, address: str) -> None:
 
 
 def test_node_down_during_repair_then_retry_then_missing_rows_fail_verification(
-    seed_cluster: LocalCluster, task_env: None
+    seed_cluster: LocalCluster, task_env: None, standalone_spark_default: str
 ) -> None:
+    """The Spark stages (baseline, verify) run on the Spark standalone cluster through spark_default."""
     from ringward_airflow.migration_operators import (
         KeyspaceAlterOperator,
         MigrationPrecheckOperator,
