@@ -38,11 +38,11 @@ class SparkStandalone:
         env = {**os.environ, "SPARK_HOME": home, "SPARK_DAEMON_MEMORY": "256m", "SPARK_LOCAL_IP": "127.0.0.1",
                "SPARK_LOG_DIR": str(self.folder), "SPARK_WORKER_DIR": str(self.folder / "work"),
                "SPARK_DAEMON_JAVA_OPTS": "-XX:+UseSerialGC -XX:ActiveProcessorCount=2"}  # fmt: skip
-        log = (self.folder / f"{name}.log").open("wb")
-        process = subprocess.Popen(
-            [str(Path(home) / "bin" / "spark-class"), *arguments], stdout=log, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True,
-        )  # fmt: skip
+        with (self.folder / f"{name}.log").open("wb") as log:  # the child keeps its own descriptor
+            process = subprocess.Popen(
+                [str(Path(home) / "bin" / "spark-class"), *arguments], stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True,
+            )  # fmt: skip
         self.processes.append(process)
         return process
 
