@@ -25,11 +25,9 @@ from ringward_spark.range_counts import (
     plan_subranges,
     tally_ranges,
 )
+from ringward_spark.submit import PASSWORD_VARIABLE
 
-__all__ = ["PASSWORD_VARIABLE", "connector_conf", "main", "parse_args", "parse_range"]
-
-# The same name as ringward_spark.submit.PASSWORD_VARIABLE (this file runs as __main__, apart from the package).
-PASSWORD_VARIABLE = "RINGWARD_CASSANDRA_PASSWORD"
+__all__ = ["connector_conf", "main", "parse_args", "parse_range"]
 
 
 def parse_range(text: str) -> TokenRange:

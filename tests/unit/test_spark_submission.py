@@ -172,7 +172,8 @@ def test_job_code_imports_where_ringward_is_not_installed(tmp_path: Path) -> Non
     code = submit.job_code_zip(tmp_path / "job.zip")
     probe = (
         "import sys; sys.path.insert(0, sys.argv[1]); sys.path.append(sys.argv[2]);"
-        "import ringward_spark.range_counts as r, ringward_cassandra.cql, ringward.verification;"
+        "import ringward_spark.range_counts as r, ringward_spark.ringward_job, ringward_cassandra.cql;"
+        "import ringward.verification;"
         "print(r.__file__)"
     )
     result = subprocess.run(
