@@ -8,12 +8,16 @@ RINGWARD := $(VENV)/bin/ringward
 
 .PHONY: setup demo test test-unit test-integration lint typecheck benchmark clean-cluster
 
+# Into ~/.local/bin. A Debian/Ubuntu python3 refuses pip installs (PEP 668) unless told that a --user install
+# is meant; that touches only ~/.local, never the system's packages.
 $(UV):
-	python3 -m pip install --user --quiet uv || python3 -m pip install --quiet uv
+	python3 -m pip install --user --quiet uv || python3 -m pip install --quiet uv \
+		|| python3 -m pip install --user --break-system-packages --quiet uv
 
 setup: $(UV)
 	$(UV) sync --frozen
 	$(RINGWARD) cluster jars
+	@echo "ready: run ringward as $(RINGWARD) (uv is $(UV); add $$(dirname $(UV)) to PATH to use 'uv run')"
 
 demo: setup
 	$(VENV)/bin/python -m ringward_cli.demo

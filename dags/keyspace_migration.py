@@ -1,8 +1,6 @@
-"""keyspace_migration: a safe replication change, triggered from the Airflow UI; and
-keyspace_migration_rollback: the same pipeline back to the setting a migration started from (until cleanup).
+"""keyspace_migration and keyspace_migration_rollback: wiring only (operators in plugins/ringward_airflow).
 
-precheck -> approval -> per ALTER step (pre-repair -> baseline -> alter -> repair -> verify) -> cleanup -> report.
-This file only wires tasks; the operators live in plugins/ringward_airflow.
+What the Airflow UI shows of each DAG is MIGRATION_DOC / ROLLBACK_DOC below: operator text.
 """
 
 from __future__ import annotations
@@ -18,42 +16,150 @@ from ringward_airflow.migration_operators import (
     CleanupOperator,
     KeyspaceAlterOperator,
     MigrationPrecheckOperator,
+    MigrationRefusedOperator,
     MigrationReportOperator,
     PreviewVerifyOperator,
     RangeRepairOperator,
 )
 from ringward_airflow.spark_operators import SparkBaselineOperator, SparkVerifyOperator
+from ringward_airflow.ui.plugin import migration_page_path
+
+MIGRATION_DOC = """\
+### Change a keyspace's replication safely
+
+Give the **keyspace** and the **target replication**. The run then:
+
+1. **precheck**: reads the live ring, checks the cluster's health and shows which token ranges change
+   replicas. A change that would lose data or cannot work (unknown datacenter, more replicas than nodes,
+   a datacenter left out, a system keyspace) is **refused**: the run fails at the precheck, every other task
+   is skipped, and the task `refused` shows the problem and the fix. Nothing is changed on the cluster.
+2. **approval** (when *Require approval* is on): the plan waits under *Required Actions* for a person.
+3. per ALTER step: full repair of the affected ranges, the `ALTER KEYSPACE`, full repair of the same ranges
+   on their new replicas, then verification (preview repair, per-replica row counts).
+4. **cleanup**: `nodetool cleanup` only on nodes that lost ranges (a snapshot first, unless turned off).
+5. **report**: what changed, how long each stage took, the verification evidence (task `report`,
+   *Rendered Templates* -> `summary`).
+
+A failed or cleared task resumes where it stopped: finished ranges are not repaired again. Until cleanup
+has run, `keyspace_migration_rollback` restores the previous replication.
+"""
+ROLLBACK_DOC = """\
+### Roll back a keyspace migration (until its cleanup ran)
+
+Give the **migration id** the migration's precheck logged (`keyspace@run_id`; also in
+`ringward_ops.migrations`). The run restores the replication the keyspace had before, with the same
+precheck, approval, repairs and verification as a migration. After the original migration's cleanup the
+former replicas no longer hold their data: the precheck then refuses, and a new `keyspace_migration` to
+the old setting is the way back.
+"""
 
 TARGET_PARAMS = {
-    "keyspace": Param("test", type="string", title="Keyspace", description="Name as stored (case-sensitive)."),
+    # No default: a migration must never have a target nobody chose. The form requires it.
+    "keyspace": Param(
+        type="string",
+        minLength=1,
+        title="Keyspace",
+        description="The keyspace to change, as stored (case-sensitive).",
+    ),
     "replication": Param(
-        {"class": "NetworkTopologyStrategy", "dc1": 2},
         type="object",
         title="Target replication",
-        description='e.g. {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3}',
+        description='The replication to change to, as JSON, e.g. {"class": "NetworkTopologyStrategy", "dc1": 3}. '
+        "Give every datacenter that should keep replicas; 0 drops one explicitly.",
     ),
 }
 ROLLBACK_PARAMS = {
     "rollback_of": Param(
-        "", type="string", title="Migration to roll back", description="Its id, as its precheck logged it (ks@run_id)."
+        type="string",
+        minLength=1,
+        title="Migration to roll back",
+        description="Its id as its precheck logged it: keyspace@run_id.",
     ),
 }
 PARAMS = {
-    "require_approval": Param(True, type="boolean", description="Wait for a person to approve the plan."),
-    "pre_repair": Param(True, type="boolean", description="Full repair of the affected ranges before the ALTER."),
+    "require_approval": Param(
+        True, type="boolean", title="Require approval", description="Wait for a person to approve the plan."
+    ),
+    "pre_repair": Param(
+        True,
+        type="boolean",
+        title="Repair before the ALTER",
+        description="Full repair of the affected ranges on their current replicas first, so the new replicas "
+        "receive complete data.",
+    ),
     "client_read_consistency": Param(
         "LOCAL_QUORUM",
         type="string",
         enum=["ONE", "LOCAL_ONE", "TWO", "QUORUM", "LOCAL_QUORUM", "EACH_QUORUM", "ALL"],
-        description="What the applications read at, for the read-window analysis.",
+        title="Applications read at",
+        description="The consistency level applications read at: the precheck warns which ranges could read "
+        "empty at it between the ALTER and the repair.",
     ),
-    "dry_run": Param(False, type="boolean", description="Stop after the precheck."),
-    "cleanup": Param(True, type="boolean", description="Run nodetool cleanup on nodes that lost ranges."),
-    "require_cleanup_approval": Param(False, type="boolean", description="Ask again before cleanup."),
-    "snapshot_before_cleanup": Param(True, type="boolean"),
-    "repair_parallelism": Param(2, type="integer", minimum=1, description="Concurrent repair sessions."),
-    "repair_session_timeout": Param(3600, type="integer", minimum=10, description="Seconds per session."),
-    "deferrable": Param(True, type="boolean", description="Wait for repairs in the triggerer, not a worker."),
+    "dry_run": Param(
+        False, type="boolean", title="Dry run", description="Only show the plan: stop after the precheck."
+    ),
+    "cleanup": Param(
+        True,
+        type="boolean",
+        title="Clean up",
+        description="Run nodetool cleanup on the nodes that lost ranges (after verification).",
+    ),
+    "require_cleanup_approval": Param(
+        False,
+        type="boolean",
+        title="Require approval before cleanup",
+        description="Ask a person again before cleanup (a rollback is possible until then).",
+    ),
+    "snapshot_before_cleanup": Param(
+        True,
+        type="boolean",
+        title="Snapshot before cleanup",
+        description="Take a snapshot of the keyspace on each node before its cleanup deletes data.",
+    ),
+    "repair_parallelism": Param(
+        2,
+        type="integer",
+        minimum=1,
+        title="Repair sessions at once",
+        description="How many repair sessions run at the same time.",
+    ),
+    "repair_session_timeout": Param(
+        3600,
+        type="integer",
+        minimum=10,
+        title="Repair session timeout (seconds)",
+        description="A repair session taking longer than this fails and is retried.",
+    ),
+    "deferrable": Param(
+        True,
+        type="boolean",
+        title="Wait in the triggerer",
+        description="Wait for repairs in Airflow's triggerer instead of holding a worker slot.",
+    ),
+    "allow_quorum_gap": Param(
+        False,
+        type="boolean",
+        title="Allow a QUORUM gap",
+        description="Stage the change keeping only a replica of every range per step (QUORUM reads may miss "
+        "writes until each step's repair): what a refusal offers when no route keeps QUORUM overlap.",
+    ),
+    "node_wait_seconds": Param(
+        600,
+        type="integer",
+        minimum=0,
+        title="Wait for down nodes (seconds)",
+        description="Before each repair session, wait this long for its nodes to be UN and reachable (a node "
+        "restarting). A repair try that fails (e.g. its coordinator died) is retried 3 times, about 30 s, "
+        "1 min and 2 min later (Airflow adds jitter), and repairs only the ranges not yet done.",
+    ),
+}
+# Repair tries outlast a node restart: each try first waits for its nodes (node_wait_seconds), and the
+# retries back off exponentially (30 s, 1 min, 2 min), so a restarting node does not exhaust them.
+REPAIR_RETRIES = {
+    "retries": 3,
+    "retry_delay": timedelta(seconds=30),
+    "retry_exponential_backoff": 2.0,
+    "max_retry_delay": timedelta(minutes=5),
 }
 
 
@@ -82,28 +188,39 @@ def migration_dag(dag_id: str, *, rollback: bool) -> DAG:
         params={**(ROLLBACK_PARAMS if rollback else TARGET_PARAMS), **PARAMS},
         tags=["ringward", "cassandra", "migration", *(["rollback"] if rollback else [])],
         default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
-        doc_md=__doc__,
+        doc_md=ROLLBACK_DOC if rollback else MIGRATION_DOC,
         render_template_as_native_obj=True,
+        user_defined_macros={"migration_page": migration_page_path},
     ) as dag:
         _wire()
-        MigrationPrecheckOperator(
+        precheck = MigrationPrecheckOperator(
             task_id="precheck",
             client_read_consistency="{{ params.client_read_consistency }}",
+            allow_quorum_gap="{{ params.allow_quorum_gap }}",
             plans_dir="{{ var.value.get('ringward_plans_dir', '/tmp/ringward-plans') }}",
             **target,
-        ) >> dag.get_task("continue_unless_dry_run")
+        )
+        precheck >> dag.get_task("continue_unless_dry_run")
+        # Only when the precheck failed: ends the run failed with the refusal; everything else is skipped.
+        precheck >> MigrationRefusedOperator(task_id="refused")
     return dag
 
 
 def _wire() -> None:
     """Every task after the precheck, in the DAG being defined."""
     not_dry_run = ShortCircuitOperator(
-        task_id="continue_unless_dry_run", python_callable=lambda params: not params["dry_run"]
+        task_id="continue_unless_dry_run",
+        # Runs after a failed precheck too, to skip the rest (not upstream_failed); the `refused` task fails the run.
+        trigger_rule="all_done",
+        python_callable=lambda ti, params: bool(ti.xcom_pull(task_ids="precheck")) and not params["dry_run"],
     )
     approval_needed, _, approved = _approval_path(
         "approval",
         subject="Approve the replication change of {{ ti.xcom_pull(task_ids='precheck')['keyspace'] }}",
-        body="{{ ti.xcom_pull(task_ids='precheck')['summary'] }}",
+        # The plan as Markdown (verdict, settings, placement tables); the plain summary for older records.
+        body="{% set plan = ti.xcom_pull(task_ids='precheck') %}"
+        "[Open the migration page: ring picture, range table, progress](/{{ migration_page(dag.dag_id, run_id) }})"
+        "\n\n{{ plan.get('approval_md') or plan['summary'] }}",
     )
     not_dry_run >> approval_needed
 
@@ -126,6 +243,8 @@ def _wire() -> None:
                 "parallelism": "{{ params.repair_parallelism }}",
                 "session_timeout": "{{ params.repair_session_timeout }}",
                 "deferrable": "{{ params.deferrable }}",
+                "node_wait_seconds": "{{ params.node_wait_seconds }}",
+                **REPAIR_RETRIES,
             }
             pre_repair = RangeRepairOperator(task_id="pre_repair", phase="pre", **repair_options)
             baseline = SparkBaselineOperator(

@@ -1,8 +1,6 @@
-"""Nightly subrange repair (Reaper / CEP-37 style): plan due segments -> repair them in batches -> report.
-
-Settings: the YAML file named by $RINGWARD_REPAIR_CONFIG (default: ringward/repair/default_config.yaml),
-overridden per run by the params below. Only wiring here; see ringward_airflow.repair_operators.
-"""
+"""nightly_subrange_repair: wiring only (operators in ringward_airflow.repair_operators). The Airflow UI
+shows DOC below. Settings: the YAML file named by $RINGWARD_REPAIR_CONFIG (default:
+ringward/repair/default_config.yaml), overridden per run by the params."""
 
 from __future__ import annotations
 
@@ -22,6 +20,28 @@ from ringward_airflow.repair_operators import (
 CONFIG_PATH = os.environ.get(CONFIG_PATH_ENV) or None
 SCHEDULE = load_config(CONFIG_PATH).schedule
 
+DOC = f"""\
+### Nightly subrange repair
+
+Repairs every selected table's token ranges in small segments, so each range is repaired within its
+`gc_grace_seconds`; a node takes part in one repair session at a time. Schedule: `{SCHEDULE}`.
+
+1. **plan**: reads the ring and the repair history and picks the segments that are **due** (not repaired
+   within `min_repair_interval`, 24 h by default). Keyspaces under a running migration are skipped.
+2. **repair**: repairs the due segments in batches, one batch after another. Each log line starts with the
+   run's progress: `[done/total share ETA]`.
+3. **report**: coverage per table, the run's state (DONE, PARTIAL, DISABLED); fails if segments failed.
+
+**Triggering it by hand.** A manual run repairs what is due *now*. With *Segments to repair* set to
+**all**, it repairs every selected segment, even those repaired recently. Triggering a paused DAG with
+"unpause" also starts the scheduled run it missed (only the latest); that run goes first (one run at a
+time) and repairs what is due, so a manual run after it finds nothing due unless *all* is chosen.
+Use *Keyspaces* / *Tables* to repair only part of the cluster.
+
+Settings come from the YAML file named by `$RINGWARD_REPAIR_CONFIG` (else the shipped default); the
+form's fields override it for one run, and *config* keeps the file's value.
+"""
+
 with DAG(
     dag_id="nightly_subrange_repair",
     description="Subrange repair of every selected table within gc_grace_seconds, a node in one session at a time",
@@ -30,20 +50,83 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     tags=["ringward", "cassandra", "repair"],
+    doc_md=DOC,
     default_args={
         "retries": 2,
         "retry_delay": timedelta(minutes=2),
         "on_failure_callback": [RepairFailureNotifier()],
     },
     params={
-        "config_overrides": Param({}, type="object", description="any config field, nested or dotted keys"),
-        "enabled": Param(None, type=["null", "boolean"], description="kill switch for this run"),
-        "keyspaces": Param(None, type=["null", "array"], description="keyspace patterns to include"),
-        "tables": Param(None, type=["null", "array"], description="keyspace.table patterns to include"),
-        "repair_type": Param(None, type=["null", "string"], enum=[None, "full", "preview"]),
-        "parallel_repair_count": Param(None, type=["null", "integer"], minimum=0),
-        "max_duration": Param(None, type=["null", "string", "integer"], description="window.max_duration"),
-        "batch_size": Param(256, type="integer", minimum=1, description="segments per repair task"),
+        "scope": Param(
+            "due",
+            type="string",
+            enum=["due", "all"],
+            values_display={"due": "due: not repaired within min_repair_interval", "all": "all: every selected one"},
+            title="Segments to repair",
+            description="due: what the schedule would repair now. all: every selected segment, even if repaired "
+            "recently (a manual repair of the whole selection).",
+        ),
+        "enabled": Param(
+            "config",
+            type="string",
+            enum=["config", "on", "off"],
+            values_display={"config": "as in the configuration file", "on": "on", "off": "off: repair nothing"},
+            title="Repair enabled",
+            description="The kill switch for this run; off repairs nothing. The file's `enabled` is also re-read "
+            "between segments, so setting it to false there stops a running repair.",
+        ),
+        "keyspaces": Param(
+            None,
+            type=["null", "array"],
+            title="Keyspaces",
+            description="Keyspace name patterns to repair, one per line (e.g. shop*); empty: the file's selection.",
+        ),
+        "tables": Param(
+            None,
+            type=["null", "array"],
+            title="Tables",
+            description="keyspace.table patterns to repair, one per line; empty: the file's selection.",
+        ),
+        "repair_type": Param(
+            "config",
+            type="string",
+            enum=["config", "full", "preview"],
+            values_display={
+                "config": "as in the configuration file",
+                "full": "full repair",
+                "preview": "preview: report differences, repair nothing",
+            },
+            title="Repair type",
+            description="full repairs; preview only reports which ranges are out of sync.",
+        ),
+        "parallel_repair_count": Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            title="Sessions at once",
+            description="Repair sessions running at the same time (0: as many as the nodes allow); empty: the "
+            "file's value.",
+        ),
+        "max_duration": Param(
+            None,
+            type=["null", "string", "integer"],
+            title="Stop starting segments after",
+            description="A duration such as 2h or 45m (or seconds); segments not started by then stay due for the "
+            "next run. Empty: the file's window.",
+        ),
+        "batch_size": Param(
+            256,
+            type="integer",
+            minimum=1,
+            title="Segments per repair task",
+            description="How many segments one repair task handles; the batches run one after another.",
+        ),
+        "config_overrides": Param(
+            {},
+            type="object",
+            title="Other settings",
+            description='Any other configuration field as JSON, nested or dotted, e.g. {"intensity": 0.5}.',
+        ),
     },
 ) as dag:
     plan = PlanRepairOperator(task_id="plan", config_path=CONFIG_PATH)

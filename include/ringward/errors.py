@@ -13,6 +13,7 @@ __all__ = [
     "RingwardError",
     "UnsafeChangeError",
     "VerificationError",
+    "format_refusal",
 ]
 
 
@@ -22,7 +23,14 @@ class RingwardError(Exception):
     def __init__(self, problem: str, fix: str = "") -> None:
         self.problem = problem
         self.fix = fix
-        super().__init__(f"{problem} Fix: {fix}" if fix else problem)
+        super().__init__(format_refusal(problem, fix))
+
+
+def format_refusal(problem: str, fix: str = "") -> str:
+    """The problem, then the fix on a line of its own; a fix of several lines starts below `Fix:`."""
+    if not fix:
+        return problem
+    return f"{problem}\nFix:\n{fix}" if "\n" in fix else f"{problem}\nFix: {fix}"
 
 
 class ConfigurationError(RingwardError):

@@ -13,25 +13,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from ringward.errors import UnsafeChangeError
+from ringward.errors import MigrationError, UnsafeChangeError
 from ringward.placement import ReplicaMap, replica_map
 from ringward.plan import MigrationPlan
 from ringward.repair import RepairCommand, Segment, group_segments, plan_waves
 from ringward.replication import Replication
-from ringward.ring import Ring, TokenRange
+from ringward.ring import MIN_TOKEN, Ring, TokenRange
 
 __all__ = [
     "MAX_STAGED_STEPS",
     "RANGES_PER_COMMAND",
     "MigrationStep",
     "RangeState",
+    "RecordedMigration",
     "VerifyTarget",
     "cleanup_nodes",
     "migration_steps",
+    "migration_to_resume",
     "pending",
+    "range_count",
     "repair_segments",
     "repair_waves",
     "verify_targets",
@@ -76,9 +80,10 @@ def migration_steps(plan: MigrationPlan) -> list[MigrationStep]:
     """The ALTERs to run, or raise UnsafeChangeError naming the refusals that no staged route resolves."""
     blocking = [f for f in plan.refusals if f.code not in _RESOLVED_BY_STAGING or not plan.steps]
     if blocking:
-        details = "; ".join(f"{f.code}: {f.message}" for f in blocking)
-        fixes = " ".join(dict.fromkeys(f.fix for f in blocking if f.fix))
-        raise UnsafeChangeError(f"The change of {plan.keyspace} is refused: {details}", fixes)
+        details = "".join(f"\n- {f.code}: {f.message}" for f in blocking)
+        fixes = list(dict.fromkeys(f.fix for f in blocking if f.fix))
+        fix = fixes[0] if len(fixes) == 1 else "\n".join(f"- {fix}" for fix in fixes)
+        raise UnsafeChangeError(f"The change of {plan.keyspace} is refused:{details}", fix)
     if len(plan.steps) > MAX_STAGED_STEPS:
         raise UnsafeChangeError(
             f"The safe route for {plan.keyspace} needs {len(plan.steps)} ALTER steps; the DAG runs at most "
@@ -119,6 +124,20 @@ def repair_segments(ring: Ring, step: MigrationStep, keyspace: str, phase: Liter
         for token_range, participants in chosen
         for piece in token_range.unwrap()
     ]
+
+
+def range_count(segments: Sequence[Segment]) -> str:
+    """How many ring ranges `segments` cover, said the way the plan counts ranges ("6 of 12 ranges"): the
+    wrap-around range is one range, repaired as two segments split at the ring's minimum token, and the
+    split is said once, where it happens."""
+    pieces = {segment.range for segment in segments}
+    ends_at_minimum = any(piece.end == MIN_TOKEN for piece in pieces)
+    split = sum(1 for piece in pieces if piece.start == MIN_TOKEN and piece.end != MIN_TOKEN and ends_at_minimum)
+    ranges = len(pieces) - split
+    text = f"{ranges} range{'s' if ranges != 1 else ''}"
+    if split:
+        text += f" ({len(pieces)} repair segments: the wrap-around range is split at the ring's minimum token)"
+    return text
 
 
 def _refined_ranges(before: ReplicaMap, after: ReplicaMap) -> list[TokenRange]:
@@ -170,3 +189,63 @@ def cleanup_nodes(ring: Ring, first: Replication, last: Replication) -> list[str
     for token_range in _refined_ranges(before, after):
         lost.update(set(before.for_token(token_range.end)) - set(after.for_token(token_range.end)))
     return sorted(lost)
+
+
+@dataclass(frozen=True)
+class RecordedMigration:
+    """A migration as `ringward_ops` keeps it: what a new run needs to decide whether to resume it.
+
+    `state` is the text the stages write ("planned", "altered:N", "cleaned", "done"); `lease_owner` the
+    migration whose lease it runs under (a rollback runs under the lease of the migration it undoes).
+    """
+
+    migration_id: str
+    keyspace: str
+    state: str
+    target: Replication
+    lease_owner: str
+    updated_at: datetime | None = None
+
+    @property
+    def is_done(self) -> bool:
+        return self.state == "done"
+
+    @property
+    def is_altered(self) -> bool:
+        return self.state.startswith("altered:") or self.state == "cleaned"
+
+
+def migration_to_resume(
+    recorded: Iterable[RecordedMigration], keyspace: str, requested: Replication
+) -> RecordedMigration | None:
+    """The half-done migration of `keyspace` a new run for `requested` resumes, None when there is none.
+
+    A migration is finished when it is done or a rollback of it is done (an expired lease does not
+    finish it: its repair may still be owed). Only the latest unfinished one can be resumed: an older
+    one was taken over by its rollback, and resuming it would trust a journal the rollback made stale.
+    A different target while one is half done is refused with the two ways on.
+    """
+    mine = [m for m in recorded if m.keyspace == keyspace]
+    undone_by = {m.lease_owner for m in mine if m.is_done and m.lease_owner != m.migration_id}
+    open_ones = [m for m in mine if not m.is_done and m.migration_id not in undone_by]
+    if not open_ones:
+        return None
+    latest = max(open_ones, key=lambda m: (m.updated_at is not None, m.updated_at or datetime.min))
+    if _same_setting(latest.target, requested):
+        return latest
+    where = "its ALTER is applied" if latest.is_altered else "its ALTER is not applied yet"
+    raise MigrationError(
+        f"{keyspace} has an unfinished migration {latest.migration_id} to {latest.target.to_cql()} "
+        f"({where}; state {latest.state}); a migration to {requested.to_cql()} cannot start before it ends.",
+        f"Resume it: trigger keyspace_migration again with the replication {latest.target.to_cql()}; or undo it: "
+        f"trigger keyspace_migration_rollback with rollback_of {latest.lease_owner}. Then migrate to the new "
+        "target.",
+    )
+
+
+def _same_setting(a: Replication, b: Replication) -> bool:
+    """Equal as Cassandra stores them (a datacenter at factor 0 is dropped)."""
+    return (a.strategy, {dc: n for dc, n in a.factors.items() if n}) == (
+        b.strategy,
+        {dc: n for dc, n in b.factors.items() if n},
+    )

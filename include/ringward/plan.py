@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
 
-from ringward.alter import altered_replication
+from ringward.alter import DEFAULT_KEYSPACE_RF, altered_replication
 from ringward.diff import PlacementDiff, RangeChange, diff_replication, diff_rings
 from ringward.errors import UnsafeChangeError
 from ringward.placement import ReplicaMap, replica_map
@@ -22,7 +22,7 @@ from ringward.safety import (
     deadline_seconds,
     read_window,
 )
-from ringward.staging import staged_steps, unsafe_step_ranges
+from ringward.staging import staged_route, unsafe_step_ranges
 
 __all__ = ["MigrationPlan", "NodeChange", "build_plan", "build_ring_change_plan", "range_changes"]
 
@@ -48,6 +48,7 @@ class MigrationPlan:
     steps: tuple[Replication, ...]
     deadline_seconds: int | None
     ring_after: Ring | None = None
+    step_notes: tuple[str, ...] = ()  # one line per step: what changes, on which ranges, why the step exists
 
     @property
     def safe(self) -> bool:
@@ -110,6 +111,7 @@ class MigrationPlan:
             "read_window": self.read_window_counts(),
             "findings": [f.to_json() for f in self.findings],
             "steps": [s.as_json() for s in self.steps],
+            "step_notes": list(self.step_notes),
             "deadline_seconds": self.deadline_seconds,
         }
 
@@ -126,7 +128,9 @@ class MigrationPlan:
             lines.append("read window (ranges that may read empty until repair): " + _counts(window))
         if len(self.steps) > 1:
             lines.append(f"staged route, {len(self.steps)} steps:")
-            lines += [f"  {i}. {step.to_cql()}" for i, step in enumerate(self.steps, 1)]
+            notes = self.step_notes if len(self.step_notes) == len(self.steps) else ("",) * len(self.steps)
+            for i, (step, note) in enumerate(zip(self.steps, notes, strict=True), 1):
+                lines.append(f"  {i}. {step.to_cql()}" + (f" -- {note}" if note else ""))
         lines += [f"  {finding}" for finding in self.findings]
         warnings = sum(f.severity == "warn" for f in self.findings)
         if self.safe:
@@ -136,8 +140,16 @@ class MigrationPlan:
         return "\n".join(lines)
 
     def table(self) -> str:
+        """One row per range. A refused plan still shows the target's placement where it can be computed
+        (datacenters not in the ring have none), marks moves as "would-move" and names on each range the
+        refusals that concern it (those naming ranges) or the whole change."""
         header = ("range", "old", "new", "+gained", "-lost", "marks")
-        rows = [header, *(_table_row(c) for c in self.ranges)]
+        whole = [f.code for f in self.refusals if not f.ranges]
+        by_range: dict[TokenRange, list[str]] = {}
+        for finding in self.refusals:
+            for token_range in finding.ranges:
+                by_range.setdefault(token_range, []).append(finding.code)
+        rows = [header, *(_table_row(c, [*by_range.get(c.range, ()), *whole]) for c in self.ranges)]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         rendered = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
         rendered.insert(1, "  ".join("-" * w for w in widths))
@@ -159,11 +171,17 @@ def build_plan(
     client_consistency: str | None = None,
     known_keyspaces: Iterable[str] | None = None,
     keep_quorum: bool = True,
+    default_keyspace_rf: int = DEFAULT_KEYSPACE_RF,
 ) -> MigrationPlan:
-    """The plan for changing `keyspace` from `old` to `new`; malformed settings raise ReplicationError."""
+    """The plan for changing `keyspace` from `old` to `new`; malformed settings raise ReplicationError.
+
+    `new` is read as ALTER KEYSPACE reads it against `old` (`ringward.alter`); `default_keyspace_rf` is the
+    cluster's cassandra.yaml setting, which a SimpleStrategy or bare NTS request without a factor may take.
+    """
     old_replication, new_replication = coerce_replication(old), coerce_replication(new)
-    stored_old = old_replication.expand(ring.datacenters())
-    stored_new = altered_replication(stored_old, new_replication, ring.datacenters())
+    dcs = ring.datacenters()
+    stored_old = altered_replication(None, old_replication, dcs, default_keyspace_rf)
+    stored_new = altered_replication(stored_old, new_replication, dcs, default_keyspace_rf)
     findings = analyse(
         ring,
         old_replication,
@@ -172,11 +190,16 @@ def build_plan(
         table_gc_grace_seconds=table_gc_grace_seconds,
         client_consistency=client_consistency,
         known_keyspaces=known_keyspaces,
+        default_keyspace_rf=default_keyspace_rf,
     )
     steps: tuple[Replication, ...] = ()
+    notes: tuple[str, ...] = ()
     if stored_old != stored_new:
         try:
-            steps = tuple(staged_steps(ring, old_replication, new_replication, keep_quorum=keep_quorum))
+            route = staged_route(
+                ring, old_replication, new_replication, keep_quorum=keep_quorum, default_keyspace_rf=default_keyspace_rf
+            )
+            steps, notes = route.steps, route.notes
         except UnsafeChangeError as error:
             findings.append(Finding("refuse", "no_safe_staging", error.problem, error.fix))
         findings += _route_findings(ring, stored_old, stored_new, steps, keep_quorum)
@@ -191,6 +214,7 @@ def build_plan(
         findings=tuple(findings),
         steps=steps,
         deadline_seconds=deadline_seconds(table_gc_grace_seconds),
+        step_notes=notes,
     )
 
 
@@ -269,16 +293,22 @@ def _range_json(change: RangeChange) -> dict[str, object]:
     }
 
 
-def _table_row(change: RangeChange) -> tuple[str, ...]:
+def _table_row(change: RangeChange, refusals: Sequence[str] = ()) -> tuple[str, ...]:
+    """One range's row. A target that places no replica (e.g. an unknown datacenter) leaves the range with
+    no replica at all: it says so instead of an empty `new` cell marked as an ordinary move."""
     marks = []
-    if change.affected:
-        marks.append("moved")
+    if change.old and not change.new:
+        marks.append("NO-REPLICA-LEFT")
+    elif change.affected:
+        marks.append("would-move" if refusals else "moved")
     if change.old and change.new and not change.kept:
         marks.append("NO-REPLICA-KEPT")
+    if refusals:
+        marks.append(f"REFUSED({','.join(dict.fromkeys(refusals))})")
     return (
         f"({change.range.start}, {change.range.end}]",
-        ",".join(change.old),
-        ",".join(change.new),
+        ",".join(change.old) or "(none)",
+        ",".join(change.new) or "(none)",
         ",".join(change.gained),
         ",".join(change.lost),
         " ".join(marks),

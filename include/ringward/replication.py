@@ -18,25 +18,29 @@ from ringward.errors import ReplicationError
 if TYPE_CHECKING:
     from ringward.ring import Ring
 
-__all__ = ["NETWORK_TOPOLOGY", "REPLICATION_FACTOR", "SIMPLE", "Replication"]
+__all__ = ["DEFAULT_KEYSPACE_RF", "NETWORK_TOPOLOGY", "REPLICATION_FACTOR", "SIMPLE", "Replication"]
 
 SIMPLE = "SimpleStrategy"
 NETWORK_TOPOLOGY = "NetworkTopologyStrategy"
 REPLICATION_FACTOR = "replication_factor"
+DEFAULT_KEYSPACE_RF = 1  # cassandra.yaml's default_keyspace_rf
 
 _PACKAGE = "org.apache.cassandra.locator."
 _SUPPORTED = (SIMPLE, NETWORK_TOPOLOGY)
 _EXAMPLE = '{"class": "NetworkTopologyStrategy", "dc1": 3}'
 _WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+_MAX_INT = 2**31 - 1  # a Java int
 
 
 @dataclass(frozen=True, eq=False)
 class Replication:
     """`strategy` is "SimpleStrategy" or "NetworkTopologyStrategy".
 
-    SimpleStrategy: `factors == {"replication_factor": n}`. NetworkTopologyStrategy: one entry per
-    datacenter (names are case-sensitive), plus optionally the Cassandra 4+ `replication_factor`
-    shorthand that Cassandra expands to every datacenter not listed (see `expand`).
+    SimpleStrategy: `factors == {"replication_factor": n}`, or `{}` as requested without a factor.
+    NetworkTopologyStrategy: one entry per datacenter (names are case-sensitive), plus optionally the
+    Cassandra 4+ `replication_factor` shorthand (lowercase only, as Cassandra reads it) that Cassandra
+    expands to every datacenter not listed, or no entry at all (a bare NTS). What Cassandra stores for a
+    requested setting is `ringward.alter.altered_replication` (`expand` for a CREATE).
     """
 
     strategy: str
@@ -48,14 +52,19 @@ class Replication:
         factors: dict[str, int] = {}
         for key, value in self.factors.items():
             name = _dc_name(key)
-            if self.strategy == NETWORK_TOPOLOGY and name.lower() == REPLICATION_FACTOR:
-                name = REPLICATION_FACTOR  # Cassandra matches the shorthand case-insensitively
+            if name != REPLICATION_FACTOR and name.lower() == REPLICATION_FACTOR:
+                raise ReplicationError(
+                    f"Option {name!r} is not the replication_factor shorthand: Cassandra reads only the "
+                    f"lowercase key, and refuses {name!r} as an unknown option of {self.strategy}.",
+                    "Write 'replication_factor' in lowercase.",
+                )
             if name in factors:
                 raise ReplicationError(f"Option {name!r} is given twice.", "Give each option once.")
             factors[name] = _factor(name, value)
-        if self.strategy == SIMPLE and set(factors) != {REPLICATION_FACTOR}:
+        if self.strategy == SIMPLE and not set(factors) <= {REPLICATION_FACTOR}:
             raise ReplicationError(
-                f"SimpleStrategy takes exactly one option, replication_factor; got {sorted(factors)}.",
+                f"SimpleStrategy takes one option, replication_factor; got {sorted(factors)} "
+                "(Cassandra refuses unrecognized strategy options).",
                 'Write {"class": "SimpleStrategy", "replication_factor": 3}, or use '
                 "NetworkTopologyStrategy for per-datacenter factors.",
             )
@@ -99,41 +108,36 @@ class Replication:
         return tuple(dc for dc in self.factors if dc != REPLICATION_FACTOR)
 
     def factor_for(self, dc: str) -> int:
-        """Replicas wanted in `dc`. SimpleStrategy ignores datacenters: its ring-wide factor."""
+        """Replicas wanted in `dc`. SimpleStrategy ignores datacenters: its ring-wide factor.
+
+        A setting requested without factors means what Cassandra would store for it on CREATE
+        (`default_keyspace_rf` 1): see `expand`.
+        """
         if self.is_simple:
-            return self.factors[REPLICATION_FACTOR]
+            return self.factors.get(REPLICATION_FACTOR, DEFAULT_KEYSPACE_RF)
         if dc in self.factors and dc != REPLICATION_FACTOR:
             return self.factors[dc]
+        if not self.factors:
+            return DEFAULT_KEYSPACE_RF
         return self.default_factor or 0
 
     def expand(self, ring_dcs: Iterable[str], previous: Replication | None = None) -> Replication:
-        """The options Cassandra 4+ stores for this NTS setting (CASSANDRA-14303 auto-expansion).
+        """The options Cassandra 5.0 stores for this setting, as requested on a keyspace whose current
+        setting is `previous` (None: CREATE KEYSPACE), with `default_keyspace_rf` 1.
 
-        The `replication_factor` shorthand goes to every datacenter of `ring_dcs` not listed
-        explicitly. On ALTER (`previous` given) datacenters of the previous NTS setting that are not
-        mentioned keep their factor, and a bare NetworkTopologyStrategy after SimpleStrategy takes
-        the old replication_factor everywhere. Zero factors are dropped, as Cassandra drops them.
-        SimpleStrategy settings are returned unchanged.
+        See `ringward.alter.altered_replication` for the rules (CASSANDRA-14303 auto-expansion, bare
+        NetworkTopologyStrategy, SimpleStrategy without a factor). Zero factors are dropped.
         """
-        if self.is_simple:
-            return self
-        default = self.default_factor
-        factors = {dc: n for dc, n in self.factors.items() if dc != REPLICATION_FACTOR}
-        if previous is not None and previous.is_simple and not self.factors:
-            default = previous.factor_for("")
-        elif previous is not None and default is not None:
-            for dc in previous.datacenters():
-                factors.setdefault(dc, previous.factors[dc])
-        if default is not None:
-            for dc in ring_dcs:
-                factors.setdefault(dc, default)
-        return Replication(NETWORK_TOPOLOGY, {dc: n for dc, n in factors.items() if n > 0})
+        from ringward.alter import altered_replication
+
+        return altered_replication(previous, self, ring_dcs)
 
     def total_factor(self, ring: Ring) -> int:
         """Replicas each range actually gets on `ring` (factors capped at the nodes available)."""
-        if self.is_simple:
-            return min(self.factors[REPLICATION_FACTOR], len(ring.nodes))
-        return sum(min(self.factor_for(dc), len(nodes)) for dc, nodes in ring.datacenters().items())
+        stored = self.expand(ring.datacenters())
+        if stored.is_simple:
+            return min(stored.factor_for(""), len(ring.nodes))
+        return sum(min(stored.factor_for(dc), len(nodes)) for dc, nodes in ring.datacenters().items())
 
     def as_json(self) -> dict[str, str | int]:
         return {"class": self.strategy, **self.factors}
@@ -198,6 +202,8 @@ def _dc_name(key: object) -> str:
 
 
 def _factor(key: str, raw: object) -> int:
+    """A whole replica count as Cassandra reads it (`Integer.valueOf`: an optional sign and ASCII digits,
+    no spaces); JSON numbers are taken as the same count."""
     if isinstance(raw, str) and "/" in raw:
         raise ReplicationError(
             f"Transient replication ({key}: {raw!r}) is not supported.",
@@ -206,11 +212,11 @@ def _factor(key: str, raw: object) -> int:
     factor: int | None = None
     if isinstance(raw, int) and not isinstance(raw, bool):
         factor = raw
-    elif isinstance(raw, str) and _WHOLE_NUMBER.fullmatch(raw.strip()):
-        factor = int(raw.strip())
-    if factor is None or factor < 0:
+    elif isinstance(raw, str) and _WHOLE_NUMBER.fullmatch(raw):
+        factor = int(raw)
+    if factor is None or factor < 0 or factor > _MAX_INT:
         raise ReplicationError(
-            f"Replication factor {raw!r} for {key!r} is not a non-negative whole number.",
-            f"Give {key!r} a count of replicas such as 3 (0 removes the datacenter).",
+            f"Replication factor {raw!r} for {key!r} is not a non-negative whole number (Cassandra refuses it too).",
+            f"Give {key!r} a count of replicas such as 3 (0 removes the datacenter), without spaces.",
         )
     return factor

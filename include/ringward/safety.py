@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from typing import Literal
 
-from ringward.alter import altered_replication
+from ringward._placement_index import ring_index
+from ringward.alter import DEFAULT_KEYSPACE_RF, altered_replication
 from ringward.consistency import CONSISTENCY_LEVELS, safe_levels, unsafe_levels
 from ringward.diff import PlacementDiff, diff_replication, diff_rings
 from ringward.errors import RingwardError
 from ringward.replication import NETWORK_TOPOLOGY as NTS
-from ringward.replication import SIMPLE, Replication
+from ringward.replication import REPLICATION_FACTOR, SIMPLE, Replication
 from ringward.ring import Ring, TokenRange
 
 __all__ = [
@@ -90,15 +92,21 @@ def analyse(
     table_gc_grace_seconds: Mapping[str, int] | None = None,
     client_consistency: str | None = None,
     known_keyspaces: Iterable[str] | None = None,
+    default_keyspace_rf: int = DEFAULT_KEYSPACE_RF,
 ) -> list[Finding]:
-    """Everything ringward knows about changing `keyspace` from `old` to `new` replication on `ring`."""
+    """Everything ringward knows about changing `keyspace` from `old` to `new` replication on `ring`.
+
+    Both settings are read as Cassandra reads them: `old` as stored (or as CREATE KEYSPACE would store
+    it), `new` as ALTER KEYSPACE prepares it against `old` (`ringward.alter`).
+    """
     findings = _keyspace_findings(keyspace, known_keyspaces)
     try:
-        old_replication = coerce_replication(old).expand(ring.datacenters())
-        new_replication = altered_replication(old_replication, coerce_replication(new), ring.datacenters())
+        dcs = ring.datacenters()
+        old_replication = altered_replication(None, coerce_replication(old), dcs, default_keyspace_rf)
+        new_replication = altered_replication(old_replication, coerce_replication(new), dcs, default_keyspace_rf)
     except RingwardError as error:
         return [*findings, _from_error("malformed_replication", error)]
-    findings += _settings_findings(ring, old_replication, new_replication)
+    findings += _settings_findings(ring, old_replication, new_replication, coerce_replication(new))
     if old_replication == new_replication:
         findings.append(
             Finding(
@@ -151,13 +159,35 @@ def analyse_rings(
 
 
 def read_window(diff: PlacementDiff, ring: Ring) -> dict[str, list[TokenRange]]:
-    """Per consistency level, the ranges whose reads may miss data until repair finishes."""
+    """Per consistency level, the ranges whose reads may miss data until repair finishes.
+
+    A range's levels depend only on the datacenters of its new replicas and of those gained, so each
+    such shape is judged once (big rings have 256,000 ranges and a handful of shapes); the result is
+    kept with the ring's placements (the analysis and the plan summary both ask).
+    """
+    memo = ring_index(ring).memo
+    key = ("read_window", id(diff))
+    cached = memo.get(key)
+    if isinstance(cached, tuple) and cached[0] is diff:
+        return {level: list(ranges) for level, ranges in cached[1].items()}
     datacenter_of = _datacenter_of(ring)
+    dc_of = datacenter_of.get
     unsafe: dict[str, list[TokenRange]] = {level: [] for level in CONSISTENCY_LEVELS}
-    for change in diff.gaining():  # a range that gains no replica reads complete data at every level
-        for level in unsafe_levels(change.new, change.gained, datacenter_of):
-            unsafe[level].append(change.range)
-    return unsafe
+    ranges, olds, news = diff.before.ranges, diff.before.replicas, diff.after.replicas
+    verdicts: dict[tuple[tuple[str | None, ...], tuple[bool, ...]], tuple[str, ...]] = {}
+    # A range that gains no replica reads complete data at every level. Its shape: the datacenter of each
+    # new replica and whether it was a replica before (built with builtins: 256,000 ranges on big rings).
+    for position in compress(range(len(ranges)), diff.counts.gained):
+        old, new = olds[position], news[position]
+        shape = (tuple(map(dc_of, new)), tuple(map(old.__contains__, new)))
+        levels = verdicts.get(shape)
+        if levels is None:
+            gained = [a for a in new if a not in old]
+            levels = verdicts[shape] = unsafe_levels(new, gained, datacenter_of)
+        for level in levels:
+            unsafe[level].append(ranges[position])
+    memo[key] = (diff, unsafe)
+    return {level: list(found) for level, found in unsafe.items()}
 
 
 def deadline_seconds(table_gc_grace_seconds: Mapping[str, int] | None) -> int | None:
@@ -300,9 +330,10 @@ def _keyspace_findings(keyspace: str, known_keyspaces: Iterable[str] | None) -> 
     return findings
 
 
-def _settings_findings(ring: Ring, old: Replication, new: Replication) -> list[Finding]:
-    findings = _unknown_datacenter_findings(ring, new)
-    findings += _dropped_datacenter_findings(ring, old, new)
+def _settings_findings(ring: Ring, old: Replication, new: Replication, requested: Replication) -> list[Finding]:
+    """`old` and `new` as Cassandra stores them, `requested` as the user wrote the new setting."""
+    findings = _unknown_datacenter_findings(ring, requested)
+    findings += _dropped_datacenter_findings(ring, old, new, requested)
     findings += _factor_findings(ring, new)
     if new.strategy == SIMPLE and len(ring.datacenters()) > 1:
         findings.append(
@@ -322,21 +353,23 @@ def _unknown_datacenter_findings(ring: Ring, new: Replication) -> list[Finding]:
     known = list(ring.datacenters())
     findings = []
     for dc, factor in new.factors.items():
-        if dc in known:
+        if dc in known or dc == REPLICATION_FACTOR:
             continue
         hint = _case_hint(dc, known)
         fix = (
             f"Datacenter names are case-sensitive: write {hint!r}."
             if hint
-            else "Use the ring's datacenters: " + ", ".join(known)
+            else "Use the ring's datacenters: " + ", ".join(known) + "."
         )
         severity: Severity = "refuse" if factor > 0 else "warn"
         findings.append(Finding(severity, "unknown_datacenter", f"Datacenter {dc!r} is not in the ring.", fix))
     return findings
 
 
-def _dropped_datacenter_findings(ring: Ring, old: Replication, new: Replication) -> list[Finding]:
-    """A datacenter that holds replicas now and is simply absent from the new NTS map."""
+def _dropped_datacenter_findings(
+    ring: Ring, old: Replication, new: Replication, requested: Replication
+) -> list[Finding]:
+    """A datacenter that holds replicas now and is simply absent from the new NTS map (not named as 0)."""
     if new.strategy != NTS:
         return []
     in_ring = ring.datacenters()
@@ -344,7 +377,7 @@ def _dropped_datacenter_findings(ring: Ring, old: Replication, new: Replication)
         holding = [dc for dc, factor in old.factors.items() if factor > 0 and dc in in_ring]
     else:
         holding = list(in_ring)
-    dropped = [dc for dc in holding if dc not in new.factors]
+    dropped = [dc for dc in holding if dc not in new.factors and dc not in requested.factors]
     if not dropped:
         return []
     zeros = ", ".join(f"'{dc}': 0" for dc in dropped)

@@ -52,6 +52,10 @@ class RingwardCassandraHook(BaseHook):
     def contact_points(self) -> list[str]:
         return [host.strip() for host in (self.get_connection(self.cassandra_conn_id).host or "").split(",")]
 
+    def native_port(self) -> int:
+        """The CQL port of the connection (every node's, as the driver assumes)."""
+        return int(self.get_connection(self.cassandra_conn_id).port or 9042)
+
     def close(self) -> None:
         if "_cluster" in self.__dict__:
             self._cluster.shutdown()

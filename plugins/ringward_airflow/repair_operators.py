@@ -70,10 +70,27 @@ COMMON_PARAMS = {
 }
 
 
+# What the trigger form sends for "keep the configuration file's value" (the form offers no literal null).
+AS_CONFIGURED = "config"
+_SWITCH = {"on": True, "off": False}
+
+
+def _form_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The form's words as config values: `config` keeps the file's value, `on`/`off` set the kill switch,
+    `scope: all` repairs every selected segment now (no minimum interval since its last repair)."""
+    values = {name: (None if value == AS_CONFIGURED else value) for name, value in params.items()}
+    if isinstance(values.get("enabled"), str):
+        word = values["enabled"]
+        if word not in _SWITCH:
+            raise ConfigurationError(f"Param `enabled` is {word!r}.", "Choose config, on or off.")
+        values["enabled"] = _SWITCH[word]
+    return values
+
+
 def effective_config(config_path: str | None, params: Mapping[str, Any] | None) -> RepairConfig:
     """The YAML configuration (argument, else $RINGWARD_REPAIR_CONFIG, else the shipped default) with the
     run's `config_overrides` and then the common params applied. Invalid values name the field."""
-    params = params or {}
+    params = _form_params(params or {})
     config = load_config(config_path or os.environ.get(CONFIG_PATH_ENV) or None)
     overrides = params.get("config_overrides") or {}
     if not isinstance(overrides, Mapping):
@@ -83,6 +100,10 @@ def effective_config(config_path: str | None, params: Mapping[str, Any] | None) 
         )
     config = apply_overrides(config, overrides)
     common = {field: params[name] for name, field in COMMON_PARAMS.items() if params.get(name) is not None}
+    if params.get("scope") == "all":
+        common["min_repair_interval"] = 0
+    elif params.get("scope") not in (None, "due"):
+        raise ConfigurationError(f"Param `scope` is {params['scope']!r}.", "Choose due or all.")
     return apply_overrides(config, common)
 
 
@@ -171,6 +192,7 @@ class PlanRepairOperator(BaseOperator):
             "segments": len(cluster.segments),
             "due": run.due_count,
             "batches": len(batches),
+            "batch_segments": [sum(len(wave) for wave in batch) for batch in batches],
             "postponed": len(run.postponed),
             "exhausted": len(run.exhausted),
             "not_due": len(run.not_due),
@@ -269,14 +291,18 @@ class RepairSegmentsOperator(BaseOperator):
             repair=lambda command: self._session(command, config),
             save=store.record_repairs,
             live_nodes=live,
-            enabled=lambda: self._still_enabled(context, config),
+            enabled=lambda: self._still_enabled(context, config) and not self._paused(store),
             stop_requested=lambda: self._stop_if_killed(killed),
             log=self.log.info,
         )
         started = datetime.now(UTC)
+        # Progress of the whole run: this batch's segments count after those of the batches before it.
+        sizes = plan.get("batch_segments") or []
+        before = sizes[: max(0, int(getattr(context["ti"], "map_index", 0) or 0))]
         result = run_batch(
             segments, records, config=config, run_id=run_id, effects=effects, run_started=started,
             parallelism=allowed_parallelism(config, len(ring.nodes)),
+            run_total=sum(sizes) if sizes else None, done_before=sum(before),
         )  # fmt: skip
         stopped = f"; stopped: {result.stop_reason}" if result.stop_reason else ""
         self.log.info("Batch %s%s", result.summary.line(), stopped)
@@ -293,6 +319,19 @@ class RepairSegmentsOperator(BaseOperator):
         except ConfigurationError as error:
             self.log.warning("Configuration unreadable now (%s); keeping the run's settings.", error)
             return config.enabled
+
+    def _paused(self, store: Any) -> bool:
+        """The pause switch of the ringward UI (ringward_ops.repair_switch), read between segments."""
+        try:
+            events = store.switch_events(limit=1)
+        except Exception as error:  # an unreadable switch must not stop a repair nobody paused
+            self.log.warning("Pause switch unreadable now (%s); carrying on.", error)
+            return False
+        if events and events[0].paused:
+            self.log.warning("Repair paused from the UI by %s at %s; the rest stays due.", events[0].changed_by,
+                             events[0].changed_at)  # fmt: skip
+            return True
+        return False
 
     def _session(self, command: RepairCommand, config: RepairConfig) -> SessionResult:
         coordinator = command.coordinator

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -16,7 +17,7 @@ from cassandra.policies import (
 )
 from ringward.errors import ConfigurationError
 
-__all__ = ["agreement_wait", "connect", "pinned_session", "quote_identifier"]
+__all__ = ["accepts_connections", "agreement_wait", "build_cluster", "connect", "pinned_session", "quote_identifier"]
 
 
 def agreement_wait(request_timeout: float, wanted: float | None = None) -> float:
@@ -58,6 +59,28 @@ def connect(
     `local_dc`, `username`/`password` and `ssl_options` are those of the `cassandra` connection (a Spark
     task gets them from the job's arguments).
     """
+    cluster = build_cluster(
+        contact_points, port, coordinator=coordinator, timeout=timeout, local_dc=local_dc, username=username,
+        password=password, ssl_options=ssl_options,
+    )  # fmt: skip
+    try:
+        yield cluster.connect()
+    finally:
+        cluster.shutdown()
+
+
+def build_cluster(
+    contact_points: Sequence[str],
+    port: int = 9042,
+    *,
+    coordinator: str | None = None,
+    timeout: float = 30.0,
+    local_dc: str | None = None,
+    username: str | None = None,
+    password: str | None = None,
+    ssl_options: Mapping[str, Any] | None = None,
+) -> Cluster:
+    """The driver `Cluster` behind `connect`, for callers that keep one session open across many requests."""
     if coordinator:
         policy = WhiteListRoundRobinPolicy([coordinator])
         points = [coordinator]
@@ -65,16 +88,12 @@ def connect(
         policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc))
         points = list(contact_points)
     profile = ExecutionProfile(load_balancing_policy=policy, request_timeout=timeout, retry_policy=RetryPolicy())
-    cluster = Cluster(
+    return Cluster(
         points, port=port, protocol_version=5, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         connect_timeout=10, control_connection_timeout=10, max_schema_agreement_wait=agreement_wait(timeout),
         auth_provider=PlainTextAuthProvider(username, password) if username else None,
         ssl_options=dict(ssl_options) if ssl_options else None,
     )  # fmt: skip
-    try:
-        yield cluster.connect()
-    finally:
-        cluster.shutdown()
 
 
 pinned_session = connect
@@ -83,3 +102,12 @@ pinned_session = connect
 def quote_identifier(name: str) -> str:
     """A CQL identifier, double-quoted so case and reserved words survive (and injection cannot)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def accepts_connections(address: str, port: int = 9042, timeout: float = 2.0) -> bool:
+    """Whether `address` accepts TCP connections on `port` now (a killed node refuses them at once)."""
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

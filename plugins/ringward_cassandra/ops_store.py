@@ -20,7 +20,17 @@ from ringward.errors import MigrationError
 from ringward.repair import RecordUpdate, Segment, SegmentRecord, SegmentState
 from ringward.ring import TokenRange
 
-__all__ = ["OPS_KEYSPACE", "JournalEntry", "Lease", "OpsStore", "RepairHistoryRow", "RepairRunRow"]
+__all__ = [
+    "OPS_KEYSPACE",
+    "REPAIR_SWITCH",
+    "JournalEntry",
+    "Lease",
+    "MigrationRow",
+    "OpsStore",
+    "RepairHistoryRow",
+    "RepairRunRow",
+    "SwitchEvent",
+]
 
 OPS_KEYSPACE = "ringward_ops"
 
@@ -41,7 +51,14 @@ _SCHEMA = [
         PRIMARY KEY ((keyspace_name), table_names, range_start, range_end))""",
     """CREATE TABLE IF NOT EXISTS {ks}.repair_runs (
         run_id text PRIMARY KEY, state text, summary text, config text, updated_at timestamp)""",
+    # The nightly repair's pause switch, pressed in the UI: every press is a row (who, when, why); the latest
+    # row of a switch is its state. The repair task reads it between segments.
+    """CREATE TABLE IF NOT EXISTS {ks}.repair_switch (
+        name text, changed_at timestamp, paused boolean, changed_by text, reason text,
+        PRIMARY KEY ((name), changed_at)) WITH CLUSTERING ORDER BY (changed_at DESC)""",
 ]
+
+REPAIR_SWITCH = "nightly_subrange_repair"
 
 # Columns added to repair_history after its first release (ALTER TABLE ADD on existing clusters).
 _REPAIR_HISTORY_EXTRA = {
@@ -83,6 +100,27 @@ class RepairHistoryRow:
     finished_at: datetime | None
     coordinator: str | None
     replicas: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MigrationRow:
+    """One row of ringward_ops.migrations: the precheck's record (`record`) and the state reached."""
+
+    migration_id: str
+    keyspace: str
+    state: str
+    updated_at: datetime | None
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SwitchEvent:
+    """One press of the repair pause switch."""
+
+    paused: bool
+    changed_at: datetime | None
+    changed_by: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -203,6 +241,39 @@ class OpsStore:
         rows = self._read(f"SELECT plan FROM {OPS_KEYSPACE}.migrations WHERE migration_id = %s", (migration_id,))
         return json.loads(rows[0].plan) if rows else None  # type: ignore[attr-defined]
 
+    def migrations_of(self, keyspace: str) -> list[tuple[str, str, datetime | None, dict[str, Any]]]:
+        """Every recorded migration of `keyspace`: (id, state, updated_at, record). The table is small (one
+        row per migration), so it is read whole rather than indexed by keyspace."""
+        rows = self._read(
+            f"SELECT migration_id, keyspace_name, state, plan, updated_at FROM {OPS_KEYSPACE}.migrations", ()
+        )
+        return [
+            (r.migration_id, r.state or "", _utc(r.updated_at), json.loads(r.plan or "{}"))  # type: ignore[attr-defined]
+            for r in rows
+            if r.keyspace_name == keyspace  # type: ignore[attr-defined]
+        ]
+
+    def migrations(self) -> list[MigrationRow]:
+        """Every recorded migration, latest first (the table holds one small row per migration)."""
+        rows = self._read(
+            f"SELECT migration_id, keyspace_name, state, plan, updated_at FROM {OPS_KEYSPACE}.migrations", ()
+        )
+        found = [
+            MigrationRow(r.migration_id, r.keyspace_name or "", r.state or "", _utc(r.updated_at),  # type: ignore[attr-defined]
+                         json.loads(r.plan or "{}"))  # type: ignore[attr-defined]
+            for r in rows
+        ]  # fmt: skip
+        return sorted(found, key=lambda m: m.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+
+    def journal_of(self, migration_id: str) -> list[JournalEntry]:
+        """Every journal entry of a migration, all stages, in (stage, range) order."""
+        rows = self._read(f"SELECT * FROM {OPS_KEYSPACE}.migration_journal WHERE migration_id = %s", (migration_id,))
+        return [
+            JournalEntry(row.step, TokenRange(row.range_start, row.range_end), row.status, row.coordinator or "",  # type: ignore[attr-defined]
+                         row.attempts or 0, row.seconds or 0.0, row.detail or "")  # type: ignore[attr-defined]
+            for row in rows
+        ]  # fmt: skip
+
     def migration_state(self, migration_id: str) -> str | None:
         rows = self._read(f"SELECT state FROM {OPS_KEYSPACE}.migrations WHERE migration_id = %s", (migration_id,))
         return str(rows[0].state) if rows else None  # type: ignore[attr-defined]
@@ -288,6 +359,42 @@ class OpsStore:
             for r in rows
         ]  # fmt: skip
         return sorted(runs, key=lambda run: run.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+
+    # -- the repair pause switch --------------------------------------------------------------------------
+    def switch_events(self, name: str = REPAIR_SWITCH, limit: int = 20) -> list[SwitchEvent]:
+        """The latest presses of a switch, newest first; none (or no table yet) means never pressed: running."""
+        if not self._has_table("repair_switch"):
+            return []
+        rows = self._read(f"SELECT * FROM {OPS_KEYSPACE}.repair_switch WHERE name = %s LIMIT {int(limit)}", (name,))
+        return [
+            SwitchEvent(bool(r.paused), _utc(r.changed_at), r.changed_by or "", r.reason or "")  # type: ignore[attr-defined]
+            for r in rows
+        ]
+
+    def repair_paused(self, name: str = REPAIR_SWITCH) -> bool:
+        """Whether the switch's latest press paused the repair."""
+        events = self.switch_events(name, limit=1)
+        return bool(events and events[0].paused)
+
+    def set_switch(self, paused: bool, changed_by: str, reason: str = "", name: str = REPAIR_SWITCH) -> SwitchEvent:
+        """Record a press (creating the table on a cluster whose ringward_ops predates it)."""
+        if not self._has_table("repair_switch"):
+            self.session.execute(_SCHEMA[-1].format(ks=OPS_KEYSPACE))
+            self.session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+        event = SwitchEvent(paused, datetime.now(UTC), changed_by, reason[:500])
+        self._write(
+            f"INSERT INTO {OPS_KEYSPACE}.repair_switch (name, changed_at, paused, changed_by, reason) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            (name, event.changed_at, paused, changed_by, event.reason),
+        )
+        return event
+
+    def _has_table(self, table: str) -> bool:
+        rows = self.session.execute(
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
+            (OPS_KEYSPACE, table),
+        )
+        return bool(list(rows))
 
 
 def _quorum(cql: str) -> SimpleStatement:

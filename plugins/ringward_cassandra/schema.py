@@ -10,14 +10,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from ringward.errors import ClusterError
-from ringward.replication import Replication
+from ringward.replication import DEFAULT_KEYSPACE_RF, Replication
 
 __all__ = [
     "CqlSession",
     "connect",
+    "default_keyspace_rf",
     "describe_schema_versions",
     "keyspace_names",
     "keyspace_replication",
+    "release_versions",
     "schema_versions",
     "table_gc_grace",
 ]
@@ -57,6 +59,17 @@ def keyspace_replication(session: CqlSession, keyspace: str) -> Replication:
     return Replication.parse(dict(_field(rows[0], "replication")))
 
 
+def default_keyspace_rf(session: CqlSession) -> int:
+    """cassandra.yaml's `default_keyspace_rf` of the node the session asks (`system_views.settings`): the
+    factor a SimpleStrategy or bare NTS request without a factor may take. 1 (Cassandra's default) when
+    the setting is not listed."""
+    rows = list(session.execute("SELECT value FROM system_views.settings WHERE name = %s", ("default_keyspace_rf",)))
+    value = str(_field(rows[0], "value")) if rows else ""
+    if not value.isdigit() or int(value) < 1:
+        return DEFAULT_KEYSPACE_RF
+    return int(value)
+
+
 def table_gc_grace(session: CqlSession, keyspace: str) -> dict[str, int]:
     """gc_grace_seconds of every table of `keyspace`, by table name."""
     rows = session.execute(
@@ -82,6 +95,33 @@ def schema_versions(session: Any) -> dict[str, list[str]]:
     ]:
         versions.setdefault(str(version), []).append(str(address))
     return {version: sorted(addresses) for version, addresses in versions.items()}
+
+
+def release_versions(session: Any) -> dict[str, list[str]]:
+    """Cassandra release -> node addresses, as one live node sees them (`system.local` and `system.peers`).
+
+    Both tables are read from the same node; a node whose connection the driver just dropped is skipped
+    (the driver marks a host down when it fails to decode a response, e.g. a schema refresh), and the
+    next live one asked.
+    """
+    last_error: Exception | None = None
+    for host in [h for h in session.cluster.metadata.all_hosts() if h.is_up]:
+        try:
+            local = session.execute("SELECT broadcast_address, release_version FROM system.local", host=host)
+            peers = session.execute("SELECT peer, release_version FROM system.peers", host=host)
+        except Exception as error:  # the driver raises several kinds; another node may answer
+            last_error = error
+            continue
+        versions: dict[str, list[str]] = {}
+        for address, release in [(_field(r, "broadcast_address"), _field(r, "release_version")) for r in local] + [
+            (_field(r, "peer"), _field(r, "release_version")) for r in peers
+        ]:
+            versions.setdefault(str(release), []).append(str(address))
+        return {release: sorted(addresses) for release, addresses in versions.items()}
+    raise ClusterError(
+        f"No node answered which Cassandra release it runs: {last_error or 'no node is up'}.",
+        "Check that the nodes accept CQL connections, then retry.",
+    )
 
 
 def describe_schema_versions(versions: Mapping[str, list[str]]) -> str:

@@ -1,19 +1,29 @@
 """The project-local Airflow configuration: AIRFLOW_HOME under .airflow/, SQLite, examples off, and the
-connections of the embedded local cluster (set through AIRFLOW_CONN_* variables, never by hand)."""
+connections of the embedded local cluster: AIRFLOW_CONN_* variables (what tasks read first), copied into
+Airflow's metadata database so Admin -> Connections lists them (re-copied whenever they change)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from ringward_cassandra.localcluster import LocalCluster, load_topology
 from ringward_cassandra.localcluster.runtime import project_home
-from ringward_cassandra.localcluster.spark_jars import connector_lib_dir, ensure_connector_jars
+from ringward_cassandra.localcluster.spark_jars import connector_lib_dir
 
-__all__ = ["airflow_environment", "ensure_airflow_db", "local_connections"]
+__all__ = ["airflow_environment", "connections_to_import", "ensure_airflow_connections", "ensure_airflow_db",
+           "local_connections"]  # fmt: skip
+
+_CONN_PREFIX = "AIRFLOW_CONN_"
+# The connections ringward sets for the local cluster (only these are copied into the metadata database).
+LOCAL_CONNECTION_VARIABLES = ("AIRFLOW_CONN_CASSANDRA_DEFAULT", "AIRFLOW_CONN_RINGWARD_NODETOOL",
+                              "AIRFLOW_CONN_SPARK_DEFAULT")  # fmt: skip
 
 
 def local_connections(home: Path, topology: str = "seed") -> dict[str, str]:
@@ -55,7 +65,7 @@ def airflow_environment(home: Path | None = None, topology: str | None = None) -
     )
     if topology is None:
         topology = _current_topology(home)
-    ensure_connector_jars(home)  # once (Maven), for the local spark_default's ringward-jars-dir
+    env.setdefault("RINGWARD_TOPOLOGY", Path(topology).stem if topology.endswith((".yaml", ".json")) else topology)
     for key, value in local_connections(home, topology).items():
         env.setdefault(key, value)
     return env
@@ -79,3 +89,43 @@ def ensure_airflow_db(env: dict[str, str]) -> None:
 
 def _airflow_binary() -> str:
     return str(Path(sys.executable).parent / "airflow")
+
+
+def connections_to_import(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The local cluster's AIRFLOW_CONN_* JSON connections of `env` in `airflow connections import` form
+    (conn id in lower case, `extra` as JSON text), each described as set by ringward."""
+    topology = env.get("RINGWARD_TOPOLOGY", "")
+    found: dict[str, dict[str, Any]] = {}
+    for key in LOCAL_CONNECTION_VARIABLES:
+        value = env.get(key, "")
+        if not value.lstrip().startswith("{"):
+            continue  # absent, or a URI the user set: theirs to manage
+        connection = dict(json.loads(value))
+        if isinstance(connection.get("extra"), dict):
+            connection["extra"] = json.dumps(connection["extra"], sort_keys=True)
+        connection["description"] = (
+            f"ringward: the local cluster{f' ({topology})' if topology else ''}; written by `ringward airflow` "
+            f"from ${key}, which tasks read first"
+        )
+        found[key[len(_CONN_PREFIX) :].lower()] = connection
+    return found
+
+
+def ensure_airflow_connections(env: dict[str, str], run: Callable[..., Any] = subprocess.run) -> bool:
+    """Copy the environment's connections into the metadata database (`airflow connections import
+    --overwrite`) when they differ from the last copy; True when it imported. A marker file holds the
+    digest of what was imported, so an unchanged setup costs nothing."""
+    wanted = connections_to_import(env)
+    if not wanted:
+        return False
+    home = Path(env["AIRFLOW_HOME"])
+    digest = hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()
+    marker = home / ".connections-imported"
+    if marker.exists() and marker.read_text().strip() == digest:
+        return False
+    source = home / "ringward-connections.json"
+    source.write_text(json.dumps(wanted, indent=2, sort_keys=True))
+    run([_airflow_binary(), "connections", "import", "--overwrite", str(source)], env=env, check=True,
+        stdout=subprocess.DEVNULL)  # fmt: skip
+    marker.write_text(digest)
+    return True

@@ -38,3 +38,25 @@ def test_nightly_repair_wiring() -> None:
     assert dag.get_task("repair").max_active_tis_per_dag == 1  # node locks hold within one task only
     assert dag.get_task("report").trigger_rule == "all_done"
     assert {"config_overrides", "enabled", "keyspaces", "max_duration"} <= set(dag.params)
+
+
+def _nightly():  # type: ignore[no-untyped-def]
+    return DagBag(dag_folder=str(DAGS_FOLDER / "nightly_subrange_repair.py")).dags["nightly_subrange_repair"]
+
+
+def test_nightly_repair_form_offers_no_null_choices_and_explains_every_field() -> None:
+    dag = _nightly()
+    for name, param in dag.params.items():
+        schema = param.schema
+        assert schema.get("title") and schema["title"] != name and param.description, name
+        assert None not in schema.get("enum", []), name  # no literal "null" in a select
+    enabled = dag.params.get_param("enabled").schema
+    assert enabled["type"] == "string" and set(enabled["enum"]) == {"config", "on", "off"}  # not a null toggle
+    assert dag.params["enabled"] == "config" and dag.params["repair_type"] == "config"
+    assert set(dag.params.get_param("scope").schema["enum"]) == {"due", "all"}
+
+
+def test_nightly_repair_docs_say_what_a_manual_trigger_does() -> None:
+    doc = _nightly().doc_md
+    assert doc and doc.startswith("### Nightly subrange repair")
+    assert "Triggering it by hand" in doc and "all" in doc and "scheduled run" in doc

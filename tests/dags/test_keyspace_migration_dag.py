@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import itertools
+import json
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from airflow.dag_processing.dagbag import DagBag
 from ringward.migration import MAX_STAGED_STEPS
 
-DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
+ROOT = Path(__file__).resolve().parents[2]
+DAGS_FOLDER = ROOT / "dags"
 
 
 def _dag():  # type: ignore[no-untyped-def]
@@ -39,3 +47,95 @@ def test_the_form_offers_the_documented_params() -> None:
     assert {"keyspace", "replication", "require_approval", "pre_repair", "client_read_consistency", "dry_run",
             "snapshot_before_cleanup"} <= set(params)  # fmt: skip
     assert params["require_approval"] is True and params["snapshot_before_cleanup"] is True
+    assert params["allow_quorum_gap"] is False  # a refusal's fix may suggest it; the operator opts in
+
+
+def test_every_param_has_a_title_and_a_description() -> None:
+    dagbag = DagBag(dag_folder=str(DAGS_FOLDER / "keyspace_migration.py"))
+    for dag_id in ("keyspace_migration", "keyspace_migration_rollback"):
+        for name, param in dagbag.dags[dag_id].params.items():
+            schema = param.schema
+            assert schema.get("title") and schema.get("title") != name, (dag_id, name)
+            assert param.description, (dag_id, name)
+
+
+def test_a_migration_has_no_default_target() -> None:
+    from airflow.sdk.definitions.param import ParamsDict
+    from airflow.sdk.exceptions import ParamValidationError
+
+    params = _dag().params
+    assert not params.get_param("keyspace").has_value and not params.get_param("replication").has_value
+    with pytest.raises(ParamValidationError):  # a run without a chosen keyspace is not created
+        ParamsDict(params).validate()
+    chosen = ParamsDict(params)
+    chosen.update({"keyspace": "shop", "replication": {"class": "NetworkTopologyStrategy", "dc1": 3}})
+    assert chosen.validate()["keyspace"] == "shop"
+
+
+def test_the_ui_docs_are_for_operators() -> None:
+    dagbag = DagBag(dag_folder=str(DAGS_FOLDER / "keyspace_migration.py"))
+    for dag in dagbag.dags.values():
+        doc = dag.doc_md or ""
+        assert doc.startswith("### ") and "wires" not in doc and "plugins/" not in doc, dag.dag_id
+    assert "refused" in _dag().doc_md and "Required Actions" in _dag().doc_md
+
+
+def test_a_refusal_skips_the_rest_and_the_refused_task_fails_the_run() -> None:
+    dag = _dag()
+    refused = dag.get_task("refused")
+    assert refused.trigger_rule == "all_failed" and refused.upstream_task_ids == {"precheck"}
+    assert refused.downstream_task_ids == set()  # a leaf: its failure is the run's
+    gate = dag.get_task("continue_unless_dry_run")
+    assert gate.trigger_rule == "all_done" and gate.ignore_downstream_trigger_rules  # skips everything after it
+    assert dag.get_task("precheck").downstream_task_ids == {"continue_unless_dry_run", "refused"}
+
+
+def _run_at(db: Path, dag_id: str, logical_date: datetime) -> tuple[str, dict[str, str], dict[str, str]]:
+    """(state, task states, rendered `summary` per task) of the run of `dag_id` at `logical_date`."""
+    with closing(sqlite3.connect(db)) as connection:
+        run_id, state = connection.execute(
+            "SELECT run_id, state FROM dag_run WHERE dag_id = ? AND logical_date = ?",
+            (dag_id, logical_date.strftime("%Y-%m-%d %H:%M:%S.%f")),
+        ).fetchone()
+        states = dict(connection.execute(
+            "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", (dag_id, run_id)))  # fmt: skip
+        rendered = {
+            task_id: json.loads(fields).get("summary", "")
+            for task_id, fields in connection.execute(
+                "SELECT task_id, rendered_fields FROM rendered_task_instance_fields WHERE dag_id = ? AND run_id = ?",
+                (dag_id, run_id),
+            )
+        }
+    return state, states, rendered
+
+
+def test_a_refused_run_reads_as_a_refusal() -> None:
+    """`ringward airflow dags test` with a keyspace name the precheck refuses before it touches any cluster."""
+    from ringward_cli.airflow_env import airflow_environment
+
+    env = airflow_environment(ROOT)
+    logical_date = datetime.now(UTC).replace(year=2001)  # a date of its own: no other run has it
+    conf = {"keyspace": "no such!", "replication": {"class": "NetworkTopologyStrategy", "dc1": 2}}
+    ringward = str(Path(sys.executable).parent / "ringward")
+    command = [ringward, "airflow", "dags", "test", "keyspace_migration", logical_date.isoformat(),
+               "--conf", json.dumps(conf)]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    output = result.stdout + result.stderr
+    state, states, rendered = _run_at(Path(env["AIRFLOW_HOME"]) / "airflow.db", "keyspace_migration", logical_date)
+    assert state == "failed", output[-3000:]
+    assert states.pop("precheck") == "failed" and states.pop("refused") == "failed"
+    assert states.pop("continue_unless_dry_run") == "success"
+    assert set(states.values()) == {"skipped"}, states  # no upstream_failed wall
+    for task_id in ("precheck", "refused"):
+        summary = rendered[task_id]
+        assert summary.startswith("## REFUSED: replication change of `no such!`"), summary
+        assert summary.index("**Problem**") < summary.index("not a valid") < summary.index("**Fix**")
+    assert "\nFix: Give the keyspace's name as stored" in output
+
+
+def test_the_approval_links_the_migration_page_of_its_run() -> None:
+    dag = DagBag(dag_folder=str(DAGS_FOLDER / "keyspace_migration.py")).dags["keyspace_migration"]
+    body = dag.get_task("approval").body
+    assert "migration_page(dag.dag_id, run_id)" in body
+    page = dag.user_defined_macros["migration_page"]("keyspace_migration", "manual__2026-11-23T10:00:00+00:00")
+    assert page == "ringward/migration/keyspace_migration/manual__2026-11-23T10%3A00%3A00%2B00%3A00"

@@ -55,6 +55,10 @@ def test_seed_scenario_through_the_dag(seed_cluster: LocalCluster) -> None:
          "require_approval": False}
     )  # fmt: skip
     assert dag_run_state(result) == "success", failures(result)
+    # The report: Markdown with per-stage times read from Airflow's task instances.
+    output = result.stdout + result.stderr
+    assert "## Migration `seed_safe@" in output and "### Stages (Airflow task instances" in output
+    assert "| step_1.repair " in output
 
     assert seed_cluster.nodetool("127.0.0.2", ["getendpoints", "seed_safe", "users", "1"]).stdout.split() == [
         "127.0.0.3",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -155,6 +156,8 @@ def test_the_run_repairs_what_a_node_missed_and_status_shows_it(outage: Outage) 
     assert result.returncode == 0, output(result)[-3000:]
     assert latest_run(outage.seeds).state == "DONE"
     assert count_at_one(outage.down, "nightly_rf3") == ROWS
+    # Each segment's line starts with the whole run's progress: [done/total share ETA].
+    assert re.search(r"\[\d+/\d+ [\d.]+% ETA [^\]]+\] DONE nightly_rf3", output(result)), output(result)[-3000:]
     status = subprocess.run(
         [RINGWARD, "repair", "status", "--contact", outage.seeds[0]], cwd=ROOT, capture_output=True, text=True
     )
@@ -240,7 +243,7 @@ def test_the_kill_switch_stops_a_run_between_segments(outage: Outage, tmp_path: 
     assert SegmentState.DONE in states and SegmentState.POSTPONED in states
     assert SegmentState.RUNNING not in states  # the running session finished; none started after
 
-    disabled = run_dag({**conf("nightly_switch"), "enabled": False})
+    disabled = run_dag({**conf("nightly_switch"), "enabled": "off"})
     assert disabled.returncode == 0, output(disabled)[-3000:]
     run = latest_run(seeds)
     assert run.state == "DISABLED"

@@ -93,11 +93,49 @@ def test_endpoints_and_plan_match_a_two_dc_cluster(two_dc_cluster: LocalCluster)
     check_against_cluster(two_dc_cluster, TWO_DC_CHANGES)
 
 
-def test_schema_versions_name_every_node_of_the_cluster(seed_cluster: LocalCluster) -> None:
-    from ringward_cassandra.schema import schema_versions
+def test_schema_and_release_versions_name_every_node_of_the_cluster(seed_cluster: LocalCluster) -> None:
+    from ringward_cassandra.schema import release_versions, schema_versions
 
     with connect(seed_cluster.topology().seeds) as session:
         settle_schema(session)
         versions = schema_versions(session)
+        releases = release_versions(session)
     assert len(versions) == 1, versions
     assert next(iter(versions.values())) == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+    # the release every node reports: the precheck refuses a cluster where they differ
+    assert releases == {"5.0.9": ["127.0.0.2", "127.0.0.3", "127.0.0.4"]}
+
+
+def test_alter_keyspace_stores_what_ringward_reads_a_request_as(two_dc_cluster: LocalCluster) -> None:
+    """Cassandra 5.0's own option processing against `ringward.alter`: bare NTS after NTS, SimpleStrategy
+    without a factor, the shorthand on ALTER; a mixed-case shorthand is refused by both."""
+    from ringward.alter import altered_replication
+    from ringward_cassandra.schema import default_keyspace_rf, keyspace_replication
+
+    cases: list[tuple[Setting, Setting]] = [
+        ({"class": NTS, "dc1": 2}, {"class": NTS}),  # keeps dc1 at 2, gives dc2 default_keyspace_rf
+        ({"class": NTS, "dc1": 2, "dc2": 1}, {"class": SIMPLE}),  # default_keyspace_rf
+        ({"class": SIMPLE, "replication_factor": 2}, {"class": NTS}),  # 2 everywhere
+        ({"class": NTS, "dc1": 1}, {"class": NTS, "replication_factor": "2", "dc1": "3"}),
+    ]
+    with connect(two_dc_cluster.topology().seeds) as session:
+        default_rf = default_keyspace_rf(session)
+        datacenters = ["dc1", "dc2"]
+        for number, (current, requested) in enumerate(cases):
+            keyspace = f"rl_alter_{number}"
+            session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+            session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {Replication.parse(current).to_cql()}")
+            session.execute(f"ALTER KEYSPACE {keyspace} WITH replication = {Replication.parse(requested).to_cql()}")
+            expected = altered_replication(Replication.parse(current), Replication.parse(requested), datacenters,
+                                           default_rf)  # fmt: skip
+            assert keyspace_replication(session, keyspace) == expected, (current, requested)
+            session.execute(f"DROP KEYSPACE {keyspace}")
+        refused = "CREATE KEYSPACE rl_alter_case WITH replication = {'class': 'NetworkTopologyStrategy', "
+        try:
+            session.execute(refused + "'Replication_Factor': '1'}")
+        except Exception as error:  # the driver's ConfigurationException / InvalidRequest
+            assert "Replication_Factor" in str(error) or "replication_factor" in str(error), error
+        else:
+            session.execute("DROP KEYSPACE IF EXISTS rl_alter_case")
+            raise AssertionError("Cassandra accepted a mixed-case replication_factor")
+        settle_schema(session)

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from ringward.alter import altered_replication
+from ringward.errors import ReplicationError
+from ringward.migration import migration_steps
+from ringward.placement import replica_map
 from ringward.plan import build_plan
 from ringward.replication import Replication
+from ringward.ring import Node, Ring
 from ringward.ring_sources import load_ring_file
 from ringward.staging import staged_steps
 
@@ -50,3 +55,94 @@ def test_staged_route_spells_out_a_shorthand_target() -> None:
     requested = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 0, "replication_factor": 2})
     steps = staged_steps(ring, old, requested)
     assert steps[-1] == nts({"dc1": 0, "dc2": 2})
+
+
+# --- requested settings read as Cassandra 5.0 reads them (issue 15, section 4) ---------------------------
+# Cases mirror Cassandra 5.0's own AlterTest (default_keyspace_rf test) and NetworkTopologyStrategy /
+# SimpleStrategy.prepareOptions: DATA_CENTER, DATA_CENTER_REMOTE there are dc1, dc2 here.
+
+SIMPLE = {"class": "SimpleStrategy"}
+BARE_NTS = {"class": "NetworkTopologyStrategy"}
+
+
+def parse(options: dict[str, object]) -> Replication:
+    return Replication.parse(options)
+
+
+@pytest.mark.parametrize("default_rf", [1, 2])
+def test_create_without_factors_takes_default_keyspace_rf(default_rf: int) -> None:
+    assert altered_replication(None, parse(SIMPLE), DCS, default_rf) == Replication.simple(default_rf)
+    assert altered_replication(None, parse(BARE_NTS), DCS, default_rf) == nts({"dc1": default_rf, "dc2": default_rf})
+    shorthand = parse({**BARE_NTS, "replication_factor": "2"})
+    assert altered_replication(None, shorthand, DCS, default_rf) == nts({"dc1": 2, "dc2": 2})
+
+
+def test_bare_nts_after_nts_keeps_the_keyspace_datacenters() -> None:
+    """AlterTest: NTS {dc1: 2, dc2: 2} altered to a bare NTS stays {dc1: 2, dc2: 2}."""
+    assert altered_replication(nts({"dc1": 2, "dc2": 2}), parse(BARE_NTS), DCS) == nts({"dc1": 2, "dc2": 2})
+
+
+@pytest.mark.parametrize("default_rf", [1, 3])
+def test_bare_nts_after_nts_gives_datacenters_not_in_the_keyspace_default_keyspace_rf(default_rf: int) -> None:
+    """prepareOptions reads a bare NTS as the shorthand at default_keyspace_rf: existing datacenters keep
+    their factor, the ring's other datacenters get the default."""
+    altered = altered_replication(nts({"dc1": 3}), parse(BARE_NTS), DCS, default_rf)
+    assert altered == nts({"dc1": 3, "dc2": default_rf})
+
+
+def test_bare_nts_after_simple_strategy_keeps_its_factor_everywhere() -> None:
+    """AlterTest: SimpleStrategy RF 2 altered to a bare NTS is {dc1: 2, dc2: 2}, whatever the default."""
+    assert altered_replication(Replication.simple(2), parse(BARE_NTS), DCS, 3) == nts({"dc1": 2, "dc2": 2})
+
+
+def test_simple_strategy_without_factor_after_nts_takes_default_keyspace_rf() -> None:
+    """AlterTest: NTS {dc1: 2, dc2: 2} altered to SimpleStrategy without a factor gets default_keyspace_rf."""
+    assert altered_replication(nts({"dc1": 2, "dc2": 2}), parse(SIMPLE), DCS, 1) == Replication.simple(1)
+    assert altered_replication(nts({"dc1": 2, "dc2": 2}), parse(SIMPLE), DCS, 3) == Replication.simple(3)
+
+
+def test_simple_strategy_without_factor_after_simple_keeps_the_factor() -> None:
+    assert altered_replication(Replication.simple(3), parse(SIMPLE), DCS, 1) == Replication.simple(3)
+
+
+def test_shorthand_on_alter_keeps_existing_factors_and_drops_zeros() -> None:
+    requested = parse({**BARE_NTS, "replication_factor": "1", "dc2": "0"})
+    assert altered_replication(nts({"dc1": 3, "dc2": 2}), requested, ["dc1", "dc2", "dc3"]) == nts({"dc1": 3, "dc3": 1})
+
+
+def test_full_and_short_class_names_and_string_factors_read_alike() -> None:
+    full = parse({"class": "org.apache.cassandra.locator.NetworkTopologyStrategy", "dc1": "3", "dc2": "+1"})
+    assert full == parse({"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 1})
+    assert parse({"class": "org.apache.cassandra.locator.SimpleStrategy"}) == parse(SIMPLE)
+
+
+def test_issue_bare_nts_on_a_one_node_dc_keeps_its_factor() -> None:
+    """The issue's example: --from NTS replication_factor 3 --to a bare NTS on a one-node dc1. Cassandra keeps
+    dc1 at 3, so the plan is a no-op, not an empty placement."""
+    ring = Ring.of([Node("127.0.0.2", "dc1", "rack1", (0,))])
+    plan = build_plan(ring, parse({**BARE_NTS, "replication_factor": 3}), parse(BARE_NTS), keyspace="ks")
+    codes = {f.code for f in plan.refusals}
+    assert "no_op" in codes and "no_replicas" not in codes  # (rf 3 on one node is refused on its own)
+    assert all(change.new == ("127.0.0.2",) for change in plan.ranges)
+
+
+def test_simple_strategy_without_factor_is_planned_not_refused() -> None:
+    ring = load_ring_file(RINGS / "seed_num_tokens_4.txt")
+    plan = build_plan(ring, nts({"dc1": 2}), parse(SIMPLE), keyspace="ks", default_keyspace_rf=2)
+    assert "malformed_replication" not in {f.code for f in plan.findings}
+    assert {len(change.new) for change in plan.ranges} == {2}
+
+
+def test_a_mixed_case_shorthand_is_refused_like_cassandra_refuses_it() -> None:
+    with pytest.raises(ReplicationError, match="lowercase"):
+        parse({**BARE_NTS, "Replication_Factor": 3})
+
+
+def test_every_step_is_spelled_as_cassandra_stores_it() -> None:
+    """A bare NTS after NTS {dc1: 2} means {dc1: 2, dc2: 1}: the route's ALTER says so, so the ALTER, the
+    placement the migration checks after it and a retry's comparison all see one setting."""
+    ring = load_ring_file(RINGS / "two_dc.json")
+    plan = build_plan(ring, nts({"dc1": 2}), parse(BARE_NTS), keyspace="ks")
+    assert plan.steps[-1] == nts({"dc1": 2, "dc2": 1})
+    step = migration_steps(plan)[-1]
+    assert step.placements(ring)[1] is replica_map(ring, nts({"dc1": 2, "dc2": 1}))

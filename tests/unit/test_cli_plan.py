@@ -12,7 +12,7 @@ from ringward.placement import replicas_for_token
 from ringward.replication import Replication
 from ringward.ring import Ring
 from ringward.ring_sources import load_ring_file, ring_to_json
-from ringward_cassandra.schema import keyspace_names, keyspace_replication, table_gc_grace
+from ringward_cassandra.schema import default_keyspace_rf, keyspace_names, keyspace_replication, table_gc_grace
 from ringward_cli.main import main
 
 RINGS = Path(__file__).parent.parent / "fixtures" / "rings"
@@ -144,6 +144,8 @@ class FakeSession:
                 {"table_name": "users", "gc_grace_seconds": 864000},
                 {"table_name": "events", "gc_grace_seconds": 0},
             ]
+        if "system_views.settings" in query:
+            return [{"value": "3"}] if parameters == ("default_keyspace_rf",) else []
         return [{"keyspace_name": "test"}, {"keyspace_name": "system"}]
 
 
@@ -152,6 +154,36 @@ def test_schema_reader_parses_the_live_replication() -> None:
     assert keyspace_replication(session, "test") == Replication.simple(2)
     assert table_gc_grace(session, "test") == {"users": 864000, "events": 0}
     assert keyspace_names(session) == ["system", "test"]
+
+
+def test_schema_reader_reads_default_keyspace_rf() -> None:
+    assert default_keyspace_rf(FakeSession()) == 3
+
+    class Unlisted(FakeSession):
+        def execute(self, query: str, parameters: Any = None) -> list[dict[str, Any]]:
+            return [] if "system_views" in query else super().execute(query, parameters)
+
+    assert default_keyspace_rf(Unlisted()) == 1  # Cassandra's own default
+
+
+def test_simple_strategy_without_factor_takes_the_given_default_keyspace_rf(capsys: pytest.CaptureFixture[str]) -> None:
+    """From NTS, a SimpleStrategy without factor takes default_keyspace_rf, as ALTER KEYSPACE does."""
+    args = ["--ring", SEED, "--from", NTS_DC1_2, "--to", '{"class": "SimpleStrategy"}', "--format", "json"]
+    _, out = run(capsys, *args, "--default-keyspace-rf", "3")
+    data = json.loads(out)
+    assert {len(r["new"]) for r in data["ranges"]} == {3}
+    _, out = run(capsys, *args)
+    assert {len(r["new"]) for r in json.loads(out)["ranges"]} == {1}
+
+
+def test_allow_quorum_gap_stages_with_a_kept_replica_only(capsys: pytest.CaptureFixture[str]) -> None:
+    """SimpleStrategy RF 3 -> NTS dc1: 1 drops two replicas of a range at once: staged unless the gap is allowed."""
+    args = ["--ring", SEED, "--from", '{"class": "SimpleStrategy", "replication_factor": 3}']
+    args += ["--to", '{"class": "NetworkTopologyStrategy", "dc1": 1}', "--format", "json"]
+    code, out = run(capsys, *args)
+    assert code == 0 and len(json.loads(out)["steps"]) == 2
+    code, out = run(capsys, *args, "--allow-quorum-gap")
+    assert code == 0 and len(json.loads(out)["steps"]) == 1
 
 
 def test_schema_reader_refuses_a_missing_keyspace() -> None:

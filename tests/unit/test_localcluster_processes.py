@@ -49,3 +49,15 @@ def test_stopping_a_node_returns_once_the_process_is_reaped() -> None:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_a_node_start_keeps_the_previous_logs(tmp_path: Path) -> None:
+    from ringward_cassandra.localcluster.cluster import rotate_log
+
+    log = tmp_path / "system.log"
+    for run in range(1, 6):
+        rotate_log(log, keep=3)
+        log.write_text(f"run {run}\n")
+    assert log.read_text() == "run 5\n"
+    kept = {p.name: p.read_text() for p in tmp_path.glob("system.log.*")}
+    assert kept == {"system.log.1": "run 4\n", "system.log.2": "run 3\n", "system.log.3": "run 2\n"}

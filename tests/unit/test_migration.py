@@ -12,6 +12,7 @@ from ringward.migration import (
     cleanup_nodes,
     migration_steps,
     pending,
+    range_count,
     repair_segments,
     repair_waves,
     verify_targets,
@@ -19,7 +20,7 @@ from ringward.migration import (
 from ringward.placement import replica_map
 from ringward.plan import build_plan
 from ringward.replication import Replication
-from ringward.ring import Ring
+from ringward.ring import MIN_TOKEN, Ring
 from ringward.ring_sources import load_ring_file
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rings"
@@ -107,3 +108,95 @@ def test_refused_change_names_the_refusals(ring: Ring) -> None:
     plan = build_plan(ring, SIMPLE_2, {"class": "NetworkTopologyStrategy", "dc9": 2}, keyspace="test")
     with pytest.raises(UnsafeChangeError, match="dc9"):
         migration_steps(plan)
+
+
+# -- resuming a half-done migration ----------------------------------------------------------------------
+
+
+def _recorded(migration_id: str, state: str, target: dict[str, object], *, owner: str = "", minute: int = 0):  # type: ignore[no-untyped-def]
+    from datetime import UTC, datetime
+
+    from ringward.migration import RecordedMigration
+
+    return RecordedMigration(migration_id, "loadks", state, Replication.parse(target), owner or migration_id,
+                             updated_at=datetime(2026, 11, 23, 12, minute, tzinfo=UTC))  # fmt: skip
+
+
+NTS2 = {"class": "NetworkTopologyStrategy", "dc1": 2}
+NTS3 = {"class": "NetworkTopologyStrategy", "dc1": 3}
+
+
+def test_the_same_target_resumes_the_half_done_migration() -> None:
+    from ringward.migration import migration_to_resume
+
+    half_done = _recorded("loadks@run1", "altered:1", NTS2)
+    assert migration_to_resume([half_done], "loadks", Replication.parse(NTS2)) is half_done
+    # dc factor 0 is what Cassandra drops: the same setting
+    same = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2, "dc2": 0})
+    assert migration_to_resume([half_done], "loadks", same) is half_done
+
+
+def test_done_and_rolled_back_migrations_are_not_resumed() -> None:
+    from ringward.migration import migration_to_resume
+
+    done = _recorded("loadks@run1", "done", NTS2)
+    undone = _recorded("loadks@run2", "altered:1", NTS2, minute=1)
+    its_rollback = _recorded("loadks@run3", "done", {"class": "SimpleStrategy", "replication_factor": 2},
+                             owner="loadks@run2", minute=2)  # fmt: skip
+    assert migration_to_resume([done, undone, its_rollback], "loadks", Replication.parse(NTS2)) is None
+    other_keyspace = _recorded("other@run1", "altered:1", NTS2)
+    object.__setattr__(other_keyspace, "keyspace", "other")
+    assert migration_to_resume([other_keyspace], "loadks", Replication.parse(NTS3)) is None
+
+
+def test_a_different_target_while_half_done_is_refused_with_both_ways_on() -> None:
+    from ringward.errors import MigrationError
+    from ringward.migration import migration_to_resume
+
+    half_done = _recorded("loadks@run1", "altered:1", NTS2)
+    with pytest.raises(MigrationError) as refusal:
+        migration_to_resume([half_done], "loadks", Replication.parse(NTS3))
+    assert "unfinished migration loadks@run1" in refusal.value.problem and "ALTER is applied" in refusal.value.problem
+    assert "keyspace_migration_rollback with rollback_of loadks@run1" in refusal.value.fix
+    assert "'dc1': '2'" in refusal.value.fix or "'dc1': 2" in refusal.value.fix
+
+
+def test_only_the_latest_unfinished_migration_is_resumable() -> None:
+    from ringward.errors import MigrationError
+    from ringward.migration import migration_to_resume
+
+    # A rollback (target: the original setting) took over the lease after the migration to NTS2 half ran.
+    original = _recorded("loadks@run1", "altered:1", NTS2, minute=1)
+    rollback = _recorded("loadks@run2", "altered:1", {"class": "SimpleStrategy", "replication_factor": 2},
+                         owner="loadks@run1", minute=5)  # fmt: skip
+    with pytest.raises(MigrationError, match="unfinished migration loadks@run2"):
+        migration_to_resume([original, rollback], "loadks", Replication.parse(NTS2))
+
+
+def test_repair_counts_ranges_as_the_plan_does_and_says_the_split_once(ring: Ring) -> None:
+    """The plan's "N of M ranges" and the repair stage count the same ring ranges: the wrap-around range is
+    one range, repaired as two segments split at the ring's minimum token (said once, in the count)."""
+    plan = build_plan(ring, SIMPLE_2, NTS_2, keyspace="test")
+    step = migration_steps(plan)[0]
+    segments = repair_segments(ring, step, "test", "post")
+    affected = plan.diff.affected_count()
+    wrap_affected = any(c.range.wraps for c in plan.affected)
+    assert len(segments) == affected + wrap_affected
+    expected = f"{affected} ranges"
+    if wrap_affected:
+        expected += f" ({affected + 1} repair segments: the wrap-around range is split at the ring's minimum token)"
+    assert range_count(segments) == expected
+    if wrap_affected:  # half of the wrap-around range alone is still that one range
+        assert range_count([s for s in segments if s.range.start != MIN_TOKEN]) == f"{affected} ranges"
+
+
+def test_refusal_text_puts_each_refusal_and_each_fix_on_its_own_line(ring: Ring) -> None:
+    plan = build_plan(ring, SIMPLE_2, {"class": "NetworkTopologyStrategy", "dc9": 2}, keyspace="test")
+    with pytest.raises(UnsafeChangeError) as refusal:
+        migration_steps(plan)
+    text = str(refusal.value)
+    problem, fix = text.split("\nFix:", 1)
+    assert problem.startswith("The change of test is refused:\n- ")
+    fixes = fix.strip().splitlines()
+    assert len(fixes) >= 2 and all(line.startswith("- ") and line.endswith(".") for line in fixes), text
+    assert any("Use the ring's datacenters: dc1." in line for line in fixes)

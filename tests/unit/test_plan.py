@@ -117,3 +117,57 @@ def test_ring_change_with_new_tokens_splits_ranges(seed_ring: Ring) -> None:
     after = Ring.of([*seed_ring.nodes, joining])
     plan = build_ring_change_plan(seed_ring, after, NTS_DC1_2, keyspace="ks")
     assert [c.range.end for c in plan.ranges] == sorted([*seed_ring.sorted_tokens, 1, 2])
+
+
+def test_a_refused_plan_table_shows_the_computable_target_and_marks_the_refusals(seed_ring: Ring) -> None:
+    """dc9 is not in the ring: the dc1 part of the target is still placed and shown, and every range names
+    the refusal instead of reading "moved"."""
+    plan = build_plan(seed_ring, SIMPLE_2, Replication.network_topology({"dc1": 2, "dc9": 1}), keyspace="test")
+    assert not plan.safe
+    rows = plan.table().splitlines()[2:]
+    assert len(rows) == len(seed_ring.ranges())
+    for row, change in zip(rows, plan.ranges, strict=True):
+        expected_new = replicas_for_token(seed_ring, NTS_DC1_2, change.range.end)
+        assert ",".join(expected_new) in row
+        assert "REFUSED(unknown_datacenter)" in row
+        assert " moved" not in row
+
+
+def test_range_specific_refusals_mark_only_their_ranges() -> None:
+    """SimpleStrategy RF 1 -> NTS {dc1: 1, dc2: 0}: ranges owned by a dc2 node keep none of their replicas."""
+    ring = load_ring_file(RINGS / "two_dc.json")
+    new = Replication.network_topology({"dc1": 1, "dc2": 0})
+    plan = build_plan(ring, Replication.simple(1), new, keyspace="t")
+    orphaned = {r for f in plan.refusals if f.code == "no_replica_kept" for r in f.ranges}
+    assert 0 < len(orphaned) < len(ring.ranges())
+    for row, change in zip(plan.table().splitlines()[2:], plan.ranges, strict=True):
+        assert ("no_replica_kept" in row) == (change.range in orphaned)
+
+
+def test_a_safe_plan_table_marks_moves(seed_plan: MigrationPlan) -> None:
+    table = seed_plan.table()
+    assert "moved" in table and "REFUSED" not in table and "would-move" not in table
+
+
+def test_the_summary_explains_each_staged_step_in_one_line() -> None:
+    ring = load_ring_file(RINGS / "two_dc.json")
+    plan = build_plan(
+        ring, Replication.network_topology({"dc1": 1}), Replication.network_topology({"dc2": 1, "dc1": 0}), keyspace="m"
+    )
+    lines = plan.summary().splitlines()
+    start = lines.index("staged route, 2 steps:")
+    first, second = lines[start + 1], lines[start + 2]
+    assert first.startswith("  1. {'class': 'NetworkTopologyStrategy', 'dc1': '1', 'dc2': '1'} -- dc2 0 -> 1; ")
+    assert "dc1 waits: moving it in the same ALTER breaks a rule (a range keeps none of its replicas)" in first
+    assert second.startswith("  2. {'class': 'NetworkTopologyStrategy', 'dc2': '1', 'dc1': '0'} -- dc1 1 -> 0; ")
+    assert plan.to_json()["step_notes"] == [line.split(" -- ", 1)[1] for line in (first, second)]
+
+
+def test_refused_target_without_replicas_shows_none_not_an_empty_move(seed_ring: Ring) -> None:
+    plan = build_plan(seed_ring, SIMPLE_2, {"class": "NetworkTopologyStrategy", "dc9": 2}, keyspace="test")
+    rows = plan.table().splitlines()[2:]
+    assert len(rows) == len(plan.ranges)
+    for row, change in zip(rows, plan.ranges, strict=True):
+        cells = row.split()
+        assert cells[2:4] == [",".join(change.old), "(none)"], row  # old kept, new says (none)
+        assert "NO-REPLICA-LEFT" in row and "moved" not in row

@@ -236,3 +236,19 @@ def test_replicas_listed_in_another_order_share_a_command() -> None:
 def test_a_command_refuses_segments_of_different_replica_sets() -> None:
     with pytest.raises(ValueError, match="share keyspace, tables and replicas"):
         RepairCommand((segment(0, ("a", "b")), segment(1, ("a", "c"))))
+
+
+def test_progress_counts_the_whole_run_and_leads_each_line() -> None:
+    cluster = FakeCluster(seconds=0.0)
+    lines: list[str] = []
+    segments = [segment(i, (NODES[i % 3], NODES[3 + i % 3])) for i in range(4)]
+    run_batch(
+        segments, {}, config=config(), run_id="run-1", parallelism=3, effects=cluster.effects(log=lines.append),
+        run_started=datetime.now(UTC), run_total=579, done_before=256,
+    )  # fmt: skip
+    finished = [line for line in lines if " DONE " in line]
+    assert len(finished) == 4
+    assert all(line.startswith("[") for line in lines), lines
+    assert finished[0].startswith("[257/579 44.4% ETA ")
+    assert finished[-1].startswith("[260/579 44.9% ETA ")
+    assert all(len(line) < 120 for line in lines), lines  # short: the progress is never off-screen

@@ -132,3 +132,17 @@ def test_on_kill_only_flags_and_the_batch_loop_aborts_the_running_sessions() -> 
     assert operator._stop_if_killed(killed) is True
     assert operator._stop_if_killed(killed) is True  # aborts once
     assert calls == [("terminate_all", None), ("abort_repairs", "10.0.0.1")]
+
+
+def test_the_form_words_map_to_config_values(tmp_path: Path) -> None:
+    path = tmp_path / "repair.yaml"
+    path.write_text("enabled: true\nrepair_type: preview\n")
+    kept = effective_config(str(path), {"enabled": "config", "repair_type": "config", "scope": "due"})
+    assert kept.enabled is True and kept.repair_type == "preview" and kept.min_repair_interval == timedelta(hours=24)
+    assert effective_config(str(path), {"enabled": "off"}).enabled is False
+    assert effective_config(str(path), {"repair_type": "full"}).repair_type == "full"
+    assert effective_config(str(path), {"scope": "all"}).min_repair_interval == timedelta(0)  # everything is due
+    with pytest.raises(ConfigurationError, match="`enabled`"):
+        effective_config(str(path), {"enabled": "maybe"})
+    with pytest.raises(ConfigurationError, match="`scope`"):
+        effective_config(str(path), {"scope": "some"})

@@ -41,3 +41,15 @@ def test_finished_and_empty_work_have_zero_eta_and_advance_stops_at_total() -> N
 )
 def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+def test_work_done_before_counts_in_the_share_not_in_the_rate() -> None:
+    clock = FakeClock()
+    progress = Progress(579, clock=clock, done=256)
+    assert progress.brief() == "[256/579 44.2% ETA ?]"
+    clock.now += 10
+    progress.advance(10)  # 1 segment a second in this task: 313 left take 313 s
+    assert progress.rate == pytest.approx(1.0)
+    assert progress.brief() == "[266/579 45.9% ETA 5m13s]"
+    with pytest.raises(ConfigurationError):
+        Progress(3, done=-1)

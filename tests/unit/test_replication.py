@@ -46,7 +46,7 @@ def test_equality_ignores_option_order_and_is_hashable() -> None:
 
 
 def test_replication_factor_shorthand_expands_to_ring_datacenters() -> None:
-    shorthand = Replication.parse({"class": "NetworkTopologyStrategy", "Replication_Factor": "3", "dc2": 1})
+    shorthand = Replication.parse({"class": "NetworkTopologyStrategy", "replication_factor": "3", "dc2": 1})
     assert shorthand.default_factor == 3
     assert shorthand.factor_for("dc9") == 3
     assert shorthand.expand(["dc1", "dc2"]) == Replication.network_topology({"dc1": 3, "dc2": 1})
@@ -65,7 +65,35 @@ def test_expand_on_alter_keeps_unmentioned_datacenters_and_drops_zeros() -> None
 def test_bare_network_topology_after_simple_strategy_takes_the_old_factor() -> None:
     bare = Replication.parse({"class": "NetworkTopologyStrategy"})
     assert bare.expand(["dc1", "dc2"], Replication.simple(2)) == Replication.network_topology({"dc1": 2, "dc2": 2})
-    assert bare.expand(["dc1"]) == bare
+
+
+def test_bare_settings_on_create_take_default_keyspace_rf() -> None:
+    """CREATE KEYSPACE with a bare NTS or a SimpleStrategy without factor: default_keyspace_rf (1)."""
+    assert Replication.parse({"class": "NetworkTopologyStrategy"}).expand(["dc1", "dc2"]) == (
+        Replication.network_topology({"dc1": 1, "dc2": 1})
+    )
+    assert Replication.parse({"class": "SimpleStrategy"}).expand(["dc1"]) == Replication.simple(1)
+
+
+def test_string_factors_are_read_as_java_integer_valueof_reads_them() -> None:
+    assert Replication.parse({"class": "NetworkTopologyStrategy", "dc1": "+3", "dc2": "03"}).factors == {
+        "dc1": 3,
+        "dc2": 3,
+    }
+    for spaced in (" 3", "3 ", "3\n"):
+        with pytest.raises(ReplicationError, match="non-negative whole number"):
+            Replication.parse({"class": "NetworkTopologyStrategy", "dc1": spaced})
+    with pytest.raises(ReplicationError, match="non-negative whole number"):
+        Replication.parse({"class": "NetworkTopologyStrategy", "dc1": str(2**31)})  # past a Java int
+
+
+@pytest.mark.parametrize("strategy", ["NetworkTopologyStrategy", "SimpleStrategy"])
+@pytest.mark.parametrize("key", ["Replication_Factor", "REPLICATION_FACTOR", "replication_Factor"])
+def test_only_the_lowercase_shorthand_is_the_shorthand(strategy: str, key: str) -> None:
+    """Cassandra expands only 'replication_factor'; NTS then refuses any other spelling of it as an option."""
+    with pytest.raises(ReplicationError, match="lowercase") as refusal:
+        Replication.parse({"class": strategy, key: "3"})
+    assert "'replication_factor' in lowercase" in refusal.value.fix
 
 
 def test_total_factor_caps_each_datacenter_at_its_nodes() -> None:
@@ -117,12 +145,12 @@ def test_any_datacenter_names_round_trip_through_json(factors: dict[str, int]) -
         ({"class": "NetworkTopologyStrategy", "dc1": "three"}, "non-negative whole number"),
         ({"class": "NetworkTopologyStrategy", "dc1": True}, "non-negative whole number"),
         ({"class": "NetworkTopologyStrategy", "": 1}, "not a non-empty string"),
-        ({"class": "SimpleStrategy"}, "exactly one option"),
-        ({"class": "SimpleStrategy", "replication_factor": 2, "dc1": 1}, "exactly one option"),
+        ({"class": "SimpleStrategy", "replication_factor": 2, "dc1": 1}, "takes one option"),
+        ({"class": "SimpleStrategy", "dc1": 1}, "takes one option"),
         ({"class": "SimpleStrategy", "replication_factor": "2/1"}, "Transient replication"),
         (
             {"class": "NetworkTopologyStrategy", "replication_factor": 1, "REPLICATION_FACTOR": 2},
-            "given twice",
+            "not the replication_factor shorthand",
         ),
     ],
 )
@@ -139,9 +167,9 @@ def test_direct_construction_is_validated() -> None:
         Replication.network_topology({"dc1": -3})
 
 
-def test_direct_construction_normalises_the_shorthand() -> None:
-    replication = Replication("NetworkTopologyStrategy", {"Replication_Factor": 3})
+def test_direct_construction_refuses_a_mixed_case_shorthand() -> None:
+    replication = Replication("NetworkTopologyStrategy", {"replication_factor": 3})
     assert replication.default_factor == 3
     assert replication.datacenters() == ()
-    with pytest.raises(ReplicationError, match="given twice"):
-        Replication("NetworkTopologyStrategy", {"replication_factor": 3, "REPLICATION_FACTOR": 2})
+    with pytest.raises(ReplicationError, match="not the replication_factor shorthand"):
+        Replication("NetworkTopologyStrategy", {"Replication_Factor": 3})

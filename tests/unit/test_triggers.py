@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+from datetime import UTC
 
+import pytest
 from ringward_airflow.triggers import RepairSessionTrigger
 
 
@@ -17,3 +19,107 @@ def test_repair_session_trigger_round_trip() -> None:
     rebuilt = getattr(importlib.import_module(module), name)(**kwargs)
     assert rebuilt.serialize() == (path, kwargs)
     assert module == "ringward_airflow.triggers"  # importable by the triggerer from plugins/, not dags/
+
+
+# -- the trigger's run against a scripted cluster -------------------------------------------------------
+
+PARENT = "f3d78270-e608-11f1-97bc-b74011bb59d4"
+
+
+class _Row:
+    def __init__(self, **fields: object) -> None:
+        self.__dict__.update(fields)
+
+
+class _Result(list):  # type: ignore[type-arg]
+    def one(self) -> object:
+        return self[0] if self else None
+
+
+class _ScriptedCluster:
+    """A driver Cluster whose session answers from `script` (a list of poll states, one used per poll)."""
+
+    def __init__(self, script: list[dict[str, object]]) -> None:
+        self.script = script
+        self.polls = 0
+        self.shut = False
+
+    def connect(self) -> _ScriptedCluster:
+        return self
+
+    def shutdown(self) -> None:
+        self.shut = True
+
+    def execute(self, statement: object, params: object = None) -> _Result:
+        state = self.script[min(self.polls, len(self.script) - 1)]
+        if "gossip_info" in str(statement):
+            return _Result(_Row(address=a, generation=g) for a, g in state["generations"].items())  # type: ignore[attr-defined]
+        self.polls += 1
+        return _Result([state["row"]] if state["row"] else [])
+
+
+def _run(trigger: RepairSessionTrigger) -> list[dict[str, object]]:
+    import asyncio
+
+    async def collect() -> list[dict[str, object]]:
+        return [event.payload async for event in trigger.run()]
+
+    return asyncio.run(collect())
+
+
+def _trigger(**kwargs: object) -> RepairSessionTrigger:
+    return RepairSessionTrigger(
+        contact_points=["127.0.0.2"], parent_ids=[PARENT], poll_interval=0.01, timeout_seconds=60,
+        labels={PARENT: {"ranges": [[1, 2]], "coordinator": "127.0.0.4"}}, **kwargs,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_a_restarted_coordinator_ends_the_wait_at_once_naming_the_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime
+
+    started = datetime(2026, 11, 23, 21, 19, 34)  # naive UTC, as the driver returns it
+    running = _Row(parent_id=PARENT, started_at=started, finished_at=None, exception_message=None)
+    before = int(started.replace(tzinfo=UTC).timestamp()) - 600
+    script = [
+        {"row": running, "generations": {"127.0.0.4": before}},
+        {"row": running, "generations": {"127.0.0.4": before + 620}},  # came back 20 s into the session
+    ]
+    cluster = _ScriptedCluster(script)
+    builds: list[object] = []
+    monkeypatch.setattr("ringward_cassandra.cql.build_cluster", lambda *a, **k: builds.append(a) or cluster)
+    monkeypatch.setattr("ringward_airflow.triggers.accepts_connections", lambda *a, **k: True)
+    [event] = _run(_trigger())
+    assert event["status"] == "dead"
+    session = event["sessions"][PARENT]  # type: ignore[index]
+    assert session["dead"] and not session["ok"] and "127.0.0.4 restarted" in session["error"]
+    assert len(builds) == 1 and cluster.polls == 2 and cluster.shut  # one connection for the run
+
+
+def test_an_unreachable_coordinator_is_dead_after_the_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    running = _Row(parent_id=PARENT, started_at=None, finished_at=None, exception_message=None)
+    cluster = _ScriptedCluster([{"row": running, "generations": {"127.0.0.4": 1}}])
+    monkeypatch.setattr("ringward_cassandra.cql.build_cluster", lambda *a, **k: cluster)
+    monkeypatch.setattr("ringward_airflow.triggers.accepts_connections", lambda *a, **k: False)
+    [event] = _run(_trigger(down_grace_seconds=0.05))
+    assert event["status"] == "dead"
+    assert "127.0.0.4 has been unreachable" in event["sessions"][PARENT]["error"]  # type: ignore[index]
+
+
+def test_a_finished_session_is_reported_finished(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import datetime
+
+    done = _Row(parent_id=PARENT, started_at=datetime(2026, 1, 1), finished_at=datetime(2026, 1, 1, 0, 1),
+                exception_message=None)  # fmt: skip
+    cluster = _ScriptedCluster([{"row": done, "generations": {"127.0.0.4": 1}}])
+    monkeypatch.setattr("ringward_cassandra.cql.build_cluster", lambda *a, **k: cluster)
+    [event] = _run(_trigger())
+    assert event["status"] == "finished" and event["sessions"][PARENT]["ok"]  # type: ignore[index]
+
+
+def test_a_coordinator_gone_from_gossip_is_dead(monkeypatch: pytest.MonkeyPatch) -> None:
+    running = _Row(parent_id=PARENT, started_at=None, finished_at=None, exception_message=None)
+    cluster = _ScriptedCluster([{"row": running, "generations": {"127.0.0.2": 1}}])
+    monkeypatch.setattr("ringward_cassandra.cql.build_cluster", lambda *a, **k: cluster)
+    monkeypatch.setattr("ringward_airflow.triggers.accepts_connections", lambda *a, **k: True)
+    [event] = _run(_trigger())
+    assert "no longer in the ring" in event["sessions"][PARENT]["error"]  # type: ignore[index]

@@ -116,6 +116,7 @@ class _BatchRun:
         parallelism: int,
         effects: BatchEffects,
         run_started: datetime,
+        progress: Progress,
     ) -> None:
         self.pending = group_segments(segments, config.ranges_per_command)
         self.records = dict(records)
@@ -128,7 +129,7 @@ class _BatchRun:
         self.node_free_at: dict[str, datetime] = {}
         self.running: dict[Future[SessionResult], _Running] = {}  # keyed by the command's session
         self.outcomes: dict[str, SegmentOutcome] = {}
-        self.progress = Progress(len(segments), "repair", "segments")
+        self.progress = progress
         self.stop_reason: str | None = None
 
     # -- decisions ----------------------------------------------------------------------------------------
@@ -136,7 +137,7 @@ class _BatchRun:
         if self.fx.stop_requested():
             return "the task was killed"
         if not self.fx.enabled():
-            return "repair disabled by the kill switch (enabled: false)"
+            return "repair disabled by the kill switch (enabled: false, or paused in the ringward UI)"
         if not window_allows_start(self.fx.now(), self.config.window, self.run_started):
             return "the repair window closed"
         return None
@@ -150,7 +151,7 @@ class _BatchRun:
         self.outcomes[outcome.segment.segment_id] = outcome
         self.progress.advance()
         detail = f" ({outcome.reason})" if outcome.reason else ""
-        self.fx.log(f"{outcome.state.value} {outcome.segment.describe()}{detail} | {self.progress.line()}")
+        self.fx.log(f"{self.progress.brief()} {outcome.state.value} {outcome.segment.describe()}{detail}")
 
     def _postpone(self, command: RepairCommand, reason: str) -> None:
         updates = []
@@ -172,7 +173,7 @@ class _BatchRun:
         }
         self._store([RecordUpdate(s, records[s.segment_id], now) for s in command.segments])
         attempt = records[command.segments[0].segment_id].attempts_in(self.run_id)
-        self.fx.log(f"start {command.describe()} attempt {attempt}")
+        self.fx.log(f"{self.progress.brief()} start {command.describe()} attempt {attempt}")
         self.running[pool.submit(self._session, command)] = _Running(command, records, now)
 
     def _session(self, command: RepairCommand) -> SessionResult:
@@ -267,11 +268,15 @@ def run_batch(
     parallelism: int,
     effects: BatchEffects,
     run_started: datetime,
+    run_total: int | None = None,
+    done_before: int = 0,
 ) -> BatchResult:
     """Repair `segments` (most urgent first), a node in at most one session at a time.
 
     Segments already finished in this run (`records[id].run_id == run_id` and DONE, or retries used
     up) are reported as they are, so an Airflow retry of the task does not repeat work.
+    Progress counts the whole run when given its `run_total` and the segments of earlier batches
+    (`done_before`); each log line starts with it: `[done/total share ETA]`.
     """
     todo: list[Segment] = []
     settled: list[SegmentOutcome] = []
@@ -283,7 +288,10 @@ def run_batch(
             settled.append(SegmentOutcome(segment, SegmentState.FAILED, record, reason="retries used up in this run"))
         else:
             todo.append(segment)
-    result = _BatchRun(todo, records, config, run_id, parallelism, effects, run_started).run()
+    started = done_before + len(settled)
+    total = max(run_total, started + len(todo)) if run_total is not None else len(segments)
+    progress = Progress(total, "repair", "segments", done=started if run_total is not None else len(settled))
+    result = _BatchRun(todo, records, config, run_id, parallelism, effects, run_started, progress).run()
     return BatchResult((*settled, *result.outcomes), result.stop_reason)
 
 

@@ -21,15 +21,21 @@ class Progress:
         label: str = "repair",
         unit: str = "segments",
         clock: Callable[[], float] = time.monotonic,
+        done: int = 0,
     ) -> None:
-        if total < 0:
-            raise ConfigurationError(f"Progress total {total} is negative.", "Give the number of items to do.")
+        """`done` items were finished before this counter started (e.g. by earlier tasks of the same run):
+        they count towards the share, not towards the rate the ETA is computed from."""
+        if total < 0 or done < 0:
+            raise ConfigurationError(
+                f"Progress total {total} or done {done} is negative.", "Give the numbers of items to do and done."
+            )
         self.total = total
         self.label = label
         self.unit = unit
         self._clock = clock
         self._started = clock()
-        self.done = 0
+        self.done = min(total, done)
+        self._done_before = self.done
 
     def advance(self, count: int = 1) -> None:
         """Record `count` more finished items (never beyond the total)."""
@@ -45,9 +51,9 @@ class Progress:
 
     @property
     def rate(self) -> float | None:
-        """Items per second so far; None before the first item or time has passed."""
-        elapsed = self.elapsed
-        return self.done / elapsed if self.done and elapsed > 0 else None
+        """Items per second since this counter started; None before its first item or time has passed."""
+        elapsed, counted = self.elapsed, self.done - self._done_before
+        return counted / elapsed if counted and elapsed > 0 else None
 
     @property
     def eta_seconds(self) -> float | None:
@@ -60,6 +66,10 @@ class Progress:
     def eta(self) -> str:
         seconds = self.eta_seconds
         return "?" if seconds is None else format_duration(seconds)
+
+    def brief(self) -> str:
+        """The short form that leads a log line: `[12/579 2.1% ETA 5m02s]`."""
+        return f"[{self.done}/{self.total} {self.fraction * 100:.1f}% ETA {self.eta()}]"
 
     def line(self) -> str:
         return (

@@ -26,7 +26,7 @@ from ringward_cassandra.localcluster.config import write_node_config
 from ringward_cassandra.localcluster.topology import LocalNode, Topology, load_topology
 from ringward_cassandra.nodetool import NodetoolClient
 
-__all__ = ["LocalCluster", "NodeStatus"]
+__all__ = ["LocalCluster", "NodeStatus", "rotate_log"]
 
 _READY_LINE = "Starting listening for CQL clients"
 # Node processes this Python process started, kept so they can be reaped (no zombies, no ResourceWarning).
@@ -233,8 +233,9 @@ class LocalCluster:
             "-cp", runtime.cassandra_classpath(conf),
             "org.apache.cassandra.service.CassandraDaemon",
         ]  # fmt: skip
-        log_file = node_dir / "logs" / "system.log"
-        log_file.unlink(missing_ok=True)
+        # The previous run's logs are kept (system.log.1, ...): a killed node's last words are the evidence.
+        for name in ("system.log", "debug.log", "stdout.log"):
+            rotate_log(node_dir / "logs" / name)
         self.log(f"starting {node.address} ({node.datacenter}/{node.rack}, JMX {node.jmx_port})")
         with open(node_dir / "logs" / "stdout.log", "w") as stdout:
             child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -422,3 +423,16 @@ def _is_zombie(pid: int) -> bool:
         return (Path(f"/proc/{pid}") / "stat").read_text().split(")")[-1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def rotate_log(path: Path, keep: int = 3) -> None:
+    """Shift `path` to `path.1` (`.1` to `.2`, ...), keeping `keep` previous files; the oldest is dropped."""
+    if not path.exists():
+        return
+    oldest = path.with_name(f"{path.name}.{keep}")
+    oldest.unlink(missing_ok=True)
+    for index in range(keep - 1, 0, -1):
+        older = path.with_name(f"{path.name}.{index}")
+        if older.exists():
+            older.rename(path.with_name(f"{path.name}.{index + 1}"))
+    path.rename(path.with_name(f"{path.name}.1"))

@@ -10,7 +10,7 @@ from typing import Any
 
 from ringward.errors import ConfigurationError
 from ringward.plan import MigrationPlan, build_plan, build_ring_change_plan
-from ringward.replication import Replication
+from ringward.replication import DEFAULT_KEYSPACE_RF, Replication
 from ringward.ring import Ring
 from ringward.ring_sources import load_ring_file
 
@@ -36,6 +36,18 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--contact", help="host[:port] to read the schema from (default: --ring if not a file)")
     parser.add_argument("--gc-grace", type=int, help="gc_grace_seconds to assume when not read live")
     parser.add_argument("--consistency", help="the clients' read consistency level, e.g. LOCAL_ONE")
+    parser.add_argument(
+        "--allow-quorum-gap",
+        action="store_true",
+        help="stage the change keeping only a replica of every range per step, not the QUORUM overlap and "
+        "one-replica-per-datacenter rules (QUORUM reads may miss writes until each step's repair)",
+    )
+    parser.add_argument(
+        "--default-keyspace-rf",
+        type=int,
+        help="the cluster's default_keyspace_rf, taken by a SimpleStrategy or bare NTS without a factor "
+        "(read live with --keyspace; else 1, Cassandra's default)",
+    )
     parser.add_argument("--format", choices=("table", "json", "summary"), default="summary")
     parser.add_argument("--svg", help="write a picture of the ring before and after to this file")
     parser.set_defaults(handler=handler)
@@ -47,6 +59,7 @@ class _Inputs:
     current: Replication | None
     gc_grace: dict[str, int] | None
     known_keyspaces: list[str] | None
+    default_keyspace_rf: int = DEFAULT_KEYSPACE_RF
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -78,6 +91,8 @@ def handler(args: argparse.Namespace) -> int:
             table_gc_grace_seconds=inputs.gc_grace,
             client_consistency=args.consistency,
             known_keyspaces=inputs.known_keyspaces,
+            keep_quorum=not args.allow_quorum_gap,
+            default_keyspace_rf=inputs.default_keyspace_rf,
         )
     _print(plan, args.format)
     if args.svg:
@@ -101,8 +116,13 @@ def _schema_inputs(args: argparse.Namespace) -> _Inputs:
     keyspace = args.keyspace or "(unnamed)"
     current = _parse_replication(args.from_replication) if args.from_replication else None
     gc_grace = {"(all tables)": args.gc_grace} if args.gc_grace is not None else None
+    given_rf = args.default_keyspace_rf
+    if given_rf is not None and given_rf < 1:
+        raise ConfigurationError(
+            f"--default-keyspace-rf {given_rf} is not a replication factor.", "Give 1 or more (Cassandra's default: 1)."
+        )
     if current is not None or not args.keyspace:
-        return _Inputs(keyspace, current, gc_grace, None)
+        return _Inputs(keyspace, current, gc_grace, None, given_rf or DEFAULT_KEYSPACE_RF)
     from ringward_cassandra import schema
 
     session = schema.connect(_contact_point(args))
@@ -112,6 +132,7 @@ def _schema_inputs(args: argparse.Namespace) -> _Inputs:
             schema.keyspace_replication(session, keyspace),
             gc_grace if gc_grace is not None else schema.table_gc_grace(session, keyspace),
             schema.keyspace_names(session),
+            given_rf or schema.default_keyspace_rf(session),
         )
     finally:
         session.cluster.shutdown()

@@ -1,0 +1,184 @@
+"""The FastAPI app of the ringward plugin, mounted by Airflow's API server under /ringward.
+
+Airflow does not authenticate plugin apps: every route here depends on Airflow's own security dependencies
+(the JWT of the `_token` cookie or an `Authorization: Bearer` header, checked by the configured auth manager),
+and on a permission:
+  - migration pages: read access to the runs of the DAG in the URL;
+  - repair page: read access to the runs of nightly_subrange_repair; the pause switch: edit access to them;
+  - cluster page: read access to the cassandra_default connection (it shows where the connection points).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any
+
+from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from fastapi import Depends, FastAPI, Form, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from ringward_airflow.ui import pages
+from ringward_airflow.ui.source import CONNECTION_ID, CassandraSource, Source, drop_sessions, unreachable
+from ringward_airflow.ui.views import REPAIR_DAG, cluster_view, migration_view, repair_view
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+SVG = "image/svg+xml"
+
+
+def _requires_connection_read(request: Request, user: GetUserDep) -> None:
+    from airflow.api_fastapi.app import get_auth_manager
+
+    details = ConnectionDetails(conn_id=CONNECTION_ID)
+    if not get_auth_manager().is_authorized_connection(method="GET", details=details, user=user):
+        raise HTTPException(403, "Forbidden")
+
+
+MIGRATION_READ = [Depends(requires_access_dag("GET", DagAccessEntity.RUN))]  # dag_id from the path
+REPAIR_READ = [Depends(requires_access_dag("GET", DagAccessEntity.RUN, param_dag_id=REPAIR_DAG))]
+REPAIR_EDIT = [Depends(requires_access_dag("PUT", DagAccessEntity.RUN, param_dag_id=REPAIR_DAG))]
+CLUSTER_READ = [Depends(_requires_connection_read)]
+
+
+def _source(request: Request) -> Iterator[Source]:
+    """The request's `Source`, from the factory the app was created with."""
+    try:
+        opened = request.app.state.source_factory()
+    except Exception as error:  # e.g. the connection is not defined: say which and how to fix it
+        raise HTTPException(
+            503,
+            f"The Cassandra connection {CONNECTION_ID!r} cannot be read: {error}. Define it under Admin → "
+            "Connections (type cassandra, host: the nodes' addresses, port: their CQL port).",
+        ) from error
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+SourceDep = Annotated[Source, Depends(_source)]
+
+
+def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAPI:
+    """The app; `source_factory` opens a `Source` per request (tests pass an in-memory one)."""
+    app = FastAPI(title="ringward", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.source_factory = source_factory
+
+    def guarded(build: Callable[[], Any], title: str, *, as_json: bool, root: str = "") -> Any:
+        """Run `build`; an unreachable cluster becomes a 503 with a message saying so (page or JSON)."""
+        started = time.monotonic()
+        try:
+            return build()
+        except Exception as error:
+            if not unreachable(error):
+                raise
+            drop_sessions()
+            problem = f"The Cassandra cluster cannot be reached: {error}"
+            log.warning("%s (after %.1f s)", problem, time.monotonic() - started)
+            if as_json:
+                return JSONResponse({"error": "cluster_unreachable", "detail": problem}, status_code=503)
+            return HTMLResponse(pages.error_page(title, problem, root=root), status_code=503)
+
+    # -- migration ------------------------------------------------------------------------------------
+    @app.get("/migration/{dag_id}/{run_id}", response_class=HTMLResponse, dependencies=MIGRATION_READ)
+    def migration_html(dag_id: str, run_id: str, src: SourceDep) -> Any:
+        def build() -> Any:
+            data, svg = migration_view(src, dag_id, run_id)
+            return HTMLResponse(pages.migration_page(data, svg))
+
+        return guarded(build, f"Migration of run {run_id}", as_json=False, root="../../")
+
+    @app.get("/api/migration/{dag_id}/{run_id}", dependencies=MIGRATION_READ)
+    def migration_json(dag_id: str, run_id: str, src: SourceDep) -> Any:
+        return guarded(lambda: JSONResponse(_jsonable(migration_view(src, dag_id, run_id)[0])), "", as_json=True)
+
+    @app.get("/api/migration/{dag_id}/{run_id}/placement.svg", dependencies=MIGRATION_READ)
+    def migration_svg(dag_id: str, run_id: str, src: SourceDep) -> Any:
+        def build() -> Any:
+            _, svg = migration_view(src, dag_id, run_id)
+            if svg is None:
+                raise HTTPException(404, f"No ringward migration is recorded for run {run_id} of {dag_id}.")
+            return Response(svg, media_type=SVG)
+
+        return guarded(build, "", as_json=True)
+
+    # -- repair ---------------------------------------------------------------------------------------
+    @app.get("/repair", response_class=HTMLResponse, dependencies=REPAIR_READ)
+    def repair_html(src: SourceDep, table: str | None = None, failing: bool = False) -> Any:
+        def build() -> Any:
+            data, svg = repair_view(src, table, failing)
+            return HTMLResponse(pages.repair_page(data, svg, table=table))
+
+        return guarded(build, "Nightly subrange repair", as_json=False)
+
+    @app.get("/api/repair", dependencies=REPAIR_READ)
+    def repair_json(src: SourceDep, table: str | None = None, failing: bool = False) -> Any:
+        return guarded(lambda: JSONResponse(_jsonable(repair_view(src, table, failing)[0])), "", as_json=True)
+
+    @app.get("/api/repair/coverage.svg", dependencies=REPAIR_READ)
+    def repair_svg(src: SourceDep, table: str | None = None) -> Any:
+        return guarded(lambda: Response(repair_view(src, table)[1], media_type=SVG), "", as_json=True)
+
+    @app.post("/api/repair/switch", dependencies=REPAIR_EDIT)
+    def repair_switch(
+        request: Request,
+        user: GetUserDep,
+        src: SourceDep,
+        action: Annotated[str, Form()],
+        confirm: Annotated[str, Form()] = "",
+        reason: Annotated[str, Form()] = "",
+    ) -> Any:
+        """Pause or resume the nightly repair between segments; the press is recorded with the user's name."""
+        if action not in ("pause", "resume"):
+            raise HTTPException(422, f"action must be 'pause' or 'resume', not {action!r}.")
+        if confirm != "yes":
+            raise HTTPException(422, "Confirm the switch: send confirm=yes (the page's checkbox).")
+
+        def build() -> Any:
+            store = src.ops()
+            if store is None:
+                raise HTTPException(
+                    409,
+                    "ringward_ops does not exist on this cluster: no nightly repair has run here, so there is "
+                    "nothing to pause. Run the repair DAG once first.",
+                )
+            event = store.set_switch(action == "pause", user.get_name(), reason)
+            log.warning("Nightly repair %s by %s (%s)", "PAUSED" if event.paused else "resumed", event.changed_by,
+                        reason)  # fmt: skip
+            if "text/html" in request.headers.get("accept", ""):
+                return RedirectResponse("../../repair", status_code=303)
+            return JSONResponse({"paused": event.paused, "changed_by": event.changed_by,
+                                 "changed_at": event.changed_at.isoformat() if event.changed_at else None,
+                                 "reason": event.reason})  # fmt: skip
+
+        return guarded(build, "", as_json=True)
+
+    # -- cluster --------------------------------------------------------------------------------------
+    @app.get("/cluster", response_class=HTMLResponse, dependencies=CLUSTER_READ)
+    def cluster_html(src: SourceDep) -> Any:
+        def build() -> Any:
+            data, svg = cluster_view(src)
+            return HTMLResponse(pages.cluster_page(data, svg))
+
+        return guarded(build, "Cluster", as_json=False)
+
+    @app.get("/api/cluster", dependencies=CLUSTER_READ)
+    def cluster_json(src: SourceDep) -> Any:
+        return guarded(lambda: JSONResponse(_jsonable(cluster_view(src)[0])), "", as_json=True)
+
+    @app.get("/api/cluster/ring.svg", dependencies=CLUSTER_READ)
+    def cluster_svg(src: SourceDep) -> Any:
+        return guarded(lambda: Response(cluster_view(src)[1], media_type=SVG), "", as_json=True)
+
+    return app
+
+
+def _jsonable(value: Any) -> Any:
+    import json
+
+    return json.loads(json.dumps(value, default=str))

@@ -1,0 +1,226 @@
+"""Server-rendered HTML of the three pages (no JavaScript needed; a page refreshes itself while work runs)."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any
+
+__all__ = ["cluster_page", "error_page", "migration_page", "repair_page"]
+
+_CSS = """
+body{font-family:Helvetica,Arial,sans-serif;margin:16px;color:#222;font-size:14px}
+nav a{margin-right:14px} h1{font-size:20px} h2{font-size:16px;margin-top:22px}
+table{border-collapse:collapse;margin:6px 0} td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;
+vertical-align:top} th{background:#f3f3f3} .ok{color:#2b7a2b} .bad{color:#c0392b;font-weight:bold}
+.warn{color:#b9770e} .muted{color:#777} .bar{width:420px;height:18px;background:#eee;border:1px solid #bbb}
+.fill{height:100%;background:#4e79a7} .msg{padding:10px;border:1px solid #e0b4b4;background:#fff6f6}
+pre{background:#f7f7f7;padding:8px;white-space:pre-wrap} tr.affected td{background:#fff3f0}
+.svg svg{max-width:100%;height:auto}
+"""
+
+
+def _page(title: str, body: str, *, refresh: int | None = None, root: str = "") -> str:
+    """`root`: the relative path from the page to the app's root ("../../" under migration/<dag>/<run>)."""
+    meta = f"<meta http-equiv='refresh' content='{refresh}'>" if refresh else ""
+    nav = f"<nav><b>ringward</b> &middot; <a href='{root}repair'>Repair</a><a href='{root}cluster'>Cluster</a></nav>"
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'>{meta}<title>{escape(title)}</title>"
+        f"<style>{_CSS}</style></head><body>{nav}{body}</body></html>"
+    )
+
+
+def _table(headers: list[str], rows: list[list[str]], *, row_classes: list[str] | None = None, tid: str = "") -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = []
+    for i, row in enumerate(rows):
+        cls = f" class='{row_classes[i]}'" if row_classes and row_classes[i] else ""
+        body.append(f"<tr{cls}>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>")
+    ident = f" id='{tid}'" if tid else ""
+    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _e(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    if isinstance(value, list | tuple):
+        return escape(", ".join(str(v) for v in value)) or "-"
+    return escape(str(value))
+
+
+def _range(pair: list[int]) -> str:
+    return f"({pair[0]}, {pair[1]}]"
+
+
+def _bar(percent: float) -> str:
+    fill = f"<div class='fill' style='width:{percent}%'></div>"
+    return f"<div class='bar' role='progressbar' aria-valuenow='{percent}'>{fill}</div>"
+
+
+def error_page(title: str, problem: str, *, root: str = "") -> str:
+    body = f"<h1>{escape(title)}</h1><div class='msg' id='error' role='alert'>{escape(problem)}</div>"
+    return _page(title, body, root=root)
+
+
+def migration_page(data: dict[str, Any], svg: str | None) -> str:
+    title = f"ringward migration/{data['dag_id']}/{data['run_id']}"
+    if not data["found"]:
+        body = f"<h1>Migration of run {escape(data['run_id'])}</h1><div class='msg' id='error'>" \
+               f"{escape(data['message'])}</div>"  # fmt: skip
+        return _page(title, body, root="../../")
+    verdict = "<span class='ok'>safe</span>" if data["safe"] else "<span class='bad'>refused as a single step</span>"
+    parts = [
+        f"<h1>Migration of <span id='keyspace'>{escape(data['keyspace'])}</span>: "
+        f"<span id='state'>{escape(data['state'])}</span></h1>",
+        f"<p>{escape(data['old'])} &rarr; {escape(data['new'])} &middot; {verdict} &middot; affected "
+        f"<b id='affected'>{data['affected_ranges']}</b> of {data['total_ranges']} ranges &middot; id "
+        f"<code>{escape(data['migration_id'])}</code> &middot; started {_e(data['started_at'])}</p>",
+        f"<div class='svg' id='placement'>{svg or ''}</div>",
+        "<h2>Staged steps</h2>",
+        "<ol id='steps'>" + "".join(f"<li>{escape(s)}</li>" for s in data["stored_steps"]) + "</ol>",
+        "<h2>Findings</h2>",
+    ]
+    if data["findings"]:
+        parts.append(_table(["severity", "code", "problem", "fix"],
+                            [[_e(f["severity"]), _e(f["code"]), _e(f["message"]), _e(f["fix"])]
+                             for f in data["findings"]], tid="findings"))  # fmt: skip
+    else:
+        parts.append("<p id='findings'>No findings.</p>")
+    parts.append(f"<details><summary>Precheck summary</summary><pre>{escape(str(data['summary']))}</pre></details>")
+    parts.append("<h2>Progress</h2>")
+    for step in data["steps"]:
+        alter = "<span class='ok'>ALTER applied</span>" if step["altered"] else "<span class='muted'>ALTER not " \
+                "applied yet</span>"  # fmt: skip
+        parts.append(f"<h3>Step {step['index']}/{step['count']}: {escape(step['after'])} &middot; {alter}</h3>")
+        for stage in step["stages"]:
+            pct = round(100.0 * stage["done"] / stage["total"], 1) if stage["total"] else 100.0
+            parts.append(f"<p class='stage' data-stage='{escape(stage['stage'])}'>{escape(stage['name'])}: "
+                         f"<b>{stage['done']}/{stage['total']}</b> ranges done, {stage['failed']} failed</p>"
+                         + _bar(pct))  # fmt: skip
+            rows = [[_range(r["range"]), _e(r["replicas"]), _state(r["status"]), _e(r["coordinator"]),
+                     _e(r["attempts"]), _e(r["seconds"]), _e(r["detail"])] for r in stage["ranges"]]  # fmt: skip
+            parts.append("<details><summary>ranges</summary>" + _table(
+                ["range", "replicas", "status", "coordinator", "attempts", "seconds", "detail"], rows,
+                tid=f"journal-{stage['stage'].replace(':', '-')}") + "</details>")  # fmt: skip
+        verification = step["verification"]
+        text = json.dumps(verification, indent=1, default=str) if verification else "not run yet"
+        parts.append(f"<p>verification:</p><pre class='verification'>{escape(text)}</pre>")
+    cleanup = data["cleanup"]
+    if cleanup["done"]:
+        nodes = _e(cleanup["nodes"]) if cleanup["nodes"] is not None else "(node list in the cleanup task's XCom)"
+        parts.append(f"<h2>Cleanup</h2><p id='cleanup'>done on: {nodes}</p>")
+    else:
+        parts.append("<h2>Cleanup</h2><p id='cleanup'>not run yet</p>")
+    parts.append("<h2>Ranges</h2>")
+    affected = [r for r in data["ranges"] if r["gained"] or r["lost"]]
+    shown = affected + [r for r in data["ranges"] if not (r["gained"] or r["lost"])]
+    rows = [[_range(r["range"]), _e(r["old"]), _e(r["new"]), _e(r["gained"]), _e(r["lost"])] for r in shown[:1000]]
+    classes = ["affected" if r["gained"] or r["lost"] else "" for r in shown[:1000]]
+    parts.append(_table(["range", "old replicas", "new replicas", "gained", "lost"], rows, row_classes=classes,
+                        tid="ranges"))  # fmt: skip
+    if len(shown) > 1000:
+        parts.append(f"<p class='muted'>{len(shown) - 1000} more ranges in the JSON.</p>")
+    parts.append(_timings(data.get("run")))
+    running = data["state"] not in ("done", "cleaned") and (data.get("run") or {}).get("state") == "running"
+    return _page(title, "".join(parts), refresh=10 if running else None, root="../../")
+
+
+def _state(status: str) -> str:
+    cls = {"done": "ok", "DONE": "ok", "failed": "bad", "FAILED": "bad"}.get(status, "muted")
+    return f"<span class='{cls}'>{escape(status)}</span>"
+
+
+def _timings(run: dict[str, Any] | None) -> str:
+    if run is None:
+        return "<h2>Timings</h2><p class='muted'>This run is not in Airflow's database.</p>"
+    if "error" in run:
+        return f"<h2>Timings</h2><p class='warn'>{escape(run['error'])}</p>"
+    rows = [[_e(t["task_id"]) + ("" if t["map_index"] < 0 else f"[{t['map_index']}]"), _state(t["state"]),
+             _e(t["start"]), _e(t["end"]), _e(t["seconds"]), _e(t["tries"])] for t in run["tasks"]]  # fmt: skip
+    return (f"<h2>Timings</h2><p>run {escape(run['run_id'])}: {escape(run['state'])}, "
+            f"{_e(run['seconds'])} s</p>" + _table(["task", "state", "start", "end", "seconds", "tries"], rows,
+                                                   tid="timings"))  # fmt: skip
+
+
+def repair_page(data: dict[str, Any], svg: str, *, table: str | None) -> str:
+    parts = ["<h1>Nightly subrange repair</h1>"]
+    switch = data["switch"]
+    if switch["paused"]:
+        last = switch["events"][0]
+        parts.append(f"<p id='switch-state' class='bad'>PAUSED by {escape(last['changed_by'])} at "
+                     f"{_e(last['changed_at'])}: the repair stops before its next segment.</p>")  # fmt: skip
+        action, label = "resume", "Resume the nightly repair"
+    else:
+        parts.append("<p id='switch-state' class='ok'>running (not paused)</p>")
+        action, label = "pause", "Pause the nightly repair"
+    if not data["config_enabled"]:
+        parts.append("<p class='warn'>The configuration file disables repair (enabled: false).</p>")
+    parts.append(
+        f"<form method='post' action='api/repair/switch' id='switch-form' "
+        f"onsubmit=\"return confirm('{label}? Running sessions finish; no new segment starts while paused.')\">"
+        f"<input type='hidden' name='action' value='{action}'>"
+        "<label>reason <input name='reason' size='40'></label> "
+        "<label><input type='checkbox' name='confirm' value='yes' required> I confirm</label> "
+        f"<button type='submit'>{label}</button></form>"
+    )
+    current = data["current_run"]
+    parts.append("<h2>Current run</h2>")
+    if current is None:
+        parts.append("<p class='muted'>No nightly run yet.</p>")
+    elif "error" in current:
+        parts.append(f"<p class='warn'>{escape(current['error'])}</p>")
+    else:
+        parts.append(f"<p id='progress'>{escape(current['run_id'])} ({escape(current['state'])}): "
+                     f"<b>{current['finished']}/{current['total']}</b> segments ({current['percent']}%), ETA "
+                     f"{escape(current['eta'])}; {_e(current['counts'])}</p>" + _bar(current["percent"]))  # fmt: skip
+    parts.append("<h2>Tables</h2>")
+    rows = [[f"<a href='?table={escape(t['table'])}'>{escape(t['table'])}</a>", _e(t["repaired"]), _e(t["oldest"]),
+             _e(t["deadline"]), _e(t["failing"]), _health(t["health"])] for t in data["tables"]]  # fmt: skip
+    parts.append(_table(["table", "repaired within gc_grace", "oldest range", "deadline", "failing segments",
+                         "health"], rows, tid="tables"))  # fmt: skip
+    parts.append(f"<div class='svg' id='coverage'>{svg}</div>")
+    only = data["failing_only"]
+    link = "<a href='?'>show all</a>" if only else f"<a href='?failing=1'>only failing ({data['failing_total']})</a>"
+    parts.append(f"<h2>Segments</h2><p>{link}</p>")
+    segments = data["segments"]
+    rows = [[_state(s["state"]), escape(s["keyspace"] + "." + ("{" + ",".join(s["tables"]) + "}" if s["tables"]
+             else "*")), _range(s["range"]), _e(s["replicas"]), _e(s["coordinator"]), _e(s["seconds"]),
+             _e(s["attempts"]), _e(s["last_error"]), _e(s["run_id"])] for s in segments[:1000]]  # fmt: skip
+    parts.append(_table(["state", "unit", "range", "replicas", "coordinator", "seconds", "attempts", "last error",
+                         "run"], rows, tid="segments"))  # fmt: skip
+    parts.append("<h2>Recent runs</h2>")
+    parts.append(_table(["run", "state", "recorded", "tables"], [[_e(r["run_id"]), _e(r["state"]),
+                        _e(r["updated_at"]), _e(r["tables"])] for r in data["runs"]], tid="runs"))  # fmt: skip
+    parts.append("<h2>Pause switch history</h2>")
+    parts.append(_table(["when", "who", "action", "reason"], [[_e(e["changed_at"]), _e(e["changed_by"]),
+                        "pause" if e["paused"] else "resume", _e(e["reason"])] for e in switch["events"]],
+                        tid="switch-events"))  # fmt: skip
+    running = current is not None and current.get("state") == "running"
+    return _page("ringward repair", "".join(parts), refresh=15 if running else None)
+
+
+def _health(health: str) -> str:
+    cls = {"OK": "ok", "ALARM": "warn", "OVERDUE": "bad"}.get(health, "")
+    return f"<span class='{cls}'>{escape(health)}</span>"
+
+
+def cluster_page(data: dict[str, Any], svg: str) -> str:
+    c = data["connection"]
+    parts = [
+        "<h1>Cluster</h1>",
+        f"<p id='connection'>connection <b>{escape(c['conn_id'])}</b> ({escape(c['conn_type'])}): "
+        f"{escape(c['target'])}; local DC {_e(c['local_dc'])}; protocol {_e(c['protocol_version'])}; "
+        f"credentials {'set' if c['login_set'] else 'none'}; TLS {'on' if c['ssl'] else 'off'}</p>",
+        "<p>schema " + ("<span class='ok'>in agreement</span>" if data["schema_agreement"] else
+                        "<span class='bad'>DISAGREEMENT</span>") + "</p>",
+    ]  # fmt: skip
+    rows = [[escape(n["address"]), escape(n["datacenter"]), escape(n["rack"]),
+             f"<span class='{'ok' if n['status'] == 'up' else 'bad'}'>{escape(n['status'])}</span>",
+             escape(n["load"]), str(n["tokens"]), escape(n["schema_version"]), escape(n["release_version"])]
+            for n in data["nodes"]]  # fmt: skip
+    parts.append(_table(["address", "datacenter", "rack", "status", "load", "tokens", "schema version",
+                         "Cassandra"], rows, tid="nodes"))  # fmt: skip
+    parts.append(f"<div class='svg' id='ring'>{svg}</div>")
+    return _page("ringward cluster", "".join(parts))

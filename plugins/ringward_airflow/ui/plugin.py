@@ -1,0 +1,48 @@
+"""The Airflow plugin: the pages' FastAPI app under /ringward, in the nav (Repair, Cluster) and on DAG runs
+(Migration: the tab names the run in its URL; runs of other DAGs say that no migration is recorded).
+
+Every Airflow process loads plugins (task runners for macros, the DAG processor for timetables), so this
+module stays light: the FastAPI app and Airflow's API security code are imported only when the API server
+asks for `fastapi_apps`.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, ClassVar
+from urllib.parse import quote
+
+from airflow.plugins_manager import AirflowPlugin
+
+__all__ = ["URL_PREFIX", "RingwardPlugin", "migration_page_path"]
+
+URL_PREFIX = "/ringward"
+
+
+@cache
+def _app() -> Any:
+    from ringward_airflow.ui.app import create_app
+
+    return create_app()
+
+
+def migration_page_path(dag_id: str, run_id: str) -> str:
+    """The Migration page of a run, relative to Airflow's base URL (run ids hold ':' and '+', so quoted)."""
+    return f"{URL_PREFIX.lstrip('/')}/migration/{quote(dag_id, safe='')}/{quote(run_id, safe='')}"
+
+
+class RingwardPlugin(AirflowPlugin):
+    name = "ringward"
+    # hrefs are relative to Airflow's base URL; {DAG_ID} and {RUN_ID} are filled in by the UI.
+    external_views: ClassVar[list[dict[str, str]]] = [
+        {"name": "Repair", "href": "ringward/repair", "destination": "nav", "category": "ringward",
+         "url_route": "ringward-repair"},
+        {"name": "Cluster", "href": "ringward/cluster", "destination": "nav", "category": "ringward",
+         "url_route": "ringward-cluster"},
+        {"name": "Migration", "href": "ringward/migration/{DAG_ID}/{RUN_ID}", "destination": "dag_run",
+         "url_route": "ringward-migration"},
+    ]  # fmt: skip
+
+    @property  # type: ignore[override]
+    def fastapi_apps(self) -> list[dict[str, Any]]:
+        return [{"app": _app(), "url_prefix": URL_PREFIX, "name": "ringward pages"}]

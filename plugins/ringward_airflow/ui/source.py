@@ -1,0 +1,291 @@
+"""Where the pages read from: the cluster (ring, system tables, ringward_ops) and Airflow's metadata database.
+
+A `Source` is opened per request. The driver session behind it is kept between requests (one per connection,
+rebuilt when the connection changes) with short timeouts, so a page loads fast or says at once that the
+cluster cannot be reached. Tests give the app another `Source` (an in-memory one) through `app.state`.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from ringward.errors import ClusterError, RingwardError
+from ringward.ring import Ring
+from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore
+
+__all__ = [
+    "CONNECTION_ID",
+    "CassandraSource",
+    "ClusterUnreachable",
+    "ConnectionInfo",
+    "NodeInfo",
+    "RunInfo",
+    "Source",
+    "TaskTiming",
+    "drop_sessions",
+    "unreachable",
+]
+
+CONNECTION_ID = "cassandra_default"
+CONNECT_TIMEOUT = 2.0  # seconds: a closed port or a dead host must not hold a page
+REQUEST_TIMEOUT = 4.0
+
+
+class ClusterUnreachable(RingwardError):
+    """The cluster behind the connection did not answer in time."""
+
+
+@dataclass(frozen=True)
+class ConnectionInfo:
+    """What the pages show of the connection: never its password nor any secret extra."""
+
+    conn_id: str
+    conn_type: str
+    hosts: tuple[str, ...]
+    port: int
+    login_set: bool
+    ssl: bool
+    local_dc: str | None
+    protocol_version: int | None
+
+    @property
+    def target(self) -> str:
+        return ", ".join(f"{h}:{self.port}" for h in self.hosts)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    address: str
+    datacenter: str
+    rack: str
+    status: str  # "up", "down" or "unknown" (the driver's view)
+    load_mib: float | None  # sum of system_views.disk_usage on that node; None when it could not be read
+    tokens: int
+    schema_version: str
+    release_version: str
+    host_id: str
+
+
+@dataclass(frozen=True)
+class TaskTiming:
+    task_id: str
+    map_index: int
+    state: str
+    start: datetime | None
+    end: datetime | None
+    tries: int
+
+    @property
+    def seconds(self) -> float | None:
+        if self.start is None or self.end is None:
+            return None
+        return (self.end - self.start).total_seconds()
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    dag_id: str
+    run_id: str
+    state: str
+    start: datetime | None
+    end: datetime | None
+    xcoms: dict[str, Any] = field(default_factory=dict)  # "task_id" or "task_id:key" -> value
+    tasks: tuple[TaskTiming, ...] = ()
+
+
+class Source(Protocol):
+    """Everything the pages read or write, in the shapes ringward's own code uses."""
+
+    def connection(self) -> ConnectionInfo: ...
+    def ring(self) -> Ring: ...
+    def nodes(self) -> list[NodeInfo]: ...
+    def ops(self) -> OpsStore | None: ...  # None: ringward_ops was never created on this cluster
+    def repair_plan(self, config: Any) -> Any: ...  # ClusterRepairPlan of the tables the config selects
+    def dag_run(self, dag_id: str, run_id: str | None) -> RunInfo | None: ...  # None run_id: the latest run
+    def close(self) -> None: ...
+
+
+# -- Airflow's metadata database ---------------------------------------------------------------------------
+
+
+def airflow_connection(conn_id: str = CONNECTION_ID) -> Any:
+    from airflow.models.connection import Connection
+
+    return Connection.get_connection_from_secrets(conn_id)
+
+
+def connection_info(conn: Any) -> ConnectionInfo:
+    extra = conn.extra_dejson
+    local_dc = extra.get("local_dc") or (extra.get("load_balancing_policy_args") or {}).get("local_dc")
+    return ConnectionInfo(
+        conn_id=conn.conn_id,
+        conn_type=conn.conn_type or "",
+        hosts=tuple(h.strip() for h in (conn.host or "127.0.0.1").split(",") if h.strip()),
+        port=int(conn.port or 9042),
+        login_set=bool(conn.login),
+        ssl=bool(extra.get("ssl_options")),
+        local_dc=local_dc,
+        protocol_version=int(extra["protocol_version"]) if "protocol_version" in extra else None,
+    )
+
+
+def read_dag_run(dag_id: str, run_id: str | None) -> RunInfo | None:
+    """A DAG run's state, its task instances' timings and its XComs, from Airflow's metadata database."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = select(DagRun).where(DagRun.dag_id == dag_id)
+        query = query.where(DagRun.run_id == run_id) if run_id else query.order_by(DagRun.id.desc()).limit(1)
+        run = session.scalars(query).first()
+        if run is None:
+            return None
+        tis = session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run.run_id)
+        ).all()
+        timings = [
+            TaskTiming(t.task_id, t.map_index, str(t.state or "none"), t.start_date, t.end_date, t.try_number)
+            for t in tis
+        ]
+        # Started tasks in start order, then the ones not started yet.
+        tasks = tuple(
+            sorted(timings, key=lambda t: (t.start is None, t.start.timestamp() if t.start else 0.0, t.task_id))
+        )
+        xcoms: dict[str, Any] = {}
+        for row in session.scalars(
+            select(XComModel).where(XComModel.dag_id == dag_id, XComModel.run_id == run.run_id)
+        ).all():
+            name = row.task_id if row.key == "return_value" else f"{row.task_id}:{row.key}"
+            if row.map_index >= 0:
+                name += f"[{row.map_index}]"
+            xcoms[name] = XComModel.deserialize_value(row)
+        return RunInfo(dag_id, run.run_id, str(run.state), run.start_date, run.end_date, xcoms, tasks)
+
+
+# -- the cluster -------------------------------------------------------------------------------------------
+
+_SESSIONS: dict[str, tuple[Any, Any]] = {}  # connection URI -> (Cluster, Session)
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _session_for(conn: Any) -> Any:
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster
+
+    from ringward_airflow.hooks import cluster_options
+
+    key = conn.get_uri()
+    with _SESSIONS_LOCK:
+        if key in _SESSIONS:
+            return _SESSIONS[key][1]
+        options = cluster_options(conn)
+        options["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout = REQUEST_TIMEOUT
+        options.update(connect_timeout=CONNECT_TIMEOUT, control_connection_timeout=CONNECT_TIMEOUT,
+                       max_schema_agreement_wait=CONNECT_TIMEOUT)  # fmt: skip
+        cluster = Cluster(**options)
+        try:
+            session = cluster.connect()
+        except Exception as error:  # NoHostAvailable, socket errors, timeouts
+            cluster.shutdown()
+            raise ClusterUnreachable(
+                f"Cannot reach the Cassandra cluster of connection {conn.conn_id!r} "
+                f"({conn.host}:{conn.port or 9042}): {error}",
+                "Check that the nodes are up and that the connection names them (Admin → Connections).",
+            ) from error
+        _SESSIONS[key] = (cluster, session)
+        return session
+
+
+def drop_sessions() -> None:
+    """Close every kept driver session (after an error, and at shutdown)."""
+    with _SESSIONS_LOCK:
+        for cluster, _ in _SESSIONS.values():
+            cluster.shutdown()
+        _SESSIONS.clear()
+
+
+class CassandraSource:
+    """The real source: the `cassandra_default` connection's cluster and Airflow's metadata database."""
+
+    def __init__(self, conn_id: str = CONNECTION_ID) -> None:
+        self.conn_id = conn_id
+        self._conn = airflow_connection(conn_id)
+
+    def connection(self) -> ConnectionInfo:
+        return connection_info(self._conn)
+
+    @property
+    def session(self) -> Any:
+        return _session_for(self._conn)
+
+    def ring(self) -> Ring:
+        from ringward_cassandra.ring_source import ring_from_cluster
+
+        return ring_from_cluster(self.session)
+
+    def nodes(self) -> list[NodeInfo]:
+        from cassandra.query import SimpleStatement
+
+        session = self.session
+        hosts = {str(h.host_id): h for h in session.cluster.metadata.all_hosts()}
+        local = session.execute(
+            "SELECT host_id, broadcast_address, data_center, rack, tokens, schema_version, release_version "
+            "FROM system.local WHERE key = 'local'"
+        ).one()
+        # Every node's row from the node that answered system.local: system.peers_v2 must come from the same one.
+        coordinator = hosts.get(str(local.host_id))
+        peers = list(
+            session.execute(
+                "SELECT host_id, peer, data_center, rack, tokens, schema_version, release_version FROM system.peers_v2",
+                host=coordinator,
+            )
+        )
+        rows = [(local.broadcast_address, local), *((p.peer, p) for p in peers)]
+        usage = SimpleStatement("SELECT mebibytes FROM system_views.disk_usage")
+        loads = {str(row.host_id): session.execute_async(usage, host=hosts.get(str(row.host_id))) for _, row in rows}
+        nodes = []
+        for address, row in rows:
+            host = hosts.get(str(row.host_id))
+            try:
+                load: float | None = float(sum(r.mebibytes or 0 for r in loads[str(row.host_id)].result()))
+            except Exception:  # a down node, or a release without the virtual table
+                load = None
+            nodes.append(
+                NodeInfo(
+                    address=str(address), datacenter=row.data_center or "", rack=row.rack or "",
+                    status="unknown" if host is None else ("up" if host.is_up else "down"),
+                    load_mib=load, tokens=len(row.tokens or ()), schema_version=str(row.schema_version or ""),
+                    release_version=row.release_version or "", host_id=str(row.host_id),
+                )
+            )  # fmt: skip
+        return sorted(nodes, key=lambda n: (n.datacenter, n.rack, n.address))
+
+    def ops(self) -> OpsStore | None:
+        store = OpsStore(self.session)
+        return store if OPS_KEYSPACE in self.session.cluster.metadata.keyspaces else None
+
+    def repair_plan(self, config: Any) -> Any:
+        from ringward_cassandra.repair_planning import plan_cluster
+
+        return plan_cluster(self.session, self.ring(), config)
+
+    def dag_run(self, dag_id: str, run_id: str | None) -> RunInfo | None:
+        return read_dag_run(dag_id, run_id)
+
+    def close(self) -> None:
+        """Sessions are kept between requests; nothing to close per request."""
+
+
+def unreachable(error: BaseException) -> bool:
+    """Whether an error means the cluster did not answer (rather than a bug): such errors drop the session."""
+    from cassandra import OperationTimedOut, Timeout, Unavailable
+    from cassandra.cluster import NoHostAvailable
+
+    return isinstance(error, ClusterUnreachable | NoHostAvailable | OperationTimedOut | Timeout | Unavailable) or (
+        isinstance(error, ClusterError) and "connect" in str(error).lower()
+    )

@@ -1,0 +1,306 @@
+"""What each page shows, as plain data (the JSON endpoints return it; `pages.py` renders it as HTML).
+
+Built with ringward's own code from what ringward stores: the migration's plan is rebuilt from the ring and
+settings its precheck stored in ringward_ops (so any API server draws it), progress comes from the journal,
+repair coverage from repair_history, the ring from the live cluster.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+from ringward.errors import RingwardError
+from ringward.migration import migration_steps, repair_segments
+from ringward.plan import MigrationPlan, build_plan
+from ringward.repair import (
+    SegmentState,
+    coverage_entries,
+    format_duration,
+    load_config,
+    parse_config,
+)
+from ringward.ring_picture import render_ring_svg
+from ringward.ring_sources import ring_from_json
+from ringward.svg import render_placement_svg, render_repair_svg
+from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
+from ringward_cassandra.repair_planning import records_by_segment, table_statuses
+
+from ringward_airflow.ui.source import Source
+
+__all__ = ["MIGRATION_DAGS", "REPAIR_DAG", "cluster_view", "migration_view", "repair_view"]
+
+MIGRATION_DAGS = ("keyspace_migration", "keyspace_migration_rollback")
+REPAIR_DAG = "nightly_subrange_repair"
+CONFIG_PATH_ENV = "RINGWARD_REPAIR_CONFIG"
+RANGE_ROWS = 1000  # range and segment tables show at most this many rows (the JSON has all)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else format_duration(value)
+
+
+# -- migration -------------------------------------------------------------------------------------------
+
+
+def find_migration(store: OpsStore, dag_id: str, run_id: str) -> MigrationRow | None:
+    """The migration a DAG run planned (its record names the run), or whose id ends with the run id."""
+    for row in store.migrations():
+        record_dag = row.record.get("dag_id")
+        if row.record.get("run_id") == run_id and record_dag in (None, dag_id):
+            return row
+    for row in store.migrations():
+        if row.migration_id.endswith(f"@{run_id}"):
+            return row
+    return None
+
+
+def rebuilt_plan(record: dict[str, Any]) -> MigrationPlan:
+    ring = ring_from_json(record["ring"])
+    return build_plan(ring, record["old"], record["new"], keyspace=record["keyspace"])
+
+
+def migration_view(source: Source, dag_id: str, run_id: str) -> tuple[dict[str, Any], str | None]:
+    """(the page's data, the placement SVG) of the migration a run planned; the SVG is None without one."""
+    store = source.ops()
+    found = None if store is None else find_migration(store, dag_id, run_id)
+    run = _dag_run(source, dag_id, run_id)
+    if found is None or store is None:
+        return {
+            "dag_id": dag_id, "run_id": run_id, "found": False, "run": run,
+            "message": "No ringward migration is recorded for this run: its precheck has not stored a plan yet "
+                       "(a dry run, a refused precheck or another DAG records none).",
+        }, None  # fmt: skip
+    record = found.record
+    plan = rebuilt_plan(record)
+    state = found.state
+    journal = store.journal_of(found.migration_id)
+    by_stage: dict[str, dict[Any, Any]] = {}
+    for entry in journal:
+        by_stage.setdefault(entry.step, {})[entry.range] = entry
+    try:
+        steps = migration_steps(plan)
+    except RingwardError:
+        steps = []
+    altered = _altered_steps(state, len(steps))
+    progress = []
+    for step in steps:
+        stages = []
+        for phase, name in (("pre", "pre-repair"), ("post", "repair")):
+            stage = f"{phase}_repair:{step.index}"
+            entries = by_stage.get(stage, {})
+            segments = repair_segments(plan.ring, step, plan.keyspace, phase)  # type: ignore[arg-type]
+            rows = []
+            for segment in segments:
+                entry = entries.get(segment.range)
+                rows.append({
+                    "range": [segment.range.start, segment.range.end],
+                    "replicas": list(segment.replicas),
+                    "status": entry.status if entry else "pending",
+                    "coordinator": entry.coordinator if entry else segment.replicas[0] if segment.replicas else "",
+                    "attempts": entry.attempts if entry else 0,
+                    "seconds": entry.seconds if entry else None,
+                    "detail": entry.detail if entry else "",
+                })  # fmt: skip
+            counts = Counter(r["status"] for r in rows)
+            stages.append({"stage": stage, "name": name, "total": len(rows), "done": counts.get("done", 0),
+                           "failed": counts.get("failed", 0), "ranges": rows})  # fmt: skip
+        progress.append({
+            "index": step.index, "count": step.count, "before": step.before.to_cql(), "after": step.after.to_cql(),
+            "altered": step.index <= altered, "stages": stages,
+            "verification": _verification(run, step.index),
+        })  # fmt: skip
+    changes = plan.ranges
+    data = {
+        "dag_id": dag_id, "run_id": run_id, "found": True, "run": run,
+        "migration_id": found.migration_id, "keyspace": plan.keyspace, "state": state,
+        "updated_at": _iso(found.updated_at), "started_at": record.get("started_at"),
+        "old": plan.old.to_cql(), "new": plan.new.to_cql(), "safe": plan.safe,
+        "rollback_of": record.get("rollback_of"),
+        "stored_steps": [str(s) for s in record.get("steps", [])],
+        "summary": record.get("summary", ""),
+        "affected_ranges": len(plan.affected), "total_ranges": plan.total_ranges,
+        "findings": [f.to_json() for f in plan.findings],
+        "ranges": [
+            {"range": [c.range.start, c.range.end], "old": list(c.old), "new": list(c.new),
+             "gained": list(c.gained), "lost": list(c.lost)}
+            for c in changes
+        ],
+        "steps": progress,
+        "cleanup": _cleanup(run, state),
+    }  # fmt: skip
+    return data, render_placement_svg(plan)
+
+
+def _altered_steps(state: str, count: int) -> int:
+    if state.startswith("altered:"):
+        return int(state.split(":", 1)[1])
+    return count if state in ("cleaned", "done") else 0
+
+
+def _dag_run(source: Source, dag_id: str, run_id: str | None) -> dict[str, Any] | None:
+    try:
+        run = source.dag_run(dag_id, run_id)
+    except Exception as error:  # the metadata database is Airflow's; its absence must not hide ringward's data
+        return {"error": f"Airflow's metadata database could not be read: {error}"}
+    if run is None:
+        return None
+    return {
+        "run_id": run.run_id, "state": run.state, "start": _iso(run.start), "end": _iso(run.end),
+        "seconds": (run.end - run.start).total_seconds() if run.start and run.end else None,
+        "tasks": [
+            {"task_id": t.task_id, "map_index": t.map_index, "state": t.state, "start": _iso(t.start),
+             "end": _iso(t.end), "seconds": t.seconds, "tries": t.tries}
+            for t in run.tasks
+        ],
+        "xcoms": run.xcoms,
+    }  # fmt: skip
+
+
+def _verification(run: dict[str, Any] | None, index: int) -> dict[str, Any]:
+    xcoms = (run or {}).get("xcoms") or {}
+    return {name: xcoms[f"step_{index}.{name}"] for name in ("verify_preview", "verify_counts")
+            if f"step_{index}.{name}" in xcoms}  # fmt: skip
+
+
+def _cleanup(run: dict[str, Any] | None, state: str) -> dict[str, Any]:
+    xcoms = (run or {}).get("xcoms") or {}
+    nodes = xcoms.get("cleanup")
+    done = state in ("cleaned", "done") and nodes is not None
+    return {"done": state in ("cleaned", "done"), "nodes": nodes if done else None,
+            "report": xcoms.get("report")}  # fmt: skip
+
+
+# -- repair ----------------------------------------------------------------------------------------------
+
+
+def _repair_config(runs: list[Any]) -> Any:
+    """The last run's settings (so segment ids match its history) with the base file's table selection."""
+    base = load_config(os.environ.get(CONFIG_PATH_ENV) or None)
+    if not runs or not runs[0].config:
+        return base
+    settings = dict(runs[0].config)
+    settings.update(keyspaces=base.keyspaces.model_dump(), tables=base.tables.model_dump())
+    try:
+        return parse_config(settings, f"the configuration recorded with run {runs[0].run_id}")
+    except RingwardError:
+        return base
+
+
+def repair_view(source: Source, table: str | None = None, failing_only: bool = False) -> tuple[dict[str, Any], str]:
+    """(the page's data, the ring coloured by repair age of `table`, default the least covered)."""
+    now = datetime.now(UTC)
+    store = source.ops()
+    runs = store.repair_runs() if store else []
+    history = store.repair_history() if store else []
+    events = store.switch_events(REPAIR_SWITCH) if store else []
+    config = _repair_config(runs)
+    plan = source.repair_plan(config)
+    records = records_by_segment(history)
+    statuses = table_statuses(plan, records, now, config.gc_grace_alarm)
+    tables = [
+        {"table": f"{s.keyspace}.{s.table}", "repaired": s.repaired_percent, "repaired_share": s.repaired_share,
+         "oldest": "never" if s.never_repaired else (_seconds(s.oldest_age.total_seconds()) if s.oldest_age else "-"),
+         "oldest_success": _iso(s.oldest_success), "deadline": _iso(s.deadline),
+         "never_repaired": s.never_repaired, "failing": s.failing_segments, "health": s.health}
+        for s in statuses
+    ]  # fmt: skip
+    chosen = _chosen(statuses, table)
+    svg = "<svg xmlns='http://www.w3.org/2000/svg' width='400' height='40'><text x='10' y='25'>no table to repair"
+    svg += "</text></svg>"
+    if chosen is not None:
+        mine = [s for s in plan.segments if s.keyspace == chosen.keyspace and
+                (not s.tables or chosen.table in s.tables)]  # fmt: skip
+        entries = coverage_entries(mine, records, chosen.gc_grace_seconds, now)
+        title = f"{chosen.keyspace}.{chosen.table}: {chosen.repaired_percent} repaired within gc_grace"
+        svg = render_repair_svg(entries, title=title)
+    run = _dag_run(source, REPAIR_DAG, None)
+    current = _current_run(run, history, now)
+    segments = [
+        {"keyspace": r.keyspace, "tables": list(r.tables), "range": [r.range.start, r.range.end],
+         "state": r.record.state.value, "replicas": list(r.replicas), "coordinator": r.coordinator,
+         "seconds": r.record.duration, "attempts": r.record.attempts, "last_error": r.record.last_error,
+         "run_id": r.record.run_id, "started_at": _iso(r.started_at), "finished_at": _iso(r.finished_at),
+         "last_full_success": _iso(r.record.last_full_success)}
+        for r in sorted(history, key=lambda r: (r.keyspace, r.tables, r.range.start))
+        if not failing_only or r.record.state is SegmentState.FAILED
+    ]  # fmt: skip
+    paused = bool(events and events[0].paused)
+    data = {
+        "ops_keyspace": store is not None,
+        "tables": tables, "coverage_table": f"{chosen.keyspace}.{chosen.table}" if chosen else None,
+        "current_run": current, "segments": segments, "failing_only": failing_only,
+        "failing_total": sum(1 for r in history if r.record.state is SegmentState.FAILED),
+        "switch": {"paused": paused, "events": [
+            {"paused": e.paused, "changed_at": _iso(e.changed_at), "changed_by": e.changed_by, "reason": e.reason}
+            for e in events]},
+        "config_enabled": config.enabled,
+        "runs": [{"run_id": r.run_id, "state": r.state, "updated_at": _iso(r.updated_at),
+                  "tables": r.summary.get("tables", {})} for r in runs[:10]],
+    }  # fmt: skip
+    return data, svg
+
+
+def _chosen(statuses: list[Any], table: str | None) -> Any:
+    if not statuses:
+        return None
+    if table:
+        for status in statuses:
+            if f"{status.keyspace}.{status.table}" == table:
+                return status
+    return min(statuses, key=lambda s: s.repaired_share if s.repaired_share is not None else 2.0)
+
+
+_FINISHED = {SegmentState.DONE.value, SegmentState.FAILED.value}
+
+
+def _current_run(run: dict[str, Any] | None, history: list[Any], now: datetime) -> dict[str, Any] | None:
+    """The latest nightly run: segments finished of those its plan found due, and an ETA at the pace so far."""
+    if run is None or "error" in run:
+        return run
+    plan = (run.get("xcoms") or {}).get("plan:summary") or {}
+    mine = [r for r in history if r.record.run_id == run["run_id"]]
+    states = Counter(r.record.state.value for r in mine)
+    due = int(plan.get("due", 0))
+    finished = sum(n for state, n in states.items() if state in _FINISHED)
+    total = max(due, finished)
+    starts = [r.started_at for r in mine if r.started_at]
+    elapsed = (now - min(starts)).total_seconds() if starts else None
+    running = run["state"] in ("running", "queued")
+    eta = None
+    if running and finished and elapsed and total > finished:
+        eta = elapsed / finished * (total - finished)
+    return {
+        "run_id": run["run_id"], "state": run["state"], "start": run["start"], "end": run["end"],
+        "due": due, "total": total, "finished": finished, "counts": dict(states),
+        "percent": round(100.0 * finished / total, 1) if total else 100.0,
+        "elapsed_seconds": elapsed, "eta_seconds": eta, "eta": _seconds(eta) if running else "-",
+        "planned_segments": plan.get("segments"), "batches": plan.get("batches"),
+    }  # fmt: skip
+
+
+# -- cluster ---------------------------------------------------------------------------------------------
+
+
+def cluster_view(source: Source) -> tuple[dict[str, Any], str]:
+    connection = source.connection()
+    nodes = source.nodes()
+    ring = source.ring()
+    schema_versions = sorted({n.schema_version for n in nodes if n.schema_version})
+    data = {
+        "connection": {"conn_id": connection.conn_id, "conn_type": connection.conn_type,
+                       "target": connection.target, "login_set": connection.login_set, "ssl": connection.ssl,
+                       "local_dc": connection.local_dc, "protocol_version": connection.protocol_version},
+        "nodes": [n.__dict__ | {"load": "-" if n.load_mib is None else f"{n.load_mib:.1f} MiB"} for n in nodes],
+        "schema_agreement": len(schema_versions) <= 1,
+        "datacenters": {dc: len(members) for dc, members in ring.datacenters().items()},
+        "tokens": len(ring.sorted_tokens),
+    }  # fmt: skip
+    title = f"{len(ring.nodes)} nodes, {len(ring.sorted_tokens)} tokens: primary ranges by owner"
+    return data, render_ring_svg(ring, title=title)

@@ -1,0 +1,55 @@
+"""`ringward airflow` copies the local cluster's connections into Airflow's metadata database, once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ringward_cli.airflow_env import airflow_environment, connections_to_import, ensure_airflow_connections
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class FakeRun:
+    def __init__(self) -> None:
+        self.commands: list[list[str]] = []
+        self.imported: list[dict[str, Any]] = []
+
+    def __call__(self, command: list[str], **kwargs: Any) -> None:
+        assert kwargs["check"] is True
+        self.commands.append(command)
+        self.imported.append(json.loads(Path(command[-1]).read_text()))
+
+
+def environment(tmp_path: Path, topology: str = "seed") -> dict[str, str]:
+    return airflow_environment(ROOT, topology) | {"AIRFLOW_HOME": str(tmp_path)}
+
+
+def test_the_local_connections_are_imported_in_airflow_form(tmp_path: Path) -> None:
+    env = environment(tmp_path)
+    wanted = connections_to_import(env)
+    assert set(wanted) == {"cassandra_default", "ringward_nodetool", "spark_default"}
+    cassandra = wanted["cassandra_default"]
+    assert cassandra["host"] == "127.0.0.2,127.0.0.3,127.0.0.4" and cassandra["port"] == 9042
+    assert json.loads(cassandra["extra"]) == {"protocol_version": 5}  # extra as JSON text
+    assert "ringward" in cassandra["description"] and "(seed)" in cassandra["description"]
+
+
+def test_the_import_runs_once_and_again_only_when_the_cluster_changes(tmp_path: Path) -> None:
+    run = FakeRun()
+    env = environment(tmp_path)
+    assert ensure_airflow_connections(env, run=run) is True
+    assert run.commands[0][1:4] == ["connections", "import", "--overwrite"]
+    assert run.imported[0] == connections_to_import(env)
+    assert ensure_airflow_connections(env, run=run) is False  # unchanged: no second airflow start
+    two_dc = environment(tmp_path, "two-dc")
+    assert ensure_airflow_connections(two_dc, run=run) is True  # the nodes changed: the UI must show them
+    assert "127.0.0.6" in run.imported[1]["cassandra_default"]["host"]
+    assert len(run.commands) == 2
+
+
+def test_a_connection_the_user_set_as_a_uri_is_left_alone(tmp_path: Path) -> None:
+    env = environment(tmp_path) | {"AIRFLOW_CONN_CASSANDRA_DEFAULT": "cassandra://user:secret@db:9042"}
+    assert "cassandra_default" not in connections_to_import(env)
+    assert "other" not in connections_to_import(env | {"AIRFLOW_CONN_OTHER": '{"conn_type": "x"}'})

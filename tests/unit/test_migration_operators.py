@@ -1,0 +1,149 @@
+"""Migration operator logic that needs no cluster: the refusal's trail, the refused task, the report."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+from ringward_airflow.migration_operators import (
+    REFUSAL_KEY,
+    MigrationPrecheckOperator,
+    MigrationRefusedOperator,
+    MigrationReportOperator,
+)
+
+
+class FakeTI:
+    """The few RuntimeTaskInstance calls the operators make, backed by dicts."""
+
+    def __init__(
+        self, xcoms: dict[tuple[str, str], Any] | None = None, breadcrumbs: list[dict[str, Any]] | None = None
+    ) -> None:
+        self.dag_id = "keyspace_migration"
+        self.xcoms = dict(xcoms or {})
+        self.pushed: dict[str, Any] = {}
+        self.breadcrumbs = breadcrumbs
+        self.breadcrumb_calls: list[dict[str, str]] = []
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+    def xcom_pull(self, task_ids: Any, key: str = "return_value") -> Any:
+        if isinstance(task_ids, list):
+            return [self.xcoms.get((t, key)) for t in task_ids]
+        return self.xcoms.get((task_ids, key))
+
+    def get_task_breadcrumbs(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
+        self.breadcrumb_calls.append({"dag_id": dag_id, "run_id": run_id})
+        if self.breadcrumbs is None:
+            raise RuntimeError("no supervisor")
+        return self.breadcrumbs
+
+
+def test_a_refusal_is_kept_as_markdown_and_xcom_and_fails_without_retry() -> None:
+    ti = FakeTI()
+    operator = MigrationPrecheckOperator(task_id="precheck", keyspace="bad name!", replication={"class": "x"})
+    with pytest.raises(AirflowFailException) as failure:
+        operator.execute({"run_id": "r", "ti": ti})  # type: ignore[arg-type]
+    assert "not a valid Cassandra keyspace name.\nFix: Give the keyspace's name" in str(failure.value)
+    assert operator.summary.startswith("## REFUSED: replication change of `bad name!`")
+    assert operator.template_fields_renderers == {"summary": "md"} and operator.overwrite_rtif_after_execution
+    refusal = ti.pushed[REFUSAL_KEY]
+    assert refusal["kind"] == "ConfigurationError" and refusal["markdown"] == operator.summary
+    assert "not a valid" in refusal["problem"] and refusal["fix"].startswith("Give the keyspace's name")
+
+
+def test_the_refused_task_fails_the_run_with_the_precheck_refusal() -> None:
+    markdown = "## REFUSED: replication change of `ks`\n\n..."
+    ti = FakeTI({("precheck", REFUSAL_KEY): {"problem": "Bad.", "fix": "Do this.", "markdown": markdown}})
+    operator = MigrationRefusedOperator(task_id="refused")
+    assert operator.trigger_rule == "all_failed"
+    with pytest.raises(AirflowFailException) as failure:
+        operator.execute({"ti": ti})  # type: ignore[arg-type]
+    assert str(failure.value) == "The precheck refused the change; nothing was changed.\nBad.\nFix: Do this."
+    assert operator.summary == markdown
+
+
+def test_the_refused_task_after_an_unexpected_precheck_error_says_so() -> None:
+    operator = MigrationRefusedOperator(task_id="refused")
+    with pytest.raises(AirflowFailException, match="unexpected error"):
+        operator.execute({"ti": FakeTI()})  # type: ignore[arg-type]
+    assert "not a refusal" in operator.summary
+
+
+RECORD = {
+    "migration_id": "ks@run1",
+    "lease_owner": "ks@run1",
+    "keyspace": "ks",
+    "old": {"class": "SimpleStrategy", "replication_factor": 2},
+    "new": {"class": "NetworkTopologyStrategy", "dc1": 2},
+    "steps": [{"class": "NetworkTopologyStrategy", "dc1": 2}],
+    "affected_ranges": 6,
+    "total_ranges": 12,
+    "started_at": (datetime.now(UTC) - timedelta(minutes=10)).isoformat(),  # before any clear of a task
+}
+TASK_IDS = ["precheck", "step_1.repair", "step_1.verify_preview", "step_1.verify_counts", "step_2.repair",
+            "step_2.verify_preview", "step_2.verify_counts", "cleanup", "report"]  # fmt: skip
+
+
+class FakeStore:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def set_migration_state(self, migration_id: str, state: str) -> None:
+        self.calls.append(("state", migration_id, state))
+
+    def release_lease(self, resource: str, owner: str) -> None:
+        self.calls.append(("release", resource, owner))
+
+
+def run_report(monkeypatch: pytest.MonkeyPatch, ti: FakeTI) -> tuple[MigrationReportOperator, dict[str, Any]]:
+    store = FakeStore()
+    hook = SimpleNamespace(ops_store=lambda: store, close=lambda: None)
+    monkeypatch.setattr(MigrationReportOperator, "_cassandra", lambda self: hook)
+    operator = MigrationReportOperator(task_id="report")
+    context = {"ti": ti, "run_id": "run1", "dag": SimpleNamespace(task_ids=TASK_IDS)}
+    report = operator.execute(context)  # type: ignore[arg-type]
+    assert store.calls == [("state", "ks@run1", "done"), ("release", "keyspace:ks", "ks@run1")]
+    return operator, report
+
+
+def test_the_report_takes_stage_times_from_airflow_and_the_duration_from_the_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    breadcrumbs = [
+        {"task_id": "precheck", "state": "success", "duration": 2.0, "map_index": -1, "operator": "x"},
+        {"task_id": "step_1.repair", "state": "success", "duration": 31.0, "map_index": -1, "operator": "x"},
+        {"task_id": "step_2.repair", "state": "skipped", "duration": None, "map_index": -1, "operator": "x"},
+    ]
+    xcoms = {
+        ("precheck", "return_value"): RECORD,
+        ("step_1.repair", "return_value"): {"ranges": 6, "repaired": 6},
+        ("step_1.verify_preview", "return_value"): {"preview_ranges_in_sync": 6},
+        ("step_1.verify_counts", "return_value"): {"users": {"rows_verified": 50}},
+        ("cleanup", "return_value"): ["127.0.0.2"],
+    }
+    ti = FakeTI(xcoms, breadcrumbs)
+    operator, report = run_report(monkeypatch, ti)
+    assert ti.breadcrumb_calls == [{"dag_id": "keyspace_migration", "run_id": "run1"}]
+    assert report["stage_seconds"] == {"precheck": 2.0, "step_1.repair": 31.0}
+    assert 599 <= report["total_seconds"] <= 660  # from the precheck record's started_at
+    assert report["started_at"] == RECORD["started_at"]
+    # Only the steps that exist, and only tasks that returned something: no null entries.
+    assert report["repairs"] == {"step_1.repair": {"ranges": 6, "repaired": 6}}
+    assert set(report["verification"]) == {"step_1.verify_preview", "step_1.verify_counts"}
+    assert None not in report.values() and "step_2" not in str(report)
+    assert report["cleaned_nodes"] == ["127.0.0.2"]
+    assert operator.summary.startswith("## Migration `ks@run1` done in 10m")
+    assert "| step_1.repair | 31s  |" in operator.summary
+
+
+def test_the_report_survives_missing_task_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    ti = FakeTI({("precheck", "return_value"): RECORD}, breadcrumbs=None)  # the SDK call fails
+    operator, report = run_report(monkeypatch, ti)
+    assert "stage_seconds" not in report or report["stage_seconds"] == {}
+    assert "cleaned_nodes" not in report  # cleanup did not run: no entry rather than null
+    assert "### Stages" not in operator.summary

@@ -1,0 +1,423 @@
+"""The ringward plugin's pages and JSON, through Airflow's own API app (plugins mounted as the API server mounts
+them) with tokens of Airflow's simple auth manager. The cluster side is an in-memory `Source` holding what
+ringward stores (a precheck record, a journal, repair history); every view, picture and check runs for real.
+One test uses the real source against a closed port: the pages must answer at once that the cluster is down.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ringward.migration import migration_steps, repair_segments
+from ringward.placement import replica_map
+from ringward.plan import build_plan
+from ringward.repair import SegmentRecord, SegmentState, load_config, plan_segments, select_units
+from ringward.replication import Replication
+from ringward.ring import Ring
+from ringward.ring_sources import load_ring_file, ring_to_json
+from ringward_airflow.ui.source import ConnectionInfo, NodeInfo, RunInfo, TaskTiming
+from ringward_cassandra.ops_store import JournalEntry, MigrationRow, RepairHistoryRow, RepairRunRow, SwitchEvent
+from ringward_cassandra.repair_planning import ClusterRepairPlan
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+import ui_fixtures  # noqa: E402
+from ui_fixtures import bearer  # noqa: E402
+
+airflow_api = ui_fixtures.airflow_api  # the fixture, registered in this module
+
+RING_FILE = ROOT / "tests" / "fixtures" / "rings" / "local_num_tokens_4.json"
+OLD = {"class": "SimpleStrategy", "replication_factor": 1}
+NEW = {"class": "NetworkTopologyStrategy", "dc1": 3}
+RUN_ID = "manual__2026-11-23T10:00:00+00:00"
+SECRET_PASSWORD = "s3cret-never-shown"
+CLOSED_PORT_CONNECTION = (
+    f'{{"conn_type": "cassandra", "host": "127.0.0.1", "port": 1, "login": "ops", "password": "{SECRET_PASSWORD}"}}'
+)
+
+# -- an in-memory cluster holding what ringward stores ------------------------------------------------------
+
+
+@dataclass
+class FakeStore:
+    migration_rows: list[MigrationRow] = field(default_factory=list)
+    journal: list[JournalEntry] = field(default_factory=list)
+    history: list[RepairHistoryRow] = field(default_factory=list)
+    runs: list[RepairRunRow] = field(default_factory=list)
+    events: list[SwitchEvent] = field(default_factory=list)
+
+    def migrations(self) -> list[MigrationRow]:
+        return list(self.migration_rows)
+
+    def journal_of(self, migration_id: str) -> list[JournalEntry]:
+        return list(self.journal)
+
+    def repair_history(self) -> list[RepairHistoryRow]:
+        return list(self.history)
+
+    def repair_runs(self) -> list[RepairRunRow]:
+        return list(self.runs)
+
+    def switch_events(self, name: str = "nightly_subrange_repair", limit: int = 20) -> list[SwitchEvent]:
+        return self.events[:limit]
+
+    def set_switch(self, paused: bool, changed_by: str, reason: str = "") -> SwitchEvent:
+        event = SwitchEvent(paused, datetime.now(UTC), changed_by, reason)
+        self.events.insert(0, event)
+        return event
+
+
+@dataclass
+class FakeSource:
+    ring_: Ring
+    store: FakeStore
+    runs: dict[tuple[str, str | None], RunInfo]
+    schema: dict[str, dict[str, int]]  # keyspace -> table -> gc_grace_seconds
+    replication: dict[str, Replication]
+
+    def connection(self) -> ConnectionInfo:
+        return ConnectionInfo("cassandra_default", "cassandra", tuple(self.ring_.addresses()), 9042, True, False,
+                              None, 5)  # fmt: skip
+
+    def ring(self) -> Ring:
+        return self.ring_
+
+    def nodes(self) -> list[NodeInfo]:
+        return [NodeInfo(n.address, n.datacenter, n.rack, "up", 12.5, len(n.tokens), "v1", "5.0.9", f"id-{n.address}")
+                for n in self.ring_.nodes]  # fmt: skip
+
+    def ops(self) -> FakeStore:
+        return self.store
+
+    def repair_plan(self, config: Any) -> ClusterRepairPlan:
+        units = select_units({ks: sorted(t) for ks, t in self.schema.items()}, config)
+        segments = []
+        for unit in units:
+            entries = replica_map(self.ring_, self.replication[unit.keyspace]).entries()
+            segments.extend(plan_segments(self.ring_, entries, unit, config).segments)
+        return ClusterRepairPlan(tuple(segments), (), self.schema)
+
+    def dag_run(self, dag_id: str, run_id: str | None) -> RunInfo | None:
+        return self.runs.get((dag_id, run_id))
+
+    def close(self) -> None:
+        pass
+
+
+def _world() -> FakeSource:
+    ring = load_ring_file(RING_FILE)
+    plan = build_plan(ring, OLD, NEW, keyspace="shop")
+    steps = migration_steps(plan)
+    record = {
+        "migration_id": f"shop@{RUN_ID}", "keyspace": "shop", "ring": ring_to_json(ring), "old": plan.old.as_json(),
+        "new": plan.new.as_json(), "steps": [s.after.as_json() for s in steps], "summary": plan.summary(),
+        "affected_ranges": len(plan.affected), "total_ranges": plan.total_ranges, "dag_id": "keyspace_migration",
+        "run_id": RUN_ID, "started_at": "2026-11-23T10:00:01+00:00",
+    }  # fmt: skip
+    store = FakeStore(migration_rows=[MigrationRow(f"shop@{RUN_ID}", "shop", "altered:1", None, record)])
+    pre = repair_segments(ring, steps[0], "shop", "pre")
+    post = repair_segments(ring, steps[0], "shop", "post")
+    store.journal = [JournalEntry("pre_repair:1", s.range, "done", s.replicas[0], 1, 2.5, "") for s in pre]
+    store.journal.append(JournalEntry("post_repair:1", post[0].range, "done", post[0].replicas[0], 1, 3.0, ""))
+    store.journal.append(
+        JournalEntry("post_repair:1", post[1].range, "failed", post[1].replicas[0], 3, 9.0, "stream failed")
+    )
+    # Nightly repair: keyspace `app` at RF 3, one run under way with two segments done and one failed.
+    config = load_config(None)
+    replication = {"app": Replication.parse(NEW)}
+    schema = {"app": {"events": 864000}}
+    source = FakeSource(ring, store, {}, schema, replication)
+    segments = source.repair_plan(config).segments
+    now = datetime.now(UTC)
+    nightly = "scheduled__2026-11-23T02:00:00+00:00"
+    history = []
+    for i, segment in enumerate(segments[:3]):
+        failed = i == 2
+        success = None if failed else now - timedelta(hours=1)
+        state = SegmentState.FAILED if failed else SegmentState.DONE
+        error = "Repair session failed: node down" if failed else None
+        record_ = SegmentRecord(segment.segment_id, state, success, success, 2 if failed else 1, error, 4.0, nightly)
+        started, finished = now - timedelta(minutes=10 - i), now - timedelta(minutes=9 - i)
+        history.append(
+            RepairHistoryRow("app", segment.tables, segment.range, record_, started, finished, segment.replicas[0],
+                             segment.replicas)
+        )  # fmt: skip
+    store.history = history
+    store.runs = [RepairRunRow("scheduled__2026-11-22T02:00:00+00:00", "DONE", {"tables": {"app.events": "40.0%"}},
+                               {}, now - timedelta(days=1))]  # fmt: skip
+    source.runs = {
+        ("keyspace_migration", RUN_ID): RunInfo(
+            "keyspace_migration", RUN_ID, "running", now, None, {"step_1.verify_preview": {"mismatches": 0}},
+            (TaskTiming("precheck", -1, "success", now, now + timedelta(seconds=3), 1),),
+        ),
+        ("nightly_subrange_repair", None): RunInfo("nightly_subrange_repair", nightly, "running",
+                                                    now - timedelta(minutes=11), None,
+                                                    {"plan:summary": {"due": 6, "segments": len(segments)}}),
+    }  # fmt: skip
+    return source
+
+
+# -- Airflow's API app with the plugin mounted -------------------------------------------------------------
+
+
+@pytest.fixture
+def client(airflow_api: tuple[Any, Any, dict[str, str]]) -> Iterator[tuple[Any, FakeSource, dict[str, str]]]:
+    test_client, subapp, tokens = airflow_api
+    world = _world()
+    real = subapp.state.source_factory
+    subapp.state.source_factory = lambda: world
+    try:
+        yield test_client, world, tokens
+    finally:
+        subapp.state.source_factory = real
+
+
+MIGRATION = f"/ringward/migration/keyspace_migration/{RUN_ID}"
+GETS = [
+    MIGRATION, f"/ringward/api/migration/keyspace_migration/{RUN_ID}",
+    f"/ringward/api/migration/keyspace_migration/{RUN_ID}/placement.svg",
+    "/ringward/repair", "/ringward/api/repair", "/ringward/api/repair/coverage.svg",
+    "/ringward/cluster", "/ringward/api/cluster", "/ringward/api/cluster/ring.svg",
+]  # fmt: skip
+
+
+def test_plugin_registers_the_app_and_the_views(airflow_api: Any) -> None:
+    from airflow import plugins_manager
+
+    plugins = {p.name: p for p in plugins_manager._get_plugins()[0]}
+    ringward = plugins["ringward"]
+    assert [a["url_prefix"] for a in ringward.fastapi_apps] == ["/ringward"]
+    views = {v["name"]: v for v in ringward.external_views}
+    assert views["Repair"]["destination"] == "nav" and views["Cluster"]["destination"] == "nav"
+    assert views["Migration"]["destination"] == "dag_run"
+    assert views["Migration"]["href"] == "ringward/migration/{DAG_ID}/{RUN_ID}"
+    # What the migration's approval links to: the same page, the run id quoted.
+    from ringward_airflow.ui.plugin import migration_page_path
+
+    assert migration_page_path("keyspace_migration", RUN_ID) == (
+        "ringward/migration/keyspace_migration/manual__2026-11-23T10%3A00%3A00%2B00%3A00"
+    )
+
+
+def test_every_endpoint_refuses_anonymous_and_bad_tokens(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
+    test_client, world, _ = client
+    for url in GETS:
+        assert test_client.get(url).status_code == 401, url
+        assert test_client.get(url, headers=bearer("not-a-jwt")).status_code == 403, url
+    response = test_client.post("/ringward/api/repair/switch", data={"action": "pause", "confirm": "yes"})
+    assert response.status_code == 401
+    assert world.store.events == []  # a refused press records nothing
+
+
+def test_every_endpoint_serves_an_admin_by_header_and_by_cookie(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
+    test_client, _, tokens = client
+    for url in GETS:
+        response = test_client.get(url, headers=bearer(tokens["admin"]))
+        assert response.status_code == 200, (url, response.text[:300])
+    test_client.cookies.set("_token", tokens["admin"])
+    try:
+        assert test_client.get("/ringward/repair").status_code == 200
+    finally:
+        test_client.cookies.clear()
+
+
+def test_permissions_follow_the_auth_manager(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
+    test_client, world, tokens = client
+    viewer = bearer(tokens["viewer"])
+    assert test_client.get(MIGRATION, headers=viewer).status_code == 200
+    assert test_client.get("/ringward/repair", headers=viewer).status_code == 200
+    # The cluster page shows where the connection points: connection read access (op role and up).
+    assert test_client.get("/ringward/cluster", headers=viewer).status_code == 403
+    # Pausing the repair edits its runs: refused to a viewer, allowed to a user.
+    press = {"action": "pause", "confirm": "yes"}
+    assert test_client.post("/ringward/api/repair/switch", data=press, headers=viewer).status_code == 403
+    assert world.store.events == []
+    assert (
+        test_client.post("/ringward/api/repair/switch", data=press, headers=bearer(tokens["user"])).status_code == 200
+    )
+
+
+def test_migration_page_shows_plan_picture_ranges_and_journal(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
+    test_client, world, tokens = client
+    ring = world.ring_
+    plan = build_plan(ring, OLD, NEW, keyspace="shop")
+    steps = migration_steps(plan)
+    data = test_client.get(
+        f"/ringward/api/migration/keyspace_migration/{RUN_ID}", headers=bearer(tokens["admin"])
+    ).json()
+    assert data["found"] and data["keyspace"] == "shop" and data["state"] == "altered:1"
+    assert data["affected_ranges"] == len(plan.affected) and len(data["ranges"]) == plan.total_ranges
+    changed = {tuple(r["range"]): (r["gained"], r["lost"]) for r in data["ranges"] if r["gained"] or r["lost"]}
+    assert changed == {(c.range.start, c.range.end): (list(c.gained), list(c.lost)) for c in plan.affected}
+    pre, post = data["steps"][0]["stages"]
+    assert (pre["done"], pre["total"]) == (len(repair_segments(ring, steps[0], "shop", "pre")),) * 2
+    assert (post["done"], post["failed"]) == (1, 1)
+    assert post["total"] == len(repair_segments(ring, steps[0], "shop", "post"))
+    failed = [r for r in post["ranges"] if r["status"] == "failed"]
+    assert failed[0]["detail"] == "stream failed" and failed[0]["attempts"] == 3
+    assert data["steps"][0]["altered"] and data["steps"][0]["verification"] == {"verify_preview": {"mismatches": 0}}
+
+    page = test_client.get(MIGRATION, headers=bearer(tokens["admin"])).text
+    assert "<svg" in page and "id='ranges'" in page
+    for change in plan.affected:  # each moved range is drawn (hover title) and listed in the table
+        assert f"<title>{change.range}: " in page
+        assert f"<td>({change.range.start}, {change.range.end}]</td>" in page
+    assert f"<b>{post['done']}/{post['total']}</b> ranges done, 1 failed" in page
+    assert "stream failed" in page and "precheck" in page  # journal detail and the run's timings
+    svg = test_client.get(f"/ringward/api/migration/keyspace_migration/{RUN_ID}/placement.svg",
+                          headers=bearer(tokens["admin"]))  # fmt: skip
+    assert svg.headers["content-type"].startswith("image/svg+xml") and svg.text.count('class="moved"') == len(
+        plan.affected
+    )
+
+
+def test_migration_page_by_its_quoted_path(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
+    from ringward_airflow.ui.plugin import migration_page_path
+
+    test_client, _, tokens = client
+    page = test_client.get("/" + migration_page_path("keyspace_migration", RUN_ID), headers=bearer(tokens["admin"]))
+    assert page.status_code == 200 and "Migration of <span id='keyspace'>shop</span>" in page.text
+
+
+def test_migration_page_of_a_run_without_a_plan_says_so(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
+    test_client, _, tokens = client
+    page = test_client.get("/ringward/migration/keyspace_migration/other-run", headers=bearer(tokens["admin"]))
+    assert page.status_code == 200 and "No ringward migration is recorded for this run" in page.text
+    svg = test_client.get("/ringward/api/migration/keyspace_migration/other-run/placement.svg",
+                          headers=bearer(tokens["admin"]))  # fmt: skip
+    assert svg.status_code == 404
+
+
+def test_repair_page_tables_progress_segments_and_filter(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    data = test_client.get("/ringward/api/repair", headers=admin).json()
+    assert [t["table"] for t in data["tables"]] == ["app.events"]
+    events = data["tables"][0]
+    assert events["failing"] == 1 and events["health"] == "OVERDUE"  # most ranges were never repaired
+    run = data["current_run"]
+    assert (run["finished"], run["total"], run["percent"]) == (3, 6, 50.0) and run["eta_seconds"] > 0
+    assert len(data["segments"]) == 3
+    failing = test_client.get("/ringward/api/repair?failing=1", headers=admin).json()["segments"]
+    assert [s["state"] for s in failing] == ["FAILED"] and failing[0][
+        "last_error"
+    ] == "Repair session failed: node down"
+    assert failing[0]["replicas"] == list(world.store.history[2].replicas)
+
+    page = test_client.get("/ringward/repair", headers=admin).text
+    assert "<b>3/6</b> segments (50.0%)" in page and "aria-valuenow='50.0'" in page
+    assert "app.events" in page and "running (not paused)" in page
+    svg = test_client.get("/ringward/api/repair/coverage.svg", headers=admin).text
+    assert "app.events" in svg and svg.count('class="arc"') == len(world.repair_plan(load_config(None)).segments)
+
+
+def test_pause_switch_needs_confirmation_and_records_who_pressed(
+    client: tuple[Any, FakeSource, dict[str, str]],
+) -> None:
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    unconfirmed = test_client.post("/ringward/api/repair/switch", data={"action": "pause"}, headers=admin)
+    assert unconfirmed.status_code == 422 and world.store.events == []
+    pressed = test_client.post("/ringward/api/repair/switch", headers=admin,
+                               data={"action": "pause", "confirm": "yes", "reason": "node 3 disk"})  # fmt: skip
+    assert pressed.status_code == 200 and pressed.json()["paused"] and pressed.json()["changed_by"] == "admin"
+    page = test_client.get("/ringward/repair", headers=admin).text
+    assert "PAUSED by admin" in page and "node 3 disk" in page and "Resume the nightly repair" in page
+    # The browser form posts with Accept: text/html and lands back on the page.
+    back = test_client.post("/ringward/api/repair/switch", headers={**admin, "Accept": "text/html"},
+                            data={"action": "resume", "confirm": "yes"}, follow_redirects=False)  # fmt: skip
+    assert back.status_code == 303 and back.headers["location"] == "../../repair"
+    assert [e.paused for e in world.store.events] == [False, True]
+
+
+def test_cluster_page_nodes_ring_and_connection_without_secrets(
+    client: tuple[Any, FakeSource, dict[str, str]],
+) -> None:
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    data = test_client.get("/ringward/api/cluster", headers=admin).json()
+    assert data["connection"]["login_set"] and "password" not in data["connection"]
+    assert [n["address"] for n in data["nodes"]] == sorted(world.ring_.addresses())
+    assert all(n["tokens"] == 4 and n["release_version"] == "5.0.9" for n in data["nodes"])
+    page = test_client.get("/ringward/cluster", headers=admin).text
+    assert page.count("<tr>") == len(world.ring_.nodes) + 1
+    for address in world.ring_.addresses():
+        assert f"primary range of {address}" in page
+    assert SECRET_PASSWORD not in page and SECRET_PASSWORD not in str(data)
+
+
+def test_unreachable_cluster_is_reported_fast(
+    airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real source, with the connection pointing at a closed port: a clear 503 within the timeouts."""
+    test_client, _, tokens = airflow_api
+    monkeypatch.setenv("AIRFLOW_CONN_CASSANDRA_DEFAULT", CLOSED_PORT_CONNECTION)
+    admin = bearer(tokens["admin"])
+    for url in ("/ringward/cluster", "/ringward/repair", MIGRATION):
+        started = time.monotonic()
+        response = test_client.get(url, headers=admin)
+        assert time.monotonic() - started < 5, url
+        assert response.status_code == 503 and "The Cassandra cluster cannot be reached" in response.text, url
+        assert "127.0.0.1:1" in response.text and SECRET_PASSWORD not in response.text
+    response = test_client.get("/ringward/api/cluster", headers=admin)
+    assert response.status_code == 503 and response.json()["error"] == "cluster_unreachable"
+
+
+def test_nightly_task_reads_the_pause_switch_between_segments() -> None:
+    """The repair task's check: the latest press decides; an unreadable switch does not stop a repair."""
+    from ringward_airflow.repair_operators import RepairSegmentsOperator
+
+    operator = RepairSegmentsOperator(task_id="repair", batch=[])
+    store = FakeStore()
+    assert not operator._paused(store)
+    store.set_switch(True, "alice", "disk full on .3")
+    assert operator._paused(store)
+    store.set_switch(False, "bob")
+    assert not operator._paused(store)
+
+    class Unreadable(FakeStore):
+        def switch_events(self, name: str = "nightly_subrange_repair", limit: int = 20) -> list[SwitchEvent]:
+            raise RuntimeError("ringward_ops unavailable")
+
+    assert not operator._paused(Unreadable())
+
+
+def test_dag_run_reader_queries_airflows_database(airflow_api: Any) -> None:
+    """The metadata-database reader runs its queries (a run that does not exist: None, not an error)."""
+    from ringward_airflow.ui.source import read_dag_run
+
+    assert read_dag_run("keyspace_migration", "no-such-run") is None
+    assert read_dag_run("no_such_dag", None) is None
+
+
+def test_airflow_lists_the_plugin_and_its_views_to_the_ui(airflow_api: Any) -> None:
+    """Admin → Plugins and the UI's nav read the plugin list from Airflow's REST API."""
+    test_client, _, tokens = airflow_api
+    response = test_client.get("/api/v2/plugins", headers=bearer(tokens["admin"]))
+    assert response.status_code == 200, response.text[:300]
+    ringward = [p for p in response.json()["plugins"] if p["name"] == "ringward"]
+    assert ringward, response.json()
+    views = {v["name"]: (v["href"], v["destination"]) for v in ringward[0]["external_views"]}
+    assert views == {
+        "Repair": ("ringward/repair", "nav"),
+        "Cluster": ("ringward/cluster", "nav"),
+        "Migration": ("ringward/migration/{DAG_ID}/{RUN_ID}", "dag_run"),
+    }
+    assert [a["url_prefix"] for a in ringward[0]["fastapi_apps"]] == ["/ringward"]
+
+
+def test_missing_connection_is_named_with_the_fix(
+    airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    test_client, _, tokens = airflow_api
+    monkeypatch.delenv("AIRFLOW_CONN_CASSANDRA_DEFAULT", raising=False)
+    response = test_client.get("/ringward/api/cluster", headers=bearer(tokens["admin"]))
+    assert response.status_code == 503 and "cassandra_default" in response.json()["detail"]
+    assert "Admin → Connections" in response.json()["detail"]
