@@ -1,5 +1,6 @@
 """The migration's Spark stages: a baseline count before each ALTER and the count-based verification after
-its repair. The jobs are plain spark-submit runs (plugins/ringward_spark); the rule is ringward.verification.
+its repair. The jobs run through the Spark provider's SparkSubmitHook on `spark_conn_id` (plugins/ringward_spark),
+with the Cassandra connection's settings; the rule is ringward.verification.
 """
 
 from __future__ import annotations
@@ -8,25 +9,29 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseHook, Context
+from airflow.sdk import Context
 from ringward.migration import verify_targets
 from ringward.ring import TokenRange
 from ringward.verification import verify
 from ringward_spark.counts import baseline_from_result, scan_counts_from_result
-from ringward_spark.submit import count_job_args, range_counts_job_args, run_job
+from ringward_spark.submit import CassandraOptions, SparkSubmission, count_job_args, range_counts_job_args
 
 from ringward_airflow.migration_operators import _MigrationOperator, load_record, record_plan
 
-__all__ = ["SparkBaselineOperator", "SparkVerifyOperator", "spark_master"]
+__all__ = ["SparkBaselineOperator", "SparkVerifyOperator", "cassandra_options"]
 
 
-def spark_master(conn_id: str) -> str:
-    """The master URL of the `spark_default`-style connection: local[N], spark://, yarn, k8s://…"""
-    conn = BaseHook.get_connection(conn_id)
-    host = conn.host or "local[2]"
-    if host.startswith(("local", "yarn", "k8s://", "spark://", "mesos://")):
-        return host if "://" not in host or not conn.port else f"{host}:{conn.port}"
-    return f"spark://{host}:{conn.port or 7077}"
+def cassandra_options(conn: Any) -> CassandraOptions:
+    """What a Spark job needs of a `cassandra` connection besides its contact points and port: the local DC
+    (`extra.local_dc` or the provider's `load_balancing_policy_args.local_dc`), the role, `extra.ssl_options`."""
+    extra = conn.extra_dejson
+    local_dc = extra.get("local_dc") or (extra.get("load_balancing_policy_args") or {}).get("local_dc")
+    return CassandraOptions(
+        local_dc=local_dc or None,
+        username=conn.login or None,
+        password=conn.password or None,
+        ssl_options=extra.get("ssl_options") or None,
+    )
 
 
 class _SparkStage(_MigrationOperator):
@@ -53,13 +58,27 @@ class _SparkStage(_MigrationOperator):
             )
             tables = sorted(row.table_name for row in rows)
             self._hosts = hook.contact_points()
+            connection = hook.get_connection(hook.cassandra_conn_id)
+            self._port = int(connection.port or 9042)
+            self._cassandra_options = cassandra_options(connection)
         finally:
             hook.close()
         return record, tables, ranges, gained
 
     def _run(self, job_args: Sequence[str]) -> dict[str, Any]:
         self._raise_if_killed()
-        return run_job(job_args, master=spark_master(self.spark_conn_id))
+        self._submission = SparkSubmission(job_args, conn_id=self.spark_conn_id, cassandra=self._cassandra_options)
+        try:
+            return self._submission.run()
+        finally:
+            self._submission = None
+            self._raise_if_killed()
+
+    def on_kill(self) -> None:
+        super().on_kill()
+        submission = getattr(self, "_submission", None)
+        if submission is not None:
+            submission.kill()
 
 
 class SparkBaselineOperator(_SparkStage):
@@ -72,7 +91,9 @@ class SparkBaselineOperator(_SparkStage):
         taken_at_us = int(time.time() * 1_000_000)
         results = {}
         for table in tables:
-            results[table] = self._run(range_counts_job_args(self._hosts, record["keyspace"], table, ranges))
+            results[table] = self._run(
+                range_counts_job_args(self._hosts, record["keyspace"], table, ranges, port=self._port)
+            )
             rows = sum(entry["rows"] for entry in results[table]["ranges"])
             self.log.info("baseline %s.%s: %d rows in %d affected ranges", record["keyspace"], table, rows, len(ranges))
         return {"taken_at_us": taken_at_us, "tables": results}
@@ -104,12 +125,14 @@ class SparkVerifyOperator(_SparkStage):
             # The reference (CL ALL) comes second: a read at ALL read-repairs the replicas it finds
             # lacking, which would hide exactly what the pinned counts are looking for.
             reference = scan_counts_from_result(
-                self._run(range_counts_job_args(self._hosts, keyspace, table, ranges, cutoff_us=cutoff))
+                self._run(
+                    range_counts_job_args(self._hosts, keyspace, table, ranges, cutoff_us=cutoff, port=self._port)
+                )
             )
             report = verify(baseline, reference, replicas)
             self.log.info("%s.%s %s", keyspace, table, report.summary())
             # One contact point: the connector refuses contact points from several datacenters.
-            whole = self._run(count_job_args(self._hosts[:1], keyspace, table, consistency="ALL"))
+            whole = self._run(count_job_args(self._hosts[:1], keyspace, table, consistency="ALL", port=self._port))
             self.log.info("%s.%s whole-table count at ALL (connector): %s", keyspace, table, whole.get("rows"))
             report.raise_for_failures()
             evidence[table] = {
@@ -125,5 +148,12 @@ class SparkVerifyOperator(_SparkStage):
     ) -> list[str]:
         """Counts `replica` holds itself: it is the only coordinator and reads at CL ONE."""
         return range_counts_job_args(
-            self._hosts, keyspace, table, ranges, consistency="ONE", pinned_host=replica, cutoff_us=cutoff
+            self._hosts,
+            keyspace,
+            table,
+            ranges,
+            consistency="ONE",
+            pinned_host=replica,
+            cutoff_us=cutoff,
+            port=self._port,
         )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
 
+from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
 from cassandra.policies import (
     DCAwareRoundRobinPolicy,
@@ -43,6 +45,10 @@ def connect(
     *,
     coordinator: str | None = None,
     timeout: float = 30.0,
+    local_dc: str | None = None,
+    username: str | None = None,
+    password: str | None = None,
+    ssl_options: Mapping[str, Any] | None = None,
 ) -> Iterator[Session]:
     """A session over the cluster, or one whose every request goes to `coordinator` only.
 
@@ -50,8 +56,13 @@ def connect(
     replica serves ONE from its own data (the seed's hazard). A DDL statement returns once every live node
     has the change, or after `agreement_wait(timeout)` (the driver then only logs a warning): the next statement
     may be coordinated by any node, and one that missed the change answers "does not exist".
+    `local_dc`, `username`/`password` and `ssl_options` are those of the `cassandra` connection (a Spark
+    task gets them from the job's arguments).
     """
-    cluster = build_cluster(contact_points, port, coordinator=coordinator, timeout=timeout)
+    cluster = build_cluster(
+        contact_points, port, coordinator=coordinator, timeout=timeout, local_dc=local_dc, username=username,
+        password=password, ssl_options=ssl_options,
+    )  # fmt: skip
     try:
         yield cluster.connect()
     finally:
@@ -59,19 +70,29 @@ def connect(
 
 
 def build_cluster(
-    contact_points: Sequence[str], port: int = 9042, *, coordinator: str | None = None, timeout: float = 30.0
+    contact_points: Sequence[str],
+    port: int = 9042,
+    *,
+    coordinator: str | None = None,
+    timeout: float = 30.0,
+    local_dc: str | None = None,
+    username: str | None = None,
+    password: str | None = None,
+    ssl_options: Mapping[str, Any] | None = None,
 ) -> Cluster:
     """The driver `Cluster` behind `connect`, for callers that keep one session open across many requests."""
     if coordinator:
         policy = WhiteListRoundRobinPolicy([coordinator])
         points = [coordinator]
     else:
-        policy = TokenAwarePolicy(DCAwareRoundRobinPolicy())
+        policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc))
         points = list(contact_points)
     profile = ExecutionProfile(load_balancing_policy=policy, request_timeout=timeout, retry_policy=RetryPolicy())
     return Cluster(
         points, port=port, protocol_version=5, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         connect_timeout=10, control_connection_timeout=10, max_schema_agreement_wait=agreement_wait(timeout),
+        auth_provider=PlainTextAuthProvider(username, password) if username else None,
+        ssl_options=dict(ssl_options) if ssl_options else None,
     )  # fmt: skip
 
 

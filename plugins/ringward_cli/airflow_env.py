@@ -15,6 +15,7 @@ from typing import Any
 
 from ringward_cassandra.localcluster import LocalCluster, load_topology
 from ringward_cassandra.localcluster.runtime import project_home
+from ringward_cassandra.localcluster.spark_jars import connector_lib_dir
 
 __all__ = ["airflow_environment", "connections_to_import", "ensure_airflow_connections", "ensure_airflow_db",
            "local_connections"]  # fmt: skip
@@ -26,12 +27,14 @@ LOCAL_CONNECTION_VARIABLES = ("AIRFLOW_CONN_CASSANDRA_DEFAULT", "AIRFLOW_CONN_RI
 
 
 def local_connections(home: Path, topology: str = "seed") -> dict[str, str]:
-    """AIRFLOW_CONN_* values for the local cluster: Cassandra, Spark local[2], nodetool over JMX."""
+    """AIRFLOW_CONN_* values for the local cluster: Cassandra, Spark local[2] with the connector jars resolved into
+    .cache/ (`ringward spark jars`), nodetool over JMX."""
     loaded = load_topology(topology)
     nodes = loaded.nodes
     cassandra = {"conn_type": "cassandra", "host": ",".join(n.address for n in nodes), "port": 9042,
                  "extra": {"protocol_version": 5}}  # fmt: skip
-    spark = {"conn_type": "spark", "host": "local[2]", "extra": {"spark-binary": "spark-submit"}}
+    spark = {"conn_type": "spark", "host": "local[2]",
+             "extra": {"spark-binary": "spark-submit", "ringward-jars-dir": str(connector_lib_dir(home))}}  # fmt: skip
     nodetool = {"conn_type": "generic", "host": "127.0.0.1",
                 "extra": LocalCluster(home).nodetool_connection_extra(loaded)}  # fmt: skip
     return {

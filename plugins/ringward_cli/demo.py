@@ -16,6 +16,7 @@ from ringward.replication import Replication
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.localcluster.runtime import project_home
+from ringward_cassandra.localcluster.spark_jars import ensure_connector_jars
 from ringward_cassandra.ops_store import OPS_KEYSPACE
 from ringward_cassandra.ring_source import ring_from_cluster
 from ringward_cassandra.seed_scenario import count_at_one_from, create_seed_keyspace
@@ -59,6 +60,7 @@ def safe_migration(cluster: LocalCluster, home: Path) -> int:
     print(plan.table())
     print(plan.summary())
     env = airflow_environment(home)
+    ensure_connector_jars(home)  # once (Maven): the folder the local spark_default's ringward-jars-dir names
     ensure_airflow_db(env)
     conf = {"keyspace": "test", "replication": TARGET, "require_approval": False}
     command = [

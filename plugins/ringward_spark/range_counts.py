@@ -10,8 +10,9 @@ are counted as written before it.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ringward.errors import ConfigurationError
@@ -27,6 +28,7 @@ __all__ = [
     "row_written_at",
     "scan_query",
     "tally_ranges",
+    "task_ssl_options",
 ]
 
 CONSISTENCY_LEVELS = ("ALL", "QUORUM", "LOCAL_QUORUM", "ONE", "LOCAL_ONE")
@@ -54,6 +56,12 @@ class ScanSettings:
     cutoff_us: int | None = None
     fetch_size: int = 5000
     timeout_s: float = 60.0
+    local_dc: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    # ssl_options of the `cassandra` connection; its file entries (ca_certs, ...) are names of files shipped
+    # with the job (spark-submit --files) when no such path exists where the task runs.
+    ssl_options: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,8 +143,10 @@ def count_subranges(subranges: Iterable[Subrange], settings: ScanSettings) -> It
     if not pieces:
         return
     with connect(
-        settings.hosts, settings.port, coordinator=settings.pinned_host, timeout=settings.timeout_s
-    ) as session:
+        settings.hosts, settings.port, coordinator=settings.pinned_host, timeout=settings.timeout_s,
+        local_dc=settings.local_dc, username=settings.username, password=settings.password,
+        ssl_options=task_ssl_options(settings.ssl_options),
+    ) as session:  # fmt: skip
         session.cluster.profile_manager.default.row_factory = tuple_factory
         partition_key, dated = _table_columns(session, settings.keyspace, settings.table)
         statement = SimpleStatement(
@@ -146,6 +156,21 @@ def count_subranges(subranges: Iterable[Subrange], settings: ScanSettings) -> It
         )
         for piece in pieces:
             yield _tally(piece.index, session.execute(statement, (piece.start, piece.end)), settings.cutoff_us)
+
+
+_SSL_FILE_OPTIONS = ("ca_certs", "certfile", "keyfile")
+
+
+def task_ssl_options(options: Iterable[tuple[str, Any]]) -> dict[str, Any] | None:
+    """ssl_options with every file entry that is not a path here taken from the files Spark shipped."""
+    resolved = dict(options)
+    for key in _SSL_FILE_OPTIONS:
+        value = resolved.get(key)
+        if value and not os.path.exists(value):
+            from pyspark import SparkFiles
+
+            resolved[key] = SparkFiles.get(os.path.basename(value))
+    return resolved or None
 
 
 def _tally(index: int, rows: Iterable[Sequence[Any]], cutoff_us: int | None) -> RangeTally:

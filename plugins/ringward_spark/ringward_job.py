@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,9 @@ from ringward_spark.range_counts import (
     plan_subranges,
     tally_ranges,
 )
+from ringward_spark.submit import PASSWORD_VARIABLE
 
-__all__ = ["main", "parse_args", "parse_range"]
+__all__ = ["connector_conf", "main", "parse_args", "parse_range"]
 
 
 def parse_range(text: str) -> TokenRange:
@@ -48,6 +50,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         mode.add_argument("--table", required=True)
         mode.add_argument("--consistency", choices=CONSISTENCY_LEVELS, default="ALL")
         mode.add_argument("--output", required=True, help="where the JSON result is written")
+        mode.add_argument("--local-dc", help="the datacenter to read from (the connection's local_dc)")
+        mode.add_argument("--username", help=f"Cassandra role; its password is read from ${PASSWORD_VARIABLE}")
+        mode.add_argument("--ssl-options", type=json.loads, help="the connection's ssl_options, as JSON")
     scan = modes.choices["range-counts"]
     scan.add_argument("--range", dest="ranges", type=parse_range, action="append", required=True)
     scan.add_argument("--pin-host", help="the only coordinator (a replica serves CL ONE from its own data)")
@@ -71,7 +76,9 @@ def _range_counts(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
     settings = ScanSettings(
         hosts=tuple(args.hosts.split(",")), port=args.port, keyspace=args.keyspace, table=args.table,
         consistency=args.consistency, pinned_host=args.pin_host, cutoff_us=args.cutoff_us,
-        fetch_size=args.fetch_size,
+        fetch_size=args.fetch_size, local_dc=args.local_dc, username=args.username,
+        password=os.environ.get(PASSWORD_VARIABLE) if args.username else None,
+        ssl_options=tuple(sorted((args.ssl_options or {}).items())),
     )  # fmt: skip
     subranges = plan_subranges(args.ranges, args.splits_per_range)
     context = spark.sparkContext
@@ -92,17 +99,32 @@ def _range_counts(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def connector_conf(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, str]:
+    """The Spark Cassandra Connector's settings from the job's arguments (the password from the environment).
+
+    TLS for the connector needs Java trust stores: give `spark.cassandra.connection.ssl.trustStore.*` in the
+    Spark connection's `ringward-conf` extra; here TLS is only switched on when the connection asks for it.
+    """
+    conf = {"spark.cassandra.connection.host": args.hosts, "spark.cassandra.connection.port": str(args.port)}
+    if args.local_dc:
+        conf["spark.cassandra.connection.localDC"] = args.local_dc
+    if args.username:
+        conf["spark.cassandra.auth.username"] = args.username
+        conf["spark.cassandra.auth.password"] = environ.get(PASSWORD_VARIABLE, "")
+    if args.ssl_options:
+        conf["spark.cassandra.connection.ssl.enabled"] = "true"
+    return conf
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     args = parse_args(argv)
     started = time.monotonic()
-    spark = (
-        SparkSession.builder.appName(f"ringward-{args.mode}-{args.keyspace}.{args.table}")
-        .config("spark.cassandra.connection.host", args.hosts)
-        .config("spark.cassandra.connection.port", str(args.port))
-        .getOrCreate()
-    )
+    builder = SparkSession.builder.appName(f"ringward-{args.mode}-{args.keyspace}.{args.table}")
+    for key, value in connector_conf(args, os.environ).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     try:
         result = (_count if args.mode == "count" else _range_counts)(spark, args)
     finally:

@@ -1,15 +1,28 @@
-"""Running ringward's Spark jobs through spark-submit: the command line, the run, the JSON result."""
+"""Running ringward's Spark jobs: spark-submit through the Spark provider's SparkSubmitHook, the JSON result.
+
+Where a job runs comes from a `spark` connection (`spark_default`): master, `deploy-mode`, `spark-binary`,
+`queue`, `namespace`, `principal`/`keytab`, all as the provider reads them, plus ringward's own extras
+`ringward-jars-dir` (the connector's jars) and `ringward-conf` (Spark properties). The CLI and the tests
+may name a master instead (`local[2]`). Every submission ships what executors on other machines need:
+the connector jars (`--jars`), ringward's job code (`--py-files`, a zip of the packages the tasks import)
+and the Cassandra settings (contact points, port, local DC, user, TLS; the password through the
+driver's environment, never on the command line).
+"""
 
 from __future__ import annotations
 
+import collections
 import importlib.util
 import json
 import os
 import shutil
-import subprocess
+import socket
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+import zipfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +32,27 @@ from ringward.ring import TokenRange
 from ringward_spark.jars import connector_jars
 
 __all__ = [
+    "CONF_EXTRA",
     "JOB_FILE",
+    "PASSWORD_VARIABLE",
     "SPARK_CONF",
+    "CassandraOptions",
     "SparkJobError",
+    "SparkSubmission",
     "count_job_args",
+    "job_code_zip",
+    "master_endpoints",
     "range_counts_job_args",
     "run_job",
     "spark_home",
-    "spark_submit_args",
-    "spark_submit_binary",
 ]
 
 JOB_FILE = Path(__file__).with_name("ringward_job.py")
+CONF_EXTRA = "ringward-conf"
+PASSWORD_VARIABLE = "RINGWARD_CASSANDRA_PASSWORD"
 
-# Small and quiet: these jobs read counts, never shuffle much, and share a 2-core machine.
+# Small and quiet: these jobs read counts, never shuffle much, and share a 2-core machine. A connection's
+# `ringward-conf` extra overrides any of them.
 SPARK_CONF: Mapping[str, str] = {
     "spark.driver.memory": "512m",
     "spark.executor.memory": "512m",
@@ -46,9 +66,51 @@ SPARK_CONF: Mapping[str, str] = {
 # executors; the connector's shaded netty still wants reflective access to direct buffers.
 _JAVA_OPTIONS = "-Dio.netty.tryReflectionSetAccessible=true -Djava.net.preferIPv4Stack=true -XX:+UseSerialGC"
 
+# The packages a job's tasks import on the executors (ringward_cassandra only for its driver sessions).
+_SHIPPED_PACKAGES = ("ringward", "ringward_spark")
+_SHIPPED_MODULES = ("ringward_cassandra/__init__.py", "ringward_cassandra/cql.py")
+# ssl_options entries that name files: shipped with --files, found by name on the executors.
+SSL_FILE_OPTIONS = ("ca_certs", "certfile", "keyfile")
+
 
 class SparkJobError(RingwardError):
     """A Spark job could not be started, failed, or left no result."""
+
+
+@dataclass(frozen=True)
+class CassandraOptions:
+    """How the job's driver and tasks log in to Cassandra, beyond contact points and port."""
+
+    local_dc: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ssl_options: Mapping[str, Any] | None = None
+
+    def job_args(self) -> list[str]:
+        args: list[str] = []
+        if self.local_dc:
+            args += ["--local-dc", self.local_dc]
+        if self.username:
+            args += ["--username", self.username]
+        if self.ssl_options:
+            shipped = {k: (Path(v).name if k in SSL_FILE_OPTIONS else v) for k, v in self.ssl_options.items()}
+            args += ["--ssl-options", json.dumps(shipped, sort_keys=True)]
+        return args
+
+    def environment(self) -> dict[str, str]:
+        return {PASSWORD_VARIABLE: self.password} if self.password else {}
+
+    def files(self) -> list[str]:
+        """The TLS files executors need (CA, client certificate and key), shipped with --files."""
+        named = [str(self.ssl_options[k]) for k in SSL_FILE_OPTIONS if (self.ssl_options or {}).get(k)]
+        missing = [path for path in named if not Path(path).is_file()]
+        if missing:
+            raise ConfigurationError(
+                f"ssl_options names files that do not exist here: {', '.join(missing)}.",
+                "Mount the CA (and client certificate) where the Airflow worker runs; they are shipped to the "
+                "Spark executors from there.",
+            )
+        return named
 
 
 def spark_home() -> str:
@@ -61,35 +123,206 @@ def spark_home() -> str:
     return str(spec.submodule_search_locations[0])
 
 
-def spark_submit_binary() -> str:
-    """spark-submit from the environment running ringward (pyspark's), else from PATH."""
-    beside_python = Path(sys.executable).with_name("spark-submit")
-    found = str(beside_python) if beside_python.exists() else shutil.which("spark-submit")
+def _binary_path(name: str) -> str:
+    """The connection's spark binary: beside the running Python (pyspark's, in a virtualenv), else on PATH."""
+    beside_python = Path(sys.executable).with_name(name)
+    found = str(beside_python) if beside_python.exists() else shutil.which(name)
     if not found:
-        raise SparkJobError("spark-submit was not found.", "Run `uv sync` (pyspark ships spark-submit).")
+        raise SparkJobError(f"{name} was not found.", "Install pyspark (it ships spark-submit) or put it on PATH.")
     return found
 
 
-def spark_submit_args(
-    job_args: Sequence[str],
-    *,
-    master: str = "local[2]",
-    jars: Sequence[str] = (),
-    conf: Mapping[str, str] | None = None,
-    job_file: Path = JOB_FILE,
-    spark_submit: str = "spark-submit",
-) -> list[str]:
-    """The full spark-submit command line for the job file with `job_args`."""
-    settings = {**SPARK_CONF, **(conf or {})}
-    java_options = " ".join(filter(None, [_JAVA_OPTIONS, settings.pop("spark.driver.extraJavaOptions", "")]))
-    command = [spark_submit, "--master", master, "--name", "ringward", "--driver-memory",
-               settings.pop("spark.driver.memory"), "--driver-java-options", java_options]  # fmt: skip
-    settings.setdefault("spark.executor.extraJavaOptions", _JAVA_OPTIONS)
-    if jars:
-        command += ["--jars", ",".join(jars)]
-    for key, value in sorted(settings.items()):
-        command += ["--conf", f"{key}={value}"]
-    return [*command, str(job_file), *job_args]
+def job_code_zip(target: Path) -> Path:
+    """ringward's code that the Spark tasks import, as a zip for --py-files (executors may run elsewhere)."""
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for package in _SHIPPED_PACKAGES:
+            spec = importlib.util.find_spec(package)
+            if spec is None or not spec.submodule_search_locations:
+                raise SparkJobError(f"Package {package} is not importable.", "Install ringward (uv sync).")
+            root = Path(next(iter(spec.submodule_search_locations)))
+            for source in sorted(root.rglob("*")):
+                if source.is_file() and "__pycache__" not in source.parts and source.suffix != ".pyc":
+                    archive.write(source, f"{package}/{source.relative_to(root).as_posix()}")
+        cassandra_spec = importlib.util.find_spec("ringward_cassandra")
+        if cassandra_spec is None or cassandra_spec.origin is None:
+            raise SparkJobError("Package ringward_cassandra is not importable.", "Install ringward (uv sync).")
+        plugins = Path(cassandra_spec.origin).parent.parent
+        for module in _SHIPPED_MODULES:
+            archive.write(plugins / module, module)
+    return target
+
+
+def master_endpoints(master: str) -> list[tuple[str, int]]:
+    """host:port of every master of a standalone URL (`spark://h1:7077,h2:7077`); empty for other managers."""
+    if not master.startswith("spark://"):
+        return []
+    endpoints = []
+    for part in master.removeprefix("spark://").split(","):
+        host, _, port = part.strip().rpartition(":")
+        endpoints.append((host, int(port))) if host and port.isdigit() else endpoints.append((part.strip(), 7077))
+    return endpoints
+
+
+def _check_masters_reachable(master: str, timeout: float = 5.0) -> None:
+    """A standalone master that does not accept connections fails the job now, not after Spark's retries."""
+    endpoints = master_endpoints(master)
+    errors = []
+    for host, port in endpoints:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except OSError as error:
+            errors.append(f"{host}:{port}: {error.strerror or error}")
+    if endpoints:
+        raise SparkJobError(
+            f"The Spark master {master} does not accept connections ({'; '.join(errors)}).",
+            "Start the Spark master (and a worker), or correct the host and port of the spark connection.",
+        )
+
+
+def _submit_hook_class() -> type[Any]:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    class RingwardSubmitHook(SparkSubmitHook):  # type: ignore[misc]
+        """The provider's hook; a given master replaces the connection's (CLI, tests), the binary is looked
+        up beside the running Python first, and spark-submit's output is kept for the error message."""
+
+        def __init__(self, *, master: str | None = None, **kwargs: Any) -> None:
+            self._fixed_master = master
+            self.output: collections.deque[str] = collections.deque(maxlen=3000)
+            super().__init__(**kwargs)
+
+        def _resolve_connection(self) -> dict[str, Any]:
+            if self._fixed_master is None:
+                resolved: dict[str, Any] = super()._resolve_connection()
+                return resolved
+            return {"master": self._fixed_master, "queue": None, "deploy_mode": None, "namespace": None,
+                    "spark_binary": self.spark_binary or "spark-submit", "principal": None, "keytab": None,
+                    "rest_scheme": "http", "rest_port": 6066, "rest_endpoint": None}  # fmt: skip
+
+        def _get_spark_binary_path(self) -> list[str]:
+            return [_binary_path(self._connection["spark_binary"])]
+
+        def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
+            def kept() -> Iterator[Any]:
+                for line in itr:
+                    self.output.append(str(line).rstrip("\n"))
+                    yield line
+
+            super()._process_spark_submit_log(kept())
+
+    return RingwardSubmitHook
+
+
+class SparkSubmission:
+    """One spark-submit run of ringward_job.py; `kill()` stops it from another thread (a task's on_kill)."""
+
+    def __init__(
+        self,
+        job_args: Sequence[str],
+        *,
+        conn_id: str | None = None,
+        master: str | None = None,
+        cassandra: CassandraOptions | None = None,
+        conf: Mapping[str, str] | None = None,
+        timeout: float = 900,
+    ) -> None:
+        if (conn_id is None) == (master is None):
+            raise ConfigurationError("A Spark job needs a connection or a master URL.", "Give exactly one of them.")
+        self.job_args = list(job_args)
+        self.conn_id = conn_id
+        self.master = master
+        self.cassandra = cassandra or CassandraOptions()
+        self.conf = dict(conf or {})
+        self.timeout = timeout
+        self._hook: Any = None
+        self._killed = threading.Event()
+        self._timed_out = threading.Event()
+
+    def _extra(self) -> dict[str, Any]:
+        if self.conn_id is None:
+            return {}
+        from airflow.sdk import BaseHook
+
+        extra: dict[str, Any] = BaseHook.get_connection(self.conn_id).extra_dejson
+        return extra
+
+    def hook(self, scratch: Path) -> Any:
+        """The provider's hook for this job, its result to be written under `scratch`."""
+        extra = self._extra()
+        settings = {**SPARK_CONF, **{str(k): str(v) for k, v in (extra.get(CONF_EXTRA) or {}).items()}, **self.conf}
+        driver_memory = settings.pop("spark.driver.memory")
+        java_options = " ".join(filter(None, [_JAVA_OPTIONS, settings.pop("spark.driver.extraJavaOptions", "")]))
+        settings["spark.driver.extraJavaOptions"] = java_options
+        settings.setdefault("spark.executor.extraJavaOptions", _JAVA_OPTIONS)
+        files = self.cassandra.files()
+        hook = _submit_hook_class()(
+            master=self.master, conn_id=self.conn_id or "spark_default", conf=dict(sorted(settings.items())),
+            jars=",".join(connector_jars(extra)), py_files=str(job_code_zip(scratch / "ringward-job.zip")),
+            files=",".join(files) or None, driver_memory=driver_memory, name=f"ringward-{self.job_args[0]}",
+            application_args=[*self.job_args, *self.cassandra.job_args(), "--output", str(scratch / "result.json")],
+        )  # fmt: skip
+        if hook._connection.get("deploy_mode") == "cluster":
+            raise ConfigurationError(
+                f"Spark connection {self.conn_id!r} asks for deploy-mode cluster: ringward's jobs return their "
+                "counts to the task, so their driver must run in the Airflow worker.",
+                "Set the connection's deploy-mode to client (executors still run on the cluster).",
+            )
+        return hook
+
+    def run(self) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="ringward-spark-") as folder:
+            scratch = Path(folder)
+            hook = self._hook = self.hook(scratch)
+            if self._killed.is_set():
+                raise SparkJobError("The Spark job was stopped before it started.", "Clear the task to run it.")
+            _check_masters_reachable(hook._connection["master"])
+            environment = {**os.environ, "SPARK_HOME": spark_home(),
+                           "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+                           "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
+                           **self.cassandra.environment()}  # fmt: skip
+            timer = threading.Timer(self.timeout, self._time_out)
+            timer.daemon = True
+            timer.start()
+            try:
+                hook.submit(str(JOB_FILE), env=environment)
+            except Exception as error:
+                raise self._failure(hook) from error
+            finally:
+                timer.cancel()
+                if hook._submit_sp is not None and hook._submit_sp.stdout is not None:
+                    hook._submit_sp.stdout.close()  # the provider leaves the pipe open
+            output = scratch / "result.json"
+            if self._timed_out.is_set() or self._killed.is_set() or not output.exists():
+                raise self._failure(hook)
+            document: dict[str, Any] = json.loads(output.read_text())
+            return document
+
+    def _time_out(self) -> None:
+        self._timed_out.set()
+        if self._hook is not None:
+            self._hook.on_kill()
+
+    def kill(self) -> None:
+        self._killed.set()
+        if self._hook is not None:
+            self._hook.on_kill()
+
+    def _failure(self, hook: Any) -> SparkJobError:
+        name = self.job_args[0]
+        if self._timed_out.is_set():
+            return SparkJobError(
+                f"Spark job {name} ran longer than {self.timeout:.0f}s and was stopped.",
+                "Check that the Spark cluster has a live worker with free cores, or raise the timeout.",
+            )
+        if self._killed.is_set():
+            return SparkJobError(f"Spark job {name} was stopped (the task was killed).", "Clear the task to resume.")
+        code = hook._submit_sp.returncode if hook._submit_sp is not None else None
+        return SparkJobError(
+            f"Spark job {name} on {hook._connection['master']} failed (exit {code}):\n"
+            + _error_excerpt("\n".join(hook.output)),
+            "Read the error above; check that the Spark and Cassandra clusters are up and the table exists.",
+        )
 
 
 def _common(mode: str, hosts: Sequence[str], keyspace: str, table: str, consistency: str, port: int) -> list[str]:
@@ -132,39 +365,24 @@ def range_counts_job_args(
 
 def run_job(
     job_args: Sequence[str],
-    master: str = "local[2]",
+    master: str | None = None,
     *,
+    conn_id: str | None = None,
+    cassandra: CassandraOptions | None = None,
     conf: Mapping[str, str] | None = None,
     timeout: float = 900,
 ) -> dict[str, Any]:
-    """Run one job through spark-submit (jars resolved once) and return the JSON result it wrote."""
-    with tempfile.TemporaryDirectory(prefix="ringward-spark-") as scratch:
-        output = Path(scratch) / "result.json"
-        command = spark_submit_args(
-            [*job_args, "--output", str(output)], master=master, jars=connector_jars(), conf=conf,
-            spark_submit=spark_submit_binary(),
-        )  # fmt: skip
-        environment = {**os.environ, "SPARK_HOME": spark_home(), "PYSPARK_PYTHON": sys.executable,
-                       "PYSPARK_DRIVER_PYTHON": sys.executable}  # fmt: skip
-        try:
-            result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
-        except subprocess.TimeoutExpired as error:
-            raise SparkJobError(
-                f"Spark job {job_args[:1]} ran longer than {timeout:.0f}s.", "Raise timeout."
-            ) from error
-        if result.returncode != 0 or not output.exists():
-            excerpt = _error_excerpt(result.stderr)
-            raise SparkJobError(
-                f"Spark job {' '.join(job_args[:1])} failed (exit {result.returncode}):\n{excerpt}",
-                "Read the error above; check the cluster is up and the table exists.",
-            )
-        document: dict[str, Any] = json.loads(output.read_text())
-        return document
+    """Run one job and return the JSON result it wrote: on `conn_id`'s Spark, else on `master` (local[2])."""
+    if conn_id is None and master is None:
+        master = "local[2]"
+    submission = SparkSubmission(job_args, conn_id=conn_id, master=master, cassandra=cassandra, conf=conf,
+                                 timeout=timeout)  # fmt: skip
+    return submission.run()
 
 
-def _error_excerpt(stderr: str, lines: int = 25) -> str:
+def _error_excerpt(output: str, lines: int = 25) -> str:
     """The last Python traceback in Spark's log, else its last lines without JVM frames and INFO noise."""
-    start = stderr.rfind("Traceback (most recent call last)")
-    text = stderr[start:] if start >= 0 else stderr
+    start = output.rfind("Traceback (most recent call last)")
+    text = output[start:] if start >= 0 else output
     kept = [line for line in text.splitlines() if not line.lstrip().startswith("at ") and " INFO " not in line]
     return "\n".join(kept[:lines] if start >= 0 else kept[-lines:])

@@ -5,13 +5,17 @@ Tests ask for `seed_cluster` or `two_dc_cluster`; tests are ordered so each topo
 
 from __future__ import annotations
 
+import json
 import os
+import sys
+import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from airflow_stack import AirflowStack, start_stack
 from ringward_cassandra.localcluster import LocalCluster, Topology
+from spark_standalone import SparkStandalone
 
 ROOT = Path(__file__).resolve().parents[2]
 _TOPOLOGY_ORDER = {"seed_cluster": 0, "two_dc_cluster": 1}
@@ -79,6 +83,68 @@ def cluster_manager() -> Iterator[ClusterManager]:
         yield manager
     finally:
         manager.cluster.down(purge=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_jars() -> Iterator[str]:
+    """$RINGWARD_SPARK_JARS_DIR for the session: the checkout's Maven-resolved connector jars (development only)."""
+    from ringward_cassandra.localcluster.spark_jars import local_jars_environment
+
+    saved = os.environ.get("RINGWARD_SPARK_JARS_DIR")
+    folder = local_jars_environment(ROOT)["RINGWARD_SPARK_JARS_DIR"]
+    os.environ["RINGWARD_SPARK_JARS_DIR"] = folder
+    try:
+        yield folder
+    finally:
+        if saved is None:
+            os.environ.pop("RINGWARD_SPARK_JARS_DIR", None)
+        else:
+            os.environ["RINGWARD_SPARK_JARS_DIR"] = saved
+
+
+@pytest.fixture(scope="session")
+def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandalone]:
+    """A Spark standalone master and worker (pyspark's own jars), once per session; nothing of them left after."""
+    cluster = SparkStandalone(tmp_path_factory.mktemp("spark-standalone")).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        assert cluster.leftovers() == [], "Spark standalone processes outlived the session"
+
+
+def remote_python(folder: Path) -> str:
+    """A Python like a Spark worker's on another machine: the libraries (pyspark, cassandra-driver), but not
+    ringward's checkout (no site, so _ringward.pth is not read): the job's code must come with the job."""
+    script = folder / "python-without-ringward"
+    drop = f"-e {ROOT / 'include'} -e {ROOT / 'plugins'}"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'PYTHONPATH="$(printf %s "$PYTHONPATH" | tr : "\\n" | grep -v -x {drop} | paste -sd:)"\n'
+        f'export PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{sysconfig.get_paths()["purelib"]}"\n'
+        f'exec {sys.executable} -S "$@"\n'
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.fixture
+def standalone_spark_default(spark_standalone: SparkStandalone, tmp_path: Path) -> Iterator[str]:
+    """spark_default pointing at the standalone master, in client mode, executors on a Python without ringward.
+
+    Use after `task_env` (which sets the local spark_default): this one replaces it for the test."""
+    python = remote_python(tmp_path)
+    extra = {"deploy-mode": "client", "spark-binary": "spark-submit", "ringward-conf": {"spark.pyspark.python": python}}
+    connection = {"conn_type": "spark", "host": spark_standalone.master_url, "extra": extra}
+    saved = os.environ.get("AIRFLOW_CONN_SPARK_DEFAULT")
+    os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(connection)
+    try:
+        yield spark_standalone.master_url
+    finally:
+        if saved is None:
+            os.environ.pop("AIRFLOW_CONN_SPARK_DEFAULT", None)
+        else:
+            os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = saved
 
 
 @pytest.fixture

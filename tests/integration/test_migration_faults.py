@@ -1,6 +1,7 @@
 """Faults during a migration, on the real cluster, driving the DAG's operators one by one as the scheduler
 would: rows removed from a new replica make verification fail (and the DAG keeps cleanup behind
-verification). Nodes dying mid-repair: test_migration_recovery.py."""
+verification). The Spark stages run on a real Spark standalone cluster (spark_default → spark://127.0.0.1:PORT).
+Nodes dying mid-repair: test_migration_recovery.py."""
 
 from __future__ import annotations
 
@@ -55,7 +56,10 @@ def _remove_table_data(cluster: LocalCluster, address: str) -> None:
     cluster.start(address)
 
 
-def test_rows_missing_on_a_new_replica_fail_verification(seed_cluster: LocalCluster, task_env: None) -> None:
+def test_rows_missing_on_a_new_replica_fail_verification(
+    seed_cluster: LocalCluster, task_env: None, standalone_spark_default: str
+) -> None:
+    """The Spark stages (baseline, verify) run on the Spark standalone cluster through spark_default."""
     from ringward_airflow.migration_operators import (
         KeyspaceAlterOperator,
         MigrationPrecheckOperator,

@@ -1,13 +1,20 @@
 """ringward's Spark jobs on the real local cluster: the smoke count, range counts, and verify after an ALTER.
 
-Each job is a real spark-submit (local[2]) with the Spark Cassandra Connector jars from .cache/.
+Each job is a real spark-submit: local[2] with the connector jars resolved into .cache/, or the image's layout
+(the jars folder its Dockerfile builds, no Maven), or a real Spark standalone cluster through spark_default.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from cassandra import ConsistencyLevel
@@ -26,6 +33,39 @@ from schema_agreement import settle_schema
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+def _image_spark_jars(root: Path) -> Path:
+    """The Dockerfile's connector-jars stage without Docker: its COPY of the pom and its `mvn` command, the output
+    folder moved under `root`. Returns the folder as the image's RINGWARD_SPARK_JARS_DIR names it, under `root`."""
+    logical = re.sub(r"\\\n\s*", " ", DOCKERFILE.read_text())  # continuation lines joined
+    stage = logical.split(" AS connector-jars\n", 1)[1].split("\nFROM ", 1)[0]
+    source, target = re.findall(r"^COPY (\S+) (\S+)$", stage, re.MULTILINE)[0]
+    maven = re.search(r"^RUN (mvn [^&]+)", stage, re.MULTILINE)
+    image_dir = re.findall(r"^ENV RINGWARD_SPARK_JARS_DIR=(\S+)$", logical, re.MULTILINE)[0]
+    assert maven and f"COPY --from=connector-jars {image_dir} {image_dir}" in logical
+    build = root / "build"
+    build.mkdir(parents=True)
+    shutil.copy(ROOT / source, build / target)
+    folder = root / image_dir.lstrip("/")
+    command = [arg.replace(image_dir, str(folder)) for arg in maven.group(1).split()]
+    built = subprocess.run(command, cwd=build, capture_output=True, text=True, check=False)
+    assert built.returncode == 0, built.stdout + built.stderr
+    return folder
+
+
+def _path_without_maven(shadow: Path) -> str:
+    """PATH with every command it had but mvn: links in one folder (java, sh, ... live beside mvn in /usr/bin)."""
+    shadow.mkdir()
+    for folder in [str(Path(sys.executable).parent), *os.environ["PATH"].split(os.pathsep)]:
+        for entry in Path(folder).glob("*") if Path(folder).is_dir() else ():
+            if not entry.name.startswith("mvn") and not (shadow / entry.name).exists():
+                (shadow / entry.name).symlink_to(entry)
+    assert shutil.which("mvn", path=str(shadow)) is None
+    return str(shadow)
+
 
 def _create(session: Session, keyspace: str, replication: str, table_ddl: str) -> None:
     session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
@@ -40,9 +80,14 @@ def _insert_all(session: Session, cql: str, rows: Sequence[tuple[object, ...]]) 
         assert ok, outcome
 
 
-def test_count_job_agrees_with_the_rows_inserted(
-    seed_cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+def test_count_job_from_the_image_layout_agrees_with_the_rows_inserted(
+    seed_cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The jars folder as the image builds it (scala-library alone left out) and its variable; Maven unavailable."""
+    image_jars = _image_spark_jars(tmp_path / "image")
+    assert list(image_jars.glob("spark-cassandra-connector_2.12-*.jar"))
+    monkeypatch.setenv("RINGWARD_SPARK_JARS_DIR", str(image_jars))
+    monkeypatch.setenv("PATH", _path_without_maven(tmp_path / "bin"))
     hosts = seed_cluster.topology().seeds
     with connect(hosts) as session:
         _create(
@@ -101,7 +146,11 @@ def _client_side_counts(
     return dated, later
 
 
-def test_range_counts_match_client_side_bucketing(seed_cluster: LocalCluster) -> None:
+def test_range_counts_on_the_standalone_cluster_match_local_and_client_side_bucketing(
+    seed_cluster: LocalCluster, standalone_spark_default: str
+) -> None:
+    """Submitted to spark://127.0.0.1:PORT through spark_default (client mode, executors on a Python without
+    ringward: its code comes with the job), the counts equal a local[*] run's and the client's own bucketing."""
     hosts = seed_cluster.topology().seeds
     with connect(hosts) as session:
         _create(
@@ -121,7 +170,10 @@ def test_range_counts_match_client_side_bucketing(seed_cluster: LocalCluster) ->
     ranges = ring.ranges()
     assert ranges[0].wraps  # the wrap-around range is counted too, unwrapped inside the job
 
-    result = run_job(range_counts_job_args(hosts, "spark_ranges", "items", ranges, cutoff_us=2_000, splits_per_range=2))
+    job = range_counts_job_args(hosts, "spark_ranges", "items", ranges, cutoff_us=2_000, splits_per_range=2)
+    result = run_job(job, conn_id="spark_default")
+    local = run_job(job, master="local[*]")
+    assert [result[k] for k in ("ranges", "rows", "later_rows")] == [local[k] for k in ("ranges", "rows", "later_rows")]
 
     dated, later = _client_side_counts(hosts, ring, cutoff_us=2_000)
     by_range = {TokenRange(e["start"], e["end"]): e for e in result["ranges"]}
@@ -131,6 +183,8 @@ def test_range_counts_match_client_side_bucketing(seed_cluster: LocalCluster) ->
     assert (result["rows"], result["later_rows"]) == (305, 40)
     assert sum(e["undated_rows"] for e in result["ranges"]) == 5
     assert sum(1 for e in result["ranges"] if e["rows"]) > 1  # the rows really are spread over the ring
+    # The connector's whole-table count (the jars shipped with --jars) on the standalone executors.
+    assert run_job(count_job_args(hosts[:1], "spark_ranges", "items"), conn_id="spark_default")["rows"] == 345
 
 
 def _replicas_by_range(hosts: Sequence[str], keyspace: str, ring: Ring) -> dict[TokenRange, frozenset[str]]:

@@ -16,6 +16,7 @@ from ringward_cli.main import main
 @pytest.fixture
 def jobs(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     submitted: list[list[str]] = []
+    monkeypatch.setenv("RINGWARD_SPARK_JARS_DIR", "/opt/ringward/spark-jars")  # as in the image: no Maven
 
     def fake_run_job(job_args: Sequence[str], master: str = "local[2]") -> dict[str, Any]:
         submitted.append([*job_args, "@" + master])

@@ -549,3 +549,13 @@ def test_build_context_keeps_every_path_the_dockerfile_copies() -> None:
 @pytest.mark.parametrize("script", sorted((ROOT / "deploy").rglob("*.sh")), ids=lambda p: p.name)
 def test_deployment_scripts_are_valid_bash(script: Path) -> None:
     subprocess.run(["bash", "-n", str(script)], check=True)
+
+
+def test_spark_worker_image_has_the_locked_python_driver_for_the_range_count_tasks() -> None:
+    """The tasks read Cassandra through cassandra-driver on the executors; ringward's own code comes with each job."""
+    text = SPARK_WORKER_DOCKERFILE.read_text()
+    assert f"ARG CASSANDRA_DRIVER_VERSION={locked_version('cassandra-driver')}" in text
+    assert '"cassandra-driver==${CASSANDRA_DRIVER_VERSION}"' in text
+    minor = python_minor()
+    assert f"python{minor} -m venv /opt/ringward/python" in text
+    assert env_instructions(SPARK_WORKER_DOCKERFILE)["PATH"].startswith("/opt/ringward/python/bin:")

@@ -2,46 +2,17 @@
 
 from __future__ import annotations
 
-import shutil
-import sys
-from pathlib import Path
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from ringward.errors import ConfigurationError
 from ringward.ring import MAX_TOKEN, MIN_TOKEN, TokenRange
-from ringward_spark import jars, submit
 from ringward_spark.counts import baseline_from_result, scan_counts_from_result
 from ringward_spark.range_counts import RangeTally, plan_subranges, row_written_at, scan_query, tally_ranges
 from ringward_spark.ringward_job import parse_args
-from ringward_spark.submit import JOB_FILE, count_job_args, range_counts_job_args, spark_submit_args
+from ringward_spark.submit import count_job_args, range_counts_job_args
 
 tokens = st.integers(MIN_TOKEN, MAX_TOKEN)
-
-
-def test_spark_submit_args_keep_spark_small_and_pass_the_jars() -> None:
-    command = spark_submit_args(["count"], jars=["/a.jar", "/b.jar"], spark_submit="/bin/spark-submit")
-    assert command[:3] == ["/bin/spark-submit", "--master", "local[2]"]
-    assert command[command.index("--driver-memory") + 1] == "512m"
-    assert command[command.index("--jars") + 1] == "/a.jar,/b.jar"
-    confs = {command[i + 1] for i, arg in enumerate(command) if arg == "--conf"}
-    assert {"spark.ui.enabled=false", "spark.sql.shuffle.partitions=4"} <= confs
-    assert any(c.startswith("spark.executor.extraJavaOptions=") and "netty" in c for c in confs)
-    assert "netty" in command[command.index("--driver-java-options") + 1]
-    assert command[-2:] == [str(JOB_FILE), "count"]
-
-
-def test_spark_submit_args_take_overrides() -> None:
-    command = spark_submit_args(
-        ["count"],
-        master="local[1]",
-        conf={"spark.driver.memory": "1g", "spark.driver.extraJavaOptions": "-Dx=1"},
-    )
-    assert command[command.index("--master") + 1] == "local[1]"
-    assert command[command.index("--driver-memory") + 1] == "1g"
-    assert command[command.index("--driver-java-options") + 1].endswith(" -Dx=1")
-    assert "--jars" not in command
 
 
 def test_range_counts_args_round_trip_through_the_job_parser() -> None:
@@ -137,50 +108,3 @@ def test_job_results_become_verification_inputs() -> None:
         scan_counts_from_result(_result(cutoff_us=None))
     with pytest.raises(ConfigurationError, match="range-counts"):
         scan_counts_from_result(_result(mode="count"))
-
-
-def test_jars_need_maven_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shutil, "which", lambda name: None)
-    with pytest.raises(ConfigurationError, match="Maven"):
-        jars.connector_jars(tmp_path)
-    lib = jars.connector_lib_dir(tmp_path)
-    lib.mkdir(parents=True)
-    (lib / "spark-cassandra-connector_2.12-3.5.1.jar").touch()
-    (lib / ".complete").touch()
-    assert jars.connector_jars(tmp_path) == [str(lib / "spark-cassandra-connector_2.12-3.5.1.jar")]
-
-
-def _fake_spark_submit(tmp_path: Path, body: str) -> str:
-    script = tmp_path / "spark-submit"
-    script.write_text("#!/bin/sh\n" + body)
-    script.chmod(0o755)
-    return str(script)
-
-
-def test_run_job_returns_what_the_job_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The fake writes {"argc": N, "python": $PYSPARK_PYTHON} to the path after --output, as the job does.
-    fake = _fake_spark_submit(
-        tmp_path,
-        'while [ "$1" != "--output" ]; do shift; done\n'
-        'printf \'{"mode": "count", "python": "%s"}\' "$PYSPARK_PYTHON" > "$2"\n',
-    )
-    monkeypatch.setattr(submit, "spark_submit_binary", lambda: fake)
-    monkeypatch.setattr(submit, "connector_jars", lambda: ["/x.jar"])
-    assert submit.run_job(count_job_args(["h"], "ks", "t")) == {"mode": "count", "python": sys.executable}
-
-
-def test_run_job_failure_shows_the_python_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = _fake_spark_submit(
-        tmp_path,
-        "echo '26/11/22 INFO SparkContext: noise' >&2\n"
-        "echo 'Traceback (most recent call last):' >&2\n"
-        "echo '  File \"job.py\", line 1' >&2\n"
-        "echo '\tat org.apache.spark.Frame(Frame.scala:1)' >&2\n"
-        "echo 'ValueError: table gone' >&2\nexit 1\n",
-    )
-    monkeypatch.setattr(submit, "spark_submit_binary", lambda: fake)
-    monkeypatch.setattr(submit, "connector_jars", lambda: [])
-    with pytest.raises(submit.SparkJobError, match="exit 1") as failure:
-        submit.run_job(count_job_args(["h"], "ks", "t"))
-    assert "ValueError: table gone" in failure.value.problem
-    assert "Frame.scala" not in failure.value.problem and "noise" not in failure.value.problem

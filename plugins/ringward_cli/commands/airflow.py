@@ -21,9 +21,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ringward_cassandra.localcluster.spark_jars import ensure_connector_jars
+
     from ringward_cli.airflow_env import airflow_environment, ensure_airflow_connections, ensure_airflow_db
 
     env = airflow_environment()
+    ensure_connector_jars()  # once (Maven): the folder the local spark_default's ringward-jars-dir names
     ensure_airflow_db(env)
     ensure_airflow_connections(env)  # Admin -> Connections lists the cluster the DAGs target
     airflow = str(Path(sys.executable).parent / "airflow")

@@ -1,9 +1,14 @@
-"""`ringward spark`: run ringward's Spark jobs (spark-submit, local[2]) and print their JSON result."""
+"""`ringward spark`: run ringward's Spark jobs (spark-submit, local[2]) and print their JSON result.
+
+The connector jars come from $RINGWARD_SPARK_JARS_DIR (set in the image); in a checkout without it, they are
+resolved from Maven Central into .cache/ once (`ringward spark jars`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 __all__ = ["register"]
@@ -12,7 +17,7 @@ __all__ = ["register"]
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("spark", help="run a Spark job (count, range-counts) or fetch the connector jars")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("jars", help="resolve the Spark Cassandra Connector jars once and list them").set_defaults(
+    actions.add_parser("jars", help="resolve the Spark Cassandra Connector jars (checkout) and list them").set_defaults(
         handler=_jars
     )
     for name, handler, help_text in (
@@ -41,16 +46,29 @@ def _hosts(args: argparse.Namespace) -> list[str]:
     return LocalCluster().topology().seeds
 
 
-def _jars(args: argparse.Namespace) -> int:
-    from ringward_spark.jars import connector_jars
+def _jars_environment() -> None:
+    """$RINGWARD_SPARK_JARS_DIR as set (the image), else the checkout's Maven-resolved cache."""
+    from ringward_spark.jars import JARS_DIR_VARIABLE
 
+    if not os.environ.get(JARS_DIR_VARIABLE):
+        from ringward_cassandra.localcluster.spark_jars import local_jars_environment
+
+        os.environ.update(local_jars_environment())
+
+
+def _jars(args: argparse.Namespace) -> int:
+    from ringward_spark.jars import JARS_DIR_VARIABLE, connector_jars
+
+    _jars_environment()
     print("\n".join(connector_jars()))
+    print(f"export {JARS_DIR_VARIABLE}={os.environ[JARS_DIR_VARIABLE]}")
     return 0
 
 
 def _count(args: argparse.Namespace) -> int:
     from ringward_spark.submit import count_job_args, run_job
 
+    _jars_environment()
     consistency = args.consistency or "ALL"
     job = count_job_args(_hosts(args), args.keyspace, args.table, consistency=consistency, port=args.port)
     print(json.dumps(run_job(job, master=args.master), indent=1))
@@ -61,6 +79,7 @@ def _range_counts(args: argparse.Namespace) -> int:
     from ringward_cassandra.ring_source import ring_from_contact_point
     from ringward_spark.submit import range_counts_job_args, run_job
 
+    _jars_environment()
     hosts = _hosts(args)
     consistency = args.consistency or ("ONE" if args.pin_host else "ALL")
     ranges = ring_from_contact_point(hosts[0], args.port).ranges()
