@@ -83,7 +83,7 @@ RECORD = {
     "steps": [{"class": "NetworkTopologyStrategy", "dc1": 2}],
     "affected_ranges": 6,
     "total_ranges": 12,
-    "started_at": (datetime.now(UTC) - timedelta(minutes=10)).isoformat(),  # before any clear of a task
+    "started_at": (datetime.now(UTC) - timedelta(minutes=10)).isoformat(),  # tests needing "now" set their own
 }
 TASK_IDS = ["precheck", "step_1.repair", "step_1.verify_preview", "step_1.verify_counts", "step_2.repair",
             "step_2.verify_preview", "step_2.verify_counts", "cleanup", "report"]  # fmt: skip
@@ -119,8 +119,10 @@ def test_the_report_takes_stage_times_from_airflow_and_the_duration_from_the_rec
         {"task_id": "step_1.repair", "state": "success", "duration": 31.0, "map_index": -1, "operator": "x"},
         {"task_id": "step_2.repair", "state": "skipped", "duration": None, "map_index": -1, "operator": "x"},
     ]
+    # Ten minutes before now, when the test runs (not when the module was collected, minutes earlier in a suite).
+    record = dict(RECORD, started_at=(datetime.now(UTC) - timedelta(minutes=10)).isoformat())
     xcoms = {
-        ("precheck", "return_value"): RECORD,
+        ("precheck", "return_value"): record,
         ("step_1.repair", "return_value"): {"ranges": 6, "repaired": 6},
         ("step_1.verify_preview", "return_value"): {"preview_ranges_in_sync": 6},
         ("step_1.verify_counts", "return_value"): {"users": {"rows_verified": 50}},
@@ -131,7 +133,7 @@ def test_the_report_takes_stage_times_from_airflow_and_the_duration_from_the_rec
     assert ti.breadcrumb_calls == [{"dag_id": "keyspace_migration", "run_id": "run1"}]
     assert report["stage_seconds"] == {"precheck": 2.0, "step_1.repair": 31.0}
     assert 599 <= report["total_seconds"] <= 660  # from the precheck record's started_at
-    assert report["started_at"] == RECORD["started_at"]
+    assert report["started_at"] == record["started_at"]
     # Only the steps that exist, and only tasks that returned something: no null entries.
     assert report["repairs"] == {"step_1.repair": {"ranges": 6, "repaired": 6}}
     assert set(report["verification"]) == {"step_1.verify_preview", "step_1.verify_counts"}
