@@ -239,7 +239,8 @@ def migration_to_resume(
         f"({where}; state {latest.state}); a migration to {requested.to_cql()} cannot start before it ends.",
         f"Resume it: trigger keyspace_migration again with the replication {latest.target.to_cql()}; or undo it: "
         f"trigger keyspace_migration_rollback with rollback_of {latest.lease_owner}. Then migrate to the new "
-        "target.",
+        "target. If you finished it by hand (repair, verification, cleanup), record that: UPDATE "
+        f"ringward_ops.migrations SET state = 'done' WHERE migration_id = '{latest.migration_id}'.",
     )
 
 

@@ -158,6 +158,7 @@ def test_a_different_target_while_half_done_is_refused_with_both_ways_on() -> No
         migration_to_resume([half_done], "loadks", Replication.parse(NTS3))
     assert "unfinished migration loadks@run1" in refusal.value.problem and "ALTER is applied" in refusal.value.problem
     assert "keyspace_migration_rollback with rollback_of loadks@run1" in refusal.value.fix
+    assert "SET state = 'done' WHERE migration_id = 'loadks@run1'" in refusal.value.fix
     assert "'dc1': '2'" in refusal.value.fix or "'dc1': 2" in refusal.value.fix
 
 
