@@ -171,7 +171,9 @@ def test_a_short_window_leaves_a_partial_run_and_the_next_finishes_without_repea
     with connect(seeds) as session:
         create_keyspace(session, "nightly_window", 2)
         write_rows(session, "nightly_window", ConsistencyLevel.ALL)
-    first = run_dag(conf("nightly_window", window={"max_duration": "1s"}))
+    # A 1 s window alone is not enough on a fast machine: the three sessions (0.1-0.3 s each) all fit in it.
+    # An intensity of 0.02 rests each session's nodes 49 times its length, so the window closes in between.
+    first = run_dag(conf("nightly_window", window={"max_duration": "1s"}, intensity=0.02))
     assert first.returncode == 0, output(first)[-3000:]
     first_run = latest_run(seeds)
     assert first_run.state == "PARTIAL"
