@@ -82,13 +82,20 @@ def test_migration_triggered_and_approved_in_the_browser(
         dialog = page.get_by_role("dialog")
         dialog.locator("input[name=element_keyspace]").fill(keyspace)
         # The target has no default either: typed into the form's JSON editor, as a person does.
-        dialog.locator("#element_replication").click()
+        # Monaco loads after the dialog opens; a click before it has would select the page, not the editor
+        # (on a busy 2-core CI machine the Trigger button then stayed disabled: the field was still empty).
+        editor = dialog.locator("#element_replication")
+        expect(editor.locator(".view-lines")).to_be_visible(timeout=60_000)
+        editor.locator(".view-lines").click()
         page.keyboard.press("Control+A")
         page.keyboard.press("Delete")
         page.keyboard.insert_text(json.dumps({"class": "NetworkTopologyStrategy", "dc1": 2}))
+        expect(editor).to_contain_text("NetworkTopologyStrategy")
         expect(dialog.locator("input[name=element_require_approval]")).to_be_checked()
+        trigger = dialog.get_by_role("button", name="Trigger", exact=True)
+        expect(trigger).to_be_enabled(timeout=30_000)
         steps.shot("trigger-form")
-        dialog.get_by_role("button", name="Trigger", exact=True).click()
+        trigger.click()
         expect(dialog).to_be_hidden(timeout=30_000)
         steps.shot("triggered")
 
