@@ -37,17 +37,17 @@ TARGET = {"class": "NetworkTopologyStrategy", "dc1": 2}
 GAINED, KEPT = "127.0.0.4", "127.0.0.3"
 
 
-def _fill(rows: int, body_bytes: int) -> int:
+def _fill(rows: int, body_bytes: int, keyspace: str = KEYSPACE) -> int:
     from cassandra import ConsistencyLevel
     from cassandra.concurrent import execute_concurrent_with_args
 
     with connect(NODES) as session:
-        session.execute(f"DROP KEYSPACE IF EXISTS {KEYSPACE}")
-        session.execute(f"CREATE KEYSPACE {KEYSPACE} WITH replication = {{'class': 'SimpleStrategy', "
+        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+        session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': 'SimpleStrategy', "
                         "'replication_factor': 2}")  # fmt: skip
-        session.execute(f"CREATE TABLE {KEYSPACE}.events (pk int, ck int, body text, PRIMARY KEY (pk, ck))")
+        session.execute(f"CREATE TABLE {keyspace}.events (pk int, ck int, body text, PRIMARY KEY (pk, ck))")
         settle_schema(session)
-        insert = session.prepare(f"INSERT INTO {KEYSPACE}.events (pk, ck, body) VALUES (?, 0, ?)")
+        insert = session.prepare(f"INSERT INTO {keyspace}.events (pk, ck, body) VALUES (?, 0, ?)")
         insert.consistency_level = ConsistencyLevel.ALL
         # Incompressible bodies: streaming sends compressed SSTable chunks, and the throttle must bite.
         bodies = ((i, base64.b64encode(os.urandom(body_bytes * 3 // 4)).decode()) for i in range(rows))
