@@ -1,0 +1,192 @@
+"""Nightly repair against Cassandra's own CEP-37 AutoRepair, on one cluster and the same data (issue 18, item 3).
+
+The seed cluster (3 nodes, dc1 over two racks) starts with AutoRepair scheduling on but its full repair
+switched off, so it repairs nothing until its turn. Several keyspaces (NTS dc1: 2) x tables are loaded at
+CL ALL; before each contender, hints are off and 127.0.0.3 is down while a share of new rows is written at
+CL ONE, so every contender finds the replicas out of sync by the same amount. Contenders, in turn:
+
+- `nodetool repair -full -pr KS` on every node in turn, for every keyspace (the operator's reference).
+- ringward's nightly repair with its defaults, triggered through the REST API of a running Airflow
+  (api-server, scheduler, dag-processor, triggerer): trigger -> run success.
+- AutoRepair, configured for speed (check interval 5 s, initial delay 5 s, everything else its defaults):
+  full repair switched on with `nodetool setautorepairconfig` on every node -> every node's full-repair
+  turn recorded finished in system_distributed.auto_repair_history.
+
+Each is "time until every range of every table is repaired". Targets: ringward <= 0.8x AutoRepair and
+<= 1.0x the -pr reference. AutoRepair also repairs the system_distributed/system_auth/system_traces
+keyspaces (small here); ringward and -pr repair the benchmark keyspaces only.
+
+Run: uv run python benchmarks/autorepair.py [--megabytes 60] [--drift 0.05]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins"), str(ROOT / "tests" / "integration")]
+
+from airflow_stack import start_stack  # noqa: E402
+from cassandra import ConsistencyLevel  # noqa: E402
+from cassandra.concurrent import execute_concurrent_with_args  # noqa: E402
+from ringward_cassandra.cql import connect  # noqa: E402
+from ringward_cassandra.localcluster import LocalCluster  # noqa: E402
+from ringward_cassandra.localcluster.topology import PRESETS_DIR  # noqa: E402
+from ringward_cassandra.nodetool import NodetoolClient  # noqa: E402
+
+NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+DOWN = "127.0.0.3"
+KEYSPACES = ["ar_a", "ar_b", "ar_c"]
+TABLES = ["t1", "t2"]
+ROW_BYTES = 1024
+NIGHTLY = "nightly_subrange_repair"
+
+
+def topology_file(directory: Path) -> Path:
+    """The seed ring, with AutoRepair scheduling on (JVM flag and yaml) and its full repair off until asked."""
+    seed = json.loads((PRESETS_DIR / "seed.json").read_text())
+    seed.update(
+        name="seed-autorepair",
+        auto_repair=["full"],
+        auto_repair_settings={
+            "repair_check_interval": "5s",
+            "repair_type_overrides": {"full": {"enabled": False, "initial_scheduler_delay": "5s"}},
+        },
+    )
+    path = directory / "seed-autorepair.json"
+    path.write_text(json.dumps(seed))
+    return path
+
+
+def write(session, rows: range, consistency: int) -> None:  # type: ignore[no-untyped-def]
+    payload = os.urandom(ROW_BYTES)
+    for keyspace in KEYSPACES:
+        for table in TABLES:
+            insert = session.prepare(f"INSERT INTO {keyspace}.{table} (pk, payload) VALUES (?, ?)")
+            insert.consistency_level = consistency
+            for first in range(rows.start, rows.stop, 20_000):
+                batch = [(i, payload) for i in range(first, min(rows.stop, first + 20_000))]
+                for ok, result in execute_concurrent_with_args(session, insert, batch, concurrency=96):
+                    if not ok:
+                        raise RuntimeError(result)
+
+
+def load(rows: int) -> None:
+    with connect(NODES) as session:
+        for keyspace in KEYSPACES:
+            session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+            session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = "
+                            "{'class': 'NetworkTopologyStrategy', 'dc1': 2}")  # fmt: skip
+            for table in TABLES:
+                session.execute(f"CREATE TABLE {keyspace}.{table} (pk int PRIMARY KEY, payload blob)")
+        session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
+        write(session, range(rows), ConsistencyLevel.ALL)
+
+
+def drift(cluster: LocalCluster, nodetool: NodetoolClient, rows: range) -> None:
+    """`rows` written at CL ONE with DOWN stopped and hints off: the replicas out of sync, then flushed."""
+    for node in NODES:
+        nodetool.checked(node, ["disablehandoff"])
+    cluster.stop(DOWN)
+    with connect([n for n in NODES if n != DOWN]) as session:
+        write(session, rows, ConsistencyLevel.ONE)
+    cluster.start(DOWN)
+    for node in NODES:
+        nodetool.checked(node, ["disablehandoff"])  # a restarted node has hints on again
+        for keyspace in KEYSPACES:
+            nodetool.flush(node, keyspace)
+
+
+def primary_range_repairs(nodetool: NodetoolClient) -> float:
+    started = time.monotonic()
+    for node in NODES:
+        for keyspace in KEYSPACES:
+            nodetool.checked(node, ["repair", "-full", "-pr", keyspace], timeout=7200)
+    return time.monotonic() - started
+
+
+def autorepair_turns_finished_since(since: datetime) -> int:
+    with connect(NODES) as session:
+        rows = session.execute(
+            "SELECT repair_type, host_id, repair_finish_ts FROM system_distributed.auto_repair_history"
+        )
+        finished = {
+            row.host_id
+            for row in rows
+            if row.repair_type.lower() == "full"
+            and row.repair_finish_ts is not None
+            and row.repair_finish_ts.replace(tzinfo=UTC) >= since
+        }
+    return len(finished)
+
+
+def autorepair(nodetool: NodetoolClient, timeout: float = 3600) -> float:
+    since = datetime.now(UTC).replace(microsecond=0)
+    started = time.monotonic()
+    for node in NODES:
+        nodetool.checked(node, ["setautorepairconfig", "-t", "full", "enabled", "true"])
+    while autorepair_turns_finished_since(since) < len(NODES):
+        if time.monotonic() - started > timeout:
+            raise RuntimeError(f"AutoRepair did not finish a full turn on every node within {timeout:.0f}s")
+        time.sleep(1)
+    seconds = time.monotonic() - started
+    for node in NODES:
+        nodetool.checked(node, ["setautorepairconfig", "-t", "full", "enabled", "false"])
+    return seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--megabytes", type=int, default=60, help="data per table before replication")
+    parser.add_argument("--drift", type=float, default=0.05, help="share of rows written while a replica is down")
+    args = parser.parse_args()
+    rows = args.megabytes * 1024 * 1024 // ROW_BYTES
+    extra = int(rows * args.drift)
+    cluster = LocalCluster()
+    cluster.down(purge=True)
+    topologies = tempfile.TemporaryDirectory()  # kept for the run: restarting a node reads it again
+    try:
+        cluster.up(str(topology_file(Path(topologies.name))), heap_mb=1024)
+        nodetool = dataclasses.replace(cluster.nodetool_client(), java_classpath=None)  # what an operator runs
+        load(rows)
+        results: dict[str, float] = {}
+        drift(cluster, nodetool, range(rows, rows + extra))
+        results["nodetool repair -full -pr, node by node"] = primary_range_repairs(nodetool)
+        for stack in start_stack():
+            drift(cluster, nodetool, range(rows + extra, rows + 2 * extra))
+            stack.set_paused(NIGHTLY, False)
+            started = time.monotonic()
+            run_id = stack.trigger(NIGHTLY, {"keyspaces": KEYSPACES})
+            run = stack.wait_for_state(NIGHTLY, run_id, {"success", "failed"}, timeout=7200)
+            results["ringward nightly (scheduler, defaults)"] = time.monotonic() - started
+            if run["state"] != "success":
+                print(stack.describe(NIGHTLY, run_id))
+                return 1
+        drift(cluster, nodetool, range(rows + 2 * extra, rows + 3 * extra))
+        results["AutoRepair (full, check 5 s)"] = autorepair(nodetool)
+        reference = results["nodetool repair -full -pr, node by node"]
+        auto = results["AutoRepair (full, check 5 s)"]
+        ours = results["ringward nightly (scheduler, defaults)"]
+        print(f"\n{len(KEYSPACES)} keyspaces x {len(TABLES)} tables x {rows} rows ({args.megabytes} MB per table), "
+              f"NTS dc1: 2 on the seed ring, {extra} rows per table written with {DOWN} down before each")  # fmt: skip
+        for name, seconds in results.items():
+            print(f"  {name:<42} {seconds:8.1f}s")
+        print(f"ringward / AutoRepair: {ours / auto:.2f} (target <= 0.8: {'met' if ours <= 0.8 * auto else 'NOT met'})")
+        print(f"ringward / -pr:        {ours / reference:.2f} (target <= 1.0: "
+              f"{'met' if ours <= reference else 'NOT met'})")  # fmt: skip
+    finally:
+        cluster.down(purge=True)
+        topologies.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
