@@ -38,15 +38,14 @@ from ringward.migration import (
     migration_to_resume,
     pending,
     range_count,
-    repair_segments,
     repair_waves,
 )
+from ringward.migration_record import MigrationPhase, MigrationRecord, MigrationState
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import Progress, RepairCommand, Segment, backoff_delay, group_segments
-from ringward.replication import DEFAULT_KEYSPACE_RF, Replication
+from ringward.replication import Replication
 from ringward.report import approval_markdown, migration_report_markdown, refusal_markdown, stage_seconds
 from ringward.ring import Ring
-from ringward.ring_sources import ring_from_json, ring_to_json
 from ringward.safety import SYSTEM_KEYSPACES
 from ringward.session_watch import await_participants
 from ringward.svg import render_placement_svg
@@ -74,6 +73,7 @@ __all__ = [
     "MigrationReportOperator",
     "PreviewVerifyOperator",
     "RangeRepairOperator",
+    "load_migration",
     "load_record",
 ]
 
@@ -91,23 +91,22 @@ def lease_resource(keyspace: str) -> str:
 
 
 def load_record(context: Context, precheck_task_id: str = "precheck") -> dict[str, Any]:
+    """The precheck's record as the stored dict (`MigrationRecord.to_json`); `load_migration` types it."""
     record = context["ti"].xcom_pull(task_ids=precheck_task_id)
     if not record:
         raise MigrationError("The precheck left no plan for this run.", "Clear and rerun the precheck task.")
     return dict(record)
 
 
+def load_migration(context: Context, precheck_task_id: str = "precheck") -> MigrationRecord:
+    """The precheck's record, typed: the ring and steps it decided (later tasks never plan again)."""
+    return MigrationRecord.from_json(load_record(context, precheck_task_id))
+
+
 def record_plan(record: dict[str, Any]) -> tuple[Ring, list[MigrationStep]]:
-    ring = ring_from_json(record["ring"])
-    plan = build_plan(
-        ring,
-        record["old"],
-        record["new"],
-        keyspace=record["keyspace"],
-        default_keyspace_rf=int(record.get("default_keyspace_rf") or DEFAULT_KEYSPACE_RF),
-        keep_quorum=bool(record.get("keep_quorum", True)),
-    )
-    return ring, migration_steps(plan)
+    """Compatibility for callers of the dict record: its stored ring and steps (read, not re-planned)."""
+    migration = MigrationRecord.from_json(record)
+    return migration.ring, list(migration.steps)
 
 
 class _MigrationOperator(BaseOperator):
@@ -268,30 +267,31 @@ class MigrationPrecheckOperator(_MigrationOperator):
             # Only an accepted change writes anything (ringward_ops itself included).
             store = hook.ops_store()
             store.acquire_lease(lease_resource(keyspace), lease_owner, "keyspace_migration")
-            record = {
-                "migration_id": migration_id,
-                "lease_owner": lease_owner,
-                "rollback_of": self.rollback_of or None,
-                "keyspace": keyspace,
-                "ring": ring_to_json(ring),
-                "old": plan.old.as_json(),
-                "new": plan.new.as_json(),
-                "requested": target.as_json(),  # as the form gave it: a re-trigger with it resumes
-                "steps": [step.after.as_json() for step in steps],
-                "affected_ranges": len(plan.affected),
-                "total_ranges": plan.total_ranges,
-                "summary": plan.summary(),
-                "approval_md": approval_markdown(plan, migration_id=migration_id, plan_picture=picture),
-                "started_at": datetime.now(UTC).isoformat(),
-                "dag_id": getattr(context.get("dag"), "dag_id", None),
-                "run_id": context["run_id"],
-                "deadline_seconds": plan.deadline_seconds,
-                "default_keyspace_rf": default_rf,
-                "keep_quorum": keep_quorum,
-            }
-            store.record_migration(migration_id, keyspace, json.dumps(record["old"]), json.dumps(record["new"]),
-                                   "planned", record)  # fmt: skip
-            return record
+            record = MigrationRecord(
+                migration_id=migration_id,
+                keyspace=keyspace,
+                ring=ring,
+                old=plan.old,
+                new=plan.new,
+                requested=target,  # as the form gave it: a re-trigger with it resumes
+                steps=tuple(steps),
+                lease_owner=lease_owner,
+                run_id=context["run_id"],
+                rollback_of=self.rollback_of or None,
+                dag_id=getattr(context.get("dag"), "dag_id", None),
+                started_at=datetime.now(UTC).isoformat(),
+                affected_ranges=len(plan.affected),
+                total_ranges=plan.total_ranges,
+                deadline_seconds=plan.deadline_seconds,
+                default_keyspace_rf=default_rf,
+                keep_quorum=keep_quorum,
+                summary=plan.summary(),
+                approval_md=approval_markdown(plan, migration_id=migration_id, plan_picture=picture),
+            )
+            stored = record.to_json()
+            store.record_migration(migration_id, keyspace, json.dumps(stored["old"]), json.dumps(stored["new"]),
+                                   str(record.state), stored)  # fmt: skip
+            return stored
         finally:
             hook.close()
             self._close_nodetool()
@@ -323,14 +323,13 @@ class MigrationPrecheckOperator(_MigrationOperator):
         # The lease may have expired (48 h) while the migration sat half done: take it again, or learn who has it.
         store.acquire_lease(lease_resource(record["keyspace"]), record.get("lease_owner") or record["migration_id"],
                             "keyspace_migration")  # fmt: skip
-        ring, steps = record_plan(record)
-        left = _work_left(record, ring, steps, store)
+        left = _work_left(MigrationRecord.from_json(record, state=record.get("state")), store)
         self.log.info("Resuming the unfinished migration %s:\n%s", record["migration_id"], "\n".join(left))
         # This run owns the migration now: a later resume asks Airflow about this run, not the first one.
         owned = dict(
             record, dag_id=getattr(context.get("dag"), "dag_id", record.get("dag_id")), run_id=context["run_id"]
         )
-        owned.pop("state", None)
+        owned["state"] = record["state"]
         store.record_migration(record["migration_id"], record["keyspace"], json.dumps(record["old"]),
                                json.dumps(record["new"]), record["state"], owned)  # fmt: skip
         resumed = dict(record, resumed_by=context["run_id"])
@@ -376,7 +375,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 f"No migration {migration_id!r} is recorded.",
                 f"Give a migration id as the precheck logged it (SELECT migration_id FROM {OPS_KEYSPACE}.migrations).",
             )
-        if state == "cleaned":
+        if state is not None and MigrationState.parse(state).phase is MigrationPhase.CLEANED:
             raise MigrationError(
                 f"Migration {migration_id} already ran cleanup: the former replicas no longer hold their data.",
                 "Roll back is possible only until cleanup; run a new keyspace_migration to the old setting instead.",
@@ -425,10 +424,8 @@ class KeyspaceAlterOperator(_MigrationOperator):
         self.step_index = step_index
 
     def execute(self, context: Context) -> str:
-        record = load_record(context, self.precheck_task_id)
-        ring, steps = record_plan(record)
-        step = steps[self.step_index - 1]
-        keyspace = record["keyspace"]
+        record = load_migration(context, self.precheck_task_id)
+        ring, step, keyspace = record.ring, record.step(self.step_index), record.keyspace
         hook = self._cassandra()
         try:
             current = keyspace_replication(hook.session, keyspace)
@@ -452,7 +449,7 @@ class KeyspaceAlterOperator(_MigrationOperator):
                     "`nodetool resetlocalschema` on it first.",
                 )
             self._confirm_ownership(ring, step, keyspace)
-            hook.ops_store().set_migration_state(record["migration_id"], f"altered:{step.index}")
+            hook.ops_store().set_migration_state(record.migration_id, str(MigrationState.altered(step.index)))
         finally:
             hook.close()
             self._close_nodetool()
@@ -524,8 +521,7 @@ class RangeRepairOperator(_MigrationOperator):
 
     def _plan(self, context: Context) -> tuple[dict[str, Any], list[Segment]]:
         record = load_record(context, self.precheck_task_id)
-        ring, steps = record_plan(record)
-        segments = repair_segments(ring, steps[self.step_index - 1], record["keyspace"], self.phase)  # type: ignore[arg-type]
+        segments = MigrationRecord.from_json(record).repair_segments(self.step_index, self.phase)  # type: ignore[arg-type]
         return record, segments
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -726,9 +722,7 @@ class PreviewVerifyOperator(_MigrationOperator):
         self.step_index = step_index
 
     def execute(self, context: Context) -> dict[str, Any]:
-        record = load_record(context, self.precheck_task_id)
-        ring, steps = record_plan(record)
-        segments = repair_segments(ring, steps[self.step_index - 1], record["keyspace"], "post")
+        segments = load_migration(context, self.precheck_task_id).repair_segments(self.step_index, "post")
         nodetool = self._nodetool_client()
         out_of_sync = []
         try:
@@ -759,24 +753,23 @@ class CleanupOperator(_MigrationOperator):
     template_fields: Sequence[str] = ("snapshot_before_cleanup",)
 
     def execute(self, context: Context) -> list[str]:
-        record = load_record(context, self.precheck_task_id)
-        ring = ring_from_json(record["ring"])
-        old, new = Replication.parse(record["old"]), Replication.parse(record["steps"][-1])
-        nodes = cleanup_nodes(ring, old, new)
+        record = load_migration(context, self.precheck_task_id)
+        ring = record.ring
+        nodes = cleanup_nodes(ring, record.old, record.steps[-1].after)
         nodetool = self._nodetool_client()
-        tag = f"ringward-{record['migration_id']}".replace("@", "-").replace(":", "-").replace("+", "-")
+        tag = f"ringward-{record.migration_id}".replace("@", "-").replace(":", "-").replace("+", "-")
         for address in nodes:
             self._raise_if_killed()
             if _truthy(self.snapshot_before_cleanup):
-                self.log.info("snapshot %s of %s on %s", tag, record["keyspace"], address)
-                nodetool.snapshot(address, record["keyspace"], tag)
-            self.log.info("cleanup of %s on %s (it lost ranges)", record["keyspace"], address)
-            nodetool.cleanup(address, record["keyspace"])
+                self.log.info("snapshot %s of %s on %s", tag, record.keyspace, address)
+                nodetool.snapshot(address, record.keyspace, tag)
+            self.log.info("cleanup of %s on %s (it lost ranges)", record.keyspace, address)
+            nodetool.cleanup(address, record.keyspace)
         skipped = sorted(set(ring.addresses()) - set(nodes))
         self.log.info("cleanup done on %s; untouched (lost nothing): %s", nodes, skipped)
         hook = self._cassandra()
         try:
-            hook.ops_store().set_migration_state(record["migration_id"], "cleaned")
+            hook.ops_store().set_migration_state(record.migration_id, str(MigrationState(MigrationPhase.CLEANED)))
         finally:
             hook.close()
             self._close_nodetool()
@@ -828,7 +821,7 @@ class MigrationReportOperator(_MigrationOperator):
         hook = self._cassandra()
         try:
             store = hook.ops_store()
-            store.set_migration_state(record["migration_id"], "done")
+            store.set_migration_state(record["migration_id"], str(MigrationState(MigrationPhase.DONE)))
             store.release_lease(lease_resource(record["keyspace"]), record.get("lease_owner") or record["migration_id"])
         finally:
             hook.close()
@@ -906,23 +899,22 @@ def _seconds_since(started_at: str | None, now: datetime) -> float | None:
     return round((now - datetime.fromisoformat(started_at)).total_seconds(), 1)
 
 
-def _work_left(record: dict[str, Any], ring: Ring, steps: list[MigrationStep], store: OpsStore) -> list[str]:
+def _work_left(record: MigrationRecord, store: OpsStore) -> list[str]:
     """One line per stage of each step: what the journal shows done and what is left."""
-    state = str(record.get("state", ""))
-    altered = int(state.split(":", 1)[1]) if state.startswith("altered:") else (len(steps) if state == "cleaned" else 0)
     lines = []
-    for step in steps:
+    for step in record.steps:
         parts = []
         for phase in ("pre", "post"):
-            segments = repair_segments(ring, step, record["keyspace"], phase)  # type: ignore[arg-type]
-            entries = store.journal(record["migration_id"], f"{phase}_repair:{step.index}")
+            segments = record.repair_segments(step.index, phase)  # type: ignore[arg-type]
+            entries = store.journal(record.migration_id, f"{phase}_repair:{step.index}")
             journal = {token_range: entry.status for token_range, entry in entries.items()}
             left = len(pending(segments, journal))
             name = "pre-repair" if phase == "pre" else "repair"
             parts.append(f"{name} of {range_count(segments)}: {len(segments) - left} of {len(segments)} segments done")
-        alter = "ALTER applied" if step.index <= altered else f"ALTER to {step.after.to_cql()} not applied yet"
+        applied = record.state.step_applied(step.index, step.count)
+        alter = "ALTER applied" if applied else f"ALTER to {step.after.to_cql()} not applied yet"
         lines.append(f"step {step.index}/{step.count}: {alter}; " + "; ".join(parts) + "; verification to run")
-    lines.append("cleanup: done" if state == "cleaned" else "cleanup: to run (after verification)")
+    lines.append("cleanup: done" if record.state.is_cleaned else "cleanup: to run (after verification)")
     return lines
 
 
