@@ -11,7 +11,6 @@ import re
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from ringward.migration import (
 )
 from ringward.migration_record import MigrationPhase, MigrationRecord, MigrationState
 from ringward.plan import MigrationPlan, build_plan
-from ringward.repair import Progress, RepairCommand, Segment, backoff_delay, group_segments
+from ringward.repair import RepairCommand, Segment, group_segments
 from ringward.replication import Replication
 from ringward.report import approval_markdown, migration_report_markdown, refusal_markdown, stage_seconds
 from ringward.ring import Ring
@@ -63,6 +62,13 @@ from ringward_cassandra.schema import (
 )
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
+from ringward_airflow.migration_stages import (
+    RepairSettings,
+    StageResult,
+    journalled_pending,
+    participant_problems,
+    repair_ranges,
+)
 
 __all__ = [
     "REFUSAL_KEY",
@@ -519,86 +525,31 @@ class RangeRepairOperator(_MigrationOperator):
     def stage(self) -> str:
         return f"{self.phase}_repair:{self.step_index}"
 
-    def _plan(self, context: Context) -> tuple[dict[str, Any], list[Segment]]:
-        record = load_record(context, self.precheck_task_id)
-        segments = MigrationRecord.from_json(record).repair_segments(self.step_index, self.phase)  # type: ignore[arg-type]
-        return record, segments
-
     def execute(self, context: Context) -> dict[str, Any]:
         self.parallelism, self.session_timeout = int(self.parallelism), float(self.session_timeout)
         self.deferrable, self.node_wait_seconds = _truthy(self.deferrable), float(self.node_wait_seconds)
-        record, segments = self._plan(context)
+        record = load_migration(context, self.precheck_task_id)
+        segments = record.repair_segments(self.step_index, self.phase)  # type: ignore[arg-type]
         hook = self._cassandra()
         self._cql_port = hook.native_port()
         try:
             store = hook.ops_store()
-            journal = {r: e.status for r, e in store.journal(record["migration_id"], self.stage).items()}
-            todo = pending(segments, journal)
-            waiting = {segment.range for segment in todo}
-            done = [segment for segment in segments if segment.range not in waiting]
-            self.log.info("%s: %s to repair, %s already done.", self.stage, range_count(todo),
-                          range_count(done))  # fmt: skip
-            if not todo:
-                # "repaired" counts this call's sessions; "done" what the journal holds (a deferred repair's
-                # last call finds everything done by the waves before it).
-                return {"ranges": len(segments), "repaired": 0, "done": len(segments)}
             if self.deferrable:
-                return self._start_wave(context, record, todo, hook)
-            self._repair_blocking(record, todo, store)
+                todo = journalled_pending(store, record.migration_id, self.stage, segments)
+                if todo:
+                    return self._start_wave(context, record.to_json(), todo, hook)
+                # a deferred repair's last call finds everything done by the waves before it
+                return StageResult(len(segments), 0, len(segments)).as_json()
+            settings = RepairSettings(self.parallelism, int(self.max_attempts), float(self.retry_backoff),
+                                      self.session_timeout)  # fmt: skip
+            return repair_ranges(
+                segments, migration_id=record.migration_id, stage=self.stage, journal=store,
+                nodetool=self._nodetool_client(), settings=settings, await_ready=self._await_participants,
+                stop_requested=self._killed.is_set, log=self.log.info, sleep=self._sleep_unless_killed,
+            ).as_json()  # fmt: skip
         finally:
             hook.close()
             self._close_nodetool()
-        return {"ranges": len(segments), "repaired": len(todo), "done": len(segments)}
-
-    # -- blocking mode ----------------------------------------------------------------------------------
-    def _repair_blocking(self, record: dict[str, Any], todo: list[Segment], store: OpsStore) -> None:
-        progress = Progress(total=len(todo), unit="repair segments", label=self.stage)
-        failures: list[str] = []
-        failed_ranges = 0
-        for wave in repair_waves(todo, self.parallelism):
-            self._raise_if_killed()
-            with ThreadPoolExecutor(max_workers=len(wave)) as pool:
-                results = list(pool.map(lambda c: self._repair_one(record, c, store), wave))
-            for command, error in zip(wave, results, strict=True):
-                progress.advance(len(command.segments))
-                if error:
-                    failed_ranges += len(command.segments)
-                    failures.append(f"{', '.join(map(str, command.ranges))} on {command.coordinator}: {error}")
-            self.log.info(progress.line())
-        self._raise_if_killed()
-        if failures:
-            raise RepairError(
-                f"{failed_ranges} of {len(todo)} repair segments failed to repair: " + "; ".join(failures[:5]),
-                "Bring the nodes named back to UN, then retry the task: finished ranges are skipped.",
-            )
-
-    def _repair_one(self, record: dict[str, Any], command: RepairCommand, store: OpsStore) -> str | None:
-        """One command (ranges sharing their replicas), retried with backoff; every range is journalled."""
-        nodetool = self._nodetool_client()
-        last_error = ""
-        for attempt in range(1, self.max_attempts + 1):
-            if self._killed.is_set():
-                return "task killed"
-            self._await_participants(command.replicas)
-            outcome = nodetool.repair(command.coordinator, command.keyspace, command.ranges,
-                                      timeout=self.session_timeout)  # fmt: skip
-            if self._killed.is_set():  # on_kill stopped nodetool; the session may still run on the node
-                nodetool.abort_repairs(command.coordinator)
-                return "task killed"
-            status = RangeState.DONE if outcome.succeeded else RangeState.FAILED
-            last_error = "" if outcome.succeeded else _last_line(outcome.output)
-            for token_range in command.ranges:
-                store.record_journal(
-                    record["migration_id"],
-                    JournalEntry(self.stage, token_range, status.value, command.coordinator, attempt,
-                                 outcome.seconds, last_error),
-                )  # fmt: skip
-            if outcome.succeeded:
-                return None
-            self.log.warning("repair of %s failed (attempt %d): %s", command.describe(), attempt, last_error)
-            if attempt < self.max_attempts:
-                time.sleep(backoff_delay(attempt + 1, self.retry_backoff))
-        return last_error or "failed"
 
     # -- deferrable mode --------------------------------------------------------------------------------
     def _start_wave(
@@ -690,24 +641,7 @@ class RangeRepairOperator(_MigrationOperator):
     def _participant_problems(self, nodes: Sequence[str]) -> dict[str, str]:
         """node -> why it cannot take part in a session now; ready nodes are left out."""
         self._raise_if_killed()
-        nodetool = self._nodetool_client()
-        problems: dict[str, str] = {}
-        views: dict[str, dict[str, str]] = {}
-        for node in nodes:
-            try:
-                views[node] = nodetool.status(node)
-            except RingwardError as error:
-                problems[node] = f"JMX does not answer ({_first_line(str(error))})"
-        for node in nodes:
-            if node in problems:
-                continue
-            seen = [(viewer, states.get(node, "absent")) for viewer, states in views.items()]
-            wrong = [f"{state} as seen from {viewer}" for viewer, state in seen if state != "UN"]
-            if wrong:
-                problems[node] = ", ".join(wrong)
-            elif not accepts_connections(node, self._cql_port):
-                problems[node] = f"refuses CQL connections on port {self._cql_port}"
-        return problems
+        return participant_problems(nodes, self._nodetool_client(), accepts_connections, self._cql_port)
 
     def _sleep_unless_killed(self, seconds: float) -> None:
         if self._killed.wait(seconds):
