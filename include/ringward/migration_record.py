@@ -62,6 +62,14 @@ class MigrationState:
     def altered(cls, step: int) -> MigrationState:
         return cls(MigrationPhase.ALTERED, step)
 
+    @classmethod
+    def cleaned(cls) -> MigrationState:
+        return cls(MigrationPhase.CLEANED)
+
+    @classmethod
+    def done(cls) -> MigrationState:
+        return cls(MigrationPhase.DONE)
+
     def __str__(self) -> str:
         if self.phase is MigrationPhase.ALTERED:
             return f"altered:{self.altered_steps}"

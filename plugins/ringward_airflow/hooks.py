@@ -45,8 +45,12 @@ class RingwardCassandraHook(BaseHook):
         return ring_from_cluster(self.session)
 
     def ops_store(self) -> OpsStore:
-        store = OpsStore(self.session)
-        store.ensure_schema((dc, len(nodes)) for dc, nodes in self.ring().datacenters().items())
+        """The ops keyspace's store; its schema is ensured once per session (DDL and an agreement wait)."""
+        store = self.__dict__.get("_ops_store")
+        if store is None:
+            store = OpsStore(self.session)
+            store.ensure_schema((dc, len(nodes)) for dc, nodes in self.ring().datacenters().items())
+            self.__dict__["_ops_store"] = store
         return store
 
     def contact_points(self) -> list[str]:
@@ -57,8 +61,12 @@ class RingwardCassandraHook(BaseHook):
         return int(self.get_connection(self.cassandra_conn_id).port or 9042)
 
     def close(self) -> None:
-        if "_cluster" in self.__dict__:
-            self._cluster.shutdown()
+        """Shut the driver down; a later use of the hook connects again."""
+        cluster = self.__dict__.pop("_cluster", None)
+        self.__dict__.pop("session", None)
+        self.__dict__.pop("_ops_store", None)
+        if cluster is not None:
+            cluster.shutdown()
 
 
 class NodetoolHook(BaseHook):

@@ -17,22 +17,17 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
-from ringward.cluster_health import refuse_mixed_versions
 from ringward.errors import (
-    ClusterError,
     ConfigurationError,
     MigrationError,
     RepairError,
     RingwardError,
     UnsafeChangeError,
-    VerificationError,
 )
 from ringward.migration import (
-    RANGES_PER_COMMAND,
     MigrationStep,
     RangeState,
     RecordedMigration,
-    cleanup_nodes,
     migration_steps,
     migration_to_resume,
     pending,
@@ -41,33 +36,39 @@ from ringward.migration import (
 )
 from ringward.migration_record import MigrationPhase, MigrationRecord, MigrationState
 from ringward.plan import MigrationPlan, build_plan
-from ringward.repair import RepairCommand, Segment, group_segments
+from ringward.repair import RepairCommand, Segment
 from ringward.replication import Replication
 from ringward.report import approval_markdown, migration_report_markdown, refusal_markdown, stage_seconds
 from ringward.ring import Ring
 from ringward.safety import SYSTEM_KEYSPACES
 from ringward.session_watch import await_participants
 from ringward.svg import render_placement_svg
-from ringward_cassandra.cql import accepts_connections, quote_identifier
+from ringward_cassandra.cql import accepts_connections
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OPS_KEYSPACE, JournalEntry, OpsStore
 from ringward_cassandra.schema import (
+    LiveCql,
     default_keyspace_rf,
-    describe_schema_versions,
     keyspace_names,
     keyspace_replication,
-    release_versions,
-    schema_versions,
     table_gc_grace,
 )
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 from ringward_airflow.migration_stages import (
+    DEFAULT_PRECHECK_CHECKS,
+    PrecheckCheck,
+    PrecheckInput,
     RepairSettings,
     StageResult,
+    apply_step,
+    check_health,
+    clean_up,
     journalled_pending,
     participant_problems,
+    preview_in_sync,
     repair_ranges,
+    run_precheck_checks,
 )
 
 __all__ = [
@@ -89,7 +90,6 @@ REFUSAL_KEY = "refusal"
 _MARKDOWN_SUMMARY = {"summary": "md"}
 
 _NAME = re.compile(r"^[A-Za-z0-9_]{1,48}$")
-_DESCRIBERING = re.compile(r"start_token:(-?\d+), end_token:(-?\d+), endpoints:\[([^\]]*)\]")
 
 
 def lease_resource(keyspace: str) -> str:
@@ -116,7 +116,11 @@ def record_plan(record: dict[str, Any]) -> tuple[Ring, list[MigrationStep]]:
 
 
 class _MigrationOperator(BaseOperator):
-    """Connections and the precheck record, shared by every stage. Hooks are built in `execute`."""
+    """Connections and the precheck record, shared by every stage.
+
+    One Cassandra hook per task (`self.cassandra`, opened on first use in `execute`) and one nodetool
+    client; `_release()` closes both at the end of `execute`.
+    """
 
     template_fields: Sequence[str] = ()
 
@@ -134,9 +138,24 @@ class _MigrationOperator(BaseOperator):
         self.precheck_task_id = precheck_task_id
         self._killed = threading.Event()
         self._nodetool: NodetoolClient | None = None
+        self._hook: RingwardCassandraHook | None = None
+
+    @property
+    def cassandra(self) -> RingwardCassandraHook:
+        """The task's Cassandra hook (session, ring, ops store), built once."""
+        if self._hook is None:
+            self._hook = RingwardCassandraHook(self.cassandra_conn_id)
+        return self._hook
 
     def _cassandra(self) -> RingwardCassandraHook:
-        return RingwardCassandraHook(self.cassandra_conn_id)
+        """Compatibility for `spark_operators`: the same cached hook (closing it lets the next use reopen)."""
+        return self.cassandra
+
+    def _release(self) -> None:
+        """Close the session and stop nodetool's resident JVM; a later use opens them again."""
+        if self._hook is not None:
+            self._hook.close()
+        self._close_nodetool()
 
     def _nodetool_client(self) -> NodetoolClient:
         if self._nodetool is None:
@@ -157,14 +176,6 @@ class _MigrationOperator(BaseOperator):
     def _raise_if_killed(self) -> None:
         if self._killed.is_set():
             raise MigrationError("The task was killed; it stopped what it had started.", "Clear the task to resume.")
-
-
-def _schema_versions_text(session: Any) -> str:
-    """Which node is on which schema version, for a refusal; the refusal must survive failing to read it."""
-    try:
-        return describe_schema_versions(schema_versions(session))
-    except Exception as error:  # the driver raises several kinds; the refusal says why the versions are missing
-        return f"versions unreadable: {error}"
 
 
 class MigrationPrecheckOperator(_MigrationOperator):
@@ -191,9 +202,11 @@ class MigrationPrecheckOperator(_MigrationOperator):
         plans_dir: str | None = None,
         rollback_of: str | None = None,
         allow_quorum_gap: Any = False,
+        precheck_checks: Sequence[PrecheckCheck] = DEFAULT_PRECHECK_CHECKS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.precheck_checks = tuple(precheck_checks)  # run on the accepted plan, before the lease (see stages)
         self.allow_quorum_gap = allow_quorum_gap  # stage keeping a replica per range only (see ringward.staging)
         self.keyspace = keyspace
         self.replication = replication
@@ -237,7 +250,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
         target = _parse_target(self.replication)
         migration_id = f"{keyspace}@{context['run_id']}"
         lease_owner = lease_owner or migration_id
-        hook = self._cassandra()
+        hook = self.cassandra
         try:
             session = hook.session
             store = OpsStore(session)
@@ -254,7 +267,8 @@ class MigrationPrecheckOperator(_MigrationOperator):
                     f"Keyspace {keyspace!r} does not exist.", "Check the name (it is case-sensitive)."
                 )
             ring = hook.ring()
-            self._check_health(ring, hook)
+            cql = LiveCql(session)
+            check_health(ring, self._nodetool_client(), cql)
             default_rf = default_keyspace_rf(session)  # a target without a factor may take it
             keep_quorum = not _truthy(self.allow_quorum_gap)
             plan = build_plan(
@@ -270,6 +284,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
             )
             picture = self._show(plan, migration_id)
             steps = migration_steps(plan)
+            run_precheck_checks(self.precheck_checks, PrecheckInput(keyspace, ring, plan, self._nodetool_client(), cql))
             # Only an accepted change writes anything (ringward_ops itself included).
             store = hook.ops_store()
             store.acquire_lease(lease_resource(keyspace), lease_owner, "keyspace_migration")
@@ -299,8 +314,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                                    str(record.state), stored)  # fmt: skip
             return stored
         finally:
-            hook.close()
-            self._close_nodetool()
+            self._release()
 
     def _half_done(self, store: OpsStore, keyspace: str, target: Replication) -> dict[str, Any] | None:
         """The record of `keyspace`'s unfinished migration to `target`, None when there is none; a different
@@ -369,13 +383,11 @@ class MigrationPrecheckOperator(_MigrationOperator):
 
     def _rollback_target(self, migration_id: str) -> tuple[str, Any, str]:
         """Keyspace, the replication it had before `migration_id`, and that migration's lease owner."""
-        hook = self._cassandra()
         try:
-            store = hook.ops_store()
+            store = self.cassandra.ops_store()
             original, state = store.migration(migration_id), store.migration_state(migration_id)
         finally:
-            hook.close()
-            self._close_nodetool()
+            self._release()
         if original is None:
             raise ConfigurationError(
                 f"No migration {migration_id!r} is recorded.",
@@ -387,26 +399,6 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 "Roll back is possible only until cleanup; run a new keyspace_migration to the old setting instead.",
             )
         return str(original["keyspace"]), original["old"], str(original.get("lease_owner") or migration_id)
-
-    def _check_health(self, ring: Ring, hook: RingwardCassandraHook) -> None:
-        refuse_mixed_versions(release_versions(hook.session))
-        nodetool = self._nodetool_client()
-        problems = []
-        for node in ring.nodes:
-            states = nodetool.status(node.address)
-            down = {address: state for address, state in states.items() if state != "UN"}
-            if down:
-                problems.append(f"{node.address} sees {down}")
-            if nodetool.is_streaming(node.address):
-                problems.append(f"{node.address} is streaming (a bootstrap, decommission or move is running)")
-        if not hook.session.cluster.control_connection.wait_for_schema_agreement(wait_time=60):
-            problems.append(f"the nodes do not agree on the schema ({_schema_versions_text(hook.session)})")
-        if problems:
-            raise ClusterError(
-                "The cluster is not healthy enough to change replication: " + "; ".join(problems) + ".",
-                "Bring every node to UN, let streaming and schema changes settle (a node that stays on a "
-                "schema version of its own: `nodetool resetlocalschema` on it), then retry the precheck.",
-            )
 
     def _show(self, plan: MigrationPlan, migration_id: str) -> str | None:
         """Log the placement table and the plan; write the ring picture (its path, when written)."""
@@ -431,52 +423,14 @@ class KeyspaceAlterOperator(_MigrationOperator):
 
     def execute(self, context: Context) -> str:
         record = load_migration(context, self.precheck_task_id)
-        ring, step, keyspace = record.ring, record.step(self.step_index), record.keyspace
-        hook = self._cassandra()
+        step = record.step(self.step_index)
         try:
-            current = keyspace_replication(hook.session, keyspace)
-            if _stored(current) == _stored(step.after):
-                self.log.info("%s already has %s: nothing to alter.", keyspace, step.after.to_cql())
-            elif _stored(current) != _stored(step.before):
-                raise MigrationError(
-                    f"{keyspace} has {current.to_cql()}, neither the step's start {step.before.to_cql()} nor its "
-                    f"target {step.after.to_cql()}: someone else changed it.",
-                    "Find out who changed the keyspace; rerun the migration from a fresh precheck.",
-                )
-            else:
-                statement = f"ALTER KEYSPACE {quote_identifier(keyspace)} WITH replication = {step.after.to_cql()}"
-                self.log.info("Step %d/%d: %s", step.index, step.count, statement)
-                hook.session.execute(statement)
-            if not hook.session.cluster.control_connection.wait_for_schema_agreement(wait_time=60):
-                raise ClusterError(
-                    "The ALTER is applied, but the nodes did not agree on the schema within 60 s: "
-                    f"{_schema_versions_text(hook.session)}.",
-                    "Retry this task (it does not alter twice); if a node stays on a version of its own, run "
-                    "`nodetool resetlocalschema` on it first.",
-                )
-            self._confirm_ownership(ring, step, keyspace)
-            hook.ops_store().set_migration_state(record.migration_id, str(MigrationState.altered(step.index)))
+            apply_step(step, record.keyspace, record.ring, LiveCql(self.cassandra.session), self._nodetool_client(),
+                       self.log.info)  # fmt: skip
+            self.cassandra.ops_store().set_migration_state(record.migration_id, str(MigrationState.altered(step.index)))
         finally:
-            hook.close()
-            self._close_nodetool()
+            self._release()
         return step.after.to_cql()
-
-    def _confirm_ownership(self, ring: Ring, step: MigrationStep, keyspace: str) -> None:
-        """Every node must report the new replicas for every range (`nodetool describering`)."""
-        _, expected = step.placements(ring)
-        nodetool = self._nodetool_client()
-        for node in ring.nodes:
-            output = nodetool.checked(node.address, ["describering", keyspace])
-            for start, end, endpoints in _DESCRIBERING.findall(output):
-                reported = {e.strip() for e in endpoints.split(",") if e.strip()}
-                wanted = set(expected.for_token(int(end)))
-                if reported != wanted:
-                    raise ClusterError(
-                        f"{node.address} reports replicas {sorted(reported)} for ({start}, {end}], expected "
-                        f"{sorted(wanted)}.",
-                        "Wait for the schema change to reach every node, then retry the task.",
-                    )
-        self.log.info("Every node reports the new ownership of %s.", keyspace)
 
 
 class RangeRepairOperator(_MigrationOperator):
@@ -530,7 +484,7 @@ class RangeRepairOperator(_MigrationOperator):
         self.deferrable, self.node_wait_seconds = _truthy(self.deferrable), float(self.node_wait_seconds)
         record = load_migration(context, self.precheck_task_id)
         segments = record.repair_segments(self.step_index, self.phase)  # type: ignore[arg-type]
-        hook = self._cassandra()
+        hook = self.cassandra
         self._cql_port = hook.native_port()
         try:
             store = hook.ops_store()
@@ -548,8 +502,7 @@ class RangeRepairOperator(_MigrationOperator):
                 stop_requested=self._killed.is_set, log=self.log.info, sleep=self._sleep_unless_killed,
             ).as_json()  # fmt: skip
         finally:
-            hook.close()
-            self._close_nodetool()
+            self._release()
 
     # -- deferrable mode --------------------------------------------------------------------------------
     def _start_wave(
@@ -599,9 +552,8 @@ class RangeRepairOperator(_MigrationOperator):
         from ringward.ring import TokenRange
 
         record = load_record(context, self.precheck_task_id)
-        hook = self._cassandra()
         try:
-            store = hook.ops_store()
+            store = self.cassandra.ops_store()
             failed = []
             for parent_id, label in event.get("labels", {}).items():
                 session = event.get("sessions", {}).get(parent_id, {})
@@ -623,8 +575,7 @@ class RangeRepairOperator(_MigrationOperator):
                     "not yet done; if retries run out, bring the nodes back and clear the task.",
                 )
         finally:
-            hook.close()
-            self._close_nodetool()
+            self._release()
         return self.execute(context)
 
     def _await_participants(self, nodes: Sequence[str]) -> None:
@@ -657,24 +608,12 @@ class PreviewVerifyOperator(_MigrationOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         segments = load_migration(context, self.precheck_task_id).repair_segments(self.step_index, "post")
-        nodetool = self._nodetool_client()
-        out_of_sync = []
         try:
-            for command in group_segments(segments, RANGES_PER_COMMAND):
-                self._raise_if_killed()
-                outcome = nodetool.repair(command.coordinator, command.keyspace, command.ranges, preview=True)
-                if not outcome.succeeded or not outcome.in_sync:
-                    ranges = ", ".join(map(str, command.ranges))
-                    out_of_sync.append(f"{ranges} among {', '.join(command.replicas)}: {_last_line(outcome.output)}")
+            in_sync = preview_in_sync(segments, self._nodetool_client(), self._raise_if_killed)
         finally:
-            self._close_nodetool()
-        if out_of_sync:
-            raise VerificationError(
-                f"Preview repair finds data out of sync in {len(out_of_sync)} commands: " + "; ".join(out_of_sync[:5]),
-                "Do not run cleanup. Clear the repair task to repair these ranges again, then verify again.",
-            )
+            self._release()
         self.log.info("Preview repair: all %s in sync among their replicas.", range_count(segments))
-        return {"preview_ranges_in_sync": len(segments)}
+        return {"preview_ranges_in_sync": in_sync}
 
 
 class CleanupOperator(_MigrationOperator):
@@ -688,25 +627,12 @@ class CleanupOperator(_MigrationOperator):
 
     def execute(self, context: Context) -> list[str]:
         record = load_migration(context, self.precheck_task_id)
-        ring = record.ring
-        nodes = cleanup_nodes(ring, record.old, record.steps[-1].after)
-        nodetool = self._nodetool_client()
-        tag = f"ringward-{record.migration_id}".replace("@", "-").replace(":", "-").replace("+", "-")
-        for address in nodes:
-            self._raise_if_killed()
-            if _truthy(self.snapshot_before_cleanup):
-                self.log.info("snapshot %s of %s on %s", tag, record.keyspace, address)
-                nodetool.snapshot(address, record.keyspace, tag)
-            self.log.info("cleanup of %s on %s (it lost ranges)", record.keyspace, address)
-            nodetool.cleanup(address, record.keyspace)
-        skipped = sorted(set(ring.addresses()) - set(nodes))
-        self.log.info("cleanup done on %s; untouched (lost nothing): %s", nodes, skipped)
-        hook = self._cassandra()
         try:
-            hook.ops_store().set_migration_state(record.migration_id, str(MigrationState(MigrationPhase.CLEANED)))
+            nodes = clean_up(record, self._nodetool_client(), snapshot=_truthy(self.snapshot_before_cleanup),
+                             stop_check=self._raise_if_killed, log=self.log.info)  # fmt: skip
+            self.cassandra.ops_store().set_migration_state(record.migration_id, str(MigrationState.cleaned()))
         finally:
-            hook.close()
-            self._close_nodetool()
+            self._release()
         return nodes
 
 
@@ -752,14 +678,12 @@ class MigrationReportOperator(_MigrationOperator):
         report = {key: value for key, value in report.items() if value is not None}
         self.summary = migration_report_markdown(report)
         self.log.info("Migration report:\n%s", self.summary)
-        hook = self._cassandra()
         try:
-            store = hook.ops_store()
-            store.set_migration_state(record["migration_id"], str(MigrationState(MigrationPhase.DONE)))
+            store = self.cassandra.ops_store()
+            store.set_migration_state(record["migration_id"], str(MigrationState.done()))
             store.release_lease(lease_resource(record["keyspace"]), record.get("lease_owner") or record["migration_id"])
         finally:
-            hook.close()
-            self._close_nodetool()
+            self._release()
         return report
 
     def _stage_seconds(self, ti: Any, context: Context, order: list[str]) -> dict[str, float]:
@@ -872,11 +796,6 @@ def _parse_target(value: Any) -> Replication:
                                  'Write e.g. {"class": "NetworkTopologyStrategy", "dc1": 3}.') from error  # fmt: skip
 
 
-def _stored(replication: Replication) -> tuple[str, dict[str, int]]:
-    """What Cassandra keeps of a setting: it drops datacenters given a factor of 0."""
-    return replication.strategy, {dc: n for dc, n in replication.factors.items() if n}
-
-
 def _state(ok: bool) -> str:
     return (RangeState.DONE if ok else RangeState.FAILED).value
 
@@ -885,15 +804,6 @@ def _unfinished(status: Any, session_timeout: float) -> str:
     if status == "timeout":
         return f"no result within the session timeout ({session_timeout:.0f} s)"
     return f"unfinished when the wait ended ({status})"
-
-
-def _first_line(text: str) -> str:
-    return (text.strip().splitlines() or [""])[0][:300]
-
-
-def _last_line(output: str) -> str:
-    lines = [line for line in output.strip().splitlines() if line.strip()]
-    return lines[-1][-500:] if lines else "nodetool printed nothing"
 
 
 def _truthy(value: Any) -> bool:

@@ -2,7 +2,11 @@
 
 The operators in `migration_operators` read the precheck's `MigrationRecord`, build the real clients and
 call these; the unit tests call them with in-memory fakes. Each interface names only what a stage uses:
-`Journal` (the ops keyspace's migration journal), `RepairNodetool` (repair, status, abort).
+`Journal` (the ops keyspace's migration journal), `Cql` (replication, ALTER, schema agreement), `Nodetool`
+(status, streaming, describering, repair, snapshot, cleanup).
+
+Stages, in the order the DAG runs them: `check_health` and the `PrecheckCheck`s (precheck), `apply_step`
+(ALTER + ownership confirmation), `repair_ranges`, `preview_in_sync`, `clean_up`.
 
 Range repair runs through the nightly executor (`ringward.repair.run_batch`): the same wave rule (a node in
 one session at a time), retries with backoff and kill handling; the journal writes are its `save` effect,
@@ -16,8 +20,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from ringward.errors import ClusterError, MigrationError, RepairError, RingwardError
-from ringward.migration import RANGES_PER_COMMAND, RangeState, pending, range_count
+from ringward.cluster_health import refuse_mixed_versions
+from ringward.errors import ClusterError, MigrationError, RepairError, RingwardError, VerificationError
+from ringward.migration import RANGES_PER_COMMAND, MigrationStep, RangeState, cleanup_nodes, pending, range_count
+from ringward.migration_record import MigrationRecord
+from ringward.plan import MigrationPlan
 from ringward.repair import (
     BatchEffects,
     RecordUpdate,
@@ -26,20 +33,33 @@ from ringward.repair import (
     Segment,
     SegmentState,
     SessionResult,
+    group_segments,
     run_batch,
 )
-from ringward.ring import TokenRange
+from ringward.replication import Replication
+from ringward.ring import Ring, TokenRange
 from ringward_cassandra.nodetool import RepairOutcome
 from ringward_cassandra.ops_store import JournalEntry
 
 __all__ = [
+    "DEFAULT_PRECHECK_CHECKS",
+    "Cql",
     "Journal",
+    "Nodetool",
+    "PrecheckCheck",
+    "PrecheckInput",
     "RepairNodetool",
     "RepairSettings",
     "StageResult",
+    "apply_step",
+    "check_health",
+    "clean_up",
+    "confirm_ownership",
     "journalled_pending",
     "participant_problems",
+    "preview_in_sync",
     "repair_ranges",
+    "run_precheck_checks",
 ]
 
 
@@ -61,6 +81,173 @@ class RepairNodetool(Protocol):
     ) -> RepairOutcome: ...
 
     def abort_repairs(self, address: str) -> None: ...
+
+
+class Nodetool(RepairNodetool, Protocol):
+    """Every nodetool command a migration stage runs."""
+
+    def is_streaming(self, address: str) -> bool: ...
+
+    def describe_ring(self, address: str, keyspace: str) -> list[tuple[TokenRange, frozenset[str]]]: ...
+
+    def snapshot(self, address: str, keyspace: str, tag: str) -> None: ...
+
+    def cleanup(self, address: str, keyspace: str) -> None: ...
+
+
+class PreviewNodetool(Protocol):
+    def repair(
+        self, address: str, keyspace: str, ranges: TokenRange | Sequence[TokenRange], *, preview: bool = False
+    ) -> RepairOutcome: ...
+
+
+class Cql(Protocol):
+    """What the precheck and ALTER stages ask of a CQL session (`ringward_cassandra.schema.LiveCql`)."""
+
+    def replication(self, keyspace: str) -> Replication: ...
+
+    def alter_replication(self, keyspace: str, replication: Replication) -> str: ...
+
+    def schema_agreed(self, wait_seconds: float) -> bool: ...
+
+    def schema_versions_text(self) -> str: ...
+
+    def release_versions(self) -> dict[str, list[str]]: ...
+
+
+SCHEMA_AGREEMENT_SECONDS = 60.0
+
+
+# -- precheck ---------------------------------------------------------------------------------------------
+def check_health(ring: Ring, nodetool: Nodetool, cql: Cql) -> None:
+    """Refuse (ClusterError, retried) a cluster that is mid-upgrade, has a node not UN as another sees it,
+    is streaming, or disagrees on the schema."""
+    refuse_mixed_versions(cql.release_versions())
+    problems = []
+    for node in ring.nodes:
+        states = nodetool.status(node.address)
+        down = {address: state for address, state in states.items() if state != "UN"}
+        if down:
+            problems.append(f"{node.address} sees {down}")
+        if nodetool.is_streaming(node.address):
+            problems.append(f"{node.address} is streaming (a bootstrap, decommission or move is running)")
+    if not cql.schema_agreed(SCHEMA_AGREEMENT_SECONDS):
+        problems.append(f"the nodes do not agree on the schema ({cql.schema_versions_text()})")
+    if problems:
+        raise ClusterError(
+            "The cluster is not healthy enough to change replication: " + "; ".join(problems) + ".",
+            "Bring every node to UN, let streaming and schema changes settle (a node that stays on a "
+            "schema version of its own: `nodetool resetlocalschema` on it), then retry the precheck.",
+        )
+
+
+@dataclass(frozen=True)
+class PrecheckInput:
+    """What a precheck check sees: the accepted plan on the live ring, and the cluster to ask."""
+
+    keyspace: str
+    ring: Ring
+    plan: MigrationPlan
+    nodetool: Nodetool
+    cql: Cql
+
+
+# A check raises a RingwardError refusal (problem and fix) or returns. The checks run after the health check
+# and the plan, before the lease and the record: a refusal writes nothing. Add checks here (e.g. capacity of
+# the gaining nodes, pausing AutoRepair/Reaper) or pass `precheck_checks=` to MigrationPrecheckOperator.
+PrecheckCheck = Callable[[PrecheckInput], None]
+DEFAULT_PRECHECK_CHECKS: tuple[PrecheckCheck, ...] = ()
+
+
+def run_precheck_checks(checks: Sequence[PrecheckCheck], given: PrecheckInput) -> None:
+    for check in checks:
+        check(given)
+
+
+# -- ALTER ------------------------------------------------------------------------------------------------
+def apply_step(step: MigrationStep, keyspace: str, ring: Ring, cql: Cql, nodetool: Nodetool,
+               log: Callable[[str], None]) -> None:  # fmt: skip
+    """ALTER `keyspace` to `step.after` (a no-op when already applied: a retry), wait for schema agreement,
+    then confirm every node reports the new replicas. A keyspace at neither end of the step is refused."""
+    current = cql.replication(keyspace)
+    if _stored(current) == _stored(step.after):
+        log(f"{keyspace} already has {step.after.to_cql()}: nothing to alter.")
+    elif _stored(current) != _stored(step.before):
+        raise MigrationError(
+            f"{keyspace} has {current.to_cql()}, neither the step's start {step.before.to_cql()} nor its "
+            f"target {step.after.to_cql()}: someone else changed it.",
+            "Find out who changed the keyspace; rerun the migration from a fresh precheck.",
+        )
+    else:
+        statement = cql.alter_replication(keyspace, step.after)
+        log(f"Step {step.index}/{step.count}: {statement}")
+    if not cql.schema_agreed(SCHEMA_AGREEMENT_SECONDS):
+        raise ClusterError(
+            "The ALTER is applied, but the nodes did not agree on the schema within 60 s: "
+            f"{cql.schema_versions_text()}.",
+            "Retry this task (it does not alter twice); if a node stays on a version of its own, run "
+            "`nodetool resetlocalschema` on it first.",
+        )
+    confirm_ownership(ring, step, keyspace, nodetool)
+    log(f"Every node reports the new ownership of {keyspace}.")
+
+
+def confirm_ownership(ring: Ring, step: MigrationStep, keyspace: str, nodetool: Nodetool) -> None:
+    """Every node must report the new replicas for every range (`nodetool describering`)."""
+    _, expected = step.placements(ring)
+    for node in ring.nodes:
+        for token_range, reported in nodetool.describe_ring(node.address, keyspace):
+            wanted = set(expected.for_token(token_range.end))
+            if reported != wanted:
+                raise ClusterError(
+                    f"{node.address} reports replicas {sorted(reported)} for ({token_range.start}, "
+                    f"{token_range.end}], expected {sorted(wanted)}.",
+                    "Wait for the schema change to reach every node, then retry the task.",
+                )
+
+
+def _stored(replication: Replication) -> tuple[str, dict[str, int]]:
+    """What Cassandra keeps of a setting: it drops datacenters given a factor of 0."""
+    return replication.strategy, {dc: n for dc, n in replication.factors.items() if n}
+
+
+# -- verification and cleanup -----------------------------------------------------------------------------
+def preview_in_sync(segments: Sequence[Segment], nodetool: PreviewNodetool, stop_check: Callable[[], None]) -> int:
+    """`nodetool repair --preview --full` of `segments` (grouped as for repair): every replica in sync, or
+    VerificationError naming the commands out of sync. Returns how many segments were previewed."""
+    out_of_sync = []
+    for command in group_segments(segments, RANGES_PER_COMMAND):
+        stop_check()
+        outcome = nodetool.repair(command.coordinator, command.keyspace, command.ranges, preview=True)
+        if not outcome.succeeded or not outcome.in_sync:
+            ranges = ", ".join(map(str, command.ranges))
+            out_of_sync.append(f"{ranges} among {', '.join(command.replicas)}: {_last_line(outcome.output)}")
+    if out_of_sync:
+        raise VerificationError(
+            f"Preview repair finds data out of sync in {len(out_of_sync)} commands: " + "; ".join(out_of_sync[:5]),
+            "Do not run cleanup. Clear the repair task to repair these ranges again, then verify again.",
+        )
+    return len(segments)
+
+
+def clean_up(record: MigrationRecord, nodetool: Nodetool, *, snapshot: bool, stop_check: Callable[[], None],
+             log: Callable[[str], None]) -> list[str]:  # fmt: skip
+    """Snapshot (optional), then `nodetool cleanup` only on the nodes that lost ranges, one at a time."""
+    nodes = cleanup_nodes(record.ring, record.old, record.steps[-1].after)
+    tag = f"ringward-{record.migration_id}".replace("@", "-").replace(":", "-").replace("+", "-")
+    for address in nodes:
+        stop_check()
+        if snapshot:
+            log(f"snapshot {tag} of {record.keyspace} on {address}")
+            nodetool.snapshot(address, record.keyspace, tag)
+        log(f"cleanup of {record.keyspace} on {address} (it lost ranges)")
+        nodetool.cleanup(address, record.keyspace)
+    skipped = sorted(set(record.ring.addresses()) - set(nodes))
+    log(f"cleanup done on {nodes}; untouched (lost nothing): {skipped}")
+    return nodes
+
+
+# -- repair -----------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,7 @@ class FakeStore:
 def run_report(monkeypatch: pytest.MonkeyPatch, ti: FakeTI) -> tuple[MigrationReportOperator, dict[str, Any]]:
     store = FakeStore()
     hook = SimpleNamespace(ops_store=lambda: store, close=lambda: None)
-    monkeypatch.setattr(MigrationReportOperator, "_cassandra", lambda self: hook)
+    monkeypatch.setattr(MigrationReportOperator, "cassandra", property(lambda self: hook))
     operator = MigrationReportOperator(task_id="report")
     context = {"ti": ti, "run_id": "run1", "dag": SimpleNamespace(task_ids=TASK_IDS)}
     report = operator.execute(context)  # type: ignore[arg-type]

@@ -6,12 +6,30 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
-from ringward.errors import ClusterError, MigrationError, RepairError
+from ringward.errors import ClusterError, MigrationError, RepairError, UnsafeChangeError, VerificationError
+from ringward.migration import MigrationStep, cleanup_nodes
+from ringward.migration_record import MigrationRecord
+from ringward.placement import replica_map
 from ringward.repair import Segment
-from ringward.ring import TokenRange
-from ringward_airflow.migration_stages import RepairSettings, StageResult, participant_problems, repair_ranges
+from ringward.replication import Replication
+from ringward.ring import Ring, TokenRange
+from ringward.ring_sources import load_ring_file
+from ringward_airflow.migration_stages import (
+    PrecheckInput,
+    RepairSettings,
+    StageResult,
+    apply_step,
+    check_health,
+    clean_up,
+    confirm_ownership,
+    participant_problems,
+    preview_in_sync,
+    repair_ranges,
+    run_precheck_checks,
+)
 from ringward_cassandra.nodetool import RepairOutcome
 from ringward_cassandra.ops_store import JournalEntry
 
@@ -187,3 +205,176 @@ def test_the_participants_problems_name_jmx_gossip_and_cql() -> None:
         "n2": "refuses CQL connections on port 9042",
         "n3": "DN as seen from n2, DN as seen from n3",
     }
+
+
+# -- the other stages, on the seed's ring -------------------------------------------------------------------
+RING: Ring = load_ring_file(Path(__file__).resolve().parents[1] / "fixtures" / "rings" / "local_num_tokens_4.json")
+SIMPLE_2 = Replication.simple(2)
+NTS_2 = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2})
+NTS_3 = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 3})
+STEP = MigrationStep(1, 1, SIMPLE_2, NTS_3)
+
+
+class FakeCql:
+    def __init__(self, replication: Replication, agreed: bool = True, releases: dict[str, list[str]] | None = None):
+        self.current = replication
+        self.agreed = agreed
+        self.releases = releases or {"5.0.9": RING.addresses()}
+        self.statements: list[str] = []
+
+    def replication(self, keyspace: str) -> Replication:
+        return self.current
+
+    def alter_replication(self, keyspace: str, replication: Replication) -> str:
+        self.current = replication
+        self.statements.append(f"ALTER {keyspace} {replication.to_cql()}")
+        return self.statements[-1]
+
+    def schema_agreed(self, wait_seconds: float) -> bool:
+        return self.agreed
+
+    def schema_versions_text(self) -> str:
+        return "version 317bd95f on 127.0.0.6; version 7134970d on the others"
+
+    def release_versions(self) -> dict[str, list[str]]:
+        return self.releases
+
+
+class ClusterNodetool(FakeNodetool):
+    """Reports the placement of `cql`'s current replication (what a node answers once the ALTER reached it)."""
+
+    def __init__(self, cql: FakeCql, lagging: str | None = None) -> None:
+        super().__init__()
+        self.cql = cql
+        self.lagging = lagging  # a node still reporting the old placement
+        self.states: dict[str, dict[str, str]] = {}
+        self.streaming: set[str] = set()
+        self.done: list[tuple[str, str]] = []
+        self.previews: dict[str, bool] = {}
+
+    def status(self, address: str) -> dict[str, str]:
+        return self.states.get(address, {a: "UN" for a in RING.addresses()})
+
+    def is_streaming(self, address: str) -> bool:
+        return address in self.streaming
+
+    def describe_ring(self, address: str, keyspace: str) -> list[tuple[TokenRange, frozenset[str]]]:
+        placement = replica_map(RING, SIMPLE_2 if address == self.lagging else self.cql.current)
+        return [(r, frozenset(placement.for_token(r.end))) for r in placement.ranges]
+
+    def snapshot(self, address: str, keyspace: str, tag: str) -> None:
+        self.done.append(("snapshot", address))
+
+    def cleanup(self, address: str, keyspace: str) -> None:
+        self.done.append(("cleanup", address))
+
+    def repair(self, address: str, keyspace: str, ranges: object, *, timeout: float = 3600.0,
+               preview: bool = False) -> RepairOutcome:  # fmt: skip
+        ranges = tuple(ranges) if isinstance(ranges, Sequence) else (ranges,)  # type: ignore[arg-type]
+        in_sync = self.previews.get(address, True)
+        output = "Previewed data was in sync" if in_sync else "Total estimated streaming: 12 ranges, 3 sstables"
+        return RepairOutcome(address, keyspace, ranges, True, 0.01, None, output, in_sync)  # type: ignore[arg-type]
+
+
+def test_a_healthy_cluster_passes_and_each_problem_is_named_in_one_refusal() -> None:
+    cql = FakeCql(SIMPLE_2)
+    nodetool = ClusterNodetool(cql)
+    check_health(RING, nodetool, cql)
+    first, second = RING.addresses()[:2]
+    nodetool.states[first] = {a: ("DN" if a == second else "UN") for a in RING.addresses()}
+    nodetool.streaming.add(second)
+    cql.agreed = False
+    with pytest.raises(ClusterError) as refused:
+        check_health(RING, nodetool, cql)
+    assert f"{first} sees {{'{second}': 'DN'}}" in refused.value.problem
+    assert f"{second} is streaming" in refused.value.problem
+    assert "do not agree on the schema (version 317bd95f on 127.0.0.6" in refused.value.problem
+    assert "resetlocalschema" in refused.value.fix
+
+
+def test_mixed_releases_are_refused_before_anything_else() -> None:
+    cql = FakeCql(SIMPLE_2, releases={"5.0.9": RING.addresses()[1:], "4.1.5": RING.addresses()[:1]})
+    with pytest.raises(ClusterError) as refused:
+        check_health(RING, ClusterNodetool(cql), cql)
+    assert "different Cassandra releases" in refused.value.problem
+
+
+def test_precheck_checks_run_in_order_and_a_refusal_stops_them() -> None:
+    seen: list[str] = []
+
+    def capacity(given: PrecheckInput) -> None:
+        seen.append(f"capacity of {given.keyspace}")
+        raise UnsafeChangeError("127.0.0.3 would be 95 % full.", "Add disk first.")
+
+    cql = FakeCql(SIMPLE_2)
+    given = PrecheckInput("ks", RING, None, ClusterNodetool(cql), cql)  # type: ignore[arg-type]
+    with pytest.raises(UnsafeChangeError):
+        run_precheck_checks([lambda g: seen.append("pause reaper"), capacity, lambda g: seen.append("never")], given)
+    assert seen == ["pause reaper", "capacity of ks"]
+
+
+def test_the_alter_runs_once_and_every_node_confirms_the_new_owners() -> None:
+    cql = FakeCql(SIMPLE_2)
+    nodetool = ClusterNodetool(cql)
+    lines: list[str] = []
+    apply_step(STEP, "ks", RING, cql, nodetool, lines.append)
+    assert cql.statements == [f"ALTER ks {NTS_3.to_cql()}"] and cql.current == NTS_3
+    apply_step(STEP, "ks", RING, cql, nodetool, lines.append)  # the retry: already applied
+    assert len(cql.statements) == 1 and "nothing to alter" in lines[-2]
+
+
+def test_a_keyspace_changed_by_someone_else_is_refused_and_not_altered() -> None:
+    cql = FakeCql(Replication.simple(1))
+    with pytest.raises(MigrationError) as refused:
+        apply_step(STEP, "ks", RING, cql, ClusterNodetool(cql), print)
+    assert "someone else changed it" in refused.value.problem and cql.statements == []
+
+
+def test_an_alter_without_schema_agreement_fails_the_try_naming_the_versions() -> None:
+    cql = FakeCql(SIMPLE_2, agreed=False)
+    with pytest.raises(ClusterError) as failed:
+        apply_step(STEP, "ks", RING, cql, ClusterNodetool(cql), print)
+    assert "did not agree on the schema within 60 s: version 317bd95f" in failed.value.problem
+    assert "does not alter twice" in failed.value.fix
+
+
+def test_a_node_reporting_the_old_owners_fails_the_ownership_confirmation() -> None:
+    cql = FakeCql(NTS_3)
+    lagging = RING.addresses()[2]
+    with pytest.raises(ClusterError) as failed:
+        confirm_ownership(RING, STEP, "ks", ClusterNodetool(cql, lagging=lagging))
+    assert failed.value.problem.startswith(f"{lagging} reports replicas ")
+    confirm_ownership(RING, STEP, "ks", ClusterNodetool(cql))
+
+
+def test_preview_counts_segments_in_sync_and_names_those_out_of_sync() -> None:
+    segments = [_segment(0, 10, "127.0.0.3", "127.0.0.2"), _segment(20, 30, "127.0.0.4", "127.0.0.5")]
+    nodetool = ClusterNodetool(FakeCql(NTS_3))
+    assert preview_in_sync(segments, nodetool, lambda: None) == 2
+    nodetool.previews["127.0.0.4"] = False
+    with pytest.raises(VerificationError) as failed:
+        preview_in_sync(segments, nodetool, lambda: None)
+    assert "in 1 commands: (20, 30] among 127.0.0.4, 127.0.0.5: Total estimated streaming" in failed.value.problem
+    assert "Do not run cleanup" in failed.value.fix
+
+
+def test_cleanup_snapshots_and_cleans_only_the_nodes_that_lost_ranges() -> None:
+    record = MigrationRecord("ks@r", "ks", RING, NTS_3, NTS_2, NTS_2, (MigrationStep(1, 1, NTS_3, NTS_2),), "ks@r", "r")
+    nodetool = ClusterNodetool(FakeCql(NTS_2))
+    lost = cleanup_nodes(RING, NTS_3, NTS_2)
+    assert lost and clean_up(record, nodetool, snapshot=True, stop_check=lambda: None, log=print) == lost
+    assert nodetool.done == [(kind, node) for node in lost for kind in ("snapshot", "cleanup")]
+
+
+def test_describering_output_parses_to_ranges_and_their_replicas() -> None:
+    from ringward_cassandra.nodetool import parse_describering
+
+    output = (
+        "Schema Version:7134970d\nTokenRange: \n"
+        "\tTokenRange(start_token:-9000, end_token:-100, endpoints:[127.0.0.3, 127.0.0.2], rpc_endpoints:[...])\n"
+        "\tTokenRange(start_token:-100, end_token:5000, endpoints:[127.0.0.4], rpc_endpoints:[...])\n"
+    )
+    assert parse_describering(output) == [
+        (TokenRange(-9000, -100), frozenset({"127.0.0.2", "127.0.0.3"})),
+        (TokenRange(-100, 5000), frozenset({"127.0.0.4"})),
+    ]
