@@ -763,7 +763,7 @@ def _work_left(record: MigrationRecord, store: OpsStore) -> list[str]:
     for step in record.steps:
         parts = []
         for phase in ("pre", "post"):
-            segments = record.repair_segments(step.index, phase)  # type: ignore[arg-type]
+            segments = record.repair_segments(step.index, phase)
             entries = store.journal(record.migration_id, f"{phase}_repair:{step.index}")
             journal = {token_range: entry.status for token_range, entry in entries.items()}
             left = len(pending(segments, journal))
