@@ -7,7 +7,6 @@ or cleared task resumes where it stopped instead of starting over.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from ringward.migration import (
     MigrationStep,
     RangeState,
     RecordedMigration,
+    checked_keyspace,
     migration_steps,
     migration_to_resume,
     pending,
@@ -40,7 +40,6 @@ from ringward.repair import RepairCommand, Segment
 from ringward.replication import Replication
 from ringward.report import approval_markdown, migration_report_markdown, refusal_markdown, stage_seconds
 from ringward.ring import Ring
-from ringward.safety import SYSTEM_KEYSPACES
 from ringward.session_watch import await_participants
 from ringward.svg import render_placement_svg
 from ringward_cassandra.cql import accepts_connections
@@ -88,8 +87,6 @@ __all__ = [
 REFUSAL_KEY = "refusal"
 # Operators whose `summary` field is Markdown written by execute() (shown in the task's rendered fields).
 _MARKDOWN_SUMMARY = {"summary": "md"}
-
-_NAME = re.compile(r"^[A-Za-z0-9_]{1,48}$")
 
 
 def lease_resource(keyspace: str) -> str:
@@ -241,12 +238,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
         lease_owner = None
         if self.rollback_of:
             self.keyspace, self.replication, lease_owner = self._rollback_target(str(self.rollback_of))
-        keyspace = _checked_keyspace(self.keyspace)
-        if keyspace in SYSTEM_KEYSPACES:
-            raise UnsafeChangeError(
-                f"{keyspace} is a system keyspace: Cassandra manages its replication (or it is ringward's own).",
-                "Migrate application keyspaces only.",
-            )
+        keyspace = checked_keyspace(self.keyspace)  # before any cluster access: bad input changes nothing
         target = _parse_target(self.replication)
         migration_id = f"{keyspace}@{context['run_id']}"
         lease_owner = lease_owner or migration_id
@@ -262,10 +254,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 half_done = self._half_done(store, keyspace, target)
                 if half_done is not None:
                     return self._resume(context, store, half_done)
-            if keyspace not in keyspace_names(session):
-                raise ConfigurationError(
-                    f"Keyspace {keyspace!r} does not exist.", "Check the name (it is case-sensitive)."
-                )
+            checked_keyspace(keyspace, known=keyspace_names(session))  # its existence: checked here only
             ring = hook.ring()
             cql = LiveCql(session)
             check_health(ring, self._nodetool_client(), cql)
@@ -278,7 +267,6 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 keyspace=keyspace,
                 table_gc_grace_seconds=table_gc_grace(session, keyspace),
                 client_consistency=self.client_read_consistency or None,
-                known_keyspaces=keyspace_names(session),
                 default_keyspace_rf=default_rf,
                 keep_quorum=keep_quorum,
             )
@@ -774,16 +762,6 @@ def _work_left(record: MigrationRecord, store: OpsStore) -> list[str]:
         lines.append(f"step {step.index}/{step.count}: {alter}; " + "; ".join(parts) + "; verification to run")
     lines.append("cleanup: done" if record.state.is_cleaned else "cleanup: to run (after verification)")
     return lines
-
-
-def _checked_keyspace(name: Any) -> str:
-    text = str(name or "").strip()
-    if not _NAME.match(text):
-        raise ConfigurationError(
-            f"Keyspace name {text!r} is not a valid Cassandra keyspace name.",
-            "Give the keyspace's name as stored: 1 to 48 letters, digits or underscores.",
-        )
-    return text
 
 
 def _parse_target(value: Any) -> Replication:
