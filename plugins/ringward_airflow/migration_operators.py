@@ -19,24 +19,21 @@ from airflow.sdk.exceptions import AirflowFailException
 from ringward.errors import (
     ConfigurationError,
     MigrationError,
-    RepairError,
     RingwardError,
     UnsafeChangeError,
 )
 from ringward.migration import (
     MigrationStep,
-    RangeState,
     RecordedMigration,
     checked_keyspace,
     migration_steps,
     migration_to_resume,
     pending,
     range_count,
-    repair_waves,
 )
 from ringward.migration_record import MigrationPhase, MigrationRecord, MigrationState
 from ringward.plan import MigrationPlan, build_plan
-from ringward.repair import RepairCommand, Segment
+from ringward.repair import Segment
 from ringward.replication import Replication
 from ringward.report import approval_markdown, migration_report_markdown, refusal_markdown, stage_seconds
 from ringward.ring import Ring
@@ -44,7 +41,7 @@ from ringward.session_watch import await_participants
 from ringward.svg import render_placement_svg
 from ringward_cassandra.cql import accepts_connections
 from ringward_cassandra.nodetool import NodetoolClient
-from ringward_cassandra.ops_store import OPS_KEYSPACE, JournalEntry, OpsStore
+from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore
 from ringward_cassandra.schema import (
     LiveCql,
     default_keyspace_rf,
@@ -66,8 +63,11 @@ from ringward_airflow.migration_stages import (
     journalled_pending,
     participant_problems,
     preview_in_sync,
+    record_session_outcomes,
     repair_ranges,
     run_precheck_checks,
+    session_labels,
+    start_wave,
 )
 
 __all__ = [
@@ -479,7 +479,7 @@ class RangeRepairOperator(_MigrationOperator):
             if self.deferrable:
                 todo = journalled_pending(store, record.migration_id, self.stage, segments)
                 if todo:
-                    return self._start_wave(context, record.to_json(), todo, hook)
+                    return self._start_wave(context, record, todo, hook)
                 # a deferred repair's last call finds everything done by the waves before it
                 return StageResult(len(segments), 0, len(segments)).as_json()
             settings = RepairSettings(self.parallelism, int(self.max_attempts), float(self.retry_backoff),
@@ -494,28 +494,17 @@ class RangeRepairOperator(_MigrationOperator):
 
     # -- deferrable mode --------------------------------------------------------------------------------
     def _start_wave(
-        self, context: Context, record: dict[str, Any], todo: list[Segment], hook: RingwardCassandraHook
+        self, context: Context, record: MigrationRecord, todo: list[Segment], hook: RingwardCassandraHook
     ) -> dict[str, Any]:
         from ringward_airflow.triggers import RepairSessionTrigger
 
-        wave = repair_waves(todo, self.parallelism)[0]
-        nodetool = self._nodetool_client()
-        self._await_participants(sorted({node for command in wave for node in command.replicas}))
-        started: dict[str, RepairCommand] = {}
-        store = hook.ops_store()
-        for command in wave:
-            parent_id = nodetool.start_repair(command.coordinator, command.keyspace, command.ranges)
-            if parent_id is None:  # finished before we could follow it
-                for token_range in command.ranges:
-                    store.record_journal(record["migration_id"], JournalEntry(
-                        self.stage, token_range, _state(True), command.coordinator, 1, 0.0, ""))  # fmt: skip
-            else:
-                started[parent_id] = command
-        if not started:
+        started = start_wave(
+            todo, parallelism=self.parallelism, migration_id=record.migration_id, stage=self.stage,
+            journal=hook.ops_store(), nodetool=self._nodetool_client(), await_ready=self._await_participants,
+        )  # fmt: skip
+        if not started:  # every command finished before it could be followed: the next wave
             return self.execute(context)
-        left = len(todo) - sum(len(c.segments) for c in wave)
-        self.log.info("%s: started %d commands; %d repair segments left after this wave.", self.stage, len(wave),
-                      left)  # fmt: skip
+        self.log.info("%s: started %d commands.", self.stage, len(started))
         self.defer(
             trigger=RepairSessionTrigger(
                 contact_points=hook.contact_points(),
@@ -523,45 +512,18 @@ class RangeRepairOperator(_MigrationOperator):
                 port=self._cql_port,
                 poll_interval=self.poll_interval,
                 timeout_seconds=self.session_timeout,
-                labels={
-                    pid: {
-                        "ranges": [[r.start, r.end] for r in c.ranges],
-                        "coordinator": c.coordinator,
-                        "replicas": list(c.replicas),
-                    }
-                    for pid, c in started.items()
-                },
+                labels=session_labels(started),
             ),
             method_name="execute_complete",
         )
         return {}  # not reached: defer() raises
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        from ringward.ring import TokenRange
-
-        record = load_record(context, self.precheck_task_id)
+        record = load_migration(context, self.precheck_task_id)
         try:
             store = self.cassandra.ops_store()
-            failed = []
-            for parent_id, label in event.get("labels", {}).items():
-                session = event.get("sessions", {}).get(parent_id, {})
-                # A session that ended well counts whatever ended the wait (another one's death, the timeout).
-                ok = bool(session.get("ok", False))
-                error = "" if ok else session.get("error") or _unfinished(event.get("status"), self.session_timeout)
-                ranges = [TokenRange(start, end) for start, end in label["ranges"]]
-                for token_range in ranges:
-                    store.record_journal(
-                        record["migration_id"],
-                        JournalEntry(self.stage, token_range, _state(ok), label["coordinator"], 1, 0.0, error),
-                    )  # fmt: skip
-                if not ok:
-                    failed.append(f"{', '.join(map(str, ranges))} on {label['coordinator']}: {error}")
-            if failed:
-                raise RepairError(
-                    f"{len(failed)} repair commands failed: " + "; ".join(failed[:5]),
-                    "The task's retry waits for the nodes named to be back to UN and repairs only the ranges "
-                    "not yet done; if retries run out, bring the nodes back and clear the task.",
-                )
+            record_session_outcomes(event, migration_id=record.migration_id, stage=self.stage, journal=store,
+                                    session_timeout=float(self.session_timeout))  # fmt: skip
         finally:
             self._release()
         return self.execute(context)
@@ -772,16 +734,6 @@ def _parse_target(value: Any) -> Replication:
     except Exception as error:  # anything a form can send that is not a replication map
         raise ConfigurationError(f"Replication {value!r} is malformed: {error}.",
                                  'Write e.g. {"class": "NetworkTopologyStrategy", "dc1": 3}.') from error  # fmt: skip
-
-
-def _state(ok: bool) -> str:
-    return (RangeState.DONE if ok else RangeState.FAILED).value
-
-
-def _unfinished(status: Any, session_timeout: float) -> str:
-    if status == "timeout":
-        return f"no result within the session timeout ({session_timeout:.0f} s)"
-    return f"unfinished when the wait ended ({status})"
 
 
 def _truthy(value: Any) -> bool:

@@ -15,14 +15,22 @@ so a retried or cleared task repairs only what the journal does not hold as done
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from ringward.cluster_health import refuse_mixed_versions
 from ringward.errors import ClusterError, MigrationError, RepairError, RingwardError, VerificationError
-from ringward.migration import RANGES_PER_COMMAND, MigrationStep, RangeState, cleanup_nodes, pending, range_count
+from ringward.migration import (
+    RANGES_PER_COMMAND,
+    MigrationStep,
+    RangeState,
+    cleanup_nodes,
+    pending,
+    range_count,
+    repair_waves,
+)
 from ringward.migration_record import MigrationRecord
 from ringward.plan import MigrationPlan
 from ringward.repair import (
@@ -58,8 +66,11 @@ __all__ = [
     "journalled_pending",
     "participant_problems",
     "preview_in_sync",
+    "record_session_outcomes",
     "repair_ranges",
     "run_precheck_checks",
+    "session_labels",
+    "start_wave",
 ]
 
 
@@ -93,6 +104,10 @@ class Nodetool(RepairNodetool, Protocol):
     def snapshot(self, address: str, keyspace: str, tag: str) -> None: ...
 
     def cleanup(self, address: str, keyspace: str) -> None: ...
+
+
+class StartingNodetool(Protocol):
+    def start_repair(self, address: str, keyspace: str, ranges: Sequence[TokenRange]) -> str | None: ...
 
 
 class PreviewNodetool(Protocol):
@@ -410,3 +425,77 @@ def _first_line(text: str) -> str:
 def _last_line(output: str) -> str:
     lines = [line for line in output.strip().splitlines() if line.strip()]
     return lines[-1][-500:] if lines else "nodetool printed nothing"
+
+
+# -- deferred repair (the trigger waits for the sessions) --------------------------------------------------
+def start_wave(
+    todo: Sequence[Segment],
+    *,
+    parallelism: int,
+    migration_id: str,
+    stage: str,
+    journal: Journal,
+    nodetool: StartingNodetool,
+    await_ready: Callable[[Sequence[str]], None],
+) -> dict[str, RepairCommand]:
+    """Start the first wave of `todo` (replica-disjoint commands) once its participants are ready; return the
+    sessions to wait for by parent id. A command that finished before it could be followed is journalled done."""
+    wave = repair_waves(todo, parallelism)[0]
+    await_ready(sorted({node for command in wave for node in command.replicas}))
+    started: dict[str, RepairCommand] = {}
+    for command in wave:
+        parent_id = nodetool.start_repair(command.coordinator, command.keyspace, command.ranges)
+        if parent_id is None:
+            for token_range in command.ranges:
+                journal.record_journal(
+                    migration_id,
+                    JournalEntry(stage, token_range, RangeState.DONE.value, command.coordinator, 1, 0.0, ""),
+                )
+        else:
+            started[parent_id] = command
+    return started
+
+
+def session_labels(started: Mapping[str, RepairCommand]) -> dict[str, dict[str, Any]]:
+    """What the trigger carries per session and hands back in its event (`RepairSessionTrigger.labels`)."""
+    return {
+        parent_id: {
+            "ranges": [[r.start, r.end] for r in command.ranges],
+            "coordinator": command.coordinator,
+            "replicas": list(command.replicas),
+        }
+        for parent_id, command in started.items()
+    }
+
+
+def record_session_outcomes(
+    event: Mapping[str, Any], *, migration_id: str, stage: str, journal: Journal, session_timeout: float
+) -> None:
+    """Journal every session of the trigger's `event`; raise RepairError naming those that did not succeed.
+
+    A session that ended well counts whatever ended the wait (another one's death, the timeout)."""
+    failed = []
+    for parent_id, label in event.get("labels", {}).items():
+        session = event.get("sessions", {}).get(parent_id, {})
+        ok = bool(session.get("ok", False))
+        error = "" if ok else session.get("error") or _unfinished(event.get("status"), session_timeout)
+        status = (RangeState.DONE if ok else RangeState.FAILED).value
+        ranges = [TokenRange(start, end) for start, end in label["ranges"]]
+        for token_range in ranges:
+            journal.record_journal(
+                migration_id, JournalEntry(stage, token_range, status, label["coordinator"], 1, 0.0, error)
+            )
+        if not ok:
+            failed.append(f"{', '.join(map(str, ranges))} on {label['coordinator']}: {error}")
+    if failed:
+        raise RepairError(
+            f"{len(failed)} repair commands failed: " + "; ".join(failed[:5]),
+            "The task's retry waits for the nodes named to be back to UN and repairs only the ranges "
+            "not yet done; if retries run out, bring the nodes back and clear the task.",
+        )
+
+
+def _unfinished(status: Any, session_timeout: float) -> str:
+    if status == "timeout":
+        return f"no result within the session timeout ({session_timeout:.0f} s)"
+    return f"unfinished when the wait ended ({status})"

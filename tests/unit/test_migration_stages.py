@@ -378,3 +378,60 @@ def test_describering_output_parses_to_ranges_and_their_replicas() -> None:
         (TokenRange(-9000, -100), frozenset({"127.0.0.2", "127.0.0.3"})),
         (TokenRange(-100, 5000), frozenset({"127.0.0.4"})),
     ]
+
+
+# -- the deferred path: starting a wave, journalling what the trigger reports --------------------------------
+class StartingNodetool:
+    """`start_repair` returns a parent id, or None for a command that finished before it could be followed."""
+
+    def __init__(self, finished_at_once: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        self.finished_at_once = finished_at_once
+        self.started: list[str] = []
+
+    def start_repair(self, address: str, keyspace: str, ranges: Sequence[TokenRange]) -> str | None:
+        self.started.append(address)
+        return None if address in self.finished_at_once else f"parent-{address}"
+
+
+def test_a_wave_starts_replica_disjoint_commands_after_their_participants_are_ready() -> None:
+    from ringward_airflow.migration_stages import start_wave
+
+    awaited: list[Sequence[str]] = []
+    journal, nodetool = MemoryJournal(), StartingNodetool(finished_at_once={"n3"})
+    started = start_wave(SEGMENTS, parallelism=2, migration_id="ks@r", stage=STAGE, journal=journal,
+                         nodetool=nodetool, await_ready=awaited.append)  # fmt: skip
+    assert awaited == [["n1", "n2", "n3", "n4"]]  # n1+n2 and n3+n4 are disjoint; n2+n3 waits for a later wave
+    assert sorted(nodetool.started) == ["n1", "n3"]
+    assert list(started) == ["parent-n1"] and started["parent-n1"].ranges == (TokenRange(0, 10), TokenRange(10, 20))
+    assert {r: e.status for r, e in journal.journal("ks@r", STAGE).items()} == {TokenRange(20, 30): "done"}
+
+
+def test_the_trigger_s_event_is_journalled_and_a_dead_session_fails_the_try_naming_it() -> None:
+    from ringward.repair import RepairCommand
+    from ringward_airflow.migration_stages import record_session_outcomes, session_labels
+
+    labels = session_labels({
+        "p1": RepairCommand((SEGMENTS[0], SEGMENTS[1])),
+        "p2": RepairCommand((SEGMENTS[2],)),
+    })  # fmt: skip
+    event = {
+        "status": "dead",
+        "labels": labels,
+        "sessions": {"p1": {"ok": True}, "p2": {"ok": False, "error": "coordinator n3 restarted: cannot finish"}},
+    }
+    journal = MemoryJournal()
+    with pytest.raises(RepairError) as failed:
+        record_session_outcomes(event, migration_id="ks@r", stage=STAGE, journal=journal, session_timeout=60)
+    assert failed.value.problem == "1 repair commands failed: (20, 30] on n3: coordinator n3 restarted: cannot finish"
+    statuses = {r: e.status for r, e in journal.journal("ks@r", STAGE).items()}
+    assert statuses == {TokenRange(0, 10): "done", TokenRange(10, 20): "done", TokenRange(20, 30): "failed"}
+
+
+def test_a_session_without_a_result_when_the_wait_timed_out_says_so() -> None:
+    from ringward.repair import RepairCommand
+    from ringward_airflow.migration_stages import record_session_outcomes, session_labels
+
+    event = {"status": "timeout", "labels": session_labels({"p": RepairCommand((SEGMENTS[3],))}), "sessions": {}}
+    with pytest.raises(RepairError) as failed:
+        record_session_outcomes(event, migration_id="ks@r", stage=STAGE, journal=MemoryJournal(), session_timeout=60)
+    assert "(30, 40] on n2: no result within the session timeout (60 s)" in failed.value.problem
