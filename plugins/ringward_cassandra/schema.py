@@ -34,10 +34,10 @@ class CqlSession(Protocol):
 
 def connect(contact_point: str) -> Any:
     """A driver session to `host[:port]` (the driver is imported only here)."""
-    from cassandra.cluster import Cluster
+    from ringward_cassandra.cql import build_cluster
 
     host, _, port = contact_point.partition(":")
-    cluster = Cluster([host], port=int(port) if port else DEFAULT_PORT)
+    cluster = build_cluster([host], int(port) if port else DEFAULT_PORT)
     try:
         return cluster.connect()
     except Exception as error:
