@@ -24,11 +24,8 @@ from ringward.errors import (
 )
 from ringward.migration import (
     MigrationStep,
-    RecordedMigration,
     checked_keyspace,
     migration_steps,
-    migration_to_resume,
-    pending,
     range_count,
 )
 from ringward.migration_record import MigrationPhase, MigrationRecord, MigrationState
@@ -53,6 +50,7 @@ from ringward_cassandra.schema import (
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 from ringward_airflow.migration_stages import (
     DEFAULT_PRECHECK_CHECKS,
+    LEASE_PURPOSE,
     PrecheckCheck,
     PrecheckInput,
     RepairSettings,
@@ -61,6 +59,7 @@ from ringward_airflow.migration_stages import (
     check_health,
     clean_up,
     journalled_pending,
+    lease_resource,
     participant_problems,
     preview_in_sync,
     record_session_outcomes,
@@ -68,6 +67,8 @@ from ringward_airflow.migration_stages import (
     run_precheck_checks,
     session_labels,
     start_wave,
+    take_over,
+    unfinished_migration,
 )
 
 __all__ = [
@@ -87,10 +88,6 @@ __all__ = [
 REFUSAL_KEY = "refusal"
 # Operators whose `summary` field is Markdown written by execute() (shown in the task's rendered fields).
 _MARKDOWN_SUMMARY = {"summary": "md"}
-
-
-def lease_resource(keyspace: str) -> str:
-    return f"keyspace:{keyspace}"
 
 
 def load_record(context: Context, precheck_task_id: str = "precheck") -> dict[str, Any]:
@@ -251,9 +248,9 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 self.log.info("Resuming migration %s recorded earlier; its plan stands.", migration_id)
                 return resumed
             if not self.rollback_of and store.exists():
-                half_done = self._half_done(store, keyspace, target)
-                if half_done is not None:
-                    return self._resume(context, store, half_done)
+                unfinished = unfinished_migration(store, keyspace, target)
+                if unfinished is not None:
+                    return self._resume(context, store, unfinished)
             checked_keyspace(keyspace, known=keyspace_names(session))  # its existence: checked here only
             ring = hook.ring()
             cql = LiveCql(session)
@@ -275,7 +272,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
             run_precheck_checks(self.precheck_checks, PrecheckInput(keyspace, ring, plan, self._nodetool_client(), cql))
             # Only an accepted change writes anything (ringward_ops itself included).
             store = hook.ops_store()
-            store.acquire_lease(lease_resource(keyspace), lease_owner, "keyspace_migration")
+            store.acquire_lease(lease_resource(keyspace), lease_owner, LEASE_PURPOSE)
             record = MigrationRecord(
                 migration_id=migration_id,
                 keyspace=keyspace,
@@ -304,55 +301,32 @@ class MigrationPrecheckOperator(_MigrationOperator):
         finally:
             self._release()
 
-    def _half_done(self, store: OpsStore, keyspace: str, target: Replication) -> dict[str, Any] | None:
-        """The record of `keyspace`'s unfinished migration to `target`, None when there is none; a different
-        target while one is unfinished is refused (`migration_to_resume`)."""
-        recorded = {}
-        for migration_id, state, updated_at, record in store.migrations_of(keyspace):
-            recorded[migration_id] = (
-                RecordedMigration(
-                    migration_id, keyspace, state, Replication.parse(record.get("requested") or record["new"]),
-                    lease_owner=str(record.get("lease_owner") or migration_id), updated_at=updated_at,
-                ),
-                record,
-            )  # fmt: skip
-        chosen = migration_to_resume((m for m, _ in recorded.values()), keyspace, target)
-        return None if chosen is None else dict(recorded[chosen.migration_id][1], state=chosen.state)
-
-    def _resume(self, context: Context, store: OpsStore, record: dict[str, Any]) -> dict[str, Any]:
+    def _resume(self, context: Context, store: OpsStore, unfinished: MigrationRecord) -> dict[str, Any]:
         """Take over a half-done migration: same id, lease and plan; the stages skip what its journal holds."""
-        earlier = None if record.get("run_id") == context["run_id"] else self._earlier_run_state(context, record)
+        record, state = unfinished.to_json(), str(unfinished.state)
+        earlier = None if unfinished.run_id == context["run_id"] else self._earlier_run_state(context, record)
         if earlier in {"running", "queued"}:
             raise MigrationError(
-                f"Migration {record['migration_id']} is unfinished, and its run {record.get('run_id')} is still "
+                f"Migration {unfinished.migration_id} is unfinished, and its run {unfinished.run_id} is still "
                 f"{earlier}.",
                 "Let that run go on (or mark it failed in the Airflow UI), then trigger again to resume.",
             )
-        # The lease may have expired (48 h) while the migration sat half done: take it again, or learn who has it.
-        store.acquire_lease(lease_resource(record["keyspace"]), record.get("lease_owner") or record["migration_id"],
-                            "keyspace_migration")  # fmt: skip
-        left = _work_left(MigrationRecord.from_json(record, state=record.get("state")), store)
-        self.log.info("Resuming the unfinished migration %s:\n%s", record["migration_id"], "\n".join(left))
-        # This run owns the migration now: a later resume asks Airflow about this run, not the first one.
-        owned = dict(
-            record, dag_id=getattr(context.get("dag"), "dag_id", record.get("dag_id")), run_id=context["run_id"]
-        )
-        owned["state"] = record["state"]
-        store.record_migration(record["migration_id"], record["keyspace"], json.dumps(record["old"]),
-                               json.dumps(record["new"]), record["state"], owned)  # fmt: skip
+        dag_id = getattr(context.get("dag"), "dag_id", None)
+        left = take_over(unfinished, store, run_id=context["run_id"], dag_id=dag_id)
+        self.log.info("Resuming the unfinished migration %s:\n%s", unfinished.migration_id, "\n".join(left))
         resumed = dict(record, resumed_by=context["run_id"])
         resumed["approval_md"] = (
-            f"## RESUMING the unfinished migration `{record['migration_id']}` (state {record['state']})\n\n"
+            f"## RESUMING the unfinished migration `{unfinished.migration_id}` (state {state})\n\n"
             "What is left:\n\n"
             + "\n".join(f"- {line}" for line in left)
             + "\n\n---\n\nThe original plan:\n\n"
-            + str(record.get("approval_md") or record.get("summary", ""))
+            + (unfinished.approval_md or unfinished.summary)
         )
         resumed["summary"] = (
-            f"RESUMING unfinished migration {record['migration_id']} (state {record['state']}): what is left:\n"
+            f"RESUMING unfinished migration {unfinished.migration_id} (state {state}): what is left:\n"
             + "\n".join(f"- {line}" for line in left)
             + "\n\nThe original plan:\n"
-            + str(record.get("summary", ""))
+            + unfinished.summary
         )
         return resumed
 
@@ -705,25 +679,6 @@ def _seconds_since(started_at: str | None, now: datetime) -> float | None:
     if not started_at:
         return None
     return round((now - datetime.fromisoformat(started_at)).total_seconds(), 1)
-
-
-def _work_left(record: MigrationRecord, store: OpsStore) -> list[str]:
-    """One line per stage of each step: what the journal shows done and what is left."""
-    lines = []
-    for step in record.steps:
-        parts = []
-        for phase in ("pre", "post"):
-            segments = record.repair_segments(step.index, phase)
-            entries = store.journal(record.migration_id, f"{phase}_repair:{step.index}")
-            journal = {token_range: entry.status for token_range, entry in entries.items()}
-            left = len(pending(segments, journal))
-            name = "pre-repair" if phase == "pre" else "repair"
-            parts.append(f"{name} of {range_count(segments)}: {len(segments) - left} of {len(segments)} segments done")
-        applied = record.state.step_applied(step.index, step.count)
-        alter = "ALTER applied" if applied else f"ALTER to {step.after.to_cql()} not applied yet"
-        lines.append(f"step {step.index}/{step.count}: {alter}; " + "; ".join(parts) + "; verification to run")
-    lines.append("cleanup: done" if record.state.is_cleaned else "cleanup: to run (after verification)")
-    return lines
 
 
 def _parse_target(value: Any) -> Replication:

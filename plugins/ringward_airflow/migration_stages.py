@@ -15,9 +15,11 @@ so a retried or cleared task repairs only what the journal does not hold as done
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from datetime import datetime as _datetime
 from typing import Any, Protocol
 
 from ringward.cluster_health import refuse_mixed_versions
@@ -26,7 +28,9 @@ from ringward.migration import (
     RANGES_PER_COMMAND,
     MigrationStep,
     RangeState,
+    RecordedMigration,
     cleanup_nodes,
+    migration_to_resume,
     pending,
     range_count,
     repair_waves,
@@ -64,6 +68,7 @@ __all__ = [
     "clean_up",
     "confirm_ownership",
     "journalled_pending",
+    "lease_resource",
     "participant_problems",
     "preview_in_sync",
     "record_session_outcomes",
@@ -71,6 +76,9 @@ __all__ = [
     "run_precheck_checks",
     "session_labels",
     "start_wave",
+    "take_over",
+    "unfinished_migration",
+    "work_left",
 ]
 
 
@@ -130,7 +138,77 @@ class Cql(Protocol):
     def release_versions(self) -> dict[str, list[str]]: ...
 
 
+class MigrationStore(Journal, Protocol):
+    """The ops keyspace as the resume of an unfinished migration uses it."""
+
+    def migrations_of(self, keyspace: str) -> list[tuple[str, str, _datetime | None, dict[str, Any]]]: ...
+
+    def acquire_lease(self, resource: str, owner: str, purpose: str) -> None: ...
+
+    def record_migration(
+        self, migration_id: str, keyspace: str, old: str, new: str, state: str, plan: dict[str, object]
+    ) -> None: ...
+
+
 SCHEMA_AGREEMENT_SECONDS = 60.0
+LEASE_PURPOSE = "keyspace_migration"
+
+
+def lease_resource(keyspace: str) -> str:
+    """The lease a migration of `keyspace` holds from its precheck to its report."""
+    return f"keyspace:{keyspace}"
+
+
+# -- resuming an unfinished migration ----------------------------------------------------------------------
+def unfinished_migration(store: MigrationStore, keyspace: str, target: Replication) -> MigrationRecord | None:
+    """`keyspace`'s unfinished migration to `target` (its row's state), None when there is none; a different
+    target while one is unfinished is refused (`migration_to_resume`)."""
+    recorded: dict[str, tuple[RecordedMigration, dict[str, Any], str]] = {}
+    for migration_id, state, updated_at, body in store.migrations_of(keyspace):
+        requested = Replication.parse(body.get("requested") or body["new"])
+        owner = str(body.get("lease_owner") or migration_id)
+        recorded[migration_id] = (
+            RecordedMigration(migration_id, keyspace, state, requested, lease_owner=owner, updated_at=updated_at),
+            body,
+            state,
+        )
+    chosen = migration_to_resume((m for m, _, _ in recorded.values()), keyspace, target)
+    if chosen is None:
+        return None
+    _, body, state = recorded[chosen.migration_id]
+    return MigrationRecord.from_json(body, state=state)
+
+
+def take_over(record: MigrationRecord, store: MigrationStore, *, run_id: str, dag_id: str | None) -> list[str]:
+    """Make run `run_id` the owner of the unfinished `record`: take its lease again (it may have expired while
+    the migration sat half done, or someone else may hold it) and store the record with this run, so a later
+    resume asks Airflow about this run. Returns what is left, one line per stage (`work_left`)."""
+    store.acquire_lease(lease_resource(record.keyspace), record.lease_owner, LEASE_PURPOSE)
+    left = work_left(record, store)
+    owned = replace(record, run_id=run_id, dag_id=dag_id or record.dag_id).to_json()
+    store.record_migration(record.migration_id, record.keyspace, json.dumps(owned["old"]), json.dumps(owned["new"]),
+                           str(record.state), owned)  # fmt: skip
+    return left
+
+
+def work_left(record: MigrationRecord, journal: Journal) -> list[str]:
+    """One line per stage of each step: what the journal shows done and what is left."""
+    lines = []
+    for step in record.steps:
+        parts = []
+        for phase in ("pre", "post"):
+            segments = record.repair_segments(step.index, phase)
+            statuses = {
+                r: e.status for r, e in journal.journal(record.migration_id, f"{phase}_repair:{step.index}").items()
+            }
+            left = len(pending(segments, statuses))
+            name = "pre-repair" if phase == "pre" else "repair"
+            parts.append(f"{name} of {range_count(segments)}: {len(segments) - left} of {len(segments)} segments done")
+        applied = record.state.step_applied(step.index, step.count)
+        alter = "ALTER applied" if applied else f"ALTER to {step.after.to_cql()} not applied yet"
+        lines.append(f"step {step.index}/{step.count}: {alter}; " + "; ".join(parts) + "; verification to run")
+    lines.append("cleanup: done" if record.state.is_cleaned else "cleanup: to run (after verification)")
+    return lines
 
 
 # -- precheck ---------------------------------------------------------------------------------------------

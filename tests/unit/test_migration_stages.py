@@ -435,3 +435,76 @@ def test_a_session_without_a_result_when_the_wait_timed_out_says_so() -> None:
     with pytest.raises(RepairError) as failed:
         record_session_outcomes(event, migration_id="ks@r", stage=STAGE, journal=MemoryJournal(), session_timeout=60)
     assert "(30, 40] on n2: no result within the session timeout (60 s)" in failed.value.problem
+
+
+# -- resuming an unfinished migration -------------------------------------------------------------------
+class MemoryStore(MemoryJournal):
+    """The ops keyspace's migrations, leases and journal, in memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[str, tuple[str, dict[str, object]]] = {}
+        self.leases: dict[str, str] = {}
+
+    def migrations_of(self, keyspace: str) -> list[tuple[str, str, None, dict[str, object]]]:
+        return [(m, state, None, body) for m, (state, body) in self.rows.items() if body["keyspace"] == keyspace]
+
+    def acquire_lease(self, resource: str, owner: str, purpose: str) -> None:
+        holder = self.leases.setdefault(resource, owner)
+        if holder != owner:
+            raise MigrationError(f"{resource} is leased by {holder}.", "Wait for it.")
+
+    def record_migration(self, migration_id: str, keyspace: str, old: str, new: str, state: str,
+                         plan: dict[str, object]) -> None:  # fmt: skip
+        self.rows[migration_id] = (state, plan)
+
+
+def _half_done_store() -> tuple[MemoryStore, MigrationRecord]:
+    record = MigrationRecord("ks@run-1", "ks", RING, SIMPLE_2, NTS_3, NTS_3, (STEP,), "ks@run-1", "run-1",
+                             dag_id="keyspace_migration", summary="the plan")  # fmt: skip
+    store = MemoryStore()
+    store.record_migration(record.migration_id, "ks", "{}", "{}", "altered:1", record.to_json())
+    pre = record.repair_segments(1, "pre")
+    for segment in pre:
+        store.record_journal(record.migration_id, JournalEntry("pre_repair:1", segment.range, "done", "n", 1, 0, ""))
+    return store, record
+
+
+def test_the_unfinished_migration_is_found_with_its_row_state_and_a_new_run_takes_it_over() -> None:
+    from ringward.migration_record import MigrationState
+    from ringward_airflow.migration_stages import take_over, unfinished_migration
+
+    store, record = _half_done_store()
+    found = unfinished_migration(store, "ks", NTS_3)
+    assert found is not None and found.migration_id == "ks@run-1" and found.state == MigrationState.altered(1)
+    assert found.steps == record.steps and found.ring == RING  # read, not planned again
+    left = take_over(found, store, run_id="run-2", dag_id=None)
+    assert store.leases == {"keyspace:ks": "ks@run-1"}
+    state, stored = store.rows["ks@run-1"]
+    assert state == "altered:1" and stored["run_id"] == "run-2" and stored["dag_id"] == "keyspace_migration"
+    pre, post = len(record.repair_segments(1, "pre")), len(record.repair_segments(1, "post"))
+    assert left[0].startswith("step 1/1: ALTER applied; pre-repair of ")
+    assert f": {pre} of {pre} segments done; repair of " in left[0] and f": 0 of {post} segments done" in left[0]
+    assert left[-1] == "cleanup: to run (after verification)"
+
+
+def test_a_different_target_while_one_is_unfinished_is_refused_and_none_is_found_for_another_keyspace() -> None:
+    from ringward_airflow.migration_stages import unfinished_migration
+
+    store, _ = _half_done_store()
+    assert unfinished_migration(store, "other", NTS_3) is None
+    with pytest.raises(MigrationError) as refused:
+        unfinished_migration(store, "ks", NTS_2)
+    assert "unfinished migration ks@run-1" in refused.value.problem
+
+
+def test_a_lease_someone_else_holds_stops_the_take_over_before_the_record_changes() -> None:
+    from ringward_airflow.migration_stages import take_over, unfinished_migration
+
+    store, _ = _half_done_store()
+    store.leases["keyspace:ks"] = "ks@other"
+    found = unfinished_migration(store, "ks", NTS_3)
+    assert found is not None
+    with pytest.raises(MigrationError):
+        take_over(found, store, run_id="run-2", dag_id="keyspace_migration")
+    assert store.rows["ks@run-1"][1]["run_id"] == "run-1"
