@@ -1,7 +1,8 @@
-"""Operators of the `keyspace_migration` DAG. Thin: decisions live in include/ringward (plan, migration).
+"""Operators of the `keyspace_migration` DAG. Thin: decisions live in include/ringward (plan, migration,
+migration_record), the work in `migration_stages` (health, lease and resume, ALTER, repair, preview, cleanup).
 
-Each stage reads the precheck's record (XCom) and keeps its own progress in the ops keyspace, so a retried
-or cleared task resumes where it stopped instead of starting over.
+The precheck plans once and stores a `MigrationRecord`; every later task reads it (`load_migration`), calls a
+stage and keeps its progress in the ops keyspace, so a retried or cleared task resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ __all__ = [
     "REFUSAL_KEY",
     "CleanupOperator",
     "KeyspaceAlterOperator",
+    "MigrationOperator",
     "MigrationPrecheckOperator",
     "MigrationRefusedOperator",
     "MigrationReportOperator",
@@ -109,7 +111,7 @@ def record_plan(record: dict[str, Any]) -> tuple[Ring, list[MigrationStep]]:
     return migration.ring, list(migration.steps)
 
 
-class _MigrationOperator(BaseOperator):
+class MigrationOperator(BaseOperator):
     """Connections and the precheck record, shared by every stage.
 
     One Cassandra hook per task (`self.cassandra`, opened on first use in `execute`) and one nodetool
@@ -172,7 +174,10 @@ class _MigrationOperator(BaseOperator):
             raise MigrationError("The task was killed; it stopped what it had started.", "Clear the task to resume.")
 
 
-class MigrationPrecheckOperator(_MigrationOperator):
+_MigrationOperator = MigrationOperator  # the name spark_operators imports (kept for compatibility)
+
+
+class MigrationPrecheckOperator(MigrationOperator):
     """Cluster health, the placement diff and safety analysis on the live ring, the keyspace lease.
 
     Returns the record later stages read: migration id, ring snapshot, old and new replication, steps, and
@@ -376,7 +381,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
         return str(picture)
 
 
-class KeyspaceAlterOperator(_MigrationOperator):
+class KeyspaceAlterOperator(MigrationOperator):
     """`ALTER KEYSPACE` to step `step_index`'s replication; a no-op when already applied (retries)."""
 
     def __init__(self, *, step_index: int = 1, **kwargs: Any) -> None:
@@ -395,7 +400,7 @@ class KeyspaceAlterOperator(_MigrationOperator):
         return step.after.to_cql()
 
 
-class RangeRepairOperator(_MigrationOperator):
+class RangeRepairOperator(MigrationOperator):
     """Full repair of exactly the affected ranges of one step, before (`pre`) or after (`post`) its ALTER.
 
     Ranges with the same participants go in one repair command (one Cassandra session); a node takes part
@@ -523,7 +528,7 @@ class RangeRepairOperator(_MigrationOperator):
             self._raise_if_killed()
 
 
-class PreviewVerifyOperator(_MigrationOperator):
+class PreviewVerifyOperator(MigrationOperator):
     """`nodetool repair --preview --full` of the affected ranges (grouped as for repair): every replica in sync."""
 
     def __init__(self, *, step_index: int = 1, **kwargs: Any) -> None:
@@ -540,7 +545,7 @@ class PreviewVerifyOperator(_MigrationOperator):
         return {"preview_ranges_in_sync": in_sync}
 
 
-class CleanupOperator(_MigrationOperator):
+class CleanupOperator(MigrationOperator):
     """Snapshot, then `nodetool cleanup` only on nodes that lost ranges, one node at a time."""
 
     def __init__(self, *, snapshot_before_cleanup: Any = True, **kwargs: Any) -> None:
@@ -560,7 +565,7 @@ class CleanupOperator(_MigrationOperator):
         return nodes
 
 
-class MigrationReportOperator(_MigrationOperator):
+class MigrationReportOperator(MigrationOperator):
     """The migration's report; marks it done and releases the keyspace lease.
 
     Per-stage times come from Airflow's own task instances (the Task SDK's breadcrumbs: the last try of each
