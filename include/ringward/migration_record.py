@@ -8,15 +8,17 @@ including rows written by that older dict format.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Literal
 
 from ringward.errors import MigrationError
 from ringward.migration import MigrationStep, repair_segments
+from ringward.plan import MigrationPlan
 from ringward.repair import Segment
 from ringward.replication import Replication
+from ringward.report import approval_markdown
 from ringward.ring import Ring
 from ringward.ring_sources import ring_from_json, ring_to_json
 
@@ -127,6 +129,46 @@ class MigrationRecord:
     approval_md: str = ""
     # Keys of the stored dict this class does not model (e.g. `resumed_by`): kept so a round trip loses nothing.
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_plan(
+        cls,
+        plan: MigrationPlan,
+        steps: Sequence[MigrationStep],
+        *,
+        migration_id: str,
+        requested: Replication,
+        lease_owner: str,
+        run_id: str,
+        started_at: str,
+        rollback_of: str | None = None,
+        dag_id: str | None = None,
+        default_keyspace_rf: int | None = None,
+        keep_quorum: bool = True,
+        plan_picture: str | None = None,
+    ) -> MigrationRecord:
+        """The record of an accepted plan (the precheck's; `steps` from `migration_steps(plan)`)."""
+        return cls(
+            migration_id=migration_id,
+            keyspace=plan.keyspace,
+            ring=plan.ring,
+            old=plan.old,
+            new=plan.new,
+            requested=requested,
+            steps=tuple(steps),
+            lease_owner=lease_owner,
+            run_id=run_id,
+            rollback_of=rollback_of,
+            dag_id=dag_id,
+            started_at=started_at,
+            affected_ranges=len(plan.affected),
+            total_ranges=plan.total_ranges,
+            deadline_seconds=plan.deadline_seconds,
+            default_keyspace_rf=default_keyspace_rf,
+            keep_quorum=keep_quorum,
+            summary=plan.summary(),
+            approval_md=approval_markdown(plan, migration_id=migration_id, plan_picture=plan_picture),
+        )
 
     def __post_init__(self) -> None:
         if not self.steps:

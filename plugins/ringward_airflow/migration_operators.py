@@ -33,7 +33,7 @@ from ringward.migration_record import MigrationPhase, MigrationRecord, Migration
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import Segment
 from ringward.replication import Replication
-from ringward.report import approval_markdown, migration_report_markdown, refusal_markdown, stage_seconds
+from ringward.report import migration_report_markdown, refusal_markdown, stage_seconds
 from ringward.ring import Ring
 from ringward.session_watch import await_participants
 from ringward.svg import render_placement_svg
@@ -278,27 +278,12 @@ class MigrationPrecheckOperator(MigrationOperator):
             # Only an accepted change writes anything (ringward_ops itself included).
             store = hook.ops_store()
             store.acquire_lease(lease_resource(keyspace), lease_owner, LEASE_PURPOSE)
-            record = MigrationRecord(
-                migration_id=migration_id,
-                keyspace=keyspace,
-                ring=ring,
-                old=plan.old,
-                new=plan.new,
-                requested=target,  # as the form gave it: a re-trigger with it resumes
-                steps=tuple(steps),
-                lease_owner=lease_owner,
-                run_id=context["run_id"],
-                rollback_of=self.rollback_of or None,
-                dag_id=getattr(context.get("dag"), "dag_id", None),
-                started_at=datetime.now(UTC).isoformat(),
-                affected_ranges=len(plan.affected),
-                total_ranges=plan.total_ranges,
-                deadline_seconds=plan.deadline_seconds,
-                default_keyspace_rf=default_rf,
-                keep_quorum=keep_quorum,
-                summary=plan.summary(),
-                approval_md=approval_markdown(plan, migration_id=migration_id, plan_picture=picture),
-            )
+            record = MigrationRecord.from_plan(
+                plan, steps, migration_id=migration_id, requested=target,  # as the form gave it: a re-trigger resumes
+                lease_owner=lease_owner, run_id=context["run_id"], started_at=datetime.now(UTC).isoformat(),
+                rollback_of=self.rollback_of or None, dag_id=getattr(context.get("dag"), "dag_id", None),
+                default_keyspace_rf=default_rf, keep_quorum=keep_quorum, plan_picture=picture,
+            )  # fmt: skip
             stored = record.to_json()
             store.record_migration(migration_id, keyspace, json.dumps(stored["old"]), json.dumps(stored["new"]),
                                    str(record.state), stored)  # fmt: skip

@@ -144,3 +144,17 @@ def test_later_stages_read_segments_from_the_record_without_planning(
     monkeypatch.setattr("ringward.plan.build_plan", no_planning)
     assert not hasattr(migration_record, "build_plan")
     assert record.repair_segments(1, "post") == repair_segments(ring, steps[0], "ks", "post")
+
+
+def test_the_precheck_s_record_of_an_accepted_plan_carries_the_plan_once(ring: Ring) -> None:
+    plan = build_plan(ring, SIMPLE_2, NTS_2, keyspace="ks")
+    steps = migration_steps(plan)
+    record = MigrationRecord.from_plan(
+        plan, steps, migration_id="ks@r", requested=NTS_2, lease_owner="ks@r", run_id="r",
+        started_at="2026-11-24T01:00:00+00:00", default_keyspace_rf=1, plan_picture="/plans/ks@r.svg",
+    )  # fmt: skip
+    assert (record.keyspace, record.ring, record.old, record.new, record.steps) == ("ks", ring, SIMPLE_2, NTS_2,
+                                                                                     tuple(steps))  # fmt: skip
+    assert (record.affected_ranges, record.total_ranges) == (len(plan.affected), plan.total_ranges)
+    assert record.summary == plan.summary() and "/plans/ks@r.svg" in record.approval_md
+    assert record.state == MigrationState() and MigrationRecord.from_json(record.to_json()) == record
