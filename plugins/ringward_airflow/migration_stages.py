@@ -5,8 +5,10 @@ call these; the unit tests call them with in-memory fakes. Each interface names 
 `Journal` (the ops keyspace's migration journal), `Cql` (replication, ALTER, schema agreement), `Nodetool`
 (status, streaming, describering, repair, snapshot, cleanup).
 
-Stages, in the order the DAG runs them: `check_health` and the `PrecheckCheck`s (precheck), `apply_step`
-(ALTER + ownership confirmation), `repair_ranges`, `preview_in_sync`, `clean_up`.
+Stages, in the order the DAG runs them: `check_health`, the `PrecheckCheck`s and, for an unfinished
+migration, `unfinished_migration` + `take_over` (precheck; `lease_resource` names its lease), `apply_step`
+(ALTER + ownership confirmation), `repair_ranges` (blocking) or `start_wave` + `record_session_outcomes`
+(deferred), `preview_in_sync`, `clean_up`.
 
 Range repair runs through the nightly executor (`ringward.repair.run_batch`): the same wave rule (a node in
 one session at a time), retries with backoff and kill handling; the journal writes are its `save` effect,
@@ -19,7 +21,6 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from datetime import datetime as _datetime
 from typing import Any, Protocol
 
 from ringward.cluster_health import refuse_mixed_versions
@@ -141,7 +142,7 @@ class Cql(Protocol):
 class MigrationStore(Journal, Protocol):
     """The ops keyspace as the resume of an unfinished migration uses it."""
 
-    def migrations_of(self, keyspace: str) -> list[tuple[str, str, _datetime | None, dict[str, Any]]]: ...
+    def migrations_of(self, keyspace: str) -> list[tuple[str, str, datetime | None, dict[str, Any]]]: ...
 
     def acquire_lease(self, resource: str, owner: str, purpose: str) -> None: ...
 
