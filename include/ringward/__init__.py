@@ -1,0 +1,32 @@
+"""ringward's pure core: the decisions of a replication change and of nightly repair.
+
+No Airflow, PySpark or Cassandra driver imports here (tests/unit/test_core_package.py checks it); the
+plugins read the cluster and hand these modules plain data. The public modules are exactly `__all__`;
+modules starting with `_` are private to the package. Each public module declares its own `__all__`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "alter",
+    "cluster_health",
+    "consistency",
+    "diff",
+    "errors",
+    "migration",
+    "migration_record",
+    "placement",
+    "plan",
+    "repair",
+    "replication",
+    "report",
+    "ring",
+    "ring_picture",
+    "ring_sources",
+    "safety",
+    "session_watch",
+    "staging",
+    "svg",
+    "tokens",
+    "verification",
+]

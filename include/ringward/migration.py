@@ -11,18 +11,20 @@ A step moves the keyspace from `before` to `after`. Repair around a step:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from ringward.errors import MigrationError, UnsafeChangeError
+from ringward.errors import ConfigurationError, MigrationError, UnsafeChangeError
 from ringward.placement import ReplicaMap, replica_map
 from ringward.plan import MigrationPlan
 from ringward.repair import RepairCommand, Segment, group_segments, plan_waves
 from ringward.replication import Replication
 from ringward.ring import MIN_TOKEN, Ring, TokenRange
+from ringward.safety import SYSTEM_KEYSPACES
 
 __all__ = [
     "MAX_STAGED_STEPS",
@@ -31,6 +33,7 @@ __all__ = [
     "RangeState",
     "RecordedMigration",
     "VerifyTarget",
+    "checked_keyspace",
     "cleanup_nodes",
     "migration_steps",
     "migration_to_resume",
@@ -50,6 +53,40 @@ MAX_STAGED_STEPS = 3
 
 # Refusals a staged route resolves: the direct change is unsafe, the steps are not.
 _RESOLVED_BY_STAGING = frozenset({"no_replica_kept", "staged_route"})
+
+
+_KEYSPACE_NAME = re.compile(r"^[A-Za-z0-9_]{1,48}$")
+
+
+def checked_keyspace(name: object, known: Iterable[str] | None = None) -> str:
+    """The keyspace a migration may change, from what a form sent: the one place its name is validated.
+
+    Refuses a name Cassandra cannot have (ConfigurationError), a system keyspace (UnsafeChangeError) and,
+    given the cluster's `known` keyspaces, one that does not exist (ConfigurationError, with the name
+    differing only in case when there is one).
+    """
+    text = str(name or "").strip()
+    if not _KEYSPACE_NAME.match(text):
+        raise ConfigurationError(
+            f"Keyspace name {text!r} is not a valid Cassandra keyspace name.",
+            "Give the keyspace's name as stored: 1 to 48 letters, digits or underscores.",
+        )
+    if text in SYSTEM_KEYSPACES:
+        raise UnsafeChangeError(
+            f"{text} is a system keyspace: Cassandra manages its replication (or it is ringward's own).",
+            "Migrate application keyspaces only.",
+        )
+    if known is not None:
+        names = list(known)
+        if text not in names:
+            alike = [n for n in names if n.lower() == text.lower()]
+            hint = (
+                f"Did you mean {alike[0]!r}? Names are case-sensitive."
+                if alike
+                else "Check the name (it is case-sensitive)."
+            )
+            raise ConfigurationError(f"Keyspace {text!r} does not exist.", hint)
+    return text
 
 
 class RangeState(StrEnum):

@@ -9,16 +9,14 @@ from functools import cached_property
 from typing import Any
 
 from airflow.sdk.bases.hook import BaseHook
-from cassandra.auth import PlainTextAuthProvider
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
-from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from cassandra.cluster import Cluster, Session
 from ringward.ring import Ring
-from ringward_cassandra.cql import agreement_wait
+from ringward_cassandra.cql import build_cluster, cluster_arguments
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.ring_source import ring_from_cluster
 
-__all__ = ["NodetoolHook", "RingwardCassandraHook", "cluster_options"]
+__all__ = ["NodetoolHook", "RingwardCassandraHook", "cluster_options", "connection_settings"]
 
 
 class RingwardCassandraHook(BaseHook):
@@ -35,7 +33,7 @@ class RingwardCassandraHook(BaseHook):
 
     @cached_property
     def _cluster(self) -> Cluster:
-        return Cluster(**cluster_options(self.get_connection(self.cassandra_conn_id)))
+        return build_cluster(**connection_settings(self.get_connection(self.cassandra_conn_id)))
 
     @cached_property
     def session(self) -> Session:
@@ -45,8 +43,12 @@ class RingwardCassandraHook(BaseHook):
         return ring_from_cluster(self.session)
 
     def ops_store(self) -> OpsStore:
-        store = OpsStore(self.session)
-        store.ensure_schema((dc, len(nodes)) for dc, nodes in self.ring().datacenters().items())
+        """The ops keyspace's store; its schema is ensured once per session (DDL and an agreement wait)."""
+        store = self.__dict__.get("_ops_store")
+        if store is None:
+            store = OpsStore(self.session)
+            store.ensure_schema((dc, len(nodes)) for dc, nodes in self.ring().datacenters().items())
+            self.__dict__["_ops_store"] = store
         return store
 
     def contact_points(self) -> list[str]:
@@ -57,8 +59,12 @@ class RingwardCassandraHook(BaseHook):
         return int(self.get_connection(self.cassandra_conn_id).port or 9042)
 
     def close(self) -> None:
-        if "_cluster" in self.__dict__:
-            self._cluster.shutdown()
+        """Shut the driver down; a later use of the hook connects again."""
+        cluster = self.__dict__.pop("_cluster", None)
+        self.__dict__.pop("session", None)
+        self.__dict__.pop("_ops_store", None)
+        if cluster is not None:
+            cluster.shutdown()
 
 
 class NodetoolHook(BaseHook):
@@ -95,31 +101,28 @@ class NodetoolHook(BaseHook):
 
 
 def cluster_options(conn: Any) -> dict[str, Any]:
-    """The driver's `Cluster` arguments for a `cassandra` connection.
+    """The driver's `Cluster` arguments for a `cassandra` connection (what `build_cluster` passes)."""
+    return cluster_arguments(**connection_settings(conn))
 
-    Built from the provider's connection type, but with execution profiles (the provider's CassandraHook
-    passes legacy execution parameters, which the driver deprecates) and always token- and DC-aware
+
+def connection_settings(conn: Any) -> dict[str, Any]:
+    """`build_cluster`'s keyword arguments for a `cassandra` connection.
+
+    Read from the provider's connection type, but always with execution profiles (the provider's
+    CassandraHook passes legacy execution parameters, which the driver deprecates) and token- and DC-aware
     routing: the local DC comes from `extra.local_dc` or the provider's `load_balancing_policy_args`.
     """
     extra = conn.extra_dejson
     local_dc = extra.get("local_dc") or (extra.get("load_balancing_policy_args") or {}).get("local_dc")
-    request_timeout = float(extra.get("request_timeout", 60))
     wanted_wait = extra.get("schema_agreement_wait")
-    schema_wait = agreement_wait(request_timeout, None if wanted_wait is None else float(wanted_wait))
-    profile = ExecutionProfile(
-        load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc)),
-        request_timeout=request_timeout,
-    )
-    options: dict[str, Any] = {
+    return {
         "contact_points": [host.strip() for host in (conn.host or "127.0.0.1").split(",")],
         "port": int(conn.port or 9042),
+        "timeout": float(extra.get("request_timeout", 60)),
+        "local_dc": local_dc,
+        "username": conn.login or None,
+        "password": conn.password or None,
+        "ssl_options": extra.get("ssl_options") or None,
         "protocol_version": int(extra.get("protocol_version", 5)),
-        "execution_profiles": {EXEC_PROFILE_DEFAULT: profile},
-        # The ops keyspace's DDL must have reached every node before its statements are prepared.
-        "max_schema_agreement_wait": schema_wait,
+        "schema_agreement_wait": None if wanted_wait is None else float(wanted_wait),
     }
-    if conn.login:
-        options["auth_provider"] = PlainTextAuthProvider(username=conn.login, password=conn.password)
-    if extra.get("ssl_options"):
-        options["ssl_options"] = extra["ssl_options"]
-    return options

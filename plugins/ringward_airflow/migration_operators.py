@@ -1,79 +1,88 @@
-"""Operators of the `keyspace_migration` DAG. Thin: decisions live in include/ringward (plan, migration).
+"""Operators of the `keyspace_migration` DAG. Thin: decisions live in include/ringward (plan, migration,
+migration_record), the work in `migration_stages` (health, lease and resume, ALTER, repair, preview, cleanup).
 
-Each stage reads the precheck's record (XCom) and keeps its own progress in the ops keyspace, so a retried
-or cleared task resumes where it stopped instead of starting over.
+The precheck plans once and stores a `MigrationRecord`; every later task reads it (`load_migration`), calls a
+stage and keeps its progress in the ops keyspace, so a retried or cleared task resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
-from ringward.cluster_health import refuse_mixed_versions
 from ringward.errors import (
-    ClusterError,
     ConfigurationError,
     MigrationError,
-    RepairError,
     RingwardError,
     UnsafeChangeError,
-    VerificationError,
 )
 from ringward.migration import (
-    RANGES_PER_COMMAND,
     MigrationStep,
-    RangeState,
-    RecordedMigration,
-    cleanup_nodes,
+    checked_keyspace,
     migration_steps,
-    migration_to_resume,
-    pending,
     range_count,
-    repair_segments,
-    repair_waves,
 )
+from ringward.migration_record import MigrationPhase, MigrationRecord, MigrationState
 from ringward.plan import MigrationPlan, build_plan
-from ringward.repair import Progress, RepairCommand, Segment, backoff_delay, group_segments
-from ringward.replication import DEFAULT_KEYSPACE_RF, Replication
-from ringward.report import approval_markdown, migration_report_markdown, refusal_markdown, stage_seconds
+from ringward.repair import Segment
+from ringward.replication import Replication
+from ringward.report import migration_report_markdown, refusal_markdown, stage_seconds
 from ringward.ring import Ring
-from ringward.ring_sources import ring_from_json, ring_to_json
-from ringward.safety import SYSTEM_KEYSPACES
 from ringward.session_watch import await_participants
 from ringward.svg import render_placement_svg
-from ringward_cassandra.cql import accepts_connections, quote_identifier
+from ringward_cassandra.cql import accepts_connections
 from ringward_cassandra.nodetool import NodetoolClient
-from ringward_cassandra.ops_store import OPS_KEYSPACE, JournalEntry, OpsStore
+from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore
 from ringward_cassandra.schema import (
+    LiveCql,
     default_keyspace_rf,
-    describe_schema_versions,
     keyspace_names,
     keyspace_replication,
-    release_versions,
-    schema_versions,
     table_gc_grace,
 )
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
+from ringward_airflow.migration_stages import (
+    DEFAULT_PRECHECK_CHECKS,
+    LEASE_PURPOSE,
+    PrecheckCheck,
+    PrecheckInput,
+    RepairSettings,
+    StageResult,
+    apply_step,
+    check_health,
+    clean_up,
+    journalled_pending,
+    lease_resource,
+    participant_problems,
+    preview_in_sync,
+    record_session_outcomes,
+    repair_ranges,
+    run_precheck_checks,
+    session_labels,
+    start_wave,
+    take_over,
+    unfinished_migration,
+)
 
 __all__ = [
     "REFUSAL_KEY",
     "CleanupOperator",
     "KeyspaceAlterOperator",
+    "MigrationOperator",
     "MigrationPrecheckOperator",
     "MigrationRefusedOperator",
     "MigrationReportOperator",
     "PreviewVerifyOperator",
     "RangeRepairOperator",
+    "load_migration",
     "load_record",
 ]
 
@@ -82,36 +91,32 @@ REFUSAL_KEY = "refusal"
 # Operators whose `summary` field is Markdown written by execute() (shown in the task's rendered fields).
 _MARKDOWN_SUMMARY = {"summary": "md"}
 
-_NAME = re.compile(r"^[A-Za-z0-9_]{1,48}$")
-_DESCRIBERING = re.compile(r"start_token:(-?\d+), end_token:(-?\d+), endpoints:\[([^\]]*)\]")
-
-
-def lease_resource(keyspace: str) -> str:
-    return f"keyspace:{keyspace}"
-
 
 def load_record(context: Context, precheck_task_id: str = "precheck") -> dict[str, Any]:
+    """The precheck's record as the stored dict (`MigrationRecord.to_json`); `load_migration` types it."""
     record = context["ti"].xcom_pull(task_ids=precheck_task_id)
     if not record:
         raise MigrationError("The precheck left no plan for this run.", "Clear and rerun the precheck task.")
     return dict(record)
 
 
+def load_migration(context: Context, precheck_task_id: str = "precheck") -> MigrationRecord:
+    """The precheck's record, typed: the ring and steps it decided (later tasks never plan again)."""
+    return MigrationRecord.from_json(load_record(context, precheck_task_id))
+
+
 def record_plan(record: dict[str, Any]) -> tuple[Ring, list[MigrationStep]]:
-    ring = ring_from_json(record["ring"])
-    plan = build_plan(
-        ring,
-        record["old"],
-        record["new"],
-        keyspace=record["keyspace"],
-        default_keyspace_rf=int(record.get("default_keyspace_rf") or DEFAULT_KEYSPACE_RF),
-        keep_quorum=bool(record.get("keep_quorum", True)),
-    )
-    return ring, migration_steps(plan)
+    """Compatibility for callers of the dict record: its stored ring and steps (read, not re-planned)."""
+    migration = MigrationRecord.from_json(record)
+    return migration.ring, list(migration.steps)
 
 
-class _MigrationOperator(BaseOperator):
-    """Connections and the precheck record, shared by every stage. Hooks are built in `execute`."""
+class MigrationOperator(BaseOperator):
+    """Connections and the precheck record, shared by every stage.
+
+    One Cassandra hook per task (`self.cassandra`, opened on first use in `execute`) and one nodetool
+    client; `_release()` closes both at the end of `execute`.
+    """
 
     template_fields: Sequence[str] = ()
 
@@ -129,9 +134,24 @@ class _MigrationOperator(BaseOperator):
         self.precheck_task_id = precheck_task_id
         self._killed = threading.Event()
         self._nodetool: NodetoolClient | None = None
+        self._hook: RingwardCassandraHook | None = None
+
+    @property
+    def cassandra(self) -> RingwardCassandraHook:
+        """The task's Cassandra hook (session, ring, ops store), built once."""
+        if self._hook is None:
+            self._hook = RingwardCassandraHook(self.cassandra_conn_id)
+        return self._hook
 
     def _cassandra(self) -> RingwardCassandraHook:
-        return RingwardCassandraHook(self.cassandra_conn_id)
+        """Compatibility for `spark_operators`: the same cached hook (closing it lets the next use reopen)."""
+        return self.cassandra
+
+    def _release(self) -> None:
+        """Close the session and stop nodetool's resident JVM; a later use opens them again."""
+        if self._hook is not None:
+            self._hook.close()
+        self._close_nodetool()
 
     def _nodetool_client(self) -> NodetoolClient:
         if self._nodetool is None:
@@ -154,15 +174,10 @@ class _MigrationOperator(BaseOperator):
             raise MigrationError("The task was killed; it stopped what it had started.", "Clear the task to resume.")
 
 
-def _schema_versions_text(session: Any) -> str:
-    """Which node is on which schema version, for a refusal; the refusal must survive failing to read it."""
-    try:
-        return describe_schema_versions(schema_versions(session))
-    except Exception as error:  # the driver raises several kinds; the refusal says why the versions are missing
-        return f"versions unreadable: {error}"
+_MigrationOperator = MigrationOperator  # the name spark_operators imports (kept for compatibility)
 
 
-class MigrationPrecheckOperator(_MigrationOperator):
+class MigrationPrecheckOperator(MigrationOperator):
     """Cluster health, the placement diff and safety analysis on the live ring, the keyspace lease.
 
     Returns the record later stages read: migration id, ring snapshot, old and new replication, steps, and
@@ -186,9 +201,11 @@ class MigrationPrecheckOperator(_MigrationOperator):
         plans_dir: str | None = None,
         rollback_of: str | None = None,
         allow_quorum_gap: Any = False,
+        precheck_checks: Sequence[PrecheckCheck] = DEFAULT_PRECHECK_CHECKS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.precheck_checks = tuple(precheck_checks)  # run on the accepted plan, before the lease (see stages)
         self.allow_quorum_gap = allow_quorum_gap  # stage keeping a replica per range only (see ringward.staging)
         self.keyspace = keyspace
         self.replication = replication
@@ -223,16 +240,11 @@ class MigrationPrecheckOperator(_MigrationOperator):
         lease_owner = None
         if self.rollback_of:
             self.keyspace, self.replication, lease_owner = self._rollback_target(str(self.rollback_of))
-        keyspace = _checked_keyspace(self.keyspace)
-        if keyspace in SYSTEM_KEYSPACES:
-            raise UnsafeChangeError(
-                f"{keyspace} is a system keyspace: Cassandra manages its replication (or it is ringward's own).",
-                "Migrate application keyspaces only.",
-            )
+        keyspace = checked_keyspace(self.keyspace)  # before any cluster access: bad input changes nothing
         target = _parse_target(self.replication)
         migration_id = f"{keyspace}@{context['run_id']}"
         lease_owner = lease_owner or migration_id
-        hook = self._cassandra()
+        hook = self.cassandra
         try:
             session = hook.session
             store = OpsStore(session)
@@ -241,15 +253,13 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 self.log.info("Resuming migration %s recorded earlier; its plan stands.", migration_id)
                 return resumed
             if not self.rollback_of and store.exists():
-                half_done = self._half_done(store, keyspace, target)
-                if half_done is not None:
-                    return self._resume(context, store, half_done)
-            if keyspace not in keyspace_names(session):
-                raise ConfigurationError(
-                    f"Keyspace {keyspace!r} does not exist.", "Check the name (it is case-sensitive)."
-                )
+                unfinished = unfinished_migration(store, keyspace, target)
+                if unfinished is not None:
+                    return self._resume(context, store, unfinished)
+            checked_keyspace(keyspace, known=keyspace_names(session))  # its existence: checked here only
             ring = hook.ring()
-            self._check_health(ring, hook)
+            cql = LiveCql(session)
+            check_health(ring, self._nodetool_client(), cql)
             default_rf = default_keyspace_rf(session)  # a target without a factor may take it
             keep_quorum = not _truthy(self.allow_quorum_gap)
             plan = build_plan(
@@ -259,93 +269,54 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 keyspace=keyspace,
                 table_gc_grace_seconds=table_gc_grace(session, keyspace),
                 client_consistency=self.client_read_consistency or None,
-                known_keyspaces=keyspace_names(session),
                 default_keyspace_rf=default_rf,
                 keep_quorum=keep_quorum,
             )
             picture = self._show(plan, migration_id)
             steps = migration_steps(plan)
+            run_precheck_checks(self.precheck_checks, PrecheckInput(keyspace, ring, plan, self._nodetool_client(), cql))
             # Only an accepted change writes anything (ringward_ops itself included).
             store = hook.ops_store()
-            store.acquire_lease(lease_resource(keyspace), lease_owner, "keyspace_migration")
-            record = {
-                "migration_id": migration_id,
-                "lease_owner": lease_owner,
-                "rollback_of": self.rollback_of or None,
-                "keyspace": keyspace,
-                "ring": ring_to_json(ring),
-                "old": plan.old.as_json(),
-                "new": plan.new.as_json(),
-                "requested": target.as_json(),  # as the form gave it: a re-trigger with it resumes
-                "steps": [step.after.as_json() for step in steps],
-                "affected_ranges": len(plan.affected),
-                "total_ranges": plan.total_ranges,
-                "summary": plan.summary(),
-                "approval_md": approval_markdown(plan, migration_id=migration_id, plan_picture=picture),
-                "started_at": datetime.now(UTC).isoformat(),
-                "dag_id": getattr(context.get("dag"), "dag_id", None),
-                "run_id": context["run_id"],
-                "deadline_seconds": plan.deadline_seconds,
-                "default_keyspace_rf": default_rf,
-                "keep_quorum": keep_quorum,
-            }
-            store.record_migration(migration_id, keyspace, json.dumps(record["old"]), json.dumps(record["new"]),
-                                   "planned", record)  # fmt: skip
-            return record
-        finally:
-            hook.close()
-            self._close_nodetool()
-
-    def _half_done(self, store: OpsStore, keyspace: str, target: Replication) -> dict[str, Any] | None:
-        """The record of `keyspace`'s unfinished migration to `target`, None when there is none; a different
-        target while one is unfinished is refused (`migration_to_resume`)."""
-        recorded = {}
-        for migration_id, state, updated_at, record in store.migrations_of(keyspace):
-            recorded[migration_id] = (
-                RecordedMigration(
-                    migration_id, keyspace, state, Replication.parse(record.get("requested") or record["new"]),
-                    lease_owner=str(record.get("lease_owner") or migration_id), updated_at=updated_at,
-                ),
-                record,
+            store.acquire_lease(lease_resource(keyspace), lease_owner, LEASE_PURPOSE)
+            record = MigrationRecord.from_plan(
+                plan, steps, migration_id=migration_id, requested=target,  # as the form gave it: a re-trigger resumes
+                lease_owner=lease_owner, run_id=context["run_id"], started_at=datetime.now(UTC).isoformat(),
+                rollback_of=self.rollback_of or None, dag_id=getattr(context.get("dag"), "dag_id", None),
+                default_keyspace_rf=default_rf, keep_quorum=keep_quorum, plan_picture=picture,
             )  # fmt: skip
-        chosen = migration_to_resume((m for m, _ in recorded.values()), keyspace, target)
-        return None if chosen is None else dict(recorded[chosen.migration_id][1], state=chosen.state)
+            stored = record.to_json()
+            store.record_migration(migration_id, keyspace, json.dumps(stored["old"]), json.dumps(stored["new"]),
+                                   str(record.state), stored)  # fmt: skip
+            return stored
+        finally:
+            self._release()
 
-    def _resume(self, context: Context, store: OpsStore, record: dict[str, Any]) -> dict[str, Any]:
+    def _resume(self, context: Context, store: OpsStore, unfinished: MigrationRecord) -> dict[str, Any]:
         """Take over a half-done migration: same id, lease and plan; the stages skip what its journal holds."""
-        earlier = None if record.get("run_id") == context["run_id"] else self._earlier_run_state(context, record)
+        record, state = unfinished.to_json(), str(unfinished.state)
+        earlier = None if unfinished.run_id == context["run_id"] else self._earlier_run_state(context, record)
         if earlier in {"running", "queued"}:
             raise MigrationError(
-                f"Migration {record['migration_id']} is unfinished, and its run {record.get('run_id')} is still "
+                f"Migration {unfinished.migration_id} is unfinished, and its run {unfinished.run_id} is still "
                 f"{earlier}.",
                 "Let that run go on (or mark it failed in the Airflow UI), then trigger again to resume.",
             )
-        # The lease may have expired (48 h) while the migration sat half done: take it again, or learn who has it.
-        store.acquire_lease(lease_resource(record["keyspace"]), record.get("lease_owner") or record["migration_id"],
-                            "keyspace_migration")  # fmt: skip
-        ring, steps = record_plan(record)
-        left = _work_left(record, ring, steps, store)
-        self.log.info("Resuming the unfinished migration %s:\n%s", record["migration_id"], "\n".join(left))
-        # This run owns the migration now: a later resume asks Airflow about this run, not the first one.
-        owned = dict(
-            record, dag_id=getattr(context.get("dag"), "dag_id", record.get("dag_id")), run_id=context["run_id"]
-        )
-        owned.pop("state", None)
-        store.record_migration(record["migration_id"], record["keyspace"], json.dumps(record["old"]),
-                               json.dumps(record["new"]), record["state"], owned)  # fmt: skip
+        dag_id = getattr(context.get("dag"), "dag_id", None)
+        left = take_over(unfinished, store, run_id=context["run_id"], dag_id=dag_id)
+        self.log.info("Resuming the unfinished migration %s:\n%s", unfinished.migration_id, "\n".join(left))
         resumed = dict(record, resumed_by=context["run_id"])
         resumed["approval_md"] = (
-            f"## RESUMING the unfinished migration `{record['migration_id']}` (state {record['state']})\n\n"
+            f"## RESUMING the unfinished migration `{unfinished.migration_id}` (state {state})\n\n"
             "What is left:\n\n"
             + "\n".join(f"- {line}" for line in left)
             + "\n\n---\n\nThe original plan:\n\n"
-            + str(record.get("approval_md") or record.get("summary", ""))
+            + (unfinished.approval_md or unfinished.summary)
         )
         resumed["summary"] = (
-            f"RESUMING unfinished migration {record['migration_id']} (state {record['state']}): what is left:\n"
+            f"RESUMING unfinished migration {unfinished.migration_id} (state {state}): what is left:\n"
             + "\n".join(f"- {line}" for line in left)
             + "\n\nThe original plan:\n"
-            + str(record.get("summary", ""))
+            + unfinished.summary
         )
         return resumed
 
@@ -364,44 +335,22 @@ class MigrationPrecheckOperator(_MigrationOperator):
 
     def _rollback_target(self, migration_id: str) -> tuple[str, Any, str]:
         """Keyspace, the replication it had before `migration_id`, and that migration's lease owner."""
-        hook = self._cassandra()
         try:
-            store = hook.ops_store()
+            store = self.cassandra.ops_store()
             original, state = store.migration(migration_id), store.migration_state(migration_id)
         finally:
-            hook.close()
-            self._close_nodetool()
+            self._release()
         if original is None:
             raise ConfigurationError(
                 f"No migration {migration_id!r} is recorded.",
                 f"Give a migration id as the precheck logged it (SELECT migration_id FROM {OPS_KEYSPACE}.migrations).",
             )
-        if state == "cleaned":
+        if state is not None and MigrationState.parse(state).phase is MigrationPhase.CLEANED:
             raise MigrationError(
                 f"Migration {migration_id} already ran cleanup: the former replicas no longer hold their data.",
                 "Roll back is possible only until cleanup; run a new keyspace_migration to the old setting instead.",
             )
         return str(original["keyspace"]), original["old"], str(original.get("lease_owner") or migration_id)
-
-    def _check_health(self, ring: Ring, hook: RingwardCassandraHook) -> None:
-        refuse_mixed_versions(release_versions(hook.session))
-        nodetool = self._nodetool_client()
-        problems = []
-        for node in ring.nodes:
-            states = nodetool.status(node.address)
-            down = {address: state for address, state in states.items() if state != "UN"}
-            if down:
-                problems.append(f"{node.address} sees {down}")
-            if nodetool.is_streaming(node.address):
-                problems.append(f"{node.address} is streaming (a bootstrap, decommission or move is running)")
-        if not hook.session.cluster.control_connection.wait_for_schema_agreement(wait_time=60):
-            problems.append(f"the nodes do not agree on the schema ({_schema_versions_text(hook.session)})")
-        if problems:
-            raise ClusterError(
-                "The cluster is not healthy enough to change replication: " + "; ".join(problems) + ".",
-                "Bring every node to UN, let streaming and schema changes settle (a node that stays on a "
-                "schema version of its own: `nodetool resetlocalschema` on it), then retry the precheck.",
-            )
 
     def _show(self, plan: MigrationPlan, migration_id: str) -> str | None:
         """Log the placement table and the plan; write the ring picture (its path, when written)."""
@@ -417,7 +366,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
         return str(picture)
 
 
-class KeyspaceAlterOperator(_MigrationOperator):
+class KeyspaceAlterOperator(MigrationOperator):
     """`ALTER KEYSPACE` to step `step_index`'s replication; a no-op when already applied (retries)."""
 
     def __init__(self, *, step_index: int = 1, **kwargs: Any) -> None:
@@ -425,58 +374,18 @@ class KeyspaceAlterOperator(_MigrationOperator):
         self.step_index = step_index
 
     def execute(self, context: Context) -> str:
-        record = load_record(context, self.precheck_task_id)
-        ring, steps = record_plan(record)
-        step = steps[self.step_index - 1]
-        keyspace = record["keyspace"]
-        hook = self._cassandra()
+        record = load_migration(context, self.precheck_task_id)
+        step = record.step(self.step_index)
         try:
-            current = keyspace_replication(hook.session, keyspace)
-            if _stored(current) == _stored(step.after):
-                self.log.info("%s already has %s: nothing to alter.", keyspace, step.after.to_cql())
-            elif _stored(current) != _stored(step.before):
-                raise MigrationError(
-                    f"{keyspace} has {current.to_cql()}, neither the step's start {step.before.to_cql()} nor its "
-                    f"target {step.after.to_cql()}: someone else changed it.",
-                    "Find out who changed the keyspace; rerun the migration from a fresh precheck.",
-                )
-            else:
-                statement = f"ALTER KEYSPACE {quote_identifier(keyspace)} WITH replication = {step.after.to_cql()}"
-                self.log.info("Step %d/%d: %s", step.index, step.count, statement)
-                hook.session.execute(statement)
-            if not hook.session.cluster.control_connection.wait_for_schema_agreement(wait_time=60):
-                raise ClusterError(
-                    "The ALTER is applied, but the nodes did not agree on the schema within 60 s: "
-                    f"{_schema_versions_text(hook.session)}.",
-                    "Retry this task (it does not alter twice); if a node stays on a version of its own, run "
-                    "`nodetool resetlocalschema` on it first.",
-                )
-            self._confirm_ownership(ring, step, keyspace)
-            hook.ops_store().set_migration_state(record["migration_id"], f"altered:{step.index}")
+            apply_step(step, record.keyspace, record.ring, LiveCql(self.cassandra.session), self._nodetool_client(),
+                       self.log.info)  # fmt: skip
+            self.cassandra.ops_store().set_migration_state(record.migration_id, str(MigrationState.altered(step.index)))
         finally:
-            hook.close()
-            self._close_nodetool()
+            self._release()
         return step.after.to_cql()
 
-    def _confirm_ownership(self, ring: Ring, step: MigrationStep, keyspace: str) -> None:
-        """Every node must report the new replicas for every range (`nodetool describering`)."""
-        _, expected = step.placements(ring)
-        nodetool = self._nodetool_client()
-        for node in ring.nodes:
-            output = nodetool.checked(node.address, ["describering", keyspace])
-            for start, end, endpoints in _DESCRIBERING.findall(output):
-                reported = {e.strip() for e in endpoints.split(",") if e.strip()}
-                wanted = set(expected.for_token(int(end)))
-                if reported != wanted:
-                    raise ClusterError(
-                        f"{node.address} reports replicas {sorted(reported)} for ({start}, {end}], expected "
-                        f"{sorted(wanted)}.",
-                        "Wait for the schema change to reach every node, then retry the task.",
-                    )
-        self.log.info("Every node reports the new ownership of %s.", keyspace)
 
-
-class RangeRepairOperator(_MigrationOperator):
+class RangeRepairOperator(MigrationOperator):
     """Full repair of exactly the affected ranges of one step, before (`pre`) or after (`post`) its ALTER.
 
     Ranges with the same participants go in one repair command (one Cassandra session); a node takes part
@@ -522,112 +431,44 @@ class RangeRepairOperator(_MigrationOperator):
     def stage(self) -> str:
         return f"{self.phase}_repair:{self.step_index}"
 
-    def _plan(self, context: Context) -> tuple[dict[str, Any], list[Segment]]:
-        record = load_record(context, self.precheck_task_id)
-        ring, steps = record_plan(record)
-        segments = repair_segments(ring, steps[self.step_index - 1], record["keyspace"], self.phase)  # type: ignore[arg-type]
-        return record, segments
-
     def execute(self, context: Context) -> dict[str, Any]:
         self.parallelism, self.session_timeout = int(self.parallelism), float(self.session_timeout)
         self.deferrable, self.node_wait_seconds = _truthy(self.deferrable), float(self.node_wait_seconds)
-        record, segments = self._plan(context)
-        hook = self._cassandra()
+        record = load_migration(context, self.precheck_task_id)
+        segments = record.repair_segments(self.step_index, self.phase)  # type: ignore[arg-type]
+        hook = self.cassandra
         self._cql_port = hook.native_port()
         try:
             store = hook.ops_store()
-            journal = {r: e.status for r, e in store.journal(record["migration_id"], self.stage).items()}
-            todo = pending(segments, journal)
-            waiting = {segment.range for segment in todo}
-            done = [segment for segment in segments if segment.range not in waiting]
-            self.log.info("%s: %s to repair, %s already done.", self.stage, range_count(todo),
-                          range_count(done))  # fmt: skip
-            if not todo:
-                # "repaired" counts this call's sessions; "done" what the journal holds (a deferred repair's
-                # last call finds everything done by the waves before it).
-                return {"ranges": len(segments), "repaired": 0, "done": len(segments)}
             if self.deferrable:
-                return self._start_wave(context, record, todo, hook)
-            self._repair_blocking(record, todo, store)
+                todo = journalled_pending(store, record.migration_id, self.stage, segments)
+                if todo:
+                    return self._start_wave(context, record, todo, hook)
+                # a deferred repair's last call finds everything done by the waves before it
+                return StageResult(len(segments), 0, len(segments)).as_json()
+            settings = RepairSettings(self.parallelism, int(self.max_attempts), float(self.retry_backoff),
+                                      self.session_timeout)  # fmt: skip
+            return repair_ranges(
+                segments, migration_id=record.migration_id, stage=self.stage, journal=store,
+                nodetool=self._nodetool_client(), settings=settings, await_ready=self._await_participants,
+                stop_requested=self._killed.is_set, log=self.log.info, sleep=self._sleep_unless_killed,
+            ).as_json()  # fmt: skip
         finally:
-            hook.close()
-            self._close_nodetool()
-        return {"ranges": len(segments), "repaired": len(todo), "done": len(segments)}
-
-    # -- blocking mode ----------------------------------------------------------------------------------
-    def _repair_blocking(self, record: dict[str, Any], todo: list[Segment], store: OpsStore) -> None:
-        progress = Progress(total=len(todo), unit="repair segments", label=self.stage)
-        failures: list[str] = []
-        failed_ranges = 0
-        for wave in repair_waves(todo, self.parallelism):
-            self._raise_if_killed()
-            with ThreadPoolExecutor(max_workers=len(wave)) as pool:
-                results = list(pool.map(lambda c: self._repair_one(record, c, store), wave))
-            for command, error in zip(wave, results, strict=True):
-                progress.advance(len(command.segments))
-                if error:
-                    failed_ranges += len(command.segments)
-                    failures.append(f"{', '.join(map(str, command.ranges))} on {command.coordinator}: {error}")
-            self.log.info(progress.line())
-        self._raise_if_killed()
-        if failures:
-            raise RepairError(
-                f"{failed_ranges} of {len(todo)} repair segments failed to repair: " + "; ".join(failures[:5]),
-                "Bring the nodes named back to UN, then retry the task: finished ranges are skipped.",
-            )
-
-    def _repair_one(self, record: dict[str, Any], command: RepairCommand, store: OpsStore) -> str | None:
-        """One command (ranges sharing their replicas), retried with backoff; every range is journalled."""
-        nodetool = self._nodetool_client()
-        last_error = ""
-        for attempt in range(1, self.max_attempts + 1):
-            if self._killed.is_set():
-                return "task killed"
-            self._await_participants(command.replicas)
-            outcome = nodetool.repair(command.coordinator, command.keyspace, command.ranges,
-                                      timeout=self.session_timeout)  # fmt: skip
-            if self._killed.is_set():  # on_kill stopped nodetool; the session may still run on the node
-                nodetool.abort_repairs(command.coordinator)
-                return "task killed"
-            status = RangeState.DONE if outcome.succeeded else RangeState.FAILED
-            last_error = "" if outcome.succeeded else _last_line(outcome.output)
-            for token_range in command.ranges:
-                store.record_journal(
-                    record["migration_id"],
-                    JournalEntry(self.stage, token_range, status.value, command.coordinator, attempt,
-                                 outcome.seconds, last_error),
-                )  # fmt: skip
-            if outcome.succeeded:
-                return None
-            self.log.warning("repair of %s failed (attempt %d): %s", command.describe(), attempt, last_error)
-            if attempt < self.max_attempts:
-                time.sleep(backoff_delay(attempt + 1, self.retry_backoff))
-        return last_error or "failed"
+            self._release()
 
     # -- deferrable mode --------------------------------------------------------------------------------
     def _start_wave(
-        self, context: Context, record: dict[str, Any], todo: list[Segment], hook: RingwardCassandraHook
+        self, context: Context, record: MigrationRecord, todo: list[Segment], hook: RingwardCassandraHook
     ) -> dict[str, Any]:
         from ringward_airflow.triggers import RepairSessionTrigger
 
-        wave = repair_waves(todo, self.parallelism)[0]
-        nodetool = self._nodetool_client()
-        self._await_participants(sorted({node for command in wave for node in command.replicas}))
-        started: dict[str, RepairCommand] = {}
-        store = hook.ops_store()
-        for command in wave:
-            parent_id = nodetool.start_repair(command.coordinator, command.keyspace, command.ranges)
-            if parent_id is None:  # finished before we could follow it
-                for token_range in command.ranges:
-                    store.record_journal(record["migration_id"], JournalEntry(
-                        self.stage, token_range, _state(True), command.coordinator, 1, 0.0, ""))  # fmt: skip
-            else:
-                started[parent_id] = command
-        if not started:
+        started = start_wave(
+            todo, parallelism=self.parallelism, migration_id=record.migration_id, stage=self.stage,
+            journal=hook.ops_store(), nodetool=self._nodetool_client(), await_ready=self._await_participants,
+        )  # fmt: skip
+        if not started:  # every command finished before it could be followed: the next wave
             return self.execute(context)
-        left = len(todo) - sum(len(c.segments) for c in wave)
-        self.log.info("%s: started %d commands; %d repair segments left after this wave.", self.stage, len(wave),
-                      left)  # fmt: skip
+        self.log.info("%s: started %d commands.", self.stage, len(started))
         self.defer(
             trigger=RepairSessionTrigger(
                 contact_points=hook.contact_points(),
@@ -635,49 +476,20 @@ class RangeRepairOperator(_MigrationOperator):
                 port=self._cql_port,
                 poll_interval=self.poll_interval,
                 timeout_seconds=self.session_timeout,
-                labels={
-                    pid: {
-                        "ranges": [[r.start, r.end] for r in c.ranges],
-                        "coordinator": c.coordinator,
-                        "replicas": list(c.replicas),
-                    }
-                    for pid, c in started.items()
-                },
+                labels=session_labels(started),
             ),
             method_name="execute_complete",
         )
         return {}  # not reached: defer() raises
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        from ringward.ring import TokenRange
-
-        record = load_record(context, self.precheck_task_id)
-        hook = self._cassandra()
+        record = load_migration(context, self.precheck_task_id)
         try:
-            store = hook.ops_store()
-            failed = []
-            for parent_id, label in event.get("labels", {}).items():
-                session = event.get("sessions", {}).get(parent_id, {})
-                # A session that ended well counts whatever ended the wait (another one's death, the timeout).
-                ok = bool(session.get("ok", False))
-                error = "" if ok else session.get("error") or _unfinished(event.get("status"), self.session_timeout)
-                ranges = [TokenRange(start, end) for start, end in label["ranges"]]
-                for token_range in ranges:
-                    store.record_journal(
-                        record["migration_id"],
-                        JournalEntry(self.stage, token_range, _state(ok), label["coordinator"], 1, 0.0, error),
-                    )  # fmt: skip
-                if not ok:
-                    failed.append(f"{', '.join(map(str, ranges))} on {label['coordinator']}: {error}")
-            if failed:
-                raise RepairError(
-                    f"{len(failed)} repair commands failed: " + "; ".join(failed[:5]),
-                    "The task's retry waits for the nodes named to be back to UN and repairs only the ranges "
-                    "not yet done; if retries run out, bring the nodes back and clear the task.",
-                )
+            store = self.cassandra.ops_store()
+            record_session_outcomes(event, migration_id=record.migration_id, stage=self.stage, journal=store,
+                                    session_timeout=float(self.session_timeout))  # fmt: skip
         finally:
-            hook.close()
-            self._close_nodetool()
+            self._release()
         return self.execute(context)
 
     def _await_participants(self, nodes: Sequence[str]) -> None:
@@ -694,31 +506,14 @@ class RangeRepairOperator(_MigrationOperator):
     def _participant_problems(self, nodes: Sequence[str]) -> dict[str, str]:
         """node -> why it cannot take part in a session now; ready nodes are left out."""
         self._raise_if_killed()
-        nodetool = self._nodetool_client()
-        problems: dict[str, str] = {}
-        views: dict[str, dict[str, str]] = {}
-        for node in nodes:
-            try:
-                views[node] = nodetool.status(node)
-            except RingwardError as error:
-                problems[node] = f"JMX does not answer ({_first_line(str(error))})"
-        for node in nodes:
-            if node in problems:
-                continue
-            seen = [(viewer, states.get(node, "absent")) for viewer, states in views.items()]
-            wrong = [f"{state} as seen from {viewer}" for viewer, state in seen if state != "UN"]
-            if wrong:
-                problems[node] = ", ".join(wrong)
-            elif not accepts_connections(node, self._cql_port):
-                problems[node] = f"refuses CQL connections on port {self._cql_port}"
-        return problems
+        return participant_problems(nodes, self._nodetool_client(), accepts_connections, self._cql_port)
 
     def _sleep_unless_killed(self, seconds: float) -> None:
         if self._killed.wait(seconds):
             self._raise_if_killed()
 
 
-class PreviewVerifyOperator(_MigrationOperator):
+class PreviewVerifyOperator(MigrationOperator):
     """`nodetool repair --preview --full` of the affected ranges (grouped as for repair): every replica in sync."""
 
     def __init__(self, *, step_index: int = 1, **kwargs: Any) -> None:
@@ -726,30 +521,16 @@ class PreviewVerifyOperator(_MigrationOperator):
         self.step_index = step_index
 
     def execute(self, context: Context) -> dict[str, Any]:
-        record = load_record(context, self.precheck_task_id)
-        ring, steps = record_plan(record)
-        segments = repair_segments(ring, steps[self.step_index - 1], record["keyspace"], "post")
-        nodetool = self._nodetool_client()
-        out_of_sync = []
+        segments = load_migration(context, self.precheck_task_id).repair_segments(self.step_index, "post")
         try:
-            for command in group_segments(segments, RANGES_PER_COMMAND):
-                self._raise_if_killed()
-                outcome = nodetool.repair(command.coordinator, command.keyspace, command.ranges, preview=True)
-                if not outcome.succeeded or not outcome.in_sync:
-                    ranges = ", ".join(map(str, command.ranges))
-                    out_of_sync.append(f"{ranges} among {', '.join(command.replicas)}: {_last_line(outcome.output)}")
+            in_sync = preview_in_sync(segments, self._nodetool_client(), self._raise_if_killed)
         finally:
-            self._close_nodetool()
-        if out_of_sync:
-            raise VerificationError(
-                f"Preview repair finds data out of sync in {len(out_of_sync)} commands: " + "; ".join(out_of_sync[:5]),
-                "Do not run cleanup. Clear the repair task to repair these ranges again, then verify again.",
-            )
+            self._release()
         self.log.info("Preview repair: all %s in sync among their replicas.", range_count(segments))
-        return {"preview_ranges_in_sync": len(segments)}
+        return {"preview_ranges_in_sync": in_sync}
 
 
-class CleanupOperator(_MigrationOperator):
+class CleanupOperator(MigrationOperator):
     """Snapshot, then `nodetool cleanup` only on nodes that lost ranges, one node at a time."""
 
     def __init__(self, *, snapshot_before_cleanup: Any = True, **kwargs: Any) -> None:
@@ -759,31 +540,17 @@ class CleanupOperator(_MigrationOperator):
     template_fields: Sequence[str] = ("snapshot_before_cleanup",)
 
     def execute(self, context: Context) -> list[str]:
-        record = load_record(context, self.precheck_task_id)
-        ring = ring_from_json(record["ring"])
-        old, new = Replication.parse(record["old"]), Replication.parse(record["steps"][-1])
-        nodes = cleanup_nodes(ring, old, new)
-        nodetool = self._nodetool_client()
-        tag = f"ringward-{record['migration_id']}".replace("@", "-").replace(":", "-").replace("+", "-")
-        for address in nodes:
-            self._raise_if_killed()
-            if _truthy(self.snapshot_before_cleanup):
-                self.log.info("snapshot %s of %s on %s", tag, record["keyspace"], address)
-                nodetool.snapshot(address, record["keyspace"], tag)
-            self.log.info("cleanup of %s on %s (it lost ranges)", record["keyspace"], address)
-            nodetool.cleanup(address, record["keyspace"])
-        skipped = sorted(set(ring.addresses()) - set(nodes))
-        self.log.info("cleanup done on %s; untouched (lost nothing): %s", nodes, skipped)
-        hook = self._cassandra()
+        record = load_migration(context, self.precheck_task_id)
         try:
-            hook.ops_store().set_migration_state(record["migration_id"], "cleaned")
+            nodes = clean_up(record, self._nodetool_client(), snapshot=_truthy(self.snapshot_before_cleanup),
+                             stop_check=self._raise_if_killed, log=self.log.info)  # fmt: skip
+            self.cassandra.ops_store().set_migration_state(record.migration_id, str(MigrationState.cleaned()))
         finally:
-            hook.close()
-            self._close_nodetool()
+            self._release()
         return nodes
 
 
-class MigrationReportOperator(_MigrationOperator):
+class MigrationReportOperator(MigrationOperator):
     """The migration's report; marks it done and releases the keyspace lease.
 
     Per-stage times come from Airflow's own task instances (the Task SDK's breadcrumbs: the last try of each
@@ -825,14 +592,12 @@ class MigrationReportOperator(_MigrationOperator):
         report = {key: value for key, value in report.items() if value is not None}
         self.summary = migration_report_markdown(report)
         self.log.info("Migration report:\n%s", self.summary)
-        hook = self._cassandra()
         try:
-            store = hook.ops_store()
-            store.set_migration_state(record["migration_id"], "done")
+            store = self.cassandra.ops_store()
+            store.set_migration_state(record["migration_id"], str(MigrationState.done()))
             store.release_lease(lease_resource(record["keyspace"]), record.get("lease_owner") or record["migration_id"])
         finally:
-            hook.close()
-            self._close_nodetool()
+            self._release()
         return report
 
     def _stage_seconds(self, ti: Any, context: Context, order: list[str]) -> dict[str, float]:
@@ -906,36 +671,6 @@ def _seconds_since(started_at: str | None, now: datetime) -> float | None:
     return round((now - datetime.fromisoformat(started_at)).total_seconds(), 1)
 
 
-def _work_left(record: dict[str, Any], ring: Ring, steps: list[MigrationStep], store: OpsStore) -> list[str]:
-    """One line per stage of each step: what the journal shows done and what is left."""
-    state = str(record.get("state", ""))
-    altered = int(state.split(":", 1)[1]) if state.startswith("altered:") else (len(steps) if state == "cleaned" else 0)
-    lines = []
-    for step in steps:
-        parts = []
-        for phase in ("pre", "post"):
-            segments = repair_segments(ring, step, record["keyspace"], phase)  # type: ignore[arg-type]
-            entries = store.journal(record["migration_id"], f"{phase}_repair:{step.index}")
-            journal = {token_range: entry.status for token_range, entry in entries.items()}
-            left = len(pending(segments, journal))
-            name = "pre-repair" if phase == "pre" else "repair"
-            parts.append(f"{name} of {range_count(segments)}: {len(segments) - left} of {len(segments)} segments done")
-        alter = "ALTER applied" if step.index <= altered else f"ALTER to {step.after.to_cql()} not applied yet"
-        lines.append(f"step {step.index}/{step.count}: {alter}; " + "; ".join(parts) + "; verification to run")
-    lines.append("cleanup: done" if state == "cleaned" else "cleanup: to run (after verification)")
-    return lines
-
-
-def _checked_keyspace(name: Any) -> str:
-    text = str(name or "").strip()
-    if not _NAME.match(text):
-        raise ConfigurationError(
-            f"Keyspace name {text!r} is not a valid Cassandra keyspace name.",
-            "Give the keyspace's name as stored: 1 to 48 letters, digits or underscores.",
-        )
-    return text
-
-
 def _parse_target(value: Any) -> Replication:
     try:
         return Replication.parse(value if isinstance(value, (str, dict)) else json.dumps(value))
@@ -944,30 +679,6 @@ def _parse_target(value: Any) -> Replication:
     except Exception as error:  # anything a form can send that is not a replication map
         raise ConfigurationError(f"Replication {value!r} is malformed: {error}.",
                                  'Write e.g. {"class": "NetworkTopologyStrategy", "dc1": 3}.') from error  # fmt: skip
-
-
-def _stored(replication: Replication) -> tuple[str, dict[str, int]]:
-    """What Cassandra keeps of a setting: it drops datacenters given a factor of 0."""
-    return replication.strategy, {dc: n for dc, n in replication.factors.items() if n}
-
-
-def _state(ok: bool) -> str:
-    return (RangeState.DONE if ok else RangeState.FAILED).value
-
-
-def _unfinished(status: Any, session_timeout: float) -> str:
-    if status == "timeout":
-        return f"no result within the session timeout ({session_timeout:.0f} s)"
-    return f"unfinished when the wait ended ({status})"
-
-
-def _first_line(text: str) -> str:
-    return (text.strip().splitlines() or [""])[0][:300]
-
-
-def _last_line(output: str) -> str:
-    lines = [line for line in output.strip().splitlines() if line.strip()]
-    return lines[-1][-500:] if lines else "nodetool printed nothing"
 
 
 def _truthy(value: Any) -> bool:

@@ -17,7 +17,15 @@ from cassandra.policies import (
 )
 from ringward.errors import ConfigurationError
 
-__all__ = ["accepts_connections", "agreement_wait", "build_cluster", "connect", "pinned_session", "quote_identifier"]
+__all__ = [
+    "accepts_connections",
+    "agreement_wait",
+    "build_cluster",
+    "cluster_arguments",
+    "connect",
+    "pinned_session",
+    "quote_identifier",
+]
 
 
 def agreement_wait(request_timeout: float, wanted: float | None = None) -> float:
@@ -79,21 +87,54 @@ def build_cluster(
     username: str | None = None,
     password: str | None = None,
     ssl_options: Mapping[str, Any] | None = None,
+    protocol_version: int = 5,
+    schema_agreement_wait: float | None = None,
 ) -> Cluster:
-    """The driver `Cluster` behind `connect`, for callers that keep one session open across many requests."""
+    """The one place a driver `Cluster` is built (hooks, `connect`, the ring and schema readers use it)."""
+    return Cluster(**cluster_arguments(
+        contact_points, port, coordinator=coordinator, timeout=timeout, local_dc=local_dc, username=username,
+        password=password, ssl_options=ssl_options, protocol_version=protocol_version,
+        schema_agreement_wait=schema_agreement_wait,
+    ))  # fmt: skip
+
+
+def cluster_arguments(
+    contact_points: Sequence[str],
+    port: int = 9042,
+    *,
+    coordinator: str | None = None,
+    timeout: float = 30.0,
+    local_dc: str | None = None,
+    username: str | None = None,
+    password: str | None = None,
+    ssl_options: Mapping[str, Any] | None = None,
+    protocol_version: int = 5,
+    schema_agreement_wait: float | None = None,
+) -> dict[str, Any]:
+    """`Cluster`'s arguments: token- and DC-aware routing (or every request to `coordinator` only), execution
+    profiles, and a schema agreement wait that fits in the request timeout (`agreement_wait`)."""
     if coordinator:
-        policy = WhiteListRoundRobinPolicy([coordinator])
+        policy: Any = WhiteListRoundRobinPolicy([coordinator])
         points = [coordinator]
     else:
         policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc))
         points = list(contact_points)
     profile = ExecutionProfile(load_balancing_policy=policy, request_timeout=timeout, retry_policy=RetryPolicy())
-    return Cluster(
-        points, port=port, protocol_version=5, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-        connect_timeout=10, control_connection_timeout=10, max_schema_agreement_wait=agreement_wait(timeout),
-        auth_provider=PlainTextAuthProvider(username, password) if username else None,
-        ssl_options=dict(ssl_options) if ssl_options else None,
-    )  # fmt: skip
+    arguments: dict[str, Any] = {
+        "contact_points": points,
+        "port": port,
+        "protocol_version": protocol_version,
+        "execution_profiles": {EXEC_PROFILE_DEFAULT: profile},
+        "connect_timeout": 10,
+        "control_connection_timeout": 10,
+        # A DDL statement's changes must have reached every node before the next statement is prepared.
+        "max_schema_agreement_wait": agreement_wait(timeout, schema_agreement_wait),
+    }
+    if username:
+        arguments["auth_provider"] = PlainTextAuthProvider(username=username, password=password)
+    if ssl_options:
+        arguments["ssl_options"] = dict(ssl_options)
+    return arguments
 
 
 pinned_session = connect

@@ -21,11 +21,12 @@ from ringward.ring import TokenRange
 
 from ringward_cassandra.resident_nodetool import ResidentNodetool
 
-__all__ = ["NodetoolClient", "RepairOutcome"]
+__all__ = ["NodetoolClient", "RepairOutcome", "parse_describering"]
 
 _REPAIR_STARTED = re.compile(r"Starting repair command #(\d+) \(([0-9a-f-]{36})\)")
 _STREAMING = re.compile(r"^\s*(Receiving|Sending) \d+ files", re.MULTILINE)
 _STATUS_LINE = re.compile(r"^([UD][NLJM])\s+(\S+)\s", re.MULTILINE)
+_DESCRIBERING = re.compile(r"start_token:(-?\d+), end_token:(-?\d+), endpoints:\[([^\]]*)\]")
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,10 @@ class NodetoolClient:
     def status(self, address: str) -> dict[str, str]:
         """address -> two-letter state (UN, DN, UJ, ...) as `address` sees the cluster."""
         return {node: state for state, node in _STATUS_LINE.findall(self.checked(address, ["status"]))}
+
+    def describe_ring(self, address: str, keyspace: str) -> list[tuple[TokenRange, frozenset[str]]]:
+        """Every range of `keyspace` with its replicas, as `address` reports them (`nodetool describering`)."""
+        return parse_describering(self.checked(address, ["describering", keyspace]))
 
     def getendpoints(self, address: str, keyspace: str, table: str, key: str) -> list[str]:
         return self.checked(address, ["getendpoints", keyspace, table, key]).split()
@@ -275,3 +280,11 @@ def _range_options(ranges: Sequence[TokenRange]) -> list[str]:
     """
     pairs = [f"{r.start}:{r.end}" for r in ranges[:-1]]
     return ["-st", ",".join([*pairs, str(ranges[-1].start)]), "-et", str(ranges[-1].end)]
+
+
+def parse_describering(output: str) -> list[tuple[TokenRange, frozenset[str]]]:
+    """`nodetool describering` output as (range, replicas) pairs."""
+    return [
+        (TokenRange(int(start), int(end)), frozenset(e.strip() for e in endpoints.split(",") if e.strip()))
+        for start, end, endpoints in _DESCRIBERING.findall(output)
+    ]

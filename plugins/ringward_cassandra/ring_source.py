@@ -64,12 +64,10 @@ def ring_from_cluster(session: Any) -> Ring:
 
 def ring_from_contact_point(host: str, port: int = 9042) -> Ring:
     """Connect to one node, read the ring through it, disconnect."""
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import WhiteListRoundRobinPolicy
+    from ringward_cassandra.cql import build_cluster
 
     # Pinned to the contact point: both system tables must come from the same coordinator.
-    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([host]))
-    cluster = Cluster([host], port=port, execution_profiles={EXEC_PROFILE_DEFAULT: profile})
+    cluster = build_cluster([host], port, coordinator=host)
     try:
         session = cluster.connect()
     except Exception as error:  # the driver raises NoHostAvailable and several socket errors

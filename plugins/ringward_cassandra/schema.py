@@ -14,6 +14,7 @@ from ringward.replication import DEFAULT_KEYSPACE_RF, Replication
 
 __all__ = [
     "CqlSession",
+    "LiveCql",
     "connect",
     "default_keyspace_rf",
     "describe_schema_versions",
@@ -33,10 +34,10 @@ class CqlSession(Protocol):
 
 def connect(contact_point: str) -> Any:
     """A driver session to `host[:port]` (the driver is imported only here)."""
-    from cassandra.cluster import Cluster
+    from ringward_cassandra.cql import build_cluster
 
     host, _, port = contact_point.partition(":")
-    cluster = Cluster([host], port=int(port) if port else DEFAULT_PORT)
+    cluster = build_cluster([host], int(port) if port else DEFAULT_PORT)
     try:
         return cluster.connect()
     except Exception as error:
@@ -133,3 +134,34 @@ def describe_schema_versions(versions: Mapping[str, list[str]]) -> str:
 
 def _field(row: Any, name: str) -> Any:
     return row[name] if isinstance(row, Mapping) else getattr(row, name)
+
+
+class LiveCql:
+    """What the migration stages ask of a driver session (`ringward_airflow.migration_stages.Cql`)."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    def replication(self, keyspace: str) -> Replication:
+        return keyspace_replication(self.session, keyspace)
+
+    def alter_replication(self, keyspace: str, replication: Replication) -> str:
+        """Run the ALTER; return the statement (for the log)."""
+        from ringward_cassandra.cql import quote_identifier
+
+        statement = f"ALTER KEYSPACE {quote_identifier(keyspace)} WITH replication = {replication.to_cql()}"
+        self.session.execute(statement)
+        return statement
+
+    def schema_agreed(self, wait_seconds: float) -> bool:
+        return bool(self.session.cluster.control_connection.wait_for_schema_agreement(wait_time=wait_seconds))
+
+    def schema_versions_text(self) -> str:
+        """Which node is on which schema version, for a refusal; the refusal must survive failing to read it."""
+        try:
+            return describe_schema_versions(schema_versions(self.session))
+        except Exception as error:  # the driver raises several kinds; the refusal says why the versions are missing
+            return f"versions unreadable: {error}"
+
+    def release_versions(self) -> dict[str, list[str]]:
+        return release_versions(self.session)

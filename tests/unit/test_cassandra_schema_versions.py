@@ -41,11 +41,11 @@ def test_the_odd_node_out_is_named_first() -> None:
 
 
 def test_a_refusal_survives_versions_it_cannot_read() -> None:
-    from ringward_airflow.migration_operators import _schema_versions_text
+    from ringward_cassandra.schema import LiveCql
 
     class Unreachable(OneNodeSession):
         def execute(self, query: str, host: Any = None) -> list[dict[str, str]]:
             raise OSError("connection refused")
 
-    assert _schema_versions_text(Unreachable()) == "versions unreadable: connection refused"
-    assert _schema_versions_text(OneNodeSession()).startswith("version 317bd95f on 127.0.0.6; ")
+    assert LiveCql(Unreachable()).schema_versions_text() == "versions unreadable: connection refused"
+    assert LiveCql(OneNodeSession()).schema_versions_text().startswith("version 317bd95f on 127.0.0.6; ")

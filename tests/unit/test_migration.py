@@ -201,3 +201,21 @@ def test_refusal_text_puts_each_refusal_and_each_fix_on_its_own_line(ring: Ring)
     fixes = fix.strip().splitlines()
     assert len(fixes) >= 2 and all(line.startswith("- ") and line.endswith(".") for line in fixes), text
     assert any("Use the ring's datacenters: dc1." in line for line in fixes)
+
+
+def test_checked_keyspace_is_the_one_place_a_keyspace_name_is_refused() -> None:
+    from ringward.errors import ConfigurationError
+    from ringward.migration import checked_keyspace
+
+    assert checked_keyspace("  shop_1 ") == "shop_1"
+    assert checked_keyspace("Shop", known=["Shop", "system"]) == "Shop"
+    with pytest.raises(ConfigurationError) as invalid:
+        checked_keyspace("bad name!")
+    assert "not a valid Cassandra keyspace name" in invalid.value.problem
+    with pytest.raises(UnsafeChangeError) as system:
+        checked_keyspace("system_auth", known=["system_auth"])
+    assert "system keyspace" in system.value.problem
+    with pytest.raises(ConfigurationError) as unknown:
+        checked_keyspace("shop", known=["Shop", "other"])
+    assert unknown.value.problem == "Keyspace 'shop' does not exist."
+    assert unknown.value.fix == "Did you mean 'Shop'? Names are case-sensitive."

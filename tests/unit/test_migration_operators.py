@@ -103,7 +103,7 @@ class FakeStore:
 def run_report(monkeypatch: pytest.MonkeyPatch, ti: FakeTI) -> tuple[MigrationReportOperator, dict[str, Any]]:
     store = FakeStore()
     hook = SimpleNamespace(ops_store=lambda: store, close=lambda: None)
-    monkeypatch.setattr(MigrationReportOperator, "_cassandra", lambda self: hook)
+    monkeypatch.setattr(MigrationReportOperator, "cassandra", property(lambda self: hook))
     operator = MigrationReportOperator(task_id="report")
     context = {"ti": ti, "run_id": "run1", "dag": SimpleNamespace(task_ids=TASK_IDS)}
     report = operator.execute(context)  # type: ignore[arg-type]
@@ -149,3 +149,74 @@ def test_the_report_survives_missing_task_times(monkeypatch: pytest.MonkeyPatch)
     assert "stage_seconds" not in report or report["stage_seconds"] == {}
     assert "cleaned_nodes" not in report  # cleanup did not run: no entry rather than null
     assert "### Stages" not in operator.summary
+
+
+# -- the stage operators read the stored record and call their stage: no planning after the precheck ----------
+@pytest.fixture
+def stored_record() -> dict[str, Any]:
+    """A record as the precheck stores it (planned here, before `no_planning` forbids it)."""
+    from pathlib import Path
+
+    from ringward.migration import migration_steps
+    from ringward.migration_record import MigrationRecord
+    from ringward.plan import build_plan
+    from ringward.replication import Replication
+    from ringward.ring_sources import load_ring_file
+
+    ring = load_ring_file(Path(__file__).resolve().parents[1] / "fixtures" / "rings" / "local_num_tokens_4.json")
+    old, new = Replication.simple(2), Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2})
+    steps = tuple(migration_steps(build_plan(ring, old, new, keyspace="ks")))
+    return MigrationRecord("ks@run1", "ks", ring, old, new, new, steps, "ks@run1", "run1").to_json()
+
+
+@pytest.fixture
+def no_planning(monkeypatch: pytest.MonkeyPatch, stored_record: dict[str, Any]) -> dict[str, Any]:
+    """The stored record, with planning forbidden from here on."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a stage after the precheck planned again")
+
+    monkeypatch.setattr("ringward.plan.build_plan", refuse)
+    monkeypatch.setattr("ringward_airflow.migration_operators.build_plan", refuse)
+    return stored_record
+
+
+def test_the_alter_task_alters_the_stored_step_and_records_the_state(
+    monkeypatch: pytest.MonkeyPatch, no_planning: dict[str, Any]
+) -> None:
+    from ringward_airflow.migration_operators import KeyspaceAlterOperator
+
+    record = no_planning
+    store, calls = FakeStore(), []
+    hook = SimpleNamespace(session=object(), ops_store=lambda: store, close=lambda: None)
+    monkeypatch.setattr(KeyspaceAlterOperator, "cassandra", property(lambda self: hook))
+    monkeypatch.setattr(KeyspaceAlterOperator, "_nodetool_client", lambda self: "nodetool")
+    monkeypatch.setattr("ringward_airflow.migration_operators.apply_step", lambda *args: calls.append(args))
+    ti = FakeTI({("precheck", "return_value"): record})
+    result = KeyspaceAlterOperator(task_id="alter", step_index=1).execute({"ti": ti, "run_id": "run1"})  # type: ignore[arg-type]
+    step, keyspace = calls[0][0], calls[0][1]
+    assert (step.index, keyspace, calls[0][4]) == (1, "ks", "nodetool")
+    assert result == step.after.to_cql() == "{'class': 'NetworkTopologyStrategy', 'dc1': '2'}"
+    assert store.calls == [("state", "ks@run1", "altered:1")]
+
+
+def test_the_cleanup_task_cleans_the_nodes_the_stored_steps_took_ranges_from(
+    monkeypatch: pytest.MonkeyPatch, no_planning: dict[str, Any]
+) -> None:
+    from ringward.migration import cleanup_nodes
+    from ringward.migration_record import MigrationRecord
+    from ringward_airflow.migration_operators import CleanupOperator
+
+    record = no_planning
+    store, done = FakeStore(), []
+    hook = SimpleNamespace(ops_store=lambda: store, close=lambda: None)
+    nodetool = SimpleNamespace(snapshot=lambda *a: done.append(("snapshot", a[0])),
+                               cleanup=lambda *a: done.append(("cleanup", a[0])), close=lambda: None)  # fmt: skip
+    monkeypatch.setattr(CleanupOperator, "cassandra", property(lambda self: hook))
+    monkeypatch.setattr(CleanupOperator, "_nodetool_client", lambda self: nodetool)
+    operator = CleanupOperator(task_id="cleanup", snapshot_before_cleanup="false")
+    nodes = operator.execute({"ti": FakeTI({("precheck", "return_value"): record}), "run_id": "run1"})  # type: ignore[arg-type]
+    typed = MigrationRecord.from_json(record)
+    assert nodes == cleanup_nodes(typed.ring, typed.old, typed.new)
+    assert done == [("cleanup", node) for node in nodes]  # the form's "false" means no snapshot
+    assert store.calls == [("state", "ks@run1", "cleaned")]

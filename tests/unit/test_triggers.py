@@ -10,9 +10,19 @@ from ringward_airflow.triggers import RepairSessionTrigger
 
 
 def test_repair_session_trigger_round_trip() -> None:
+    """With the labels the migration's repair task sends (`session_labels` of the commands it started)."""
+    from ringward.repair import RepairCommand, Segment
+    from ringward.ring import TokenRange
+    from ringward_airflow.migration_stages import session_labels
+
+    segments = (Segment("ks", (), TokenRange(1, 2), ("127.0.0.4", "127.0.0.2")),)
+    labels = session_labels({"f3d78270-e608-11f1-97bc-b74011bb59d4": RepairCommand(segments)})
+    assert labels["f3d78270-e608-11f1-97bc-b74011bb59d4"] == {
+        "ranges": [[1, 2]], "coordinator": "127.0.0.4", "replicas": ["127.0.0.4", "127.0.0.2"],
+    }  # fmt: skip
     trigger = RepairSessionTrigger(
         contact_points=["127.0.0.2"], parent_ids=["f3d78270-e608-11f1-97bc-b74011bb59d4"], poll_interval=1.5,
-        timeout_seconds=60, started_at=123.0, labels={"f3d78270-e608-11f1-97bc-b74011bb59d4": [1, 2, "127.0.0.4"]},
+        timeout_seconds=60, started_at=123.0, labels=labels,
     )  # fmt: skip
     path, kwargs = trigger.serialize()
     module, _, name = path.rpartition(".")

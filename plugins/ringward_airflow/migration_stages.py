@@ -1,0 +1,580 @@
+"""The migration's stages as plain functions over narrow interfaces to the cluster (no Airflow here).
+
+The operators in `migration_operators` read the precheck's `MigrationRecord`, build the real clients and
+call these; the unit tests call them with in-memory fakes. Each interface names only what a stage uses:
+`Journal` (the ops keyspace's migration journal), `Cql` (replication, ALTER, schema agreement), `Nodetool`
+(status, streaming, describering, repair, snapshot, cleanup).
+
+Stages, in the order the DAG runs them: `check_health`, the `PrecheckCheck`s and, for an unfinished
+migration, `unfinished_migration` + `take_over` (precheck; `lease_resource` names its lease), `apply_step`
+(ALTER + ownership confirmation), `repair_ranges` (blocking) or `start_wave` + `record_session_outcomes`
+(deferred), `preview_in_sync`, `clean_up`.
+
+Range repair runs through the nightly executor (`ringward.repair.run_batch`): the same wave rule (a node in
+one session at a time), retries with backoff and kill handling; the journal writes are its `save` effect,
+so a retried or cleared task repairs only what the journal does not hold as done.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from ringward.cluster_health import refuse_mixed_versions
+from ringward.errors import ClusterError, MigrationError, RepairError, RingwardError, VerificationError
+from ringward.migration import (
+    RANGES_PER_COMMAND,
+    MigrationStep,
+    RangeState,
+    RecordedMigration,
+    cleanup_nodes,
+    migration_to_resume,
+    pending,
+    range_count,
+    repair_waves,
+)
+from ringward.migration_record import MigrationRecord
+from ringward.plan import MigrationPlan
+from ringward.repair import (
+    BatchEffects,
+    RecordUpdate,
+    RepairCommand,
+    RepairConfig,
+    Segment,
+    SegmentState,
+    SessionResult,
+    group_segments,
+    run_batch,
+)
+from ringward.replication import Replication
+from ringward.ring import Ring, TokenRange
+from ringward_cassandra.nodetool import RepairOutcome
+from ringward_cassandra.ops_store import JournalEntry
+
+__all__ = [
+    "DEFAULT_PRECHECK_CHECKS",
+    "Cql",
+    "Journal",
+    "Nodetool",
+    "PrecheckCheck",
+    "PrecheckInput",
+    "RepairNodetool",
+    "RepairSettings",
+    "StageResult",
+    "apply_step",
+    "check_health",
+    "clean_up",
+    "confirm_ownership",
+    "journalled_pending",
+    "lease_resource",
+    "participant_problems",
+    "preview_in_sync",
+    "record_session_outcomes",
+    "repair_ranges",
+    "run_precheck_checks",
+    "session_labels",
+    "start_wave",
+    "take_over",
+    "unfinished_migration",
+    "work_left",
+]
+
+
+class Journal(Protocol):
+    """The migration journal in `ringward_ops`: one entry per (stage, range)."""
+
+    def journal(self, migration_id: str, step: str) -> dict[TokenRange, JournalEntry]: ...
+
+    def record_journal(self, migration_id: str, entry: JournalEntry) -> None: ...
+
+
+class RepairNodetool(Protocol):
+    """The nodetool commands the repair stage runs."""
+
+    def status(self, address: str) -> dict[str, str]: ...
+
+    def repair(
+        self, address: str, keyspace: str, ranges: TokenRange | Sequence[TokenRange], *, timeout: float = 3600.0
+    ) -> RepairOutcome: ...
+
+    def abort_repairs(self, address: str) -> None: ...
+
+
+class Nodetool(RepairNodetool, Protocol):
+    """Every nodetool command a migration stage runs."""
+
+    def is_streaming(self, address: str) -> bool: ...
+
+    def describe_ring(self, address: str, keyspace: str) -> list[tuple[TokenRange, frozenset[str]]]: ...
+
+    def snapshot(self, address: str, keyspace: str, tag: str) -> None: ...
+
+    def cleanup(self, address: str, keyspace: str) -> None: ...
+
+
+class StartingNodetool(Protocol):
+    def start_repair(self, address: str, keyspace: str, ranges: Sequence[TokenRange]) -> str | None: ...
+
+
+class PreviewNodetool(Protocol):
+    def repair(
+        self, address: str, keyspace: str, ranges: TokenRange | Sequence[TokenRange], *, preview: bool = False
+    ) -> RepairOutcome: ...
+
+
+class Cql(Protocol):
+    """What the precheck and ALTER stages ask of a CQL session (`ringward_cassandra.schema.LiveCql`)."""
+
+    def replication(self, keyspace: str) -> Replication: ...
+
+    def alter_replication(self, keyspace: str, replication: Replication) -> str: ...
+
+    def schema_agreed(self, wait_seconds: float) -> bool: ...
+
+    def schema_versions_text(self) -> str: ...
+
+    def release_versions(self) -> dict[str, list[str]]: ...
+
+
+class MigrationStore(Journal, Protocol):
+    """The ops keyspace as the resume of an unfinished migration uses it."""
+
+    def migrations_of(self, keyspace: str) -> list[tuple[str, str, datetime | None, dict[str, Any]]]: ...
+
+    def acquire_lease(self, resource: str, owner: str, purpose: str) -> None: ...
+
+    def record_migration(
+        self, migration_id: str, keyspace: str, old: str, new: str, state: str, plan: dict[str, object]
+    ) -> None: ...
+
+
+SCHEMA_AGREEMENT_SECONDS = 60.0
+LEASE_PURPOSE = "keyspace_migration"
+
+
+def lease_resource(keyspace: str) -> str:
+    """The lease a migration of `keyspace` holds from its precheck to its report."""
+    return f"keyspace:{keyspace}"
+
+
+# -- resuming an unfinished migration ----------------------------------------------------------------------
+def unfinished_migration(store: MigrationStore, keyspace: str, target: Replication) -> MigrationRecord | None:
+    """`keyspace`'s unfinished migration to `target` (its row's state), None when there is none; a different
+    target while one is unfinished is refused (`migration_to_resume`)."""
+    recorded: dict[str, tuple[RecordedMigration, dict[str, Any], str]] = {}
+    for migration_id, state, updated_at, body in store.migrations_of(keyspace):
+        requested = Replication.parse(body.get("requested") or body["new"])
+        owner = str(body.get("lease_owner") or migration_id)
+        recorded[migration_id] = (
+            RecordedMigration(migration_id, keyspace, state, requested, lease_owner=owner, updated_at=updated_at),
+            body,
+            state,
+        )
+    chosen = migration_to_resume((m for m, _, _ in recorded.values()), keyspace, target)
+    if chosen is None:
+        return None
+    _, body, state = recorded[chosen.migration_id]
+    return MigrationRecord.from_json(body, state=state)
+
+
+def take_over(record: MigrationRecord, store: MigrationStore, *, run_id: str, dag_id: str | None) -> list[str]:
+    """Make run `run_id` the owner of the unfinished `record`: take its lease again (it may have expired while
+    the migration sat half done, or someone else may hold it) and store the record with this run, so a later
+    resume asks Airflow about this run. Returns what is left, one line per stage (`work_left`)."""
+    store.acquire_lease(lease_resource(record.keyspace), record.lease_owner, LEASE_PURPOSE)
+    left = work_left(record, store)
+    owned = replace(record, run_id=run_id, dag_id=dag_id or record.dag_id).to_json()
+    store.record_migration(record.migration_id, record.keyspace, json.dumps(owned["old"]), json.dumps(owned["new"]),
+                           str(record.state), owned)  # fmt: skip
+    return left
+
+
+def work_left(record: MigrationRecord, journal: Journal) -> list[str]:
+    """One line per stage of each step: what the journal shows done and what is left."""
+    lines = []
+    for step in record.steps:
+        parts = []
+        for phase in ("pre", "post"):
+            segments = record.repair_segments(step.index, phase)
+            statuses = {
+                r: e.status for r, e in journal.journal(record.migration_id, f"{phase}_repair:{step.index}").items()
+            }
+            left = len(pending(segments, statuses))
+            name = "pre-repair" if phase == "pre" else "repair"
+            parts.append(f"{name} of {range_count(segments)}: {len(segments) - left} of {len(segments)} segments done")
+        applied = record.state.step_applied(step.index, step.count)
+        alter = "ALTER applied" if applied else f"ALTER to {step.after.to_cql()} not applied yet"
+        lines.append(f"step {step.index}/{step.count}: {alter}; " + "; ".join(parts) + "; verification to run")
+    lines.append("cleanup: done" if record.state.is_cleaned else "cleanup: to run (after verification)")
+    return lines
+
+
+# -- precheck ---------------------------------------------------------------------------------------------
+def check_health(ring: Ring, nodetool: Nodetool, cql: Cql) -> None:
+    """Refuse (ClusterError, retried) a cluster that is mid-upgrade, has a node not UN as another sees it,
+    is streaming, or disagrees on the schema."""
+    refuse_mixed_versions(cql.release_versions())
+    problems = []
+    for node in ring.nodes:
+        states = nodetool.status(node.address)
+        down = {address: state for address, state in states.items() if state != "UN"}
+        if down:
+            problems.append(f"{node.address} sees {down}")
+        if nodetool.is_streaming(node.address):
+            problems.append(f"{node.address} is streaming (a bootstrap, decommission or move is running)")
+    if not cql.schema_agreed(SCHEMA_AGREEMENT_SECONDS):
+        problems.append(f"the nodes do not agree on the schema ({cql.schema_versions_text()})")
+    if problems:
+        raise ClusterError(
+            "The cluster is not healthy enough to change replication: " + "; ".join(problems) + ".",
+            "Bring every node to UN, let streaming and schema changes settle (a node that stays on a "
+            "schema version of its own: `nodetool resetlocalschema` on it), then retry the precheck.",
+        )
+
+
+@dataclass(frozen=True)
+class PrecheckInput:
+    """What a precheck check sees: the accepted plan on the live ring, and the cluster to ask."""
+
+    keyspace: str
+    ring: Ring
+    plan: MigrationPlan
+    nodetool: Nodetool
+    cql: Cql
+
+
+# A check raises a RingwardError refusal (problem and fix) or returns. The checks run after the health check
+# and the plan, before the lease and the record: a refusal writes nothing. Add checks here (e.g. capacity of
+# the gaining nodes, pausing AutoRepair/Reaper) or pass `precheck_checks=` to MigrationPrecheckOperator.
+PrecheckCheck = Callable[[PrecheckInput], None]
+DEFAULT_PRECHECK_CHECKS: tuple[PrecheckCheck, ...] = ()
+
+
+def run_precheck_checks(checks: Sequence[PrecheckCheck], given: PrecheckInput) -> None:
+    for check in checks:
+        check(given)
+
+
+# -- ALTER ------------------------------------------------------------------------------------------------
+def apply_step(step: MigrationStep, keyspace: str, ring: Ring, cql: Cql, nodetool: Nodetool,
+               log: Callable[[str], None]) -> None:  # fmt: skip
+    """ALTER `keyspace` to `step.after` (a no-op when already applied: a retry), wait for schema agreement,
+    then confirm every node reports the new replicas. A keyspace at neither end of the step is refused."""
+    current = cql.replication(keyspace)
+    if _stored(current) == _stored(step.after):
+        log(f"{keyspace} already has {step.after.to_cql()}: nothing to alter.")
+    elif _stored(current) != _stored(step.before):
+        raise MigrationError(
+            f"{keyspace} has {current.to_cql()}, neither the step's start {step.before.to_cql()} nor its "
+            f"target {step.after.to_cql()}: someone else changed it.",
+            "Find out who changed the keyspace; rerun the migration from a fresh precheck.",
+        )
+    else:
+        statement = cql.alter_replication(keyspace, step.after)
+        log(f"Step {step.index}/{step.count}: {statement}")
+    if not cql.schema_agreed(SCHEMA_AGREEMENT_SECONDS):
+        raise ClusterError(
+            "The ALTER is applied, but the nodes did not agree on the schema within 60 s: "
+            f"{cql.schema_versions_text()}.",
+            "Retry this task (it does not alter twice); if a node stays on a version of its own, run "
+            "`nodetool resetlocalschema` on it first.",
+        )
+    confirm_ownership(ring, step, keyspace, nodetool)
+    log(f"Every node reports the new ownership of {keyspace}.")
+
+
+def confirm_ownership(ring: Ring, step: MigrationStep, keyspace: str, nodetool: Nodetool) -> None:
+    """Every node must report the new replicas for every range (`nodetool describering`)."""
+    _, expected = step.placements(ring)
+    for node in ring.nodes:
+        for token_range, reported in nodetool.describe_ring(node.address, keyspace):
+            wanted = set(expected.for_token(token_range.end))
+            if reported != wanted:
+                raise ClusterError(
+                    f"{node.address} reports replicas {sorted(reported)} for ({token_range.start}, "
+                    f"{token_range.end}], expected {sorted(wanted)}.",
+                    "Wait for the schema change to reach every node, then retry the task.",
+                )
+
+
+def _stored(replication: Replication) -> tuple[str, dict[str, int]]:
+    """What Cassandra keeps of a setting: it drops datacenters given a factor of 0."""
+    return replication.strategy, {dc: n for dc, n in replication.factors.items() if n}
+
+
+# -- verification and cleanup -----------------------------------------------------------------------------
+def preview_in_sync(segments: Sequence[Segment], nodetool: PreviewNodetool, stop_check: Callable[[], None]) -> int:
+    """`nodetool repair --preview --full` of `segments` (grouped as for repair): every replica in sync, or
+    VerificationError naming the commands out of sync. Returns how many segments were previewed."""
+    out_of_sync = []
+    for command in group_segments(segments, RANGES_PER_COMMAND):
+        stop_check()
+        outcome = nodetool.repair(command.coordinator, command.keyspace, command.ranges, preview=True)
+        if not outcome.succeeded or not outcome.in_sync:
+            ranges = ", ".join(map(str, command.ranges))
+            out_of_sync.append(f"{ranges} among {', '.join(command.replicas)}: {_last_line(outcome.output)}")
+    if out_of_sync:
+        raise VerificationError(
+            f"Preview repair finds data out of sync in {len(out_of_sync)} commands: " + "; ".join(out_of_sync[:5]),
+            "Do not run cleanup. Clear the repair task to repair these ranges again, then verify again.",
+        )
+    return len(segments)
+
+
+def clean_up(record: MigrationRecord, nodetool: Nodetool, *, snapshot: bool, stop_check: Callable[[], None],
+             log: Callable[[str], None]) -> list[str]:  # fmt: skip
+    """Snapshot (optional), then `nodetool cleanup` only on the nodes that lost ranges, one at a time."""
+    nodes = cleanup_nodes(record.ring, record.old, record.steps[-1].after)
+    tag = f"ringward-{record.migration_id}".replace("@", "-").replace(":", "-").replace("+", "-")
+    for address in nodes:
+        stop_check()
+        if snapshot:
+            log(f"snapshot {tag} of {record.keyspace} on {address}")
+            nodetool.snapshot(address, record.keyspace, tag)
+        log(f"cleanup of {record.keyspace} on {address} (it lost ranges)")
+        nodetool.cleanup(address, record.keyspace)
+    skipped = sorted(set(record.ring.addresses()) - set(nodes))
+    log(f"cleanup done on {nodes}; untouched (lost nothing): {skipped}")
+    return nodes
+
+
+# -- repair -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RepairSettings:
+    """How the blocking repair runs: sessions at once, attempts per command, backoff base, session timeout."""
+
+    parallelism: int = 2
+    max_attempts: int = 3
+    retry_backoff: float = 5.0
+    session_timeout: float = 3600.0
+
+    def config(self) -> RepairConfig:
+        """The nightly executor's settings for a migration repair: full, every command at full intensity."""
+        return RepairConfig(
+            repair_type="full",
+            ranges_per_command=RANGES_PER_COMMAND,
+            parallel_repair_count=max(1, self.parallelism),
+            parallel_repair_percentage=0.0,
+            intensity=1.0,
+            max_retries=max(0, self.max_attempts - 1),
+            retry_backoff=timedelta(seconds=self.retry_backoff),
+            segment_timeout=timedelta(seconds=self.session_timeout),
+        )
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What a repair stage returns to XCom: ranges in the stage, repaired by this call, done per the journal."""
+
+    ranges: int
+    repaired: int
+    done: int
+
+    def as_json(self) -> dict[str, int]:
+        return {"ranges": self.ranges, "repaired": self.repaired, "done": self.done}
+
+
+def journalled_pending(journal: Journal, migration_id: str, stage: str, segments: Sequence[Segment]) -> list[Segment]:
+    """`segments` not yet journalled as done in `stage` (a retried or cleared task resumes here)."""
+    statuses = {token_range: entry.status for token_range, entry in journal.journal(migration_id, stage).items()}
+    return pending(segments, statuses)
+
+
+def participant_problems(
+    nodes: Sequence[str], nodetool: RepairNodetool, accepts_cql: Callable[[str, int], bool], cql_port: int
+) -> dict[str, str]:
+    """node -> why it cannot take part in a repair session now; ready nodes are left out.
+
+    Ready: it answers JMX, every participant sees it UN, and it accepts CQL connections.
+    """
+    problems: dict[str, str] = {}
+    views: dict[str, dict[str, str]] = {}
+    for node in nodes:
+        try:
+            views[node] = nodetool.status(node)
+        except RingwardError as error:
+            problems[node] = f"JMX does not answer ({_first_line(str(error))})"
+    for node in nodes:
+        if node in problems:
+            continue
+        seen = [(viewer, states.get(node, "absent")) for viewer, states in views.items()]
+        wrong = [f"{state} as seen from {viewer}" for viewer, state in seen if state != "UN"]
+        if wrong:
+            problems[node] = ", ".join(wrong)
+        elif not accepts_cql(node, cql_port):
+            problems[node] = f"refuses CQL connections on port {cql_port}"
+    return problems
+
+
+def repair_ranges(
+    segments: Sequence[Segment],
+    *,
+    migration_id: str,
+    stage: str,
+    journal: Journal,
+    nodetool: RepairNodetool,
+    settings: RepairSettings,
+    await_ready: Callable[[Sequence[str]], None],
+    stop_requested: Callable[[], bool],
+    log: Callable[[str], None],
+    sleep: Callable[[float], None],
+) -> StageResult:
+    """Full repair of the `segments` the journal does not hold as done, through the nightly executor.
+
+    Before each session `await_ready(participants)` waits for them (it raises ClusterError when one stays
+    down: the batch stops starting sessions and that error fails the try, as the participant wait says).
+    Every finished attempt is journalled. Raises RepairError naming the failed ranges, MigrationError when
+    the task was killed.
+    """
+    todo = journalled_pending(journal, migration_id, stage, segments)
+    done_before = [segment for segment in segments if segment not in todo]
+    log(f"{stage}: {range_count(todo)} to repair, {range_count(done_before)} already done.")
+    if not todo:
+        # "repaired" counts this call's sessions; "done" what the journal holds.
+        return StageResult(len(segments), 0, len(segments))
+    not_ready: list[ClusterError] = []
+
+    def session(command: RepairCommand) -> SessionResult:
+        try:
+            await_ready(command.replicas)
+        except ClusterError as error:
+            not_ready.append(error)
+            return SessionResult(False, 0.0, error.problem)
+        try:
+            outcome = nodetool.repair(
+                command.coordinator, command.keyspace, command.ranges, timeout=settings.session_timeout
+            )
+        except ClusterError as error:  # timed out: the nodetool process is gone, the session may not be
+            nodetool.abort_repairs(command.coordinator)
+            return SessionResult(False, settings.session_timeout, error.problem)
+        if stop_requested():  # the kill stopped nodetool; the session may still run on the node
+            nodetool.abort_repairs(command.coordinator)
+            return SessionResult(False, outcome.seconds, "task killed")
+        return SessionResult(
+            outcome.succeeded, outcome.seconds, None if outcome.succeeded else _last_line(outcome.output)
+        )
+
+    def save(updates: Sequence[RecordUpdate]) -> None:
+        for update in updates:
+            if update.record.state not in (SegmentState.DONE, SegmentState.FAILED):
+                continue  # the journal keeps finished attempts only
+            status = RangeState.DONE if update.record.state is SegmentState.DONE else RangeState.FAILED
+            journal.record_journal(
+                migration_id,
+                JournalEntry(stage, update.segment.range, status.value, update.segment.coordinator,
+                             update.record.attempts, update.record.duration or 0.0, update.record.last_error or ""),
+            )  # fmt: skip
+
+    participants = {node for segment in todo for node in segment.replicas}
+    effects = BatchEffects(
+        repair=session,
+        save=save,
+        live_nodes=lambda: participants,  # readiness is awaited per session (await_ready), not postponed
+        stop_requested=lambda: stop_requested() or bool(not_ready),
+        log=log,
+        sleep=sleep,
+    )
+    result = run_batch(
+        todo, {}, config=settings.config(), run_id=f"{migration_id}/{stage}", parallelism=max(1, settings.parallelism),
+        effects=effects, run_started=datetime.now(UTC),
+    )  # fmt: skip
+    if stop_requested():
+        raise MigrationError("The task was killed; it stopped what it had started.", "Clear the task to resume.")
+    if not_ready:
+        raise not_ready[0]
+    failed = [outcome for outcome in result.outcomes if outcome.state is not SegmentState.DONE]
+    if failed:
+        details = [f"{o.segment.range} on {o.segment.coordinator}: {o.reason or 'not repaired'}" for o in failed]
+        raise RepairError(
+            f"{len(failed)} of {len(todo)} repair segments failed to repair: " + "; ".join(details[:5]),
+            "Bring the nodes named back to UN, then retry the task: finished ranges are skipped.",
+        )
+    return StageResult(len(segments), len(todo), len(segments))
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:300]
+
+
+def _last_line(output: str) -> str:
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    return lines[-1][-500:] if lines else "nodetool printed nothing"
+
+
+# -- deferred repair (the trigger waits for the sessions) --------------------------------------------------
+def start_wave(
+    todo: Sequence[Segment],
+    *,
+    parallelism: int,
+    migration_id: str,
+    stage: str,
+    journal: Journal,
+    nodetool: StartingNodetool,
+    await_ready: Callable[[Sequence[str]], None],
+) -> dict[str, RepairCommand]:
+    """Start the first wave of `todo` (replica-disjoint commands) once its participants are ready; return the
+    sessions to wait for by parent id. A command that finished before it could be followed is journalled done."""
+    wave = repair_waves(todo, parallelism)[0]
+    await_ready(sorted({node for command in wave for node in command.replicas}))
+    started: dict[str, RepairCommand] = {}
+    for command in wave:
+        parent_id = nodetool.start_repair(command.coordinator, command.keyspace, command.ranges)
+        if parent_id is None:
+            for token_range in command.ranges:
+                journal.record_journal(
+                    migration_id,
+                    JournalEntry(stage, token_range, RangeState.DONE.value, command.coordinator, 1, 0.0, ""),
+                )
+        else:
+            started[parent_id] = command
+    return started
+
+
+def session_labels(started: Mapping[str, RepairCommand]) -> dict[str, dict[str, Any]]:
+    """What the trigger carries per session and hands back in its event (`RepairSessionTrigger.labels`)."""
+    return {
+        parent_id: {
+            "ranges": [[r.start, r.end] for r in command.ranges],
+            "coordinator": command.coordinator,
+            "replicas": list(command.replicas),
+        }
+        for parent_id, command in started.items()
+    }
+
+
+def record_session_outcomes(
+    event: Mapping[str, Any], *, migration_id: str, stage: str, journal: Journal, session_timeout: float
+) -> None:
+    """Journal every session of the trigger's `event`; raise RepairError naming those that did not succeed.
+
+    A session that ended well counts whatever ended the wait (another one's death, the timeout)."""
+    failed = []
+    for parent_id, label in event.get("labels", {}).items():
+        session = event.get("sessions", {}).get(parent_id, {})
+        ok = bool(session.get("ok", False))
+        error = "" if ok else session.get("error") or _unfinished(event.get("status"), session_timeout)
+        status = (RangeState.DONE if ok else RangeState.FAILED).value
+        ranges = [TokenRange(start, end) for start, end in label["ranges"]]
+        for token_range in ranges:
+            journal.record_journal(
+                migration_id, JournalEntry(stage, token_range, status, label["coordinator"], 1, 0.0, error)
+            )
+        if not ok:
+            failed.append(f"{', '.join(map(str, ranges))} on {label['coordinator']}: {error}")
+    if failed:
+        raise RepairError(
+            f"{len(failed)} repair commands failed: " + "; ".join(failed[:5]),
+            "The task's retry waits for the nodes named to be back to UN and repairs only the ranges "
+            "not yet done; if retries run out, bring the nodes back and clear the task.",
+        )
+
+
+def _unfinished(status: Any, session_timeout: float) -> str:
+    if status == "timeout":
+        return f"no result within the session timeout ({session_timeout:.0f} s)"
+    return f"unfinished when the wait ended ({status})"
