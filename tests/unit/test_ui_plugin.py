@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,15 @@ import pytest
 from ringward.migration import migration_steps, repair_segments
 from ringward.placement import replica_map
 from ringward.plan import build_plan
-from ringward.repair import SegmentRecord, SegmentState, load_config, plan_segments, select_units
+from ringward.repair import (
+    SegmentRecord,
+    SegmentState,
+    dump_config,
+    load_config,
+    parse_config,
+    plan_segments,
+    select_units,
+)
 from ringward.replication import Replication
 from ringward.ring import Ring
 from ringward.ring_sources import load_ring_file, ring_to_json
@@ -79,7 +87,7 @@ class FakeSource:
     ring_: Ring
     store: FakeStore
     runs: dict[tuple[str, str | None], RunInfo]
-    schema: dict[str, dict[str, int]]  # keyspace -> table -> gc_grace_seconds
+    gc_grace: dict[str, dict[str, int]]  # keyspace -> table -> gc_grace_seconds
     replication: dict[str, Replication]
 
     def connection(self) -> ConnectionInfo:
@@ -93,16 +101,24 @@ class FakeSource:
         return [NodeInfo(n.address, n.datacenter, n.rack, "up", 12.5, len(n.tokens), "v1", "5.0.9", f"id-{n.address}")
                 for n in self.ring_.nodes]  # fmt: skip
 
+    def schema(self) -> dict[str, list[str]]:
+        return {ks: sorted(tables) for ks, tables in self.gc_grace.items()}
+
     def ops(self) -> FakeStore:
         return self.store
 
     def repair_plan(self, config: Any) -> ClusterRepairPlan:
-        units = select_units({ks: sorted(t) for ks, t in self.schema.items()}, config)
-        segments = []
+        """As plan_cluster plans it, from the in-memory schema."""
+        units = select_units(self.schema(), config)
+        segments, skipped = [], []
         for unit in units:
             entries = replica_map(self.ring_, self.replication[unit.keyspace]).entries()
-            segments.extend(plan_segments(self.ring_, entries, unit, config).segments)
-        return ClusterRepairPlan(tuple(segments), (), self.schema)
+            plan = plan_segments(self.ring_, entries, unit, config)
+            segments.extend(plan.segments)
+            skipped.extend(plan.skipped)
+        return ClusterRepairPlan(
+            tuple(segments), tuple(skipped), {u.keyspace: self.gc_grace[u.keyspace] for u in units}
+        )
 
     def dag_run(self, dag_id: str, run_id: str | None) -> RunInfo | None:
         return self.runs.get((dag_id, run_id))
@@ -316,6 +332,61 @@ def test_repair_page_tables_progress_segments_and_filter(client: tuple[Any, Fake
     assert "app.events" in page and "running (not paused)" in page
     svg = test_client.get("/ringward/api/repair/coverage.svg", headers=admin).text
     assert "app.events" in svg and svg.count('class="arc"') == len(world.repair_plan(load_config(None)).segments)
+
+
+def test_repair_page_lists_only_what_the_nightly_repair_covers_and_says_what_it_leaves_out(
+    client: tuple[Any, FakeSource, dict[str, str]],
+) -> None:
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    world.gc_grace.update({
+        "system": {"local": 0, "peers_v2": 0}, "system_traces": {"events": 0, "sessions": 0},
+        "ringward_ops": {"leases": 864000, "repair_history": 864000}, "solo": {"notes": 864000},
+    })  # fmt: skip
+    world.replication.update({"ringward_ops": Replication.parse(NEW), "solo": Replication.parse(OLD)})
+
+    # No run limited the scope: the configuration's selection (everything but system_traces) is listed.
+    data = test_client.get("/ringward/api/repair", headers=admin).json()
+    assert [t["table"] for t in data["tables"]] == ["app.events", "ringward_ops.leases", "ringward_ops.repair_history"]
+    excluded = {e["name"]: e["reason"] for e in data["excluded"]}
+    assert set(excluded) == {"system", "system_traces", "solo.notes"}
+    assert "node-local" in excluded["system"] and "exclude ['system_traces']" in excluded["system_traces"]
+    assert excluded["solo.notes"] == "no segment to repair: single replica (RF 1): nothing to compare"
+
+    # The latest run repaired only `app` (its parameters): ringward_ops is not overdue, it is left out, by that run.
+    scoped = parse_config({"keyspaces": {"include": ["app"]}})
+    world.store.runs[0] = replace(world.store.runs[0], config=dump_config(scoped))
+    data = test_client.get("/ringward/api/repair", headers=admin).json()
+    assert [t["table"] for t in data["tables"]] == ["app.events"]
+    reason = {e["name"]: e["reason"] for e in data["excluded"]}["ringward_ops"]
+    assert reason.startswith(f"all 2 tables: outside the scope of the latest run {world.store.runs[0].run_id}")
+    page = test_client.get("/ringward/repair", headers=admin).text
+    tables = page[page.index("id='tables'") : page.index("</table>", page.index("id='tables'"))]
+    assert "ringward_ops" not in tables and "system" not in tables and "OVERDUE" in tables  # app.events
+    assert "Not repaired by the nightly repair: 4 keyspace(s) or table(s)" in page
+    assert "<td>ringward_ops</td>" in page and "node-local system keyspace" in page
+
+
+def test_repair_config_problems_are_shown_not_swallowed(
+    client: tuple[Any, FakeSource, dict[str, str]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    # A run recorded by an older ringward whose configuration this one cannot read: the page says so.
+    world.store.runs[0] = replace(world.store.runs[0], config={"segment_timeout": "PT3H"})
+    page = test_client.get("/ringward/repair", headers=admin)
+    assert page.status_code == 200
+    note = page.text[page.text.index("id='config-note'") :][:600]
+    assert "segment_timeout" in note and "run scheduled__2026-11-22" in note and "base configuration" in note
+    assert "segment_timeout" in test_client.get("/ringward/api/repair", headers=admin).json()["config_note"]
+    # The configuration file itself cannot be read: a clear error naming the file and the fix, not a 500 trace.
+    missing = tmp_path / "nope.yaml"
+    monkeypatch.setenv("RINGWARD_REPAIR_CONFIG", str(missing))
+    page = test_client.get("/ringward/repair", headers=admin)
+    assert page.status_code == 500 and "id='error'" in page.text
+    assert str(missing) in page.text and "Fix:" in page.text
+    body = test_client.get("/ringward/api/repair", headers=admin).json()
+    assert body["error"] == "configuration" and str(missing) in body["detail"]
 
 
 def test_pause_switch_needs_confirmation_and_records_who_pressed(
