@@ -3,7 +3,7 @@ plans segments with, the tables it lists and the ones it leaves out, each with t
 
 from __future__ import annotations
 
-from ringward.repair import dump_config, load_config, parse_config, repair_scope, status_config
+from ringward.repair import RECENT_RUNS, dump_config, load_config, parse_config, repair_scope, status_config
 
 SCHEMA = {
     "system": ["local", "peers_v2"],
@@ -52,19 +52,34 @@ def test_default_scope_lists_replicated_tables_and_says_what_is_left_out() -> No
     assert reasons["empty"] == "no tables"
 
 
-def test_a_narrower_latest_run_leaves_the_rest_out_naming_the_run() -> None:
-    """The screenshot's case: the last run repaired only `nightly`; system_distributed and ringward_ops are
-    not listed as overdue, they are listed as left out, with the run that left them out."""
-    run = dump_config(parse_config({"keyspaces": {"include": ["nightly"]}}))
-    covered, excluded = repair_scope(SCHEMA, load_config(), run, "manual__1")
+def test_runs_limited_by_their_parameters_narrow_the_list_to_what_they_repaired() -> None:
+    """The screenshot's case: the runs repaired only `nightly`; system_distributed and ringward_ops are not
+    listed as overdue, they are listed as left out, naming the latest run and its selection."""
+    only_nightly = dump_config(parse_config({"keyspaces": {"include": ["nightly"]}}))
+    covered, excluded = repair_scope(SCHEMA, load_config(), [("manual__1", only_nightly)])
     assert covered == [("nightly", "users")]
     reasons = {e.name: e.reason for e in excluded}
-    for keyspace in ("ringward_ops", "system_distributed"):
+    for keyspace in ("ringward_ops", "system_distributed", "shop"):
         assert reasons[keyspace] == (
-            "all 2 tables: outside the scope of the latest run manual__1: keyspaces include ['nightly'] "
-            "exclude [], tables include ['*'] exclude []"
+            "all 2 tables: outside the scope of the latest run (latest: manual__1, keyspaces include ['nightly'] "
+            "exclude [], tables include ['*'] exclude [])"
         )
-    assert reasons["shop"].startswith("all 2 tables: outside the scope of the latest run manual__1")
+    # Another recent run repaired `shop`: both are covered, and the reason counts the runs.
+    only_shop = dump_config(parse_config({"keyspaces": {"include": ["shop"]}}))
+    covered, excluded = repair_scope(SCHEMA, load_config(), [("manual__2", only_shop), ("manual__1", only_nightly)])
+    assert covered == [("nightly", "users"), ("shop", "carts"), ("shop", "orders")]
+    reason = {e.name: e.reason for e in excluded}["ringward_ops"]
+    assert reason.startswith("all 2 tables: outside the scope of any of the 2 latest runs (latest: manual__2, ")
+
+
+def test_a_full_scheduled_run_among_the_recent_ones_covers_the_whole_selection() -> None:
+    full = dump_config(load_config())
+    only_nightly = dump_config(parse_config({"keyspaces": {"include": ["nightly"]}}))
+    runs = [("manual__noon", only_nightly), ("scheduled__night", full)]
+    assert repair_scope(SCHEMA, load_config(), runs)[0] == repair_scope(SCHEMA, load_config())[0]
+    # ... unless it is older than the last RECENT_RUNS runs.
+    older = [(f"manual__{i}", only_nightly) for i in range(RECENT_RUNS)] + [("scheduled__night", full)]
+    assert repair_scope(SCHEMA, load_config(), older)[0] == [("nightly", "users")]
 
 
 def test_table_filters_name_each_table_left_out() -> None:
@@ -77,5 +92,5 @@ def test_table_filters_name_each_table_left_out() -> None:
 
 
 def test_an_unreadable_run_config_narrows_nothing() -> None:
-    covered, _ = repair_scope(SCHEMA, load_config(), {"segment_timeout": "PT3H"}, "old")
+    covered, _ = repair_scope(SCHEMA, load_config(), [("old", {"segment_timeout": "PT3H"}), ("none", None)])
     assert covered == repair_scope(SCHEMA, load_config())[0]

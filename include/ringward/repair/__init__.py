@@ -41,7 +41,7 @@ from ringward.repair._scheduler import (
     split_by_liveness,
     window_allows_start,
 )
-from ringward.repair._scope import Exclusion, StatusConfig, repair_scope, status_config
+from ringward.repair._scope import RECENT_RUNS, Exclusion, StatusConfig, repair_scope, status_config
 from ringward.repair._segments import (
     LOCAL_KEYSPACES,
     RepairCommand,
@@ -69,6 +69,7 @@ from ringward.repair._units import format_duration, parse_bytes, parse_duration
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "LOCAL_KEYSPACES",
+    "RECENT_RUNS",
     "BatchEffects",
     "BatchResult",
     "Exclusion",

@@ -16,7 +16,7 @@ from ringward.repair._config import NameFilter, RepairConfig, parse_config
 from ringward.repair._segments import LOCAL_KEYSPACES, select_units
 from ringward.repair._segments import _selected as _matches
 
-__all__ = ["Exclusion", "StatusConfig", "repair_scope", "status_config"]
+__all__ = ["RECENT_RUNS", "Exclusion", "StatusConfig", "repair_scope", "status_config"]
 
 
 @dataclass(frozen=True)
@@ -72,25 +72,29 @@ def _selected(config: RepairConfig, keyspace: str, table: str) -> bool:
     return bool(select_units({keyspace: [table]}, config))
 
 
+RECENT_RUNS = 10  # the runs whose scope counts: about ten nights of a daily schedule
+
+
 def repair_scope(
     schema: Mapping[str, Sequence[str]],
     config: RepairConfig,
-    run_config: Mapping[str, Any] | None = None,
-    run_id: str | None = None,
+    runs: Sequence[tuple[str, Mapping[str, Any] | None]] = (),
 ) -> tuple[list[tuple[str, str]], list[Exclusion]]:
     """(the keyspace.table pairs the repair covers, sorted; what it leaves out, with the reason).
 
     `schema`: {keyspace: [table, ...]} of the cluster. `config`: the configuration (file) whose selection
-    the repair applies. `run_config`: the configuration recorded with the latest run; when its selection
-    is narrower (a run limited by its parameters), the tables outside it are left out too, naming the run.
-    A recorded configuration that cannot be read narrows nothing.
+    the repair applies. `runs`: (run id, recorded configuration) of the recorded runs, latest first; the
+    last `RECENT_RUNS` of them with a readable configuration narrow the selection to what at least one of
+    them selected (runs limited by their parameters repair only part of it); without any, nothing narrows.
     """
-    run_scope: RepairConfig | None = None
-    if run_config:
+    scopes: list[tuple[str, RepairConfig]] = []
+    for run_id, recorded in list(runs)[:RECENT_RUNS]:
+        if not recorded:
+            continue
         try:
-            run_scope = parse_config(dict(run_config), f"the configuration recorded with run {run_id}")
+            scopes.append((run_id, parse_config(dict(recorded), f"the configuration recorded with run {run_id}")))
         except ConfigurationError:
-            run_scope = None  # `status_config` reports it; the base selection stands
+            continue  # `status_config` reports an unreadable configuration; it narrows nothing
     covered: list[tuple[str, str]] = []
     excluded: list[Exclusion] = []
     for keyspace in sorted(schema):
@@ -111,13 +115,18 @@ def repair_scope(
                 excluded.append(
                     Exclusion(keyspace, table, f"left out by the configuration: {_filter('tables', config.tables)}")
                 )
-            elif run_scope is not None and not _selected(run_scope, keyspace, table):
-                excluded.append(Exclusion(keyspace, table, f"outside the scope of the latest run {run_id}: "
-                                          f"{_filter('keyspaces', run_scope.keyspaces)}, "
-                                          f"{_filter('tables', run_scope.tables)}"))  # fmt: skip
+            elif scopes and not any(_selected(scope, keyspace, table) for _, scope in scopes):
+                excluded.append(Exclusion(keyspace, table, _outside(scopes)))
             else:
                 covered.append((keyspace, table))
     return covered, _collapse(excluded, schema)
+
+
+def _outside(scopes: list[tuple[str, RepairConfig]]) -> str:
+    run_id, latest = scopes[0]
+    runs = "the latest run" if len(scopes) == 1 else f"any of the {len(scopes)} latest runs"
+    return (f"outside the scope of {runs} (latest: {run_id}, {_filter('keyspaces', latest.keyspaces)}, "
+            f"{_filter('tables', latest.tables)})")  # fmt: skip
 
 
 def _collapse(excluded: list[Exclusion], schema: Mapping[str, Sequence[str]]) -> list[Exclusion]:

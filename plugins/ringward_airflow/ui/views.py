@@ -193,12 +193,10 @@ def _repair_config(runs: list[Any]) -> tuple[Any, str | None]:
 
 
 def _scope(source: Source, config: Any, plan: Any, runs: list[Any]) -> tuple[set[tuple[str, str]], list[Exclusion]]:
-    """The keyspace.table pairs the nightly repair covers (the configuration's selection, narrowed to the
-    latest run's scope) and what it leaves out, with the reason; selected tables without a segment (every
+    """The keyspace.table pairs the nightly repair covers (the configuration's selection, narrowed to what
+    the recent runs selected) and what it leaves out, with the reason; selected tables without a segment (every
     range has one replica) are left out too, with the planner's reason."""
-    last = runs[0] if runs else None
-    covered, excluded = repair_scope(source.schema(), config, last.config if last else None,
-                                     last.run_id if last else None)  # fmt: skip
+    covered, excluded = repair_scope(source.schema(), config, [(run.run_id, run.config) for run in runs])
     planned = set(plan.tables())
     skipped: dict[str, str] = {}
     for item in plan.skipped_ranges:
