@@ -6,6 +6,7 @@ One test uses the real source against a closed port: the pages must answer at on
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -428,18 +429,42 @@ def test_cluster_page_nodes_ring_and_connection_without_secrets(
 def test_unreachable_cluster_is_reported_fast(
     airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The real source, with the connection pointing at a closed port: a clear 503 within the timeouts."""
+    """The real source, with the connection pointing at a closed port (nodes down): a clear 503 in under a
+    second."""
     test_client, _, tokens = airflow_api
     monkeypatch.setenv("AIRFLOW_CONN_CASSANDRA_DEFAULT", CLOSED_PORT_CONNECTION)
     admin = bearer(tokens["admin"])
     for url in ("/ringward/cluster", "/ringward/repair", MIGRATION):
         started = time.monotonic()
         response = test_client.get(url, headers=admin)
-        assert time.monotonic() - started < 5, url
+        assert time.monotonic() - started < 1.0, url
         assert response.status_code == 503 and "The Cassandra cluster cannot be reached" in response.text, url
         assert "127.0.0.1:1" in response.text and SECRET_PASSWORD not in response.text
     response = test_client.get("/ringward/api/cluster", headers=admin)
     assert response.status_code == 503 and response.json()["error"] == "cluster_unreachable"
+
+
+def test_a_cluster_that_never_answers_is_reported_after_the_connect_timeout(
+    airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung node (accepts the TCP connection, never answers the protocol): the page does not hang with it,
+    it says the cluster cannot be reached once the driver's connect timeout has passed."""
+    from ringward_airflow.ui.source import CONNECT_TIMEOUT, drop_sessions
+
+    test_client, _, tokens = airflow_api
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # the kernel accepts connections; nothing ever reads or answers them
+        port = silent.getsockname()[1]
+        monkeypatch.setenv("AIRFLOW_CONN_CASSANDRA_DEFAULT",
+                           f'{{"conn_type": "cassandra", "host": "127.0.0.1", "port": {port}}}')  # fmt: skip
+        started = time.monotonic()
+        response = test_client.get("/ringward/cluster", headers=bearer(tokens["admin"]))
+        seconds = time.monotonic() - started
+    drop_sessions()
+    assert response.status_code == 503 and "The Cassandra cluster cannot be reached" in response.text
+    assert f"127.0.0.1:{port}" in response.text
+    assert seconds < 2 * CONNECT_TIMEOUT + 1.0, seconds  # the control connection's timeout, not the request's
 
 
 def test_nightly_task_reads_the_pause_switch_between_segments() -> None:
