@@ -92,7 +92,7 @@ class NodetoolClient:
             process.kill()
             process.communicate()
             raise ClusterError(
-                f"nodetool {' '.join(args[:1])} on {address} did not finish within {timeout:.0f}s.",
+                f"nodetool {' '.join(args[:1])} on {address} did not finish within {timeout:g}s.",
                 "Check the node's health and load, or raise the timeout.",
             ) from error
         finally:

@@ -92,7 +92,7 @@ class ResidentNodetool:
             self.cancel(command_id)
             pending.done.wait(30)
             raise ClusterError(
-                f"nodetool {' '.join(args[:1])} did not finish within {timeout:.0f}s (resident JVM).",
+                f"nodetool {' '.join(args[:1])} did not finish within {timeout:g}s (resident JVM).",
                 "Check the node's health and load, or raise the timeout.",
             )
         output = "".join(line + "\n" for line in pending.lines)

@@ -1,5 +1,10 @@
-"""One migration as a person does it in the Airflow UI, in a real (headless) Chromium: sign in, trigger
-keyspace_migration from its form, approve it in Required Actions, watch the run succeed.
+"""ringward as a person uses it in the Airflow UI, in a real (headless) Chromium.
+
+One migration: sign in, trigger keyspace_migration from its form, approve it in Required Actions, follow it
+on ringward's Migration page while its repair runs (streaming throttled on the nodes so the repair lasts long
+enough to be watched), watch the run succeed. One nightly repair run whose segments fail (a segment timeout
+shorter than any session): the Repair page shows them, filtered, with their last error, and the run's
+progress; then the cluster goes away and the pages say so at once.
 
 Debian's /usr/bin/chromium drives the pages (nothing is downloaded; `make test` installs it when missing). Each
 step's screenshot is kept under .artifacts/screenshots/ (printed at the end).
@@ -8,16 +13,24 @@ step's screenshot is kept under .artifacts/screenshots/ (printed at the end).
 from __future__ import annotations
 
 import json
+import os
+import re
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 import pytest
 from airflow_stack import PASSWORD, USER, AirflowStack
+from cassandra import ConsistencyLevel
+from cassandra.concurrent import execute_concurrent_with_args
+from ringward.repair import SegmentState
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.seed_scenario import create_seed_keyspace
 
 pytestmark = pytest.mark.integration
@@ -28,6 +41,11 @@ SCREENSHOTS = ROOT / ".artifacts" / "screenshots"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 DAG = "keyspace_migration"
+NIGHTLY = "nightly_subrange_repair"
+NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+# Rows of incompressible text the repair of the gained ranges must stream: at 1 megabit/s per sending node,
+# several seconds of repair to watch. Throttling streams nothing by itself: the data is what makes it slow.
+BULK_ROWS, BULK_BYTES = 800, 8000
 
 
 @pytest.fixture
@@ -47,15 +65,94 @@ def page() -> Iterator[Any]:
 
 
 class Steps:
-    def __init__(self, page: Any) -> None:
+    def __init__(self, page: Any, prefix: str = "") -> None:
         self.page = page
+        self.prefix = prefix
         self.taken: list[Path] = []
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
 
     def shot(self, name: str) -> None:
-        path = SCREENSHOTS / f"{len(self.taken) + 1:02d}-{name}.png"
+        path = SCREENSHOTS / f"{self.prefix}{len(self.taken) + 1:02d}-{name}.png"
         self.page.screenshot(path=str(path), full_page=True)
         self.taken.append(path)
+
+
+def sign_in(page: Any, stack: AirflowStack, steps: Steps) -> None:
+    page.goto(f"{stack.url}/")
+    page.locator("input[name=username]").fill(USER)
+    page.locator("input[name=password]").fill(PASSWORD)
+    steps.shot("sign-in")
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(lambda url: "/auth/login" not in url)
+
+
+def add_bulk_rows(keyspace: str) -> None:
+    """Rows spread over the ring (one partition each), written to every replica."""
+    with connect(NODES) as session:
+        insert = session.prepare(f"INSERT INTO {keyspace}.users (app_id, id, name) VALUES (?, ?, ?)")
+        insert.consistency_level = ConsistencyLevel.ALL
+        rows = [(1000 + i, i, os.urandom(BULK_BYTES // 2).hex()) for i in range(BULK_ROWS)]
+        for ok, result in execute_concurrent_with_args(session, insert, rows, concurrency=16):
+            assert ok, result
+
+
+THROTTLED = (["setstreamthroughput", "1"], ["setstreamthroughput", "-e", "1"])  # 1 megabit/s, 1 MiB/s
+
+
+def stream_throughput(cluster: LocalCluster) -> dict[str, tuple[list[str], list[str]]]:
+    """The nodetool commands that set each node's streaming caps back to what they are now (MiB/s)."""
+    caps = {}
+    for node in NODES:
+        plain = _mib(cluster.nodetool(node, ["getstreamthroughput", "-m"]).stdout)
+        entire = _mib(cluster.nodetool(node, ["getstreamthroughput", "-e"]).stdout)
+        caps[node] = (["setstreamthroughput", "-m", plain], ["setstreamthroughput", "-e", entire])
+    return caps
+
+
+def set_stream_throughput(cluster: LocalCluster, caps: dict[str, tuple[list[str], list[str]]]) -> None:
+    for node, commands in caps.items():
+        for args in commands:
+            result = cluster.nodetool(node, args)
+            assert result.returncode == 0, (node, args, result.stdout, result.stderr)
+
+
+def _mib(output: str) -> str:
+    found = re.search(r"(\d+)(?:\.\d+)?\s*MiB/s", output)
+    assert found, output
+    return found.group(1)
+
+
+def ringward_api(stack: AirflowStack, path: str) -> dict[str, Any]:
+    """ringward's JSON behind the pages, with the same Airflow token the REST calls use."""
+    response = httpx.get(f"{stack.url}/ringward/api/{path}", headers={"Authorization": f"Bearer {stack.token()}"},
+                         timeout=30)  # fmt: skip
+    response.raise_for_status()
+    return dict(response.json())
+
+
+def settle_catch_up_run(stack: AirflowStack) -> None:
+    """Unpausing the nightly DAG the first time starts the scheduled run it missed (catchup is off: only the
+    latest); it repairs every selected table. Let it finish first, so the run under test is the latest."""
+    runs: list[dict[str, Any]] = []
+
+    def listed() -> bool:
+        runs[:] = stack.get(f"/dags/{NIGHTLY}/dagRuns").json()["dag_runs"]
+        return any(r["run_type"] == "scheduled" for r in runs)
+
+    try:
+        stack.wait_until(listed, 30, "the nightly DAG's scheduled run")
+    except AssertionError:
+        return  # this stack's scheduler started none (not a first unpause): nothing to wait for
+    for found in runs:
+        if found["state"] not in ("success", "failed"):
+            stack.wait_for_state(NIGHTLY, found["dag_run_id"], {"success", "failed"}, timeout=600)
+
+
+def repair_stage(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The migration's repair (after the ALTER) of its first step, as the page shows it."""
+    if not data.get("found") or not data["steps"]:
+        return None
+    return next(s for s in data["steps"][0]["stages"] if s["stage"] == "post_repair:1")
 
 
 def test_migration_triggered_and_approved_in_the_browser(
@@ -66,16 +163,15 @@ def test_migration_triggered_and_approved_in_the_browser(
     keyspace = "from_the_ui"
     with connect(["127.0.0.2"]) as session:
         create_seed_keyspace(session, keyspace)
+    add_bulk_rows(keyspace)
     airflow_stack.set_paused(DAG, True)  # the form's "unpause on trigger" does it, as for a new user
     before = {r["dag_run_id"] for r in airflow_stack.get(f"/dags/{DAG}/dagRuns").json()["dag_runs"]}
-    steps = Steps(page)
+    steps = Steps(page, "migration-")
+    normal = stream_throughput(seed_cluster)
+    set_stream_throughput(seed_cluster, dict.fromkeys(NODES, THROTTLED))  # the repair streams slowly
+    throttled = True
     try:
-        page.goto(f"{airflow_stack.url}/")
-        page.locator("input[name=username]").fill(USER)
-        page.locator("input[name=password]").fill(PASSWORD)
-        steps.shot("sign-in")
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(lambda url: "/auth/login" not in url)
+        sign_in(page, airflow_stack, steps)
 
         page.goto(f"{airflow_stack.url}/dags/{DAG}")
         page.get_by_role("button", name="Trigger Dag").click()
@@ -129,6 +225,46 @@ def test_migration_triggered_and_approved_in_the_browser(
         )
         steps.shot("approved")
 
+        # During the run: the ALTER applied, its repair streaming range by range. The page shows each range's
+        # state and the stage's figure; a later look at the same page shows the figure moved on.
+        migration = f"migration/{DAG}/{quote(run_id, safe='')}"
+        seen: dict[str, Any] = {}
+
+        def repairing() -> bool:
+            data = ringward_api(airflow_stack, migration)
+            stage = repair_stage(data)
+            seen.update(state=data.get("state"), stage={k: v for k, v in (stage or {}).items() if k != "ranges"})
+            if stage is None or not str(data["state"]).startswith("altered:") or stage["done"] >= stage["total"]:
+                return False
+            states = {t["task_id"]: t["state"] for t in airflow_stack.task_instances(DAG, run_id)}
+            return states.get("step_1.repair") in ("running", "deferred")
+
+        airflow_stack.wait_until(repairing, 300, "the repair after the ALTER to be under way",
+                                 lambda: f"{seen}\n{airflow_stack.describe(DAG, run_id)}")  # fmt: skip
+        page.goto(f"{airflow_stack.url}/ringward/{migration}")
+        figure = page.locator("p.stage[data-stage='post_repair:1'] b")
+        expect(figure).to_have_text(re.compile(r"^\d+/\d+$"), timeout=30_000)
+        first = figure.inner_text()
+        done, total = map(int, first.split("/"))
+        assert done < total, first
+        expect(page.locator("h3").first).to_contain_text("ALTER applied")
+        ranges = page.locator("#journal-post_repair-1 tbody tr")
+        assert ranges.count() == total
+        page.locator("#journal-post_repair-1").locator("xpath=..").locator("summary").click()
+        expect(ranges.filter(has_text="pending").first).to_be_visible()  # ranges still to repair, one by one
+        steps.shot("migration-page-during-repair")
+        set_stream_throughput(seed_cluster, normal)
+        throttled = False
+
+        def moved_on() -> bool:
+            page.reload()
+            return figure.inner_text(timeout=30_000) != first
+
+        airflow_stack.wait_until(moved_on, 300, f"the repair figure to move on from {first}")
+        later = figure.inner_text()
+        assert int(later.split("/")[0]) > done and later.endswith(f"/{total}"), (first, later)
+        steps.shot("migration-page-repair-moved-on")
+
         run = airflow_stack.wait_for_state(DAG, run_id, {"success", "failed"}, timeout=900)
         page.goto(f"{airflow_stack.url}/dags/{DAG}/runs/{run_id}")
         expect(page.get_by_text("Success", exact=True).first).to_be_visible(timeout=30_000)
@@ -141,7 +277,7 @@ def test_migration_triggered_and_approved_in_the_browser(
         moved = page.locator("#placement svg path.moved")
         expect(moved.first).to_be_attached()
         assert moved.count() == page.locator("#ranges tbody tr.affected").count() > 0
-        expect(page.locator("p.stage").filter(has_text="repair:").first).to_contain_text("ranges done")
+        expect(figure).to_have_text(f"{total}/{total}")
         steps.shot("migration-page")
         page.goto(f"{airflow_stack.url}/ringward/cluster")
         expect(page.locator("#nodes tbody tr")).to_have_count(3, timeout=30_000)
@@ -150,6 +286,85 @@ def test_migration_triggered_and_approved_in_the_browser(
         page.goto(f"{airflow_stack.url}/ringward/repair")
         expect(page.locator("#tables")).to_be_visible(timeout=30_000)
         steps.shot("repair-page")
+    finally:
+        if throttled:
+            set_stream_throughput(seed_cluster, normal)
+        steps.shot("last-page")
+        print("screenshots:\n" + "\n".join(str(path) for path in steps.taken))
+
+
+def test_repair_page_after_a_nightly_run_with_failing_segments(
+    seed_cluster: LocalCluster, airflow_stack: AirflowStack, page: Any
+) -> None:
+    """A real nightly run whose every session outlives its segment timeout (0.01 s: nodetool is stopped and
+    the session aborted, as for a hung repair): its segments FAIL with that error after their retries.
+    Then the nodes go away (the last test of the cluster) and the pages say so at once."""
+    from playwright.sync_api import expect
+
+    keyspace = "ui_nightly"
+    with connect(NODES) as session:
+        create_seed_keyspace(session, keyspace)
+    steps = Steps(page, "nightly-")
+    try:
+        sign_in(page, airflow_stack, steps)
+        airflow_stack.set_paused(NIGHTLY, False)
+        try:
+            settle_catch_up_run(airflow_stack)
+            overrides = {"splitter": {"subranges_per_range": 1}, "segment_timeout": 0.01, "max_retries": 0,
+                         "retry_backoff": 0, "parallel_repair_count": 3}  # fmt: skip
+            run_id = airflow_stack.trigger(NIGHTLY, {"keyspaces": [keyspace], "config_overrides": overrides})
+            run = airflow_stack.wait_for_state(NIGHTLY, run_id, {"success", "failed"}, timeout=600)
+        finally:
+            airflow_stack.set_paused(NIGHTLY, True)  # its schedule must not start runs of its own
+        assert run["state"] == "failed", airflow_stack.describe(NIGHTLY, run_id)  # the report fails it
+        with connect(NODES) as session:
+            mine = [r for r in OpsStore(session).repair_history(keyspace) if r.record.run_id == run_id]
+        failed = [r for r in mine if r.record.state is SegmentState.FAILED]
+        assert failed and len(failed) == len(mine), [(r.record.state, r.record.last_error) for r in mine]
+
+        page.goto(f"{airflow_stack.url}/ringward/repair")
+        # The table's line: its failing segments, and never repaired. What is not repaired is listed apart.
+        table = page.locator("#tables tbody tr").filter(has_text=f"{keyspace}.users")
+        expect(table).to_have_count(1, timeout=30_000)
+        expect(table.locator("td").nth(4)).to_have_text(str(len(failed)))  # failing segments
+        expect(table.locator("td").nth(5)).to_have_text("OVERDUE")  # nothing of it was ever repaired
+        expect(page.locator("#tables")).not_to_contain_text("system_schema.")
+        expect(page.locator("#excluded-table")).to_contain_text("node-local system keyspace")
+        progress = page.locator("#progress")
+        expect(progress).to_contain_text(f"{run_id} (failed)")
+        expect(progress).to_contain_text(f"{len(failed)}/{len(failed)} segments (100.0%)")
+        expect(progress).to_contain_text(f"'FAILED': {len(failed)}")
+        page.locator("#excluded summary").click()
+        expect(page.locator("#excluded-table")).to_be_visible()
+        steps.shot("repair-page")
+
+        page.get_by_role("link", name=re.compile(r"only failing \(\d+\)")).click()
+        page.wait_for_url(lambda url: "failing=1" in url)
+        rows = page.locator("#segments tbody tr")
+        expect(rows.filter(has_text=f"{keyspace}.*")).to_have_count(len(failed))
+        assert rows.count() == rows.filter(has_text="FAILED").count()  # only failing segments listed
+        listed = rows.filter(has_text=f"{keyspace}.*")
+        for i in range(len(failed)):
+            cells = listed.nth(i).locator("td")
+            expect(cells.nth(0)).to_have_text("FAILED")
+            expect(cells.nth(6)).to_have_text("1")  # attempts: max_retries 0
+            expect(cells.nth(7)).to_contain_text("did not finish within 0.01s")  # last error
+            expect(cells.nth(8)).to_have_text(run_id)
+        steps.shot("repair-page-failing-only")
+
+        # The cluster goes away while the API server runs: each page says so, at once, instead of hanging.
+        for node in NODES:
+            seed_cluster.stop(node, kill=True)
+        for name in ("cluster", "repair", f"migration/{DAG}/any-run", "cluster"):
+            started = time.monotonic()
+            response = page.goto(f"{airflow_stack.url}/ringward/{name}")
+            seconds = time.monotonic() - started
+            assert response is not None and response.status == 503, name
+            expect(page.locator("#error")).to_contain_text("The Cassandra cluster cannot be reached")
+            print(f"{name} with the cluster down: {seconds:.2f} s")
+            assert seconds < 5.0, name  # the first look drops the kept session; the driver does not wait
+        assert seconds < 1.0  # the cluster page again: connection refused, answered under a second
+        steps.shot("cluster-unreachable")
     finally:
         steps.shot("last-page")
         print("screenshots:\n" + "\n".join(str(path) for path in steps.taken))

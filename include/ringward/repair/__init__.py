@@ -41,6 +41,7 @@ from ringward.repair._scheduler import (
     split_by_liveness,
     window_allows_start,
 )
+from ringward.repair._scope import RECENT_RUNS, Exclusion, StatusConfig, repair_scope, status_config
 from ringward.repair._segments import (
     LOCAL_KEYSPACES,
     RepairCommand,
@@ -68,8 +69,10 @@ from ringward.repair._units import format_duration, parse_bytes, parse_duration
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "LOCAL_KEYSPACES",
+    "RECENT_RUNS",
     "BatchEffects",
     "BatchResult",
+    "Exclusion",
     "FixedSplitter",
     "NameFilter",
     "Progress",
@@ -93,6 +96,7 @@ __all__ = [
     "SizeEstimate",
     "SizeSplitter",
     "SkippedSegment",
+    "StatusConfig",
     "allowed_parallelism",
     "apply_overrides",
     "backoff_delay",
@@ -120,12 +124,14 @@ __all__ = [
     "record_failure",
     "record_start",
     "record_success",
+    "repair_scope",
     "repair_status",
     "retries_exhausted",
     "ring_fingerprint",
     "run_batch",
     "select_units",
     "split_by_liveness",
+    "status_config",
     "status_table",
     "window_allows_start",
 ]

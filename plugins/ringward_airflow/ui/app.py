@@ -19,6 +19,7 @@ from airflow.api_fastapi.auth.managers.models.resource_details import Connection
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from fastapi import Depends, FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from ringward.errors import ConfigurationError
 
 from ringward_airflow.ui import pages
 from ringward_airflow.ui.source import CONNECTION_ID, CassandraSource, Source, drop_sessions, unreachable
@@ -74,6 +75,12 @@ def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAP
         started = time.monotonic()
         try:
             return build()
+        except ConfigurationError as error:  # e.g. $RINGWARD_REPAIR_CONFIG names a file that cannot be read
+            problem = f"ringward's configuration cannot be used: {error}"
+            log.warning("%s", problem)
+            if as_json:
+                return JSONResponse({"error": "configuration", "detail": problem}, status_code=500)
+            return HTMLResponse(pages.error_page(title, problem, root=root), status_code=500)
         except Exception as error:
             if not unreachable(error):
                 raise

@@ -157,6 +157,8 @@ def repair_page(data: dict[str, Any], svg: str, *, table: str | None) -> str:
         action, label = "pause", "Pause the nightly repair"
     if not data["config_enabled"]:
         parts.append("<p class='warn'>The configuration file disables repair (enabled: false).</p>")
+    if data.get("config_note"):
+        parts.append(f"<p class='warn' id='config-note'>{escape(data['config_note'])}</p>")
     parts.append(
         f"<form method='post' action='api/repair/switch' id='switch-form' "
         f"onsubmit=\"return confirm('{label}? Running sessions finish; no new segment starts while paused.')\">"
@@ -180,6 +182,13 @@ def repair_page(data: dict[str, Any], svg: str, *, table: str | None) -> str:
              _e(t["deadline"]), _e(t["failing"]), _health(t["health"])] for t in data["tables"]]  # fmt: skip
     parts.append(_table(["table", "repaired within gc_grace", "oldest range", "deadline", "failing segments",
                          "health"], rows, tid="tables"))  # fmt: skip
+    excluded = data.get("excluded") or []
+    if excluded:
+        parts.append(f"<details id='excluded'><summary>Not repaired by the nightly repair: {len(excluded)} "
+                     "keyspace(s) or table(s), and why</summary>"
+                     + _table(["keyspace or table", "why"], [[escape(e["name"]), escape(e["reason"])]
+                                                              for e in excluded], tid="excluded-table")
+                     + "</details>")  # fmt: skip
     parts.append(f"<div class='svg' id='coverage'>{svg}</div>")
     only = data["failing_only"]
     link = "<a href='?'>show all</a>" if only else f"<a href='?failing=1'>only failing ({data['failing_total']})</a>"

@@ -102,6 +102,7 @@ class Source(Protocol):
     def connection(self) -> ConnectionInfo: ...
     def ring(self) -> Ring: ...
     def nodes(self) -> list[NodeInfo]: ...
+    def schema(self) -> dict[str, list[str]]: ...  # keyspace -> its tables (every keyspace of the cluster)
     def ops(self) -> OpsStore | None: ...  # None: ringward_ops was never created on this cluster
     def repair_plan(self, config: Any) -> Any: ...  # ClusterRepairPlan of the tables the config selects
     def dag_run(self, dag_id: str, run_id: str | None) -> RunInfo | None: ...  # None run_id: the latest run
@@ -264,6 +265,11 @@ class CassandraSource:
                 )
             )  # fmt: skip
         return sorted(nodes, key=lambda n: (n.datacenter, n.rack, n.address))
+
+    def schema(self) -> dict[str, list[str]]:
+        """From the driver's schema metadata (kept current by its control connection): no query."""
+        keyspaces = self.session.cluster.metadata.keyspaces
+        return {name: sorted(meta.tables) for name, meta in keyspaces.items()}
 
     def ops(self) -> OpsStore | None:
         store = OpsStore(self.session)

@@ -16,11 +16,13 @@ from ringward.errors import RingwardError
 from ringward.migration import migration_steps, repair_segments
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import (
+    Exclusion,
     SegmentState,
     coverage_entries,
     format_duration,
     load_config,
-    parse_config,
+    repair_scope,
+    status_config,
 )
 from ringward.ring_picture import render_ring_svg
 from ringward.ring_sources import ring_from_json
@@ -180,17 +182,36 @@ def _cleanup(run: dict[str, Any] | None, state: str) -> dict[str, Any]:
 # -- repair ----------------------------------------------------------------------------------------------
 
 
-def _repair_config(runs: list[Any]) -> Any:
-    """The last run's settings (so segment ids match its history) with the base file's table selection."""
+def _repair_config(runs: list[Any]) -> tuple[Any, str | None]:
+    """(the configuration to plan segments with, a note when the last run's could not be used).
+
+    A configuration file that cannot be read raises its ConfigurationError (the page says which and why)."""
     base = load_config(os.environ.get(CONFIG_PATH_ENV) or None)
-    if not runs or not runs[0].config:
-        return base
-    settings = dict(runs[0].config)
-    settings.update(keyspaces=base.keyspaces.model_dump(), tables=base.tables.model_dump())
-    try:
-        return parse_config(settings, f"the configuration recorded with run {runs[0].run_id}")
-    except RingwardError:
-        return base
+    last = runs[0] if runs else None
+    chosen = status_config(base, last.config if last else None, last.run_id if last else None)
+    return chosen.config, chosen.note
+
+
+def _scope(source: Source, config: Any, plan: Any, runs: list[Any]) -> tuple[set[tuple[str, str]], list[Exclusion]]:
+    """The keyspace.table pairs the nightly repair covers (the configuration's selection, narrowed to what
+    the recent runs selected) and what it leaves out, with the reason; selected tables without a segment (every
+    range has one replica) are left out too, with the planner's reason."""
+    covered, excluded = repair_scope(source.schema(), config, [(run.run_id, run.config) for run in runs])
+    planned = set(plan.tables())
+    skipped: dict[str, str] = {}
+    for item in plan.skipped_ranges:
+        skipped.setdefault(item.keyspace, item.reason)
+    for keyspace, reason in sorted(plan.excluded_keyspaces.items()):
+        excluded.append(Exclusion(keyspace, None, f"skipped: {reason}"))
+    unplanned = [pair for pair in covered if pair not in planned and pair[0] not in plan.excluded_keyspaces]
+    for keyspace in sorted({ks for ks, _ in unplanned}):
+        tables = [t for ks, t in unplanned if ks == keyspace]
+        why = f"no segment to repair: {skipped.get(keyspace, 'no range needs a session')}"
+        if len(tables) == 1:
+            excluded.append(Exclusion(keyspace, tables[0], why))
+        else:
+            excluded.append(Exclusion(keyspace, None, f"{len(tables)} tables, {why}"))
+    return set(covered) & planned, excluded
 
 
 def repair_view(source: Source, table: str | None = None, failing_only: bool = False) -> tuple[dict[str, Any], str]:
@@ -200,10 +221,12 @@ def repair_view(source: Source, table: str | None = None, failing_only: bool = F
     runs = store.repair_runs() if store else []
     history = store.repair_history() if store else []
     events = store.switch_events(REPAIR_SWITCH) if store else []
-    config = _repair_config(runs)
+    config, config_note = _repair_config(runs)
     plan = source.repair_plan(config)
+    covered, excluded = _scope(source, config, plan, runs)
     records = records_by_segment(history)
-    statuses = table_statuses(plan, records, now, config.gc_grace_alarm)
+    statuses = [s for s in table_statuses(plan, records, now, config.gc_grace_alarm)
+                if (s.keyspace, s.table) in covered]  # fmt: skip
     tables = [
         {"table": f"{s.keyspace}.{s.table}", "repaired": s.repaired_percent, "repaired_share": s.repaired_share,
          "oldest": "never" if s.never_repaired else (_seconds(s.oldest_age.total_seconds()) if s.oldest_age else "-"),
@@ -240,7 +263,9 @@ def repair_view(source: Source, table: str | None = None, failing_only: bool = F
         "switch": {"paused": paused, "events": [
             {"paused": e.paused, "changed_at": _iso(e.changed_at), "changed_by": e.changed_by, "reason": e.reason}
             for e in events]},
-        "config_enabled": config.enabled,
+        "config_enabled": config.enabled, "config_note": config_note,
+        "excluded": [{"name": e.name, "keyspace": e.keyspace, "table": e.table, "reason": e.reason}
+                     for e in excluded],
         "runs": [{"run_id": r.run_id, "state": r.state, "updated_at": _iso(r.updated_at),
                   "tables": r.summary.get("tables", {})} for r in runs[:10]],
     }  # fmt: skip

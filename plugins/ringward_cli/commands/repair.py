@@ -42,25 +42,8 @@ def _default_contact() -> str:
         ) from error
 
 
-def _status_config(base: Any, runs: list[Any]) -> Any:
-    """The last run's settings (splitter, ignored DCs ...) so segment ids match its history, with the base
-    configuration's keyspace and table selection (a run restricted by params must not hide tables)."""
-    from ringward.errors import ConfigurationError
-    from ringward.repair import parse_config
-
-    if not runs or not runs[0].config:
-        return base
-    settings = dict(runs[0].config)
-    settings.update(keyspaces=base.keyspaces.model_dump(), tables=base.tables.model_dump())
-    try:
-        return parse_config(settings, f"the configuration recorded with run {runs[0].run_id}")
-    except ConfigurationError as error:
-        print(f"note: {error} Using the base configuration instead.", file=sys.stderr)
-        return base
-
-
 def _status(args: argparse.Namespace) -> int:
-    from ringward.repair import coverage_entries, load_config, status_table
+    from ringward.repair import coverage_entries, load_config, status_config, status_table
     from ringward_cassandra.cql import connect
     from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore
     from ringward_cassandra.repair_planning import plan_cluster, records_by_segment, table_statuses
@@ -74,7 +57,10 @@ def _status(args: argparse.Namespace) -> int:
         has_ops = OPS_KEYSPACE in session.cluster.metadata.keyspaces
         store = OpsStore(session)
         runs = store.repair_runs() if has_ops else []
-        config = _status_config(base, runs)
+        chosen_config = status_config(base, runs[0].config if runs else None, runs[0].run_id if runs else None)
+        if chosen_config.note:
+            print(f"note: {chosen_config.note}", file=sys.stderr)
+        config = chosen_config.config
         plan = plan_cluster(session, ring, config)
         records = records_by_segment(store.repair_history()) if has_ops else {}
     statuses = table_statuses(plan, records, now, config.gc_grace_alarm)
