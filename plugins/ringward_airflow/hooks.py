@@ -49,6 +49,9 @@ class RingwardCassandraHook(BaseHook):
         store.ensure_schema((dc, len(nodes)) for dc, nodes in self.ring().datacenters().items())
         return store
 
+    def connection_extra(self) -> dict[str, Any]:
+        return dict(self.get_connection(self.cassandra_conn_id).extra_dejson)
+
     def contact_points(self) -> list[str]:
         return [host.strip() for host in (self.get_connection(self.cassandra_conn_id).host or "").split(",")]
 

@@ -64,6 +64,7 @@ from ringward_cassandra.schema import (
 )
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
+from ringward_airflow.repair_controller_operators import precheck_notes
 
 __all__ = [
     "REFUSAL_KEY",
@@ -265,6 +266,8 @@ class MigrationPrecheckOperator(_MigrationOperator):
             )
             picture = self._show(plan, migration_id)
             steps = migration_steps(plan)
+            # Capacity (may refuse), AutoRepair and Reaper, for the approval (see repair_controller_operators).
+            notes = precheck_notes(context, plan, session, self._nodetool_client(), hook.connection_extra())
             # Only an accepted change writes anything (ringward_ops itself included).
             store = hook.ops_store()
             store.acquire_lease(lease_resource(keyspace), lease_owner, "keyspace_migration")
@@ -281,7 +284,7 @@ class MigrationPrecheckOperator(_MigrationOperator):
                 "affected_ranges": len(plan.affected),
                 "total_ranges": plan.total_ranges,
                 "summary": plan.summary(),
-                "approval_md": approval_markdown(plan, migration_id=migration_id, plan_picture=picture),
+                "approval_md": f"{approval_markdown(plan, migration_id=migration_id, plan_picture=picture)}\n\n{notes}",
                 "started_at": datetime.now(UTC).isoformat(),
                 "dag_id": getattr(context.get("dag"), "dag_id", None),
                 "run_id": context["run_id"],

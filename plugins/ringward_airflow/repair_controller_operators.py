@@ -17,6 +17,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.bases.hook import BaseHook
+from airflow.sdk.exceptions import AirflowSkipException
 from ringward.capacity import CapacityReport, capacity_report, configured_capacities, parse_status_loads
 from ringward.errors import ClusterError, ConfigurationError
 from ringward.plan import MigrationPlan
@@ -215,13 +216,16 @@ class RestoreRepairControllersOperator(_ControllerOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         record = self._record(context)
         if record is None:
-            self.log.info("No precheck plan in this run: nothing was paused.")
-            return {"autorepair_on": [], "reaper_resumed": []}
+            raise AirflowSkipException("No precheck plan in this run: nothing was paused.")
         migration_id = str(record["migration_id"])
         hook = RingwardCassandraHook(self.cassandra_conn_id)
         nodetool = NodetoolHook(self.nodetool_conn_id).client
         try:
             store = hook.ops_store()
+            if store.controller_pause(migration_id, AUTOREPAIR) is None:
+                # The pause never ran (approval rejected, or it failed before saving): nothing to restore. Skipped,
+                # so the report after it is skipped too, as when the run stops before any step.
+                raise AirflowSkipException(f"{migration_id} paused no repair controller: nothing to restore.")
             problems: list[str] = []
             restored = self._restore_autorepair(store, nodetool, migration_id, problems)
             resumed = self._resume_reaper(store, migration_id, str(record["keyspace"]), problems)
