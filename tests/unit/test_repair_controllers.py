@@ -271,3 +271,33 @@ def test_reaper_errors_name_the_problem(reaper: FakeReaper) -> None:
     with pytest.raises(ClusterError) as refusal:
         ReaperClient("http://127.0.0.1:9", timeout=2).schedules("shop")
     assert "did not answer" in refusal.value.problem
+
+
+def test_reaper_connection_is_optional_and_read_from_airflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ringward_airflow.repair_controller_operators import reaper_client
+
+    monkeypatch.delenv("AIRFLOW_CONN_REAPER_DEFAULT", raising=False)
+    assert reaper_client() is None
+    connection = {"conn_type": "http", "host": "reaper.internal", "port": 8080, "login": "admin",
+                  "password": "pw", "extra": {"cluster_name": "prod"}}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_REAPER_DEFAULT", json.dumps(connection))
+    found = reaper_client()
+    assert found is not None
+    client, cluster = found
+    assert (client.base_url, client.username, client.password, cluster) == (
+        "http://reaper.internal:8080", "admin", "pw", "prod",
+    )  # fmt: skip
+
+
+def test_restore_without_a_plan_is_skipped_not_silently_passed() -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+    from ringward_airflow.repair_controller_operators import RestoreRepairControllersOperator
+
+    class NoPlan:
+        def xcom_pull(self, task_ids: str) -> None:
+            return None
+
+    operator = RestoreRepairControllersOperator(task_id="restore_repair_controllers")
+    assert operator.trigger_rule == "all_done"
+    with pytest.raises(AirflowSkipException, match="nothing was paused"):
+        operator.execute({"ti": NoPlan()})  # type: ignore[arg-type]
