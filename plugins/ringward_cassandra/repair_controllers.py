@@ -19,8 +19,14 @@ from ringward_cassandra.nodetool import NodetoolClient
 
 __all__ = ["ReaperClient", "apply_autorepair_changes", "read_autorepair"]
 
-# What nodetool of a Cassandra without CEP-37 (before 5.0.9) says of the command: AutoRepair cannot run there.
-_UNKNOWN_COMMAND = ("Found unexpected parameters: [getautorepairconfig]", "unknown command", "No such command")
+# What nodetool says where AutoRepair cannot run: a Cassandra without CEP-37 (before 5.0.9) does not know the
+# command; a node without its MBean answers InstanceNotFoundException.
+_NO_AUTOREPAIR = (
+    "Found unexpected parameters: [getautorepairconfig]",
+    "unknown command",
+    "No such command",
+    "InstanceNotFoundException",
+)
 
 
 def read_autorepair(client: NodetoolClient, nodes: Iterable[str]) -> list[AutoRepairSettings]:
@@ -31,7 +37,7 @@ def read_autorepair(client: NodetoolClient, nodes: Iterable[str]) -> list[AutoRe
         result = client.run(node, ["getautorepairconfig"], timeout=120.0)
         output = result.stdout or ""
         if result.returncode != 0:
-            if any(marker.lower() in output.lower() for marker in _UNKNOWN_COMMAND):
+            if any(marker.lower() in output.lower() for marker in _NO_AUTOREPAIR):
                 found.append(AutoRepairSettings(node, available=False))
                 continue
             raise ClusterError(

@@ -301,3 +301,19 @@ def test_restore_without_a_plan_is_skipped_not_silently_passed() -> None:
     assert operator.trigger_rule == "all_done"
     with pytest.raises(AirflowSkipException, match="nothing was paused"):
         operator.execute({"ti": NoPlan()})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "nodetool: Found unexpected parameters: [getautorepairconfig]\nSee 'nodetool help'.",
+        "error: type=AutoRepairService\n-- StackTrace --\njavax.management.InstanceNotFoundException",
+    ],
+)
+def test_a_node_that_cannot_run_autorepair_reads_as_unavailable(answer: str) -> None:
+    class Older(NodetoolClient):
+        def run(self, address: str, args: Sequence[str], timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
+            return subprocess.CompletedProcess(args, 1, answer, "")
+
+    (settings,) = read_autorepair(Older(), ["10.0.0.1"])
+    assert not settings.available and autorepair_pause_changes([settings]) == []
