@@ -10,6 +10,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ringward.errors import ClusterError, ConfigurationError
@@ -17,7 +18,9 @@ from ringward.repair_controllers import AutoRepairChange, AutoRepairSettings, Re
 
 from ringward_cassandra.nodetool import NodetoolClient
 
-__all__ = ["ReaperClient", "apply_autorepair_changes", "read_autorepair"]
+__all__ = ["ReaperClient", "apply_autorepair_changes", "process_client", "read_autorepair"]
+
+_AT_ONCE = 4  # nodetool processes at once (each a JVM start)
 
 # What nodetool says where AutoRepair cannot run: a Cassandra without CEP-37 (before 5.0.9) does not know the
 # command; a node without its MBean answers InstanceNotFoundException.
@@ -29,27 +32,43 @@ _NO_AUTOREPAIR = (
 )
 
 
+def process_client(client: NodetoolClient) -> NodetoolClient:
+    """The same nodetool, one process per command. Cassandra 5.0.9's AutoRepair commands print to a
+    `System.out` they keep from class loading, which the resident nodetool JVM has redirected (its protocol
+    owns stdout): their output only reaches a plain nodetool process."""
+    if not client.java_classpath:
+        return client
+    return NodetoolClient(
+        nodetool_path=client.nodetool_path, jmx_host=client.jmx_host, jmx_ports=client.jmx_ports,
+        default_jmx_port=client.default_jmx_port, username=client.username, password=client.password,
+        ssl=client.ssl,
+    )  # fmt: skip
+
+
 def read_autorepair(client: NodetoolClient, nodes: Iterable[str]) -> list[AutoRepairSettings]:
-    """Every node's AutoRepair settings (`nodetool getautorepairconfig`); a node that cannot be asked is
-    refused by name (its settings could then be neither paused nor restored)."""
-    found = []
-    for node in nodes:
-        result = client.run(node, ["getautorepairconfig"], timeout=120.0)
-        output = result.stdout or ""
-        if result.returncode != 0:
-            if any(marker.lower() in output.lower() for marker in _NO_AUTOREPAIR):
-                found.append(AutoRepairSettings(node, available=False))
-                continue
-            raise ClusterError(
-                f"nodetool getautorepairconfig failed on {node}: {output.strip()[-500:]}",
-                f"Check that {node} is up and its JMX port is reachable from this worker, then retry.",
-            )
-        found.append(parse_autorepair_config(node, output))
-    return found
+    """Every node's AutoRepair settings (`nodetool getautorepairconfig`, a few nodes at once); a node that
+    cannot be asked is refused by name (its settings could then be neither paused nor restored)."""
+    client = process_client(client)
+    with ThreadPoolExecutor(max_workers=_AT_ONCE) as pool:
+        return list(pool.map(lambda node: _read_one(client, node), list(nodes)))
+
+
+def _read_one(client: NodetoolClient, node: str) -> AutoRepairSettings:
+    result = client.run(node, ["getautorepairconfig"], timeout=120.0)
+    output = result.stdout or ""
+    if result.returncode != 0:
+        if any(marker.lower() in output.lower() for marker in _NO_AUTOREPAIR):
+            return AutoRepairSettings(node, available=False)
+        raise ClusterError(
+            f"nodetool getautorepairconfig failed on {node}: {output.strip()[-500:]}",
+            f"Check that {node} is up and its JMX port is reachable from this worker, then retry.",
+        )
+    return parse_autorepair_config(node, output)
 
 
 def apply_autorepair_changes(client: NodetoolClient, changes: Sequence[AutoRepairChange]) -> list[str]:
     """Run each change; every change is tried, and the failed ones are returned as lines naming the node."""
+    client = process_client(client)
     failures = []
     for change in changes:
         try:

@@ -154,7 +154,6 @@ def test_autorepair_is_restored_after_a_failed_run_and_an_unreachable_node_is_na
     good = os.environ["AIRFLOW_CONN_RINGWARD_NODETOOL"]
     broken = json.loads(good)
     broken["extra"]["jmx_ports"]["127.0.0.3"] = 9  # nothing listens there
-    broken["extra"].pop("java_classpath", None)  # one nodetool process per command: each fails on its own
     os.environ["AIRFLOW_CONN_RINGWARD_NODETOOL"] = json.dumps(broken)
     try:
         with pytest.raises(ClusterError) as failed:

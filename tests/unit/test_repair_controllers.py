@@ -317,3 +317,13 @@ def test_a_node_that_cannot_run_autorepair_reads_as_unavailable(answer: str) -> 
 
     (settings,) = read_autorepair(Older(), ["10.0.0.1"])
     assert not settings.available and autorepair_pause_changes([settings]) == []
+
+
+def test_autorepair_commands_run_as_nodetool_processes_not_in_the_resident_jvm() -> None:
+    from ringward_cassandra.repair_controllers import process_client
+
+    resident = NodetoolClient(nodetool_path="/opt/nodetool", jmx_host="{address}", jmx_ports={"a": 7300},
+                              username="u", password="p", ssl=True, java_classpath="/lib/*")  # fmt: skip
+    plain = process_client(resident)
+    assert plain.java_classpath is None
+    assert plain.command("a", ["getautorepairconfig"]) == resident.command("a", ["getautorepairconfig"])
