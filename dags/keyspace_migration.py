@@ -21,6 +21,10 @@ from ringward_airflow.migration_operators import (
     PreviewVerifyOperator,
     RangeRepairOperator,
 )
+from ringward_airflow.repair_controller_operators import (
+    PauseRepairControllersOperator,
+    RestoreRepairControllersOperator,
+)
 from ringward_airflow.spark_operators import SparkBaselineOperator, SparkVerifyOperator
 from ringward_airflow.ui.plugin import migration_page_path
 
@@ -36,6 +40,9 @@ Give the **keyspace** and the **target replication**. The run then:
 2. **approval** (when *Require approval* is on): the plan waits under *Required Actions* for a person.
 3. per ALTER step: full repair of the affected ranges, the `ALTER KEYSPACE`, full repair of the same ranges
    on their new replicas, then verification (preview repair, per-replica row counts).
+   Cassandra's AutoRepair (every node) and the keyspace's Reaper schedules (with a `reaper_default`
+   connection) are off from the approval to the end of the run, and set back as they were afterwards,
+   also when the run fails (task `restore_repair_controllers`).
 4. **cleanup**: `nodetool cleanup` only on nodes that lost ranges (a snapshot first, unless turned off).
 5. **report**: what changed, how long each stage took, the verification evidence (task `report`,
    *Rendered Templates* -> `summary`).
@@ -143,6 +150,14 @@ PARAMS = {
         description="Stage the change keeping only a replica of every range per step (QUORUM reads may miss "
         "writes until each step's repair): what a refusal offers when no route keeps QUORUM overlap.",
     ),
+    "node_capacity": Param(
+        {},
+        type="object",
+        title="Node capacity",
+        description='Bytes each node may hold, by node address or datacenter, e.g. {"dc1": "2TiB", "10.0.0.7": '
+        '"1TiB"}: the precheck refuses a change that fills a node past it (the cassandra connection\'s extra '
+        "`capacity` when empty), and warns when a node grows by more than half its load.",
+    ),
     "node_wait_seconds": Param(
         600,
         type="integer",
@@ -223,8 +238,11 @@ def _wire() -> None:
         "\n\n{{ plan.get('approval_md') or plan['summary'] }}",
     )
     not_dry_run >> approval_needed
+    # AutoRepair and Reaper schedules off from here to the end of the run (restore_repair_controllers).
+    pause_controllers = PauseRepairControllersOperator(task_id="pause_repair_controllers")
+    approved >> pause_controllers
 
-    previous = approved
+    previous = pause_controllers
     verifies = []
     for index in range(1, MAX_STAGED_STEPS + 1):
         with TaskGroup(group_id=f"step_{index}") as step:
@@ -281,6 +299,10 @@ def _wire() -> None:
     verifies >> cleanup_wanted >> cleanup_approval_needed
     cleanup_approved >> cleanup >> report
     verifies >> report
+    # Whatever happened (all_done): set back what the pause turned off. Before the report, so a restore that
+    # fails leaves the report upstream_failed and the run failed.
+    restore_controllers = RestoreRepairControllersOperator(task_id="restore_repair_controllers")
+    [pause_controllers, *verifies, cleanup] >> restore_controllers >> report
 
 
 keyspace_migration = migration_dag("keyspace_migration", rollback=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "alter",
+    "capacity",
     "cluster_health",
     "consistency",
     "diff",
@@ -18,6 +19,7 @@ __all__ = [
     "placement",
     "plan",
     "repair",
+    "repair_controllers",
     "replication",
     "report",
     "ring",

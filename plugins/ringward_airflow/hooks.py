@@ -51,6 +51,9 @@ class RingwardCassandraHook(BaseHook):
             self.__dict__["_ops_store"] = store
         return store
 
+    def connection_extra(self) -> dict[str, Any]:
+        return dict(self.get_connection(self.cassandra_conn_id).extra_dejson)
+
     def contact_points(self) -> list[str]:
         return [host.strip() for host in (self.get_connection(self.cassandra_conn_id).host or "").split(",")]
 

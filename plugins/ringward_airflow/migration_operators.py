@@ -7,6 +7,7 @@ stage and keeps its progress in the ops keyspace, so a retried or cleared task r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -71,6 +72,7 @@ from ringward_airflow.migration_stages import (
     take_over,
     unfinished_migration,
 )
+from ringward_airflow.repair_controller_operators import precheck_notes
 
 __all__ = [
     "REFUSAL_KEY",
@@ -275,6 +277,8 @@ class MigrationPrecheckOperator(MigrationOperator):
             picture = self._show(plan, migration_id)
             steps = migration_steps(plan)
             run_precheck_checks(self.precheck_checks, PrecheckInput(keyspace, ring, plan, self._nodetool_client(), cql))
+            # Capacity (may refuse), AutoRepair and Reaper, for the approval (see repair_controller_operators).
+            notes = precheck_notes(context, plan, session, self._nodetool_client(), hook.connection_extra())
             # Only an accepted change writes anything (ringward_ops itself included).
             store = hook.ops_store()
             store.acquire_lease(lease_resource(keyspace), lease_owner, LEASE_PURPOSE)
@@ -284,6 +288,7 @@ class MigrationPrecheckOperator(MigrationOperator):
                 rollback_of=self.rollback_of or None, dag_id=getattr(context.get("dag"), "dag_id", None),
                 default_keyspace_rf=default_rf, keep_quorum=keep_quorum, plan_picture=picture,
             )  # fmt: skip
+            record = dataclasses.replace(record, approval_md=f"{record.approval_md}\n\n{notes}")
             stored = record.to_json()
             store.record_migration(migration_id, keyspace, json.dumps(stored["old"]), json.dumps(stored["new"]),
                                    str(record.state), stored)  # fmt: skip

@@ -56,6 +56,11 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS {ks}.repair_switch (
         name text, changed_at timestamp, paused boolean, changed_by text, reason text,
         PRIMARY KEY ((name), changed_at)) WITH CLUSTERING ORDER BY (changed_at DESC)""",
+    # What a migration's pause found of another repair controller (AutoRepair settings, paused Reaper
+    # schedules), written before it changes anything, so the restore sets back exactly that, even after a crash.
+    """CREATE TABLE IF NOT EXISTS {ks}.controller_pauses (
+        migration_id text, controller text, saved text, paused_at timestamp, restored_at timestamp,
+        PRIMARY KEY ((migration_id), controller))""",
 ]
 
 REPAIR_SWITCH = "nightly_subrange_repair"
@@ -305,6 +310,32 @@ class OpsStore:
             (migration_id, entry.step, entry.range.start, entry.range.end, entry.status, entry.coordinator,
              entry.attempts, entry.seconds, entry.detail[-2000:], datetime.now(UTC)),
         )  # fmt: skip
+
+    # -- other repair controllers, paused by a migration --------------------------------------------------
+    def record_controller_pause(self, migration_id: str, controller: str, saved: object) -> None:
+        """What `controller` looked like before the migration paused it (JSON), not yet restored."""
+        self._write(
+            f"INSERT INTO {OPS_KEYSPACE}.controller_pauses (migration_id, controller, saved, paused_at, restored_at) "
+            "VALUES (%s, %s, %s, %s, null)",
+            (migration_id, controller, json.dumps(saved), datetime.now(UTC)),
+        )
+
+    def controller_pause(self, migration_id: str, controller: str) -> tuple[Any, bool] | None:
+        """(saved settings, restored yet) of a pause, None when the migration never paused `controller`."""
+        rows = self._read(
+            f"SELECT saved, restored_at FROM {OPS_KEYSPACE}.controller_pauses WHERE migration_id = %s "
+            "AND controller = %s",
+            (migration_id, controller),
+        )
+        if not rows:
+            return None
+        return json.loads(rows[0].saved), rows[0].restored_at is not None  # type: ignore[attr-defined]
+
+    def mark_controller_restored(self, migration_id: str, controller: str) -> None:
+        self._write(
+            f"UPDATE {OPS_KEYSPACE}.controller_pauses SET restored_at = %s WHERE migration_id = %s AND controller = %s",
+            (datetime.now(UTC), migration_id, controller),
+        )
 
     # -- repair history ---------------------------------------------------------------------------------
     def record_repair(

@@ -139,3 +139,22 @@ def test_the_approval_links_the_migration_page_of_its_run() -> None:
     assert "migration_page(dag.dag_id, run_id)" in body
     page = dag.user_defined_macros["migration_page"]("keyspace_migration", "manual__2026-11-23T10:00:00+00:00")
     assert page == "ringward/migration/keyspace_migration/manual__2026-11-23T10%3A00%3A00%2B00%3A00"
+
+
+def test_repair_controllers_are_off_from_approval_to_the_end_whatever_happens() -> None:
+    dagbag = DagBag(dag_folder=str(DAGS_FOLDER / "keyspace_migration.py"))
+    for dag_id in ("keyspace_migration", "keyspace_migration_rollback"):
+        dag = dagbag.dags[dag_id]
+        pause, restore = dag.get_task("pause_repair_controllers"), dag.get_task("restore_repair_controllers")
+        assert pause.upstream_task_ids == {"approval_passed"}
+        assert "step_1.has_step" in pause.get_flat_relative_ids(upstream=False)
+        assert "step_1.alter" in pause.get_flat_relative_ids(upstream=False)  # before the first ALTER
+        # After every task that repairs or alters, also after a failure (all_done), and before the report, so a
+        # failed restore fails the run (the report, a leaf, becomes upstream_failed).
+        assert restore.trigger_rule == "all_done"
+        ancestors = restore.get_flat_relative_ids(upstream=True)
+        assert {"pause_repair_controllers", "cleanup"} <= ancestors
+        for index in range(1, MAX_STAGED_STEPS + 1):
+            assert {f"step_{index}.alter", f"step_{index}.repair", f"step_{index}.verify_counts"} <= ancestors
+        assert restore.downstream_task_ids == {"report"}
+        assert dag.params["node_capacity"] == {}

@@ -18,7 +18,7 @@ from ringward_cassandra.localcluster import LocalCluster, Topology
 from spark_standalone import SparkStandalone
 
 ROOT = Path(__file__).resolve().parents[2]
-_TOPOLOGY_ORDER = {"seed_cluster": 0, "two_dc_cluster": 1}
+_TOPOLOGY_ORDER = {"seed_cluster": 0, "two_dc_cluster": 1, "autorepair_cluster": 2}
 
 
 class ClusterManager:
@@ -156,6 +156,13 @@ def seed_cluster(cluster_manager: ClusterManager) -> LocalCluster:
 @pytest.fixture
 def two_dc_cluster(cluster_manager: ClusterManager) -> LocalCluster:
     cluster_manager.ensure("two-dc")
+    return cluster_manager.cluster
+
+
+@pytest.fixture
+def autorepair_cluster(cluster_manager: ClusterManager) -> LocalCluster:
+    """Two dc1 nodes with Cassandra's AutoRepair on (full and incremental), started last (its own topology)."""
+    cluster_manager.ensure("autorepair")
     return cluster_manager.cluster
 
 

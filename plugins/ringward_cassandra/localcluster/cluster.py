@@ -70,12 +70,13 @@ class LocalCluster:
         wanted = load_topology(topology)
         if self._state_file.exists():
             current = self.topology()
-            if current.seeds != wanted.seeds and self.running_pids():
+            other = (current.seeds, current.auto_repair) != (wanted.seeds, wanted.auto_repair)
+            if other and self.running_pids():
                 raise LocalClusterError(
                     f"A local cluster with topology {current.name!r} is running.",
                     "Run `ringward cluster down --purge` before starting another topology.",
                 )
-            if current.seeds != wanted.seeds:
+            if other:
                 self.purge()
         self.root.mkdir(parents=True, exist_ok=True)
         source = Path(topology) if Path(topology).is_file() else load_topology_path(topology)
@@ -230,6 +231,7 @@ class LocalCluster:
             f"-Dcassandra.logdir={node_dir / 'logs'}",
             f"-Dcassandra.storagedir={node_dir / 'data'}",
             f"-Dcassandra.jmx.local.port={node.jmx_port}",
+            *(["-Dcassandra.autorepair.enable=true"] if topology.auto_repair else []),
             "-cp", runtime.cassandra_classpath(conf),
             "org.apache.cassandra.service.CassandraDaemon",
         ]  # fmt: skip

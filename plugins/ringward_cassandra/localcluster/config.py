@@ -70,6 +70,12 @@ def write_node_config(topology: Topology, node: LocalNode, node_dir: Path, clust
         settings["initial_token"] = ",".join(str(t) for t in node.tokens)
     else:
         settings["allocate_tokens_for_local_replication_factor"] = 3
+    if topology.auto_repair:
+        # CEP-37 AutoRepair (the JVM also needs -Dcassandra.autorepair.enable=true, see LocalCluster._spawn).
+        settings["auto_repair"] = {
+            "enabled": True,
+            "repair_type_overrides": {kind: {"enabled": True} for kind in topology.auto_repair},
+        }
     (conf / "cassandra.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
     (conf / "cassandra-rackdc.properties").write_text(f"dc={node.datacenter}\nrack={node.rack}\nprefer_local=true\n")
     (conf / "logback.xml").write_text(_LOGBACK.format(log_dir=node_dir / "logs"))

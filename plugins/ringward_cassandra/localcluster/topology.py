@@ -9,9 +9,10 @@ from pathlib import Path
 
 from ringward.errors import ConfigurationError
 
-__all__ = ["PRESETS_DIR", "LocalNode", "Topology", "load_topology"]
+__all__ = ["AUTO_REPAIR_TYPES", "PRESETS_DIR", "LocalNode", "Topology", "load_topology"]
 
 PRESETS_DIR = Path(__file__).parent / "topologies"
+AUTO_REPAIR_TYPES = ("full", "incremental", "preview_repaired")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class LocalNode:
 class Topology:
     name: str
     nodes: tuple[LocalNode, ...]
+    # Repair types CEP-37 AutoRepair schedules on every node ("full", "incremental", "preview_repaired"); empty:
+    # AutoRepair is off (the nodes start without -Dcassandra.autorepair.enable).
+    auto_repair: tuple[str, ...] = ()
 
     @property
     def seeds(self) -> list[str]:
@@ -74,7 +78,14 @@ def load_topology(name_or_path: str) -> Topology:
         ) from error
     if len({n.address for n in nodes}) != len(nodes) or not nodes:
         raise ConfigurationError(f"Topology {path} lists no nodes or a node twice.", "List each node once.")
-    return Topology(name=str(document.get("name", path.stem)), nodes=nodes)
+    auto_repair = tuple(str(kind) for kind in document.get("auto_repair", ()))
+    unknown = sorted(set(auto_repair) - set(AUTO_REPAIR_TYPES))
+    if unknown:
+        raise ConfigurationError(
+            f"Topology {path} asks AutoRepair for unknown repair types {unknown}.",
+            f"List some of {list(AUTO_REPAIR_TYPES)} under auto_repair.",
+        )
+    return Topology(name=str(document.get("name", path.stem)), nodes=nodes, auto_repair=auto_repair)
 
 
 def _parse_node(entry: dict[str, object]) -> LocalNode:
