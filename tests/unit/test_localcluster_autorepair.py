@@ -40,6 +40,32 @@ def test_an_unknown_repair_type_is_refused(tmp_path: Path) -> None:
     assert "nightly" in refusal.value.problem and "preview_repaired" in refusal.value.fix
 
 
+def test_autorepair_settings_merge_over_the_types_it_turns_on(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    node = {"address": "127.0.0.2", "datacenter": "dc1", "rack": "r1", "num_tokens": 4}
+    settings = {
+        "repair_check_interval": "5s",
+        "repair_type_overrides": {"full": {"enabled": False, "initial_scheduler_delay": "5s"}},
+    }
+    path.write_text(json.dumps({"auto_repair": ["full"], "auto_repair_settings": settings, "nodes": [node]}))
+    topology = load_topology(str(path))
+    conf = write_node_config(topology, topology.nodes[0], tmp_path / "node2", cluster_name="ringward")
+    assert yaml.safe_load((conf / "cassandra.yaml").read_text())["auto_repair"] == {
+        "enabled": True,
+        "repair_check_interval": "5s",
+        "repair_type_overrides": {"full": {"enabled": False, "initial_scheduler_delay": "5s"}},
+    }
+
+
+def test_autorepair_settings_without_types_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    node = {"address": "127.0.0.2", "datacenter": "dc1", "rack": "r1", "num_tokens": 4}
+    path.write_text(json.dumps({"auto_repair_settings": {"repair_check_interval": "5s"}, "nodes": [node]}))
+    with pytest.raises(ConfigurationError) as refusal:
+        load_topology(str(path))
+    assert "auto_repair_settings" in refusal.value.problem
+
+
 def test_nodes_start_with_the_autorepair_flag_only_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[list[str]] = []
 

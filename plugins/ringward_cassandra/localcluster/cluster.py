@@ -70,7 +70,11 @@ class LocalCluster:
         wanted = load_topology(topology)
         if self._state_file.exists():
             current = self.topology()
-            other = (current.seeds, current.auto_repair) != (wanted.seeds, wanted.auto_repair)
+            other = (current.seeds, current.auto_repair, current.auto_repair_settings) != (
+                wanted.seeds,
+                wanted.auto_repair,
+                wanted.auto_repair_settings,
+            )
             if other and self.running_pids():
                 raise LocalClusterError(
                     f"A local cluster with topology {current.name!r} is running.",

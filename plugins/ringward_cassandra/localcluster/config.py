@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -76,7 +78,17 @@ def write_node_config(topology: Topology, node: LocalNode, node_dir: Path, clust
             "enabled": True,
             "repair_type_overrides": {kind: {"enabled": True} for kind in topology.auto_repair},
         }
+        _merge(settings["auto_repair"], topology.auto_repair_settings)
     (conf / "cassandra.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
     (conf / "cassandra-rackdc.properties").write_text(f"dc={node.datacenter}\nrack={node.rack}\nprefer_local=true\n")
     (conf / "logback.xml").write_text(_LOGBACK.format(log_dir=node_dir / "logs"))
     return conf
+
+
+def _merge(into: dict[str, Any], overrides: Mapping[str, Any]) -> None:
+    """`overrides` merged into `into`, mapping by mapping (a leaf of `overrides` wins)."""
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = dict(value) if isinstance(value, Mapping) else value

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ringward.errors import ConfigurationError
 
@@ -44,6 +46,9 @@ class Topology:
     # Repair types CEP-37 AutoRepair schedules on every node ("full", "incremental", "preview_repaired"); empty:
     # AutoRepair is off (the nodes start without -Dcassandra.autorepair.enable).
     auto_repair: tuple[str, ...] = ()
+    # Further cassandra.yaml `auto_repair` settings, merged over the above (e.g. a short repair_check_interval,
+    # or a type listed above but switched off until `nodetool setautorepairconfig` turns it on).
+    auto_repair_settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def seeds(self) -> list[str]:
@@ -85,7 +90,14 @@ def load_topology(name_or_path: str) -> Topology:
             f"Topology {path} asks AutoRepair for unknown repair types {unknown}.",
             f"List some of {list(AUTO_REPAIR_TYPES)} under auto_repair.",
         )
-    return Topology(name=str(document.get("name", path.stem)), nodes=nodes, auto_repair=auto_repair)
+    settings = document.get("auto_repair_settings", {})
+    if not isinstance(settings, dict) or (settings and not auto_repair):
+        raise ConfigurationError(
+            f"Topology {path} has auto_repair_settings that are not a mapping, or no auto_repair types.",
+            "Give auto_repair_settings as cassandra.yaml's auto_repair mapping, with the types under auto_repair.",
+        )
+    return Topology(name=str(document.get("name", path.stem)), nodes=nodes, auto_repair=auto_repair,
+                    auto_repair_settings=settings)  # fmt: skip
 
 
 def _parse_node(entry: dict[str, object]) -> LocalNode:
