@@ -67,13 +67,13 @@ def topology_file(directory: Path) -> Path:
 
 
 def write(session, rows: range, consistency: int) -> None:  # type: ignore[no-untyped-def]
-    payload = os.urandom(ROW_BYTES)
     for keyspace in KEYSPACES:
         for table in TABLES:
             insert = session.prepare(f"INSERT INTO {keyspace}.{table} (pk, payload) VALUES (?, ?)")
             insert.consistency_level = consistency
             for first in range(rows.start, rows.stop, 20_000):
-                batch = [(i, payload) for i in range(first, min(rows.stop, first + 20_000))]
+                # a fresh random payload per row: a repeated one compresses away on disk
+                batch = [(i, os.urandom(ROW_BYTES)) for i in range(first, min(rows.stop, first + 20_000))]
                 for ok, result in execute_concurrent_with_args(session, insert, batch, concurrency=96):
                     if not ok:
                         raise RuntimeError(result)

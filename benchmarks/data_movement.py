@@ -58,11 +58,12 @@ ROW_BYTES = 2048
 KEYSPACES = {"naive": "dm_naive", "floor": "dm_floor", "repair": "dm_repair", "stream": "dm_stream"}
 
 
-def insert_rows(session, keyspace: str, rows: range, payload: bytes, consistency: int) -> None:  # type: ignore[no-untyped-def]
+def insert_rows(session, keyspace: str, rows: range, consistency: int) -> None:  # type: ignore[no-untyped-def]
     insert = session.prepare(f"INSERT INTO {keyspace}.blobs (pk, ck, payload) VALUES (?, ?, ?)")
     insert.consistency_level = consistency
     for first in range(rows.start, rows.stop, 20_000):
-        batch = [(i // 100, i % 100, payload) for i in range(first, min(rows.stop, first + 20_000))]
+        # A fresh random payload per row: one payload repeated compresses ~8x on disk and the "300 MB" shrinks.
+        batch = [(i // 100, i % 100, os.urandom(ROW_BYTES)) for i in range(first, min(rows.stop, first + 20_000))]
         for ok, result in execute_concurrent_with_args(session, insert, batch, concurrency=96):
             if not ok:
                 raise RuntimeError(result)
@@ -71,7 +72,6 @@ def insert_rows(session, keyspace: str, rows: range, payload: bytes, consistency
 def load(cluster: LocalCluster, nodetool: NodetoolClient, megabytes: int, drift: float) -> int:
     rows = megabytes * 1024 * 1024 // ROW_BYTES
     extra = int(rows * drift)
-    payload = os.urandom(ROW_BYTES)
     with connect(NODES) as session:
         for keyspace in KEYSPACES.values():
             session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
@@ -80,14 +80,14 @@ def load(cluster: LocalCluster, nodetool: NodetoolClient, megabytes: int, drift:
         session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
         for keyspace in KEYSPACES.values():
             started = time.monotonic()
-            insert_rows(session, keyspace, range(rows), payload, ConsistencyLevel.ALL)
+            insert_rows(session, keyspace, range(rows), ConsistencyLevel.ALL)
             print(f"loaded {rows} rows ({megabytes} MB) into {keyspace} in {time.monotonic() - started:.0f}s")
     for node in NODES:
         nodetool.checked(node, ["disablehandoff"])  # hints off: what the down node misses stays missed
     cluster.stop(DOWN)
     with connect([n for n in NODES if n != DOWN]) as session:
         for keyspace in KEYSPACES.values():
-            insert_rows(session, keyspace, range(rows, rows + extra), payload, ConsistencyLevel.ONE)
+            insert_rows(session, keyspace, range(rows, rows + extra), ConsistencyLevel.ONE)
     cluster.start(DOWN, heap_mb=1024)
     print(f"{extra} more rows per keyspace ({drift:.0%}) written at CL ONE while {DOWN} was down, hints off")
     for node in NODES:
