@@ -1,6 +1,7 @@
 """spark-submit entry point of ringward's Spark jobs: arguments, a SparkSession, then the job's logic.
 
-    count         whole-table count through the Spark Cassandra Connector's DataFrame API
+    count         whole-table count through the Spark Cassandra Connector's DataFrame API (the connector pushes
+                  it down as CQL count(*) per token range, as cassandraCount() does); --table may repeat
     range-counts  rows per token range (python driver in Spark tasks; cutoff by writetime; optional pinning)
     stage         a verification stage: phases of range-counts scans (any tables, pinnings, cutoffs) in one
                   application, each phase one Spark job over the subranges of all its scans, phases in order
@@ -58,7 +59,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         mode.add_argument("--hosts", required=True, help="contact points, comma-separated")
         mode.add_argument("--port", type=int, default=9042)
         mode.add_argument("--keyspace", required=True)
-        mode.add_argument("--table", required=True)
+        if name == "count":  # several tables: counted one after the other in the one application
+            mode.add_argument("--table", dest="tables", action="append", required=True)
+        else:
+            mode.add_argument("--table", required=True)
         mode.add_argument("--consistency", choices=CONSISTENCY_LEVELS, default="ALL")
         mode.add_argument("--output", required=True, help="where the JSON result is written")
         mode.add_argument("--local-dc", help="the datacenter to read from (the connection's local_dc)")
@@ -84,13 +88,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def _count(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
-    frame = (
-        spark.read.format("org.apache.spark.sql.cassandra")
-        .options(keyspace=args.keyspace, table=args.table)
-        .option("spark.cassandra.input.consistency.level", args.consistency)
-        .load()
-    )
-    return {"rows": frame.count()}
+    counts = {}
+    for table in args.tables:
+        frame = (
+            spark.read.format("org.apache.spark.sql.cassandra")
+            .options(keyspace=args.keyspace, table=table)
+            .option("spark.cassandra.input.consistency.level", args.consistency)
+            .load()
+        )
+        counts[table] = frame.count()
+    return {"rows": sum(counts.values()), "tables": counts}
 
 
 def _range_counts(spark: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -202,13 +209,19 @@ def connector_conf(args: argparse.Namespace, environ: Mapping[str, str]) -> dict
     return conf
 
 
+def _tables_named(args: argparse.Namespace) -> str:
+    if args.mode == "stage":
+        return ""
+    tables = args.tables if args.mode == "count" else [args.table]
+    return f".{tables[0]}" + ("..." if len(tables) > 1 else "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from pyspark.sql import SparkSession
 
     args = parse_args(argv)
     started = time.monotonic()
-    table = f".{args.table}" if args.mode != "stage" else ""
-    builder = SparkSession.builder.appName(f"ringward-{args.mode}-{args.keyspace}{table}")
+    builder = SparkSession.builder.appName(f"ringward-{args.mode}-{args.keyspace}{_tables_named(args)}")
     for key, value in connector_conf(args, os.environ).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -218,7 +231,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutdown_sessions()
         spark.stop()
     described = {"keyspace": args.keyspace}
-    if args.mode != "stage":
+    if args.mode == "count":
+        described |= {
+            "table": args.tables[0] if len(args.tables) == 1 else args.tables,
+            "consistency": args.consistency,
+        }
+    elif args.mode == "range-counts":
         described |= {"table": args.table, "consistency": args.consistency}
     result = {"mode": args.mode, **described, **result, "seconds": round(time.monotonic() - started, 3)}
     Path(args.output).write_text(json.dumps(result, indent=1))

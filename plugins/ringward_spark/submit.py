@@ -385,9 +385,14 @@ def _common(mode: str, hosts: Sequence[str], keyspace: str, table: str, consiste
 
 
 def count_job_args(
-    hosts: Sequence[str], keyspace: str, table: str, *, consistency: str = "ALL", port: int = 9042
+    hosts: Sequence[str], keyspace: str, table: str | Sequence[str], *, consistency: str = "ALL", port: int = 9042
 ) -> list[str]:
-    return _common("count", hosts, keyspace, table, consistency, port)
+    """A connector count of one table, or of several in the one application."""
+    tables = [table] if isinstance(table, str) else list(table)
+    if not tables:
+        raise ConfigurationError("No table to count.", "Give at least one table.")
+    args = _common("count", hosts, keyspace, tables[0], consistency, port)
+    return args + [arg for more in tables[1:] for arg in ("--table", more)]
 
 
 def range_counts_job_args(
