@@ -191,7 +191,7 @@ def main() -> int:
     parser.add_argument("--megabytes", type=int, default=300, help="data of the big keyspace before replication")
     parser.add_argument("--small-tables", type=int, default=2)
     parser.add_argument("--big-tables", type=int, default=2)
-    parser.add_argument("--no-old-big", action="store_true", help="skip the old way on the big keyspace")
+    parser.add_argument("--old-big", action="store_true", help="also run the old way on the big keyspace")
     args = parser.parse_args()
     os.environ.update(local_jars_environment())
     small_tables = [f"t{i}" for i in range(args.small_tables)]
@@ -209,7 +209,7 @@ def main() -> int:
         print("small keyspace:")
         small = stages(cluster, "bench_spark_small", small_tables, old=True)
         print("big keyspace:")
-        big = stages(cluster, "bench_spark_big", big_tables, old=not args.no_old_big)
+        big = stages(cluster, "bench_spark_big", big_tables, old=args.old_big)
         count_one, counted = timed(
             lambda: run_job(
                 count_job_args(NODES[:1], "bench_spark_big", big_tables, consistency="LOCAL_ONE"), master=MASTER
