@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ringward.errors import ConfigurationError, VerificationError
-from ringward.ring import TokenRange
+from ringward.ring import MAX_TOKEN, MIN_TOKEN, TokenRange
 
 __all__ = [
     "Baseline",
@@ -48,6 +48,7 @@ __all__ = [
     "ScanCounts",
     "Verdict",
     "VerificationReport",
+    "rest_of_ring",
     "verify",
 ]
 
@@ -209,6 +210,33 @@ def verify(baseline: Baseline, reference: ScanCounts, replicas: Sequence[ScanCou
         for r, count in reference_counts.items()
     )
     return VerificationReport(cutoff, ranges)
+
+
+def rest_of_ring(ranges: Iterable[TokenRange]) -> list[TokenRange]:
+    """Non-wrapping ranges covering every token that none of the (disjoint) `ranges` covers, in ring order.
+
+    The verify stage counts these at CL ALL in the same pass as the affected ranges: together they are the whole
+    table's row count, without a second full scan.
+    """
+    pieces = sorted(
+        (piece.start, MAX_TOKEN if piece.end == MIN_TOKEN else piece.end)
+        for token_range in ranges
+        for piece in token_range.unwrap()
+    )
+    rest: list[TokenRange] = []
+    cursor = MIN_TOKEN
+    for start, end in pieces:
+        if start < cursor:
+            raise ConfigurationError(
+                f"Range ({start}, {end}] overlaps another range up to token {cursor}.",
+                "Give disjoint ranges (the affected ranges of one step are).",
+            )
+        if start > cursor:
+            rest.append(TokenRange(cursor, start))
+        cursor = end
+    if cursor < MAX_TOKEN:
+        rest.append(TokenRange(cursor, MAX_TOKEN))
+    return rest
 
 
 def _check_scan(scan: ScanCounts, cutoff_us: int, *, expect_replica: bool) -> str:

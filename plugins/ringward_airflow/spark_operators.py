@@ -1,6 +1,7 @@
 """The migration's Spark stages: a baseline count before each ALTER and the count-based verification after
-its repair. The jobs run through the Spark provider's SparkSubmitHook on `spark_conn_id` (plugins/ringward_spark),
-with the Cassandra connection's settings; the rule is ringward.verification.
+its repair, each ONE Spark application for all tables of the keyspace (ringward_spark.stages). The jobs run
+through the Spark provider's SparkSubmitHook on `spark_conn_id` (plugins/ringward_spark), with the Cassandra
+connection's settings; the rule is ringward.verification.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import Context
+from ringward.errors import VerificationError
 from ringward.migration import verify_targets
 from ringward.ring import TokenRange
-from ringward.verification import verify
-from ringward_spark.counts import baseline_from_result, scan_counts_from_result
-from ringward_spark.submit import CassandraOptions, SparkSubmission, count_job_args, range_counts_job_args
+from ringward_spark.counts import stage_scans
+from ringward_spark.stages import BASELINE, baseline_phases, verify_phases, verify_tables
+from ringward_spark.submit import CassandraOptions, SparkSubmission, StagePhase, stage_job_args, stage_plan
 
 from ringward_airflow.migration_operators import _MigrationOperator, load_record, record_plan
 
@@ -65,14 +67,23 @@ class _SparkStage(_MigrationOperator):
             hook.close()
         return record, tables, ranges, gained
 
-    def _run(self, job_args: Sequence[str]) -> dict[str, Any]:
+    def _run_stage(self, keyspace: str, phases: Sequence[StagePhase]) -> dict[str, Any]:
+        """One Spark application for the whole stage."""
         self._raise_if_killed()
-        self._submission = SparkSubmission(job_args, conn_id=self.spark_conn_id, cassandra=self._cassandra_options)
+        self._submission = SparkSubmission(
+            stage_job_args(self._hosts, keyspace, port=self._port), conn_id=self.spark_conn_id,
+            cassandra=self._cassandra_options, plan=stage_plan(phases),
+        )  # fmt: skip
         try:
-            return self._submission.run()
+            result = self._submission.run()
         finally:
             self._submission = None
             self._raise_if_killed()
+        for phase in result["phases"]:
+            self.log.info("Spark phase %s: %d pieces in %d tasks, %.1fs", phase["name"], phase["pieces"],
+                          phase["tasks"], phase["seconds"])  # fmt: skip
+        self.log.info("Spark application: %.1fs in the job", result["seconds"])
+        return result
 
     def on_kill(self) -> None:
         super().on_kill()
@@ -86,22 +97,20 @@ class SparkBaselineOperator(_SparkStage):
 
     def execute(self, context: Context) -> dict[str, Any]:
         record, tables, ranges, _ = self._context(context)
-        if not ranges:
+        if not ranges or not tables:
             return {"taken_at_us": int(time.time() * 1_000_000), "tables": {}}
         taken_at_us = int(time.time() * 1_000_000)
-        results = {}
-        for table in tables:
-            results[table] = self._run(
-                range_counts_job_args(self._hosts, record["keyspace"], table, ranges, port=self._port)
-            )
-            rows = sum(entry["rows"] for entry in results[table]["ranges"])
+        result = self._run_stage(record["keyspace"], baseline_phases(tables, ranges))
+        results = {scan["table"]: scan for scan in stage_scans(result, BASELINE)}
+        for table, scan in results.items():
+            rows = sum(entry["rows"] for entry in scan["ranges"])
             self.log.info("baseline %s.%s: %d rows in %d affected ranges", record["keyspace"], table, rows, len(ranges))
         return {"taken_at_us": taken_at_us, "tables": results}
 
 
 class SparkVerifyOperator(_SparkStage):
     """Every new replica holds every row of the ranges it gained (host-pinned CL ONE counts against CL ALL),
-    plus a whole-table count through the Spark Cassandra Connector, reported as evidence."""
+    and each table's whole row count at CL ALL, from the same pass, reported as evidence."""
 
     def __init__(self, *, baseline_task_id: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -112,48 +121,21 @@ class SparkVerifyOperator(_SparkStage):
         if not ranges:  # the step only removed replicas: no node has data to receive
             self.log.info("No replica gained ranges in step %d: nothing to count.", self.step_index)
             return {}
+        if not tables:
+            self.log.info("Keyspace %s has no tables: nothing to count.", record["keyspace"])
+            return {}
         baseline_record = context["ti"].xcom_pull(task_ids=self.baseline_task_id)
         cutoff = int(baseline_record["taken_at_us"])
-        evidence: dict[str, Any] = {}
-        for table in tables:
-            keyspace = record["keyspace"]
-            baseline = baseline_from_result(baseline_record["tables"][table], cutoff)
-            replicas = [
-                scan_counts_from_result(self._run(self._pinned_args(keyspace, table, replica, replica_ranges, cutoff)))
-                for replica, replica_ranges in sorted(gained.items())
-            ]
-            # The reference (CL ALL) comes second: a read at ALL read-repairs the replicas it finds
-            # lacking, which would hide exactly what the pinned counts are looking for.
-            reference = scan_counts_from_result(
-                self._run(
-                    range_counts_job_args(self._hosts, keyspace, table, ranges, cutoff_us=cutoff, port=self._port)
-                )
+        keyspace = record["keyspace"]
+        result = self._run_stage(keyspace, verify_phases(tables, ranges, gained, cutoff))
+        verified = verify_tables(result, ranges, baseline_record["tables"], cutoff)
+        for table in verified:
+            self.log.info("%s.%s %s", keyspace, table.table, table.report.summary())
+            self.log.info("%s.%s whole-table rows at ALL: %d", keyspace, table.table, table.whole_table_rows)
+        failed = [table for table in verified if not table.report.ok]
+        if failed:
+            raise VerificationError(
+                "\n".join(f"{keyspace}.{t.table} {t.report.summary()}" for t in failed),
+                "Keep the former replicas (no cleanup): full-repair the failed ranges, then verify again.",
             )
-            report = verify(baseline, reference, replicas)
-            self.log.info("%s.%s %s", keyspace, table, report.summary())
-            # One contact point: the connector refuses contact points from several datacenters.
-            whole = self._run(count_job_args(self._hosts[:1], keyspace, table, consistency="ALL", port=self._port))
-            self.log.info("%s.%s whole-table count at ALL (connector): %s", keyspace, table, whole.get("rows"))
-            report.raise_for_failures()
-            evidence[table] = {
-                "replica_checks": len(report.checks),
-                "rows_verified": sum(c.replica_rows for c in report.checks),
-                "not_in_sync": [c.describe() for c in report.warnings],
-                "whole_table_rows": whole.get("rows"),
-            }
-        return evidence
-
-    def _pinned_args(
-        self, keyspace: str, table: str, replica: str, ranges: Sequence[TokenRange], cutoff: int
-    ) -> list[str]:
-        """Counts `replica` holds itself: it is the only coordinator and reads at CL ONE."""
-        return range_counts_job_args(
-            self._hosts,
-            keyspace,
-            table,
-            ranges,
-            consistency="ONE",
-            pinned_host=replica,
-            cutoff_us=cutoff,
-            port=self._port,
-        )
+        return {table.table: table.evidence() for table in verified}

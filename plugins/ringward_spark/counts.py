@@ -9,7 +9,7 @@ from ringward.errors import ConfigurationError
 from ringward.ring import TokenRange
 from ringward.verification import Baseline, RangeCount, ScanCounts
 
-__all__ = ["baseline_from_result", "range_counts_from_result", "scan_counts_from_result"]
+__all__ = ["baseline_from_result", "range_counts_from_result", "scan_counts_from_result", "stage_scans"]
 
 
 def range_counts_from_result(result: Mapping[str, Any]) -> tuple[RangeCount, ...]:
@@ -40,3 +40,15 @@ def scan_counts_from_result(result: Mapping[str, Any]) -> ScanCounts:
             "Run range-counts with cutoff_us = the baseline time.",
         )
     return ScanCounts(int(result["cutoff_us"]), range_counts_from_result(result), result.get("pinned_host"))
+
+
+def stage_scans(result: Mapping[str, Any], phase: str) -> list[dict[str, Any]]:
+    """The range-counts results of one phase of a stage job, in the order of the plan's scans."""
+    if result.get("mode") != "stage":
+        raise ConfigurationError(f"Expected a stage job result, got mode {result.get('mode')!r}.", "Run a stage job.")
+    for entry in result["phases"]:
+        if entry["name"] == phase:
+            return list(entry["scans"])
+    raise ConfigurationError(
+        f"The stage job result has no phase {phase!r}.", "Plan the phase in the stage job (spark_operators)."
+    )

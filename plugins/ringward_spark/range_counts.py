@@ -1,6 +1,7 @@
 """Counting the rows of token ranges, one Spark task per group of subranges (no pyspark import here).
 
-Each task opens one python-driver session (pinned to a coordinator when asked) and pages through
+A task reads its subranges through python-driver sessions (one per coordinator pinning, kept for the life of the
+Python worker, which Spark reuses from task to task) and pages through
 `SELECT token(pk), writetime(col)... WHERE token(pk) > ? AND token(pk) <= ?`, counting client-side, so
 memory stays flat whatever the table's size. A row is dated by the newest writetime of its regular
 columns; rows written after the cutoff are counted apart, rows with no regular column set (undated)
@@ -9,6 +10,7 @@ are counted as written before it.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -23,10 +25,12 @@ __all__ = [
     "RangeTally",
     "ScanSettings",
     "Subrange",
+    "count_pieces",
     "count_subranges",
     "plan_subranges",
     "row_written_at",
     "scan_query",
+    "shutdown_sessions",
     "tally_ranges",
     "task_ssl_options",
 ]
@@ -85,17 +89,23 @@ class RangeTally:
         return asdict(self)
 
 
-def plan_subranges(ranges: Sequence[TokenRange], splits_per_range: int = 1) -> list[Subrange]:
-    """Every range unwrapped at the minimum token and cut into about equal non-wrapping pieces."""
+def plan_subranges(
+    ranges: Sequence[TokenRange], splits_per_range: int = 1, max_width: int | None = None
+) -> list[Subrange]:
+    """Every range unwrapped at the minimum token and cut into about equal non-wrapping pieces: at least
+    `splits_per_range` per piece of the range, and more where a piece is wider than `max_width` tokens."""
     if splits_per_range < 1:
         raise ConfigurationError(f"splits_per_range is {splits_per_range}.", "Give 1 or more.")
+    if max_width is not None and max_width < 1:
+        raise ConfigurationError(f"max_width is {max_width}.", "Give 1 token or more (or none).")
     pieces: list[Subrange] = []
     for index, token_range in enumerate(ranges):
         for part in token_range.unwrap():
             # `end == MIN_TOKEN` runs to the end of the ring: no key hashes to MIN_TOKEN itself.
             end = MAX_TOKEN if part.end == MIN_TOKEN else part.end
             width = end - part.start
-            bounds = [part.start + width * i // splits_per_range for i in range(splits_per_range + 1)]
+            splits = splits_per_range if max_width is None else max(splits_per_range, -(-width // max_width))
+            bounds = [part.start + width * i // splits for i in range(splits + 1)]
             pieces.extend(Subrange(index, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo)
     return pieces
 
@@ -134,28 +144,65 @@ def tally_ranges(count: int, tallies: Iterable[RangeTally]) -> list[RangeTally]:
 
 
 def count_subranges(subranges: Iterable[Subrange], settings: ScanSettings) -> Iterator[RangeTally]:
-    """The tally of each subrange, read through one session: the body of a Spark task."""
-    from cassandra import ConsistencyLevel
-    from cassandra.query import SimpleStatement, tuple_factory
-    from ringward_cassandra.cql import connect
+    """The tally of each subrange of one scan: the body of a Spark task."""
+    for _, tally in count_pieces(((0, piece) for piece in subranges), (settings,)):
+        yield tally
 
-    pieces = list(subranges)
-    if not pieces:
-        return
-    with connect(
-        settings.hosts, settings.port, coordinator=settings.pinned_host, timeout=settings.timeout_s,
-        local_dc=settings.local_dc, username=settings.username, password=settings.password,
-        ssl_options=task_ssl_options(settings.ssl_options),
-    ) as session:  # fmt: skip
-        session.cluster.profile_manager.default.row_factory = tuple_factory
-        partition_key, dated = _table_columns(session, settings.keyspace, settings.table)
-        statement = SimpleStatement(
-            scan_query(settings.keyspace, settings.table, partition_key, dated),
-            consistency_level=ConsistencyLevel.name_to_value[settings.consistency],
-            fetch_size=settings.fetch_size,
-        )
-        for piece in pieces:
-            yield _tally(piece.index, session.execute(statement, (piece.start, piece.end)), settings.cutoff_us)
+
+def count_pieces(
+    pieces: Iterable[tuple[int, Subrange]], scans: Sequence[ScanSettings]
+) -> Iterator[tuple[int, RangeTally]]:
+    """`(scan number, tally)` of each `(scan number, subrange)`: the body of a Spark task that counts for several
+    scans (tables, pinned replicas) at once. Sessions are shared by the scans that connect alike."""
+    from cassandra import ConsistencyLevel
+    from cassandra.query import SimpleStatement
+
+    statements: dict[int, Any] = {}
+    for scan_index, piece in pieces:
+        settings = scans[scan_index]
+        session = _session(settings)
+        if scan_index not in statements:
+            partition_key, dated = _table_columns(session, settings.keyspace, settings.table)
+            statements[scan_index] = SimpleStatement(
+                scan_query(settings.keyspace, settings.table, partition_key, dated),
+                consistency_level=ConsistencyLevel.name_to_value[settings.consistency],
+                fetch_size=settings.fetch_size,
+            )
+        rows = session.execute(statements[scan_index], (piece.start, piece.end))
+        yield scan_index, _tally(piece.index, rows, settings.cutoff_us)
+
+
+# Sessions of this Python process by how they connect: a reused Spark Python worker keeps them from one task
+# to the next (connecting and reading the schema costs more than counting a small table's range).
+_SESSIONS: dict[tuple[Any, ...], Any] = {}
+
+
+def _session(settings: ScanSettings) -> Any:
+    from cassandra.query import tuple_factory
+    from ringward_cassandra.cql import build_cluster
+
+    key = (settings.hosts, settings.port, settings.pinned_host, settings.local_dc, settings.username,
+           settings.password, settings.ssl_options, settings.timeout_s)  # fmt: skip
+    session = _SESSIONS.get(key)
+    if session is None or session.is_shutdown:
+        cluster = build_cluster(
+            settings.hosts, settings.port, coordinator=settings.pinned_host, timeout=settings.timeout_s,
+            local_dc=settings.local_dc, username=settings.username, password=settings.password,
+            ssl_options=task_ssl_options(settings.ssl_options),
+        )  # fmt: skip
+        session = cluster.connect()
+        cluster.profile_manager.default.row_factory = tuple_factory
+        if not _SESSIONS:
+            atexit.register(shutdown_sessions)
+        _SESSIONS[key] = session
+    return session
+
+
+def shutdown_sessions() -> None:
+    """Close every kept session (the job's driver calls it; a worker's exit does too)."""
+    while _SESSIONS:
+        _, session = _SESSIONS.popitem()
+        session.cluster.shutdown()
 
 
 _SSL_FILE_OPTIONS = ("ca_certs", "certfile", "keyfile")
@@ -189,8 +236,10 @@ def _tally(index: int, rows: Iterable[Sequence[Any]], cutoff_us: int | None) -> 
 
 def _table_columns(session: Any, keyspace: str, table: str) -> tuple[list[str], list[str]]:
     """Partition key columns and the regular columns a writetime can be read from (not counters)."""
-    keyspace_meta = session.cluster.metadata.keyspaces.get(keyspace)
-    table_meta = keyspace_meta.tables.get(table) if keyspace_meta else None
+    table_meta = _table_meta(session, keyspace, table)
+    if table_meta is None:  # created after the kept session read the schema
+        session.cluster.refresh_schema_metadata()
+        table_meta = _table_meta(session, keyspace, table)
     if table_meta is None:
         raise ConfigurationError(f"Table {keyspace}.{table} does not exist.", "Name an existing table.")
     keys = {c.name for c in table_meta.primary_key}
@@ -200,3 +249,8 @@ def _table_columns(session: Any, keyspace: str, table: str) -> tuple[list[str], 
         if column.name not in keys and not column.is_static and column.cql_type != "counter"
     ]
     return [c.name for c in table_meta.partition_key], dated
+
+
+def _table_meta(session: Any, keyspace: str, table: str) -> Any:
+    keyspace_meta = session.cluster.metadata.keyspaces.get(keyspace)
+    return keyspace_meta.tables.get(table) if keyspace_meta else None

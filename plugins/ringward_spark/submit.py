@@ -37,14 +37,18 @@ __all__ = [
     "PASSWORD_VARIABLE",
     "SPARK_CONF",
     "CassandraOptions",
+    "Scan",
     "SparkJobError",
     "SparkSubmission",
+    "StagePhase",
     "count_job_args",
     "job_code_zip",
     "master_endpoints",
     "range_counts_job_args",
     "run_job",
     "spark_home",
+    "stage_job_args",
+    "stage_plan",
 ]
 
 JOB_FILE = Path(__file__).with_name("ringward_job.py")
@@ -71,6 +75,47 @@ _SHIPPED_PACKAGES = ("ringward", "ringward_spark")
 _SHIPPED_MODULES = ("ringward_cassandra/__init__.py", "ringward_cassandra/cql.py")
 # ssl_options entries that name files: shipped with --files, found by name on the executors.
 SSL_FILE_OPTIONS = ("ca_certs", "certfile", "keyfile")
+
+
+@dataclass(frozen=True)
+class Scan:
+    """One range-counts scan of a stage: rows per range of `table`, at `consistency`, through `pinned_host` alone
+    (a pinned read at CL ONE is what that replica holds) or any coordinator, rows after `cutoff_us` apart."""
+
+    table: str
+    ranges: tuple[TokenRange, ...]
+    consistency: str = "ALL"
+    pinned_host: str | None = None
+    cutoff_us: int | None = None
+    splits_per_range: int = 1
+
+    def as_json(self) -> dict[str, Any]:
+        return {"table": self.table, "ranges": [[r.start, r.end] for r in self.ranges],
+                "consistency": self.consistency, "pinned_host": self.pinned_host, "cutoff_us": self.cutoff_us,
+                "splits_per_range": self.splits_per_range}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StagePhase:
+    """Scans counted together in one Spark job; a stage's phases run one after the other."""
+
+    name: str
+    scans: tuple[Scan, ...]
+
+
+def stage_plan(phases: Sequence[StagePhase]) -> dict[str, Any]:
+    """The --plan document of a stage job; refuses a scan without ranges or a phase without scans."""
+    for phase in phases:
+        if not phase.scans:
+            raise ConfigurationError(f"Phase {phase.name!r} of the Spark stage has no scans.", "Give it a scan.")
+        empty = [scan.table for scan in phase.scans if not scan.ranges]
+        if empty:
+            raise ConfigurationError(
+                f"Phase {phase.name!r} scans {empty[0]} over no token range.", "Give every scan a range."
+            )
+    if not phases:
+        raise ConfigurationError("The Spark stage has no phases.", "Give at least one phase of scans.")
+    return {"phases": [{"name": p.name, "scans": [scan.as_json() for scan in p.scans]} for p in phases]}
 
 
 class SparkJobError(RingwardError):
@@ -226,6 +271,7 @@ class SparkSubmission:
         cassandra: CassandraOptions | None = None,
         conf: Mapping[str, str] | None = None,
         timeout: float = 900,
+        plan: Mapping[str, Any] | None = None,
     ) -> None:
         if (conn_id is None) == (master is None):
             raise ConfigurationError("A Spark job needs a connection or a master URL.", "Give exactly one of them.")
@@ -235,6 +281,7 @@ class SparkSubmission:
         self.cassandra = cassandra or CassandraOptions()
         self.conf = dict(conf or {})
         self.timeout = timeout
+        self.plan = plan
         self._hook: Any = None
         self._killed = threading.Event()
         self._timed_out = threading.Event()
@@ -256,11 +303,16 @@ class SparkSubmission:
         settings["spark.driver.extraJavaOptions"] = java_options
         settings.setdefault("spark.executor.extraJavaOptions", _JAVA_OPTIONS)
         files = self.cassandra.files()
+        plan_args: list[str] = []
+        if self.plan is not None:  # read by the job's driver, which runs here (client mode)
+            (scratch / "plan.json").write_text(json.dumps(self.plan))
+            plan_args = ["--plan", str(scratch / "plan.json")]
         hook = _submit_hook_class()(
             master=self.master, conn_id=self.conn_id or "spark_default", conf=dict(sorted(settings.items())),
             jars=",".join(connector_jars(extra)), py_files=str(job_code_zip(scratch / "ringward-job.zip")),
             files=",".join(files) or None, driver_memory=driver_memory, name=f"ringward-{self.job_args[0]}",
-            application_args=[*self.job_args, *self.cassandra.job_args(), "--output", str(scratch / "result.json")],
+            application_args=[*self.job_args, *self.cassandra.job_args(), *plan_args,
+                              "--output", str(scratch / "result.json")],
         )  # fmt: skip
         if hook._connection.get("deploy_mode") == "cluster":
             raise ConfigurationError(
@@ -333,9 +385,14 @@ def _common(mode: str, hosts: Sequence[str], keyspace: str, table: str, consiste
 
 
 def count_job_args(
-    hosts: Sequence[str], keyspace: str, table: str, *, consistency: str = "ALL", port: int = 9042
+    hosts: Sequence[str], keyspace: str, table: str | Sequence[str], *, consistency: str = "ALL", port: int = 9042
 ) -> list[str]:
-    return _common("count", hosts, keyspace, table, consistency, port)
+    """A connector count of one table, or of several in the one application."""
+    tables = [table] if isinstance(table, str) else list(table)
+    if not tables:
+        raise ConfigurationError("No table to count.", "Give at least one table.")
+    args = _common("count", hosts, keyspace, tables[0], consistency, port)
+    return args + [arg for more in tables[1:] for arg in ("--table", more)]
 
 
 def range_counts_job_args(
@@ -363,6 +420,13 @@ def range_counts_job_args(
     return args + [f"--range={r.start}:{r.end}" for r in ranges]
 
 
+def stage_job_args(hosts: Sequence[str], keyspace: str, *, port: int = 9042) -> list[str]:
+    """Arguments of a stage job (its scans come with the submission's plan)."""
+    if not hosts:
+        raise ConfigurationError("No Cassandra contact points given.", "Give at least one node address.")
+    return ["stage", "--hosts", ",".join(hosts), "--port", str(port), "--keyspace", keyspace]
+
+
 def run_job(
     job_args: Sequence[str],
     master: str | None = None,
@@ -371,12 +435,13 @@ def run_job(
     cassandra: CassandraOptions | None = None,
     conf: Mapping[str, str] | None = None,
     timeout: float = 900,
+    plan: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run one job and return the JSON result it wrote: on `conn_id`'s Spark, else on `master` (local[2])."""
     if conn_id is None and master is None:
         master = "local[2]"
     submission = SparkSubmission(job_args, conn_id=conn_id, master=master, cassandra=cassandra, conf=conf,
-                                 timeout=timeout)  # fmt: skip
+                                 timeout=timeout, plan=plan)  # fmt: skip
     return submission.run()
 
 

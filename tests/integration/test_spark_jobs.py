@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cassandra import ConsistencyLevel
@@ -23,12 +24,19 @@ from cassandra.concurrent import execute_concurrent_with_args
 from cassandra.metadata import Murmur3Token
 from cassandra.query import SimpleStatement
 from ringward.ring import Ring, TokenRange
-from ringward.verification import ScanCounts, verify
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.ring_source import ring_from_contact_point
-from ringward_spark.counts import baseline_from_result, scan_counts_from_result
-from ringward_spark.submit import SparkJobError, count_job_args, range_counts_job_args, run_job
+from ringward_spark.counts import stage_scans
+from ringward_spark.stages import BASELINE, REFERENCE, REPLICAS, baseline_phases, verify_phases, verify_tables
+from ringward_spark.submit import (
+    SparkJobError,
+    count_job_args,
+    range_counts_job_args,
+    run_job,
+    stage_job_args,
+    stage_plan,
+)
 from schema_agreement import settle_schema
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -197,27 +205,14 @@ def _replicas_by_range(hosts: Sequence[str], keyspace: str, ring: Ring) -> dict[
         }
 
 
-def _pinned_scans(hosts: Sequence[str], by_replica: dict[str, list[TokenRange]], cutoff_us: int) -> list[ScanCounts]:
-    return [
-        scan_counts_from_result(
-            run_job(
-                range_counts_job_args(
-                    hosts,
-                    "spark_hazard",
-                    "users",
-                    ranges,
-                    consistency="ONE",
-                    pinned_host=replica,
-                    cutoff_us=cutoff_us,
-                )
-            )
-        )
-        for replica, ranges in sorted(by_replica.items())
-    ]
+def _insert_users(session: Session, table: str, rows: range) -> None:
+    _insert_all(session, f"INSERT INTO spark_hazard.{table} (app_id, id, name) VALUES (?, ?, ?)",
+                [(i % 40, i, f"user {i}") for i in rows])  # fmt: skip
 
 
-def test_verify_finds_rows_missing_on_new_replicas_until_repaired(seed_cluster: LocalCluster) -> None:
-    """The seed hazard, verified: SimpleStrategy RF 2 -> NTS dc1: 2 leaves new replicas empty."""
+def test_one_stage_application_finds_rows_missing_on_new_replicas_until_repaired(seed_cluster: LocalCluster) -> None:
+    """The seed hazard, verified for two tables by one Spark application per stage (baseline, verify):
+    SimpleStrategy RF 2 -> NTS dc1: 2 leaves new replicas empty."""
     hosts = seed_cluster.topology().seeds
     with connect(hosts) as session:
         _create(
@@ -226,23 +221,26 @@ def test_verify_finds_rows_missing_on_new_replicas_until_repaired(seed_cluster: 
             "{'class': 'SimpleStrategy', 'replication_factor': 2}",
             "users (app_id int, id int, name text, PRIMARY KEY (app_id, id))",
         )
-        _insert_all(
-            session,
-            "INSERT INTO spark_hazard.users (app_id, id, name) VALUES (?, ?, ?)",
-            [(i % 40, i, f"user {i}") for i in range(200)],
-        )
+        session.execute("CREATE TABLE spark_hazard.admins (app_id int, id int, name text, PRIMARY KEY (app_id, id)) "
+                        "WITH speculative_retry = 'NONE' AND read_repair = 'NONE'")  # fmt: skip
+        settle_schema(session)
+        _insert_users(session, "users", range(200))
+        _insert_users(session, "admins", range(30))
+    tables = ["admins", "users"]
     ring = ring_from_contact_point(hosts[0])
     before = _replicas_by_range(hosts, "spark_hazard", ring)
     taken_at_us = time.time_ns() // 1000
-    baseline_job = range_counts_job_args(hosts, "spark_hazard", "users", ring.ranges())
-    baseline = baseline_from_result(run_job(baseline_job), taken_at_us)
-    assert sum(c.rows for c in baseline.ranges) == 200
+    baseline_run = run_job(
+        stage_job_args(hosts, "spark_hazard"), plan=stage_plan(baseline_phases(tables, ring.ranges()))
+    )
+    baselines = {scan["table"]: scan for scan in stage_scans(baseline_run, BASELINE)}
+    assert {t: scan["rows"] for t, scan in baselines.items()} == {"admins": 30, "users": 200}
 
     with connect(hosts) as session:
         session.execute("ALTER KEYSPACE spark_hazard WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}")
         settle_schema(session)
         # A write during the migration: newer than the cutoff, so it must not raise an alarm.
-        _insert_all(session, "INSERT INTO spark_hazard.users (app_id, id, name) VALUES (?, ?, ?)", [(1, 9999, "new")])
+        _insert_users(session, "users", range(9999, 10000))
     after = _replicas_by_range(hosts, "spark_hazard", ring)
     gained: dict[str, list[TokenRange]] = {}
     for token_range in ring.ranges():
@@ -250,23 +248,31 @@ def test_verify_finds_rows_missing_on_new_replicas_until_repaired(seed_cluster: 
             gained.setdefault(replica, []).append(token_range)
     affected = sorted({r for ranges in gained.values() for r in ranges})
     assert affected, "the strategy change must move some ranges to new replicas"
+    # The baseline counted the whole ring; the verify stage compares the affected ranges.
+    baselines = {t: {**scan, "ranges": [e for e in scan["ranges"] if TokenRange(e["start"], e["end"]) in affected]}
+                 for t, scan in baselines.items()}  # fmt: skip
 
-    reference = scan_counts_from_result(
-        run_job(range_counts_job_args(hosts, "spark_hazard", "users", affected, cutoff_us=taken_at_us))
-    )
-    report = verify(baseline, reference, _pinned_scans(hosts, gained, taken_at_us))
+    def verify_stage() -> dict[str, Any]:
+        plan = stage_plan(verify_phases(tables, affected, gained, taken_at_us))
+        result = run_job(stage_job_args(hosts, "spark_hazard"), plan=plan)
+        assert [phase["name"] for phase in result["phases"]] == [REPLICAS, REFERENCE]
+        return {t.table: t for t in verify_tables(result, affected, baselines, taken_at_us)}
 
-    data_ranges = {c.token_range for c in reference.ranges if c.rows}
-    assert data_ranges, "some affected range must hold rows"
-    assert {(f.token_range, f.replica) for f in report.failures} == {
-        (r, replica) for replica, ranges in gained.items() for r in ranges if r in data_ranges
-    }
-    assert all(f.replica_rows == 0 for f in report.failures)  # the new replica has none of them
-    assert sum(r.later_rows for r in report.ranges) <= 1  # the migration-time write, left out
+    verified = verify_stage()
+    assert {t: v.whole_table_rows for t, v in verified.items()} == {"admins": 30, "users": 201}
+    for table, verification in verified.items():
+        reference = {c.token_range: c.reference_rows for c in verification.report.ranges}
+        data_ranges = {r for r, rows in reference.items() if rows}
+        assert data_ranges, f"some affected range of {table} must hold rows"
+        assert {(f.token_range, f.replica) for f in verification.report.failures} == {
+            (r, replica) for replica, ranges in gained.items() for r in ranges if r in data_ranges
+        }
+        assert all(f.replica_rows == 0 for f in verification.report.failures)  # the new replica has none of them
+    assert sum(r.later_rows for r in verified["users"].report.ranges) <= 1  # the migration-time write, left out
 
     for node in hosts:  # full repair of the keyspace's ranges on every node, then verify again
         repaired = seed_cluster.nodetool(node, ["repair", "-full", "-pr", "spark_hazard"])
         assert repaired.returncode == 0, repaired.stdout + repaired.stderr
-    after_repair = verify(baseline, reference, _pinned_scans(hosts, gained, taken_at_us))
-    assert after_repair.ok, after_repair.summary()
-    assert after_repair.warnings == ()
+    for table, verification in verify_stage().items():
+        assert verification.report.ok, f"{table}: {verification.report.summary()}"
+        assert verification.report.warnings == ()

@@ -108,3 +108,11 @@ def test_job_results_become_verification_inputs() -> None:
         scan_counts_from_result(_result(cutoff_us=None))
     with pytest.raises(ConfigurationError, match="range-counts"):
         scan_counts_from_result(_result(mode="count"))
+
+
+def test_a_count_job_may_count_several_tables_in_one_application() -> None:
+    args = parse_args([*count_job_args(["h"], "ks", ["a", "b", "c"]), "--output", "o"])
+    assert (args.mode, args.tables) == ("count", ["a", "b", "c"])
+    assert parse_args([*count_job_args(["h"], "ks", "a"), "--output", "o"]).tables == ["a"]
+    with pytest.raises(ConfigurationError, match="No table"):
+        count_job_args(["h"], "ks", [])
