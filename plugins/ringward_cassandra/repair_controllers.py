@@ -21,6 +21,7 @@ from ringward_cassandra.nodetool import NodetoolClient
 __all__ = ["ReaperClient", "apply_autorepair_changes", "process_client", "read_autorepair"]
 
 _AT_ONCE = 4  # nodetool processes at once (each a JVM start)
+_NOT_STARTED = "Server is not initialized yet"
 
 # What nodetool says where AutoRepair cannot run: a Cassandra without CEP-37 (before 5.0.9) does not know the
 # command; a node without its MBean answers InstanceNotFoundException.
@@ -48,16 +49,20 @@ def process_client(client: NodetoolClient) -> NodetoolClient:
 def read_autorepair(client: NodetoolClient, nodes: Iterable[str]) -> list[AutoRepairSettings]:
     """Every node's AutoRepair settings (`nodetool getautorepairconfig`, a few nodes at once); a node that
     cannot be asked is refused by name (its settings could then be neither paused nor restored)."""
-    client = process_client(client)
+    processes = process_client(client)
     with ThreadPoolExecutor(max_workers=_AT_ONCE) as pool:
-        return list(pool.map(lambda node: _read_one(client, node), list(nodes)))
+        return list(pool.map(lambda node: _read_one(processes, client, node), list(nodes)))
 
 
-def _read_one(client: NodetoolClient, node: str) -> AutoRepairSettings:
+def _read_one(client: NodetoolClient, checker: NodetoolClient, node: str) -> AutoRepairSettings:
     result = client.run(node, ["getautorepairconfig"], timeout=120.0)
-    output = result.stdout or ""
+    output = (result.stdout or "") + (result.stderr or "")
     if result.returncode != 0:
         if any(marker.lower() in output.lower() for marker in _NO_AUTOREPAIR):
+            return AutoRepairSettings(node, available=False)
+        # 5.0.9 started without -Dcassandra.autorepair.enable answers "Server is not initialized yet" (its
+        # AutoRepair service never starts); a node that is starting says the same, but also fails other commands.
+        if _NOT_STARTED in output and checker.run(node, ["statusbinary"], timeout=60.0).returncode == 0:
             return AutoRepairSettings(node, available=False)
         raise ClusterError(
             f"nodetool getautorepairconfig failed on {node}: {output.strip()[-500:]}",

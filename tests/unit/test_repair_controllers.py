@@ -319,6 +319,28 @@ def test_a_node_that_cannot_run_autorepair_reads_as_unavailable(answer: str) -> 
     assert not settings.available and autorepair_pause_changes([settings]) == []
 
 
+NOT_STARTED = (
+    'Exception in thread "main" java.lang.IllegalArgumentException: Server is not initialized yet, cannot run '
+    "nodetool.\n\tat org.apache.cassandra.tools.NodeTool.err(NodeTool.java:328)"
+)  # what 5.0.9 started without -Dcassandra.autorepair.enable answers (seen on the seed cluster)
+
+
+@pytest.mark.parametrize("node_serves", [True, False])
+def test_server_not_initialized_means_no_autorepair_only_on_a_node_that_serves(node_serves: bool) -> None:
+    class Seed(NodetoolClient):
+        def run(self, address: str, args: Sequence[str], timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
+            if args[0] == "statusbinary":  # a node still starting fails this too
+                return subprocess.CompletedProcess(args, 0 if node_serves else 1, "running\n", "")
+            return subprocess.CompletedProcess(args, 1, NOT_STARTED, "")
+
+    if node_serves:
+        (settings,) = read_autorepair(Seed(), ["127.0.0.2"])
+        assert not settings.available
+    else:
+        with pytest.raises(ClusterError, match=r"127\.0\.0\.2"):
+            read_autorepair(Seed(), ["127.0.0.2"])
+
+
 def test_autorepair_commands_run_as_nodetool_processes_not_in_the_resident_jvm() -> None:
     from ringward_cassandra.repair_controllers import process_client
 
