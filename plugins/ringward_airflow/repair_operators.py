@@ -40,7 +40,7 @@ from ringward.repair import (
     run_batch,
     status_table,
 )
-from ringward_cassandra.repair_planning import plan_cluster, records_by_segment, table_statuses
+from ringward_cassandra.repair_planning import plan_cluster, records_by_segment, status_records, table_statuses
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 
@@ -437,9 +437,9 @@ class RepairReportOperator(BaseOperator):
         now = datetime.now(UTC)
         store = cassandra.ops_store()
         rows = store.repair_history()
-        records = records_by_segment(rows)
         cluster = plan_cluster(cassandra.session, cassandra.ring(), config, plan.get("skipped_keyspaces"))
         summary = run_summary(plan, [r.record for r in rows if r.record.run_id == run_id])
+        records = status_records(cluster, rows)  # repairs recorded under any splitter count
         statuses = table_statuses(cluster, records, now, config.gc_grace_alarm)
         metrics = {
             **summary.metrics(),

@@ -13,6 +13,7 @@ from typing import Any
 
 from ringward.placement import replica_map
 from ringward.repair import (
+    RecordedSegment,
     RepairConfig,
     RepairStatus,
     Segment,
@@ -20,6 +21,7 @@ from ringward.repair import (
     SizeEstimate,
     SizeSplitter,
     SkippedSegment,
+    coverage_records,
     plan_segments,
     repair_status,
     select_units,
@@ -29,7 +31,14 @@ from ringward.ring import Ring
 from ringward_cassandra.ops_store import RepairHistoryRow
 from ringward_cassandra.schema import keyspace_names, keyspace_replication, table_gc_grace
 
-__all__ = ["ClusterRepairPlan", "plan_cluster", "records_by_segment", "size_estimates", "table_statuses"]
+__all__ = [
+    "ClusterRepairPlan",
+    "plan_cluster",
+    "records_by_segment",
+    "size_estimates",
+    "status_records",
+    "table_statuses",
+]
 
 SIZE_ESTIMATES_QUERY = (
     "SELECT keyspace_name, table_name, range_start, range_end, mean_partition_size, partitions_count "
@@ -99,6 +108,12 @@ def size_estimates(session: Any, keyspace: str) -> list[SizeEstimate]:
 
 def records_by_segment(rows: Iterable[RepairHistoryRow]) -> dict[str, SegmentRecord]:
     return {row.record.segment_id: row.record for row in rows}
+
+
+def status_records(plan: ClusterRepairPlan, rows: Iterable[RepairHistoryRow]) -> dict[str, SegmentRecord]:
+    """The planned segments' records for coverage: repairs recorded under any splitter count (coverage_records)."""
+    history = [RecordedSegment(row.keyspace, row.tables, row.range, row.record) for row in rows]
+    return coverage_records(plan.segments, history)
 
 
 def table_statuses(

@@ -3,11 +3,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from ringward.repair import (
+    RecordedSegment,
     RepairStatus,
     Segment,
     SegmentRecord,
     SegmentState,
     coverage_entries,
+    coverage_records,
     repair_status,
     status_table,
 )
@@ -100,3 +102,52 @@ def test_coverage_entries_give_age_as_share_of_gc_grace_in_token_order() -> None
     entries = coverage_entries(reversed(QUARTERS), records(5, None, 10, 0), GC_GRACE, NOW)
     assert [r for r, _ in entries] == [s.range for s in QUARTERS]
     assert [share for _, share in entries] == [0.5, None, 1.0, 0.0]
+
+
+def _recorded(segment: Segment, age_days: float | None, tables: tuple[str, ...] = ()) -> RecordedSegment:
+    last = None if age_days is None else NOW - timedelta(days=age_days)
+    record = SegmentRecord(Segment(segment.keyspace, tables, segment.range, ()).segment_id, SegmentState.DONE, last,
+                           last)  # fmt: skip
+    return RecordedSegment(segment.keyspace, tables, segment.range, record)
+
+
+def _halves(segment: Segment) -> list[Segment]:
+    start = segment.range.start
+    end = segment.range.end if segment.range.end != MIN_TOKEN else 2**63
+    middle = start + (end - start) // 2
+    second_end = segment.range.end
+    return [Segment("ks", (), TokenRange(start, middle), ()), Segment("ks", (), TokenRange(middle, second_end), ())]
+
+
+def test_a_run_with_another_splitter_counts_for_the_planned_segments() -> None:
+    # Planned: quarters. Recorded: each quarter repaired as two halves (another subranges_per_range), 1 and 2
+    # days ago: a quarter is covered since its older half.
+    history = [_recorded(half, age) for quarter in QUARTERS for half, age in zip(_halves(quarter), (1, 2), strict=True)]
+    status = repair_status("ks", "t", QUARTERS, coverage_records(QUARTERS, history), GC_GRACE, NOW)
+    assert status.repaired_percent == "100.0%" and status.health == "OK"
+    assert status.oldest_age == timedelta(days=2)
+
+
+def test_a_part_no_recorded_repair_covers_leaves_the_segment_unrepaired() -> None:
+    history = [_recorded(_halves(q)[0], 1) for q in QUARTERS]  # only the first half of each quarter
+    assert coverage_records(QUARTERS, history) == {}
+    status = repair_status("ks", "t", QUARTERS, coverage_records(QUARTERS, history), GC_GRACE, NOW)
+    assert status.never_repaired == 4 and status.health == "OVERDUE"
+
+
+def test_a_newer_repair_of_another_segmentation_refreshes_an_older_own_record() -> None:
+    own = [_recorded(q, 9) for q in QUARTERS]
+    newer = [_recorded(half, 1) for half in _halves(QUARTERS[0])]
+    covered = coverage_records(QUARTERS, own + newer)
+    first = covered[QUARTERS[0].segment_id]
+    assert first.last_full_success == NOW - timedelta(days=1)
+    assert covered[QUARTERS[1].segment_id].last_full_success == NOW - timedelta(days=9)
+
+
+def test_one_tables_repair_does_not_cover_a_keyspace_wide_segment() -> None:
+    history = [_recorded(q, 1, tables=("t1",)) for q in QUARTERS]
+    assert coverage_records(QUARTERS, history) == {}
+    per_table = [Segment("ks", ("t1",), q.range, q.replicas) for q in QUARTERS]
+    assert len(coverage_records(per_table, history)) == 4
+    keyspace_wide = [_recorded(q, 1) for q in QUARTERS]
+    assert len(coverage_records(per_table, keyspace_wide)) == 4  # a keyspace-wide repair covers every table

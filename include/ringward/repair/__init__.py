@@ -63,7 +63,14 @@ from ringward.repair._state import (
     retries_exhausted,
     ring_fingerprint,
 )
-from ringward.repair._status import RepairStatus, coverage_entries, repair_status, status_table
+from ringward.repair._status import (
+    RecordedSegment,
+    RepairStatus,
+    coverage_entries,
+    coverage_records,
+    repair_status,
+    status_table,
+)
 from ringward.repair._units import format_duration, parse_bytes, parse_duration
 
 __all__ = [
@@ -77,6 +84,7 @@ __all__ = [
     "NameFilter",
     "Progress",
     "RecordUpdate",
+    "RecordedSegment",
     "RepairCommand",
     "RepairConfig",
     "RepairStatus",
@@ -102,6 +110,7 @@ __all__ = [
     "backoff_delay",
     "batch_waves",
     "coverage_entries",
+    "coverage_records",
     "decode_batch",
     "decode_segment",
     "due_segments",

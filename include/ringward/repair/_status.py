@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from itertools import pairwise
 
 from ringward.repair._segments import Segment
 from ringward.repair._state import SegmentRecord, SegmentState
 from ringward.repair._units import format_duration
 from ringward.ring import TokenRange
 
-__all__ = ["RepairStatus", "coverage_entries", "repair_status", "status_table"]
+__all__ = ["RecordedSegment", "RepairStatus", "coverage_entries", "coverage_records", "repair_status", "status_table"]
 
 
 @dataclass(frozen=True)
@@ -147,3 +148,66 @@ def coverage_entries(
         share = None if last is None else (now - last).total_seconds() / gc_grace_seconds
         entries.append((segment.range, share))
     return entries
+
+
+@dataclass(frozen=True)
+class RecordedSegment:
+    """A segment as the history holds it: repaired under whatever splitter the run that repaired it used."""
+
+    keyspace: str
+    tables: tuple[str, ...]  # () = every table of the keyspace
+    range: TokenRange
+    record: SegmentRecord
+
+
+def coverage_records(segments: Iterable[Segment], history: Iterable[RecordedSegment]) -> dict[str, SegmentRecord]:
+    """The record of each planned segment, its last full repair read from the whole history.
+
+    Runs with other splitters (another `subranges_per_range`, a manual run of one table) record other
+    segments; a planned segment counts as repaired at the latest time by which recorded full repairs cover all
+    of its range: each part of the range takes its newest covering repair, the segment its oldest part. Only
+    repairs of every table it needs count (a keyspace-wide segment is not covered by one table's repair). The
+    rest of the record (state, attempts, last error) is the segment's own, when it has one.
+    """
+    by_keyspace: dict[str, list[RecordedSegment]] = {}
+    for row in history:
+        by_keyspace.setdefault(row.keyspace, []).append(row)
+    records: dict[str, SegmentRecord] = {}
+    for segment in segments:
+        own = next((r.record for r in by_keyspace.get(segment.keyspace, ()) if r.record.segment_id ==
+                    segment.segment_id), None)  # fmt: skip
+        pieces = [
+            (*_bounds(row.range), row.record.last_full_success)
+            for row in by_keyspace.get(segment.keyspace, ())
+            if row.record.last_full_success is not None and _repairs_tables_of(row, segment)
+        ]
+        since = _covered_since(_bounds(segment.range), pieces)
+        record = own or SegmentRecord(segment.segment_id)
+        if since is not None and (record.last_full_success is None or since > record.last_full_success):
+            record = replace(record, last_full_success=since)
+        if own is not None or since is not None:
+            records[segment.segment_id] = record
+    return records
+
+
+def _repairs_tables_of(row: RecordedSegment, segment: Segment) -> bool:
+    return not row.tables or (bool(segment.tables) and set(segment.tables) <= set(row.tables))
+
+
+def _bounds(token_range: TokenRange) -> tuple[int, int]:
+    """(lo, hi] on a line: a range that wraps (or ends at the ring's minimum token) runs on past the maximum."""
+    start, end = token_range.start, token_range.end
+    return start, end if end > start else end + 2**64
+
+
+def _covered_since(target: tuple[int, int], pieces: Sequence[tuple[int, int, datetime]]) -> datetime | None:
+    low, high = target
+    inside = [(max(a, low), min(b, high), when) for a, b, when in pieces if a < high and b > low]
+    cuts = sorted({low, high, *(a for a, _, _ in inside), *(b for _, b, _ in inside)})
+    oldest: datetime | None = None
+    for left, right in pairwise(cuts):
+        newest = max((when for a, b, when in inside if a <= left and b >= right), default=None)
+        if newest is None:
+            return None  # a part of the range no recorded full repair covers
+        oldest = newest if oldest is None else min(oldest, newest)
+    return oldest

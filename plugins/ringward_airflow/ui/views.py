@@ -28,7 +28,7 @@ from ringward.ring_picture import render_ring_svg
 from ringward.ring_sources import ring_from_json
 from ringward.svg import render_placement_svg, render_repair_svg
 from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
-from ringward_cassandra.repair_planning import records_by_segment, table_statuses
+from ringward_cassandra.repair_planning import status_records, table_statuses
 
 from ringward_airflow.ui.source import Source
 
@@ -224,7 +224,7 @@ def repair_view(source: Source, table: str | None = None, failing_only: bool = F
     config, config_note = _repair_config(runs)
     plan = source.repair_plan(config)
     covered, excluded = _scope(source, config, plan, runs)
-    records = records_by_segment(history)
+    records = status_records(plan, history)  # repairs under any splitter count
     statuses = [s for s in table_statuses(plan, records, now, config.gc_grace_alarm)
                 if (s.keyspace, s.table) in covered]  # fmt: skip
     tables = [

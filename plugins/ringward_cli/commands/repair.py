@@ -46,7 +46,7 @@ def _status(args: argparse.Namespace) -> int:
     from ringward.repair import coverage_entries, load_config, status_config, status_table
     from ringward_cassandra.cql import connect
     from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore
-    from ringward_cassandra.repair_planning import plan_cluster, records_by_segment, table_statuses
+    from ringward_cassandra.repair_planning import plan_cluster, status_records, table_statuses
     from ringward_cassandra.ring_source import ring_from_cluster
 
     base = load_config(args.config or os.environ.get(CONFIG_PATH_ENV) or None)
@@ -62,7 +62,7 @@ def _status(args: argparse.Namespace) -> int:
             print(f"note: {chosen_config.note}", file=sys.stderr)
         config = chosen_config.config
         plan = plan_cluster(session, ring, config)
-        records = records_by_segment(store.repair_history()) if has_ops else {}
+        records = status_records(plan, store.repair_history()) if has_ops else {}
     statuses = table_statuses(plan, records, now, config.gc_grace_alarm)
     print(status_table(statuses))
     if runs:
