@@ -68,7 +68,7 @@ def timed(action: Callable[[], Any]) -> tuple[float, Any]:
     return time.monotonic() - started, outcome
 
 
-def load(keyspace: str, tables: Sequence[str], rows_per_table: int, payload: bytes) -> None:
+def load(keyspace: str, tables: Sequence[str], rows_per_table: int) -> None:
     with connect(NODES) as session:
         session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
         session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {SOURCE.to_cql()}")
@@ -79,7 +79,11 @@ def load(keyspace: str, tables: Sequence[str], rows_per_table: int, payload: byt
             insert = session.prepare(f"INSERT INTO {keyspace}.{table} (pk, ck, payload) VALUES (?, ?, ?)")
             insert.consistency_level = ConsistencyLevel.ALL
             for first in range(0, rows_per_table, 20_000):
-                batch = [(i // 100, i % 100, payload) for i in range(first, min(rows_per_table, first + 20_000))]
+                # a fresh random payload per row: one repeated payload compresses away on disk
+                batch = [
+                    (i // 100, i % 100, os.urandom(ROW_BYTES))
+                    for i in range(first, min(rows_per_table, first + 20_000))
+                ]
                 for ok, result in execute_concurrent_with_args(session, insert, batch, concurrency=96):
                     if not ok:
                         raise RuntimeError(result)
@@ -201,8 +205,8 @@ def main() -> int:
     cluster.down(purge=True)
     try:
         cluster.up("seed", heap_mb=1024)
-        load("bench_spark_small", small_tables, 50, b"x" * 100)
-        seconds, _ = timed(lambda: load("bench_spark_big", big_tables, big_rows, os.urandom(ROW_BYTES)))
+        load("bench_spark_small", small_tables, 50)
+        seconds, _ = timed(lambda: load("bench_spark_big", big_tables, big_rows))
         print(f"loaded {big_rows * len(big_tables)} rows ({args.megabytes} MB) in {seconds:.0f}s")
         for node in NODES:
             cluster.nodetool(node, ["flush", "bench_spark_big"])
