@@ -87,19 +87,16 @@ def keyspace_names(session: CqlSession) -> list[str]:
 
 def schema_versions(session: Any) -> dict[str, list[str]]:
     """Schema version -> node addresses, as one live node sees them (its own version and its peers')."""
-    host = next((h for h in session.cluster.metadata.all_hosts() if h.is_up), None)
-    local = session.execute("SELECT broadcast_address, schema_version FROM system.local", host=host)
-    peers = session.execute("SELECT peer, schema_version FROM system.peers", host=host)
-    versions: dict[str, list[str]] = {}
-    for address, version in [(_field(r, "broadcast_address"), _field(r, "schema_version")) for r in local] + [
-        (_field(r, "peer"), _field(r, "schema_version")) for r in peers
-    ]:
-        versions.setdefault(str(version), []).append(str(address))
-    return {version: sorted(addresses) for version, addresses in versions.items()}
+    return _per_node(session, "schema_version", "which schema version each node holds")
 
 
 def release_versions(session: Any) -> dict[str, list[str]]:
-    """Cassandra release -> node addresses, as one live node sees them (`system.local` and `system.peers`).
+    """Cassandra release -> node addresses, as one live node sees them (`system.local` and `system.peers`)."""
+    return _per_node(session, "release_version", "which Cassandra release it runs")
+
+
+def _per_node(session: Any, column: str, what: str) -> dict[str, list[str]]:
+    """Value of `column` -> node addresses, from `system.local` and `system.peers` of one live node.
 
     Both tables are read from the same node; a node whose connection the driver just dropped is skipped
     (the driver marks a host down when it fails to decode a response, e.g. a schema refresh), and the
@@ -108,19 +105,19 @@ def release_versions(session: Any) -> dict[str, list[str]]:
     last_error: Exception | None = None
     for host in [h for h in session.cluster.metadata.all_hosts() if h.is_up]:
         try:
-            local = session.execute("SELECT broadcast_address, release_version FROM system.local", host=host)
-            peers = session.execute("SELECT peer, release_version FROM system.peers", host=host)
+            local = session.execute(f"SELECT broadcast_address, {column} FROM system.local", host=host)
+            peers = session.execute(f"SELECT peer, {column} FROM system.peers", host=host)
         except Exception as error:  # the driver raises several kinds; another node may answer
             last_error = error
             continue
-        versions: dict[str, list[str]] = {}
-        for address, release in [(_field(r, "broadcast_address"), _field(r, "release_version")) for r in local] + [
-            (_field(r, "peer"), _field(r, "release_version")) for r in peers
+        values: dict[str, list[str]] = {}
+        for address, value in [(_field(r, "broadcast_address"), _field(r, column)) for r in local] + [
+            (_field(r, "peer"), _field(r, column)) for r in peers
         ]:
-            versions.setdefault(str(release), []).append(str(address))
-        return {release: sorted(addresses) for release, addresses in versions.items()}
+            values.setdefault(str(value), []).append(str(address))
+        return {value: sorted(addresses) for value, addresses in values.items()}
     raise ClusterError(
-        f"No node answered which Cassandra release it runs: {last_error or 'no node is up'}.",
+        f"No node answered {what}: {last_error or 'no node is up'}.",
         "Check that the nodes accept CQL connections, then retry.",
     )
 
@@ -160,6 +157,8 @@ class LiveCql:
         """Which node is on which schema version, for a refusal; the refusal must survive failing to read it."""
         try:
             return describe_schema_versions(schema_versions(self.session))
+        except ClusterError as error:  # the refusal it goes into has its own fix
+            return f"versions unreadable: {error.problem}"
         except Exception as error:  # the driver raises several kinds; the refusal says why the versions are missing
             return f"versions unreadable: {error}"
 

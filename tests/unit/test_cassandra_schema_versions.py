@@ -47,5 +47,6 @@ def test_a_refusal_survives_versions_it_cannot_read() -> None:
         def execute(self, query: str, host: Any = None) -> list[dict[str, str]]:
             raise OSError("connection refused")
 
-    assert LiveCql(Unreachable()).schema_versions_text() == "versions unreadable: connection refused"
+    text = LiveCql(Unreachable()).schema_versions_text()
+    assert text.startswith("versions unreadable: ") and "connection refused" in text, text
     assert LiveCql(OneNodeSession()).schema_versions_text().startswith("version 317bd95f on 127.0.0.6; ")
