@@ -97,6 +97,7 @@ class _SessionWatch:
     def __init__(self, trigger: RepairSessionTrigger) -> None:
         self.trigger = trigger
         self.down = DownTracker()
+        self._internode_ports: dict[str, int] = {}  # address -> storage port, as gossip tells it
         self._cluster: Any = None
         self._session: Any = None
         self._gossip_readable = True
@@ -142,7 +143,11 @@ class _SessionWatch:
             }
             coordinator = (self.trigger.labels.get(parent_id) or {}).get("coordinator")
             if not finished and coordinator:
-                reachable = accepts_connections(coordinator, self.trigger.port)
+                # Alive if it answers on CQL or on its internode port: `nodetool disablebinary` closes the
+                # first on a node that still coordinates its session (and a client-drain does exactly that).
+                reachable = accepts_connections(coordinator, self.trigger.port) or accepts_connections(
+                    coordinator, self._internode_ports.get(coordinator, DEFAULT_STORAGE_PORT)
+                )
                 down_since = self.down.observe(coordinator, reachable, now)
                 # The driver returns naive UTC datetimes; before the row exists, the task's start stands in.
                 began = _epoch(row.started_at) if row and row.started_at else None
@@ -164,15 +169,17 @@ class _SessionWatch:
         if not self._gossip_readable:
             return _UNKNOWN
         try:
-            rows = session.execute("SELECT address, generation FROM system_views.gossip_info")
+            rows = list(session.execute("SELECT address, port, generation FROM system_views.gossip_info"))
         except Exception as error:  # older Cassandra: only reachability can tell a dead coordinator
             self.trigger.log.warning("system_views.gossip_info unreadable (%s): restarts go unnoticed", error)
             self._gossip_readable = False
             return _UNKNOWN
+        self._internode_ports = {str(row.address): int(row.port) for row in rows if row.port is not None}
         return {str(row.address): int(row.generation) for row in rows if row.generation is not None}
 
 
 _UNKNOWN: dict[str, int] = {}
+DEFAULT_STORAGE_PORT = 7000  # cassandra.yaml's storage_port, when gossip does not say
 
 
 def _epoch(moment: datetime) -> float:

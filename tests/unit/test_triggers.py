@@ -63,7 +63,8 @@ class _ScriptedCluster:
     def execute(self, statement: object, params: object = None) -> _Result:
         state = self.script[min(self.polls, len(self.script) - 1)]
         if "gossip_info" in str(statement):
-            return _Result(_Row(address=a, generation=g) for a, g in state["generations"].items())  # type: ignore[attr-defined]
+            gossip = state["generations"].items()  # type: ignore[attr-defined]
+            return _Result(_Row(address=a, port=7012, generation=g) for a, g in gossip)
         self.polls += 1
         return _Result([state["row"]] if state["row"] else [])
 
@@ -113,6 +114,29 @@ def test_an_unreachable_coordinator_is_dead_after_the_grace(monkeypatch: pytest.
     [event] = _run(_trigger(down_grace_seconds=0.05))
     assert event["status"] == "dead"
     assert "127.0.0.4 has been unreachable" in event["sessions"][PARENT]["error"]  # type: ignore[index]
+
+
+def test_a_coordinator_with_its_cql_port_closed_but_gossiping_is_not_dead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`nodetool disablebinary` closes CQL on a node that still coordinates its session: the internode port (as
+    gossip gives it) still answers, so the session is waited for, not declared dead."""
+    from datetime import datetime
+
+    running = _Row(parent_id=PARENT, started_at=None, finished_at=None, exception_message=None)
+    done = _Row(parent_id=PARENT, started_at=datetime(2026, 1, 1), finished_at=datetime(2026, 1, 1, 0, 1),
+                exception_message=None)  # fmt: skip
+    cluster = _ScriptedCluster([{"row": running, "generations": {"127.0.0.4": 1}}] * 20
+                               + [{"row": done, "generations": {"127.0.0.4": 1}}])  # fmt: skip
+    probed: list[tuple[str, int]] = []
+
+    def accepts(address: str, port: int = 9042, timeout: float = 2.0) -> bool:
+        probed.append((address, port))
+        return port == 7012  # CQL refused, the internode port gossip names answers
+
+    monkeypatch.setattr("ringward_cassandra.cql.build_cluster", lambda *a, **k: cluster)
+    monkeypatch.setattr("ringward_airflow.triggers.accepts_connections", accepts)
+    [event] = _run(_trigger(down_grace_seconds=0.05))
+    assert event["status"] == "finished", event
+    assert ("127.0.0.4", 9042) in probed and ("127.0.0.4", 7012) in probed
 
 
 def test_a_finished_session_is_reported_finished(monkeypatch: pytest.MonkeyPatch) -> None:
