@@ -447,6 +447,8 @@ class RangeRepairOperator(MigrationOperator):
             store = hook.ops_store()
             if self.deferrable:
                 todo = journalled_pending(store, record.migration_id, self.stage, segments)
+                done = [segment for segment in segments if segment not in todo]
+                self.log.info("%s: %s to repair, %s already done.", self.stage, range_count(todo), range_count(done))
                 if todo:
                     return self._start_wave(context, record, todo, hook)
                 # a deferred repair's last call finds everything done by the waves before it
