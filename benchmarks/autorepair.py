@@ -58,7 +58,16 @@ def topology_file(directory: Path) -> Path:
         auto_repair=["full"],
         auto_repair_settings={
             "repair_check_interval": "5s",
-            "repair_type_overrides": {"full": {"enabled": False, "initial_scheduler_delay": "5s"}},
+            # A node AutoRepair has no history of is recorded as just repaired (force_repair_new_node: false),
+            # and min_repair_interval (24 h) would then hold its first turn off for a day: both changed.
+            "repair_type_overrides": {
+                "full": {
+                    "enabled": False,
+                    "initial_scheduler_delay": "5s",
+                    "min_repair_interval": "1s",
+                    "force_repair_new_node": True,
+                }
+            },
         },
     )
     path = directory / "seed-autorepair.json"
@@ -116,14 +125,18 @@ def primary_range_repairs(nodetool: NodetoolClient) -> float:
 def autorepair_turns_finished_since(since: datetime) -> int:
     with connect(NODES) as session:
         rows = session.execute(
-            "SELECT repair_type, host_id, repair_finish_ts FROM system_distributed.auto_repair_history"
+            "SELECT repair_type, host_id, repair_start_ts, repair_finish_ts FROM system_distributed.auto_repair_history"
         )
+        # A turn that started after `since` and has finished since (a finish stamp alone can be the stamp
+        # AutoRepair gives a node it has no history of, without repairing anything).
         finished = {
             row.host_id
             for row in rows
             if row.repair_type.lower() == "full"
+            and row.repair_start_ts is not None
             and row.repair_finish_ts is not None
-            and row.repair_finish_ts.replace(tzinfo=UTC) >= since
+            and row.repair_start_ts.replace(tzinfo=UTC) >= since
+            and row.repair_finish_ts >= row.repair_start_ts
         }
     return len(finished)
 
