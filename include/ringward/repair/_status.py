@@ -7,6 +7,7 @@ rows); the deadline column tells when the oldest range crosses that line.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -169,23 +170,32 @@ def coverage_records(segments: Iterable[Segment], history: Iterable[RecordedSegm
     repairs of every table it needs count (a keyspace-wide segment is not covered by one table's repair). The
     rest of the record (state, attempts, last error) is the segment's own, when it has one.
     """
-    by_keyspace: dict[str, list[RecordedSegment]] = {}
-    for row in history:
-        by_keyspace.setdefault(row.keyspace, []).append(row)
+    history_list = list(history)
+    own = {row.record.segment_id: row.record for row in history_list}
+    # Per keyspace, the full repairs sorted by where they start, and the widest one: the repairs that can
+    # overlap a segment start in [segment start - widest, segment end), found by bisection (the status of a
+    # 256-vnode, 1,000-node ring plans millions of segments; a scan of every repair for each would not end).
+    repairs: dict[str, tuple[list[int], list[tuple[int, int, datetime, RecordedSegment]], int]] = {}
+    for row in history_list:
+        if row.record.last_full_success is not None:
+            low, high = _bounds(row.range)
+            repairs.setdefault(row.keyspace, ([], [], 0))[1].append((low, high, row.record.last_full_success, row))
+    for keyspace, (_, entries, _) in list(repairs.items()):
+        entries.sort(key=lambda entry: entry[0])
+        repairs[keyspace] = ([e[0] for e in entries], entries, max(e[1] - e[0] for e in entries))
     records: dict[str, SegmentRecord] = {}
     for segment in segments:
-        own = next((r.record for r in by_keyspace.get(segment.keyspace, ()) if r.record.segment_id ==
-                    segment.segment_id), None)  # fmt: skip
-        pieces = [
-            (*_bounds(row.range), row.record.last_full_success)
-            for row in by_keyspace.get(segment.keyspace, ())
-            if row.record.last_full_success is not None and _repairs_tables_of(row, segment)
-        ]
-        since = _covered_since(_bounds(segment.range), pieces)
-        record = own or SegmentRecord(segment.segment_id)
+        since = None
+        if segment.keyspace in repairs:
+            starts, entries, widest = repairs[segment.keyspace]
+            low, high = _bounds(segment.range)
+            nearby = entries[bisect_left(starts, low - widest) : bisect_left(starts, high)]
+            pieces = [(a, b, when) for a, b, when, row in nearby if b > low and _repairs_tables_of(row, segment)]
+            since = _covered_since((low, high), pieces)
+        record = own.get(segment.segment_id) or SegmentRecord(segment.segment_id)
         if since is not None and (record.last_full_success is None or since > record.last_full_success):
             record = replace(record, last_full_success=since)
-        if own is not None or since is not None:
+        if segment.segment_id in own or since is not None:
             records[segment.segment_id] = record
     return records
 
