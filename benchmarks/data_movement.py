@@ -11,7 +11,7 @@ by one procedure, timed from the ALTER to "verified in sync":
              Not a safe procedure (it copies one replica's view and proves nothing); the floor.
 - repair:    ringward today: pre-repair of the affected ranges among the old replicas (before the ALTER,
              timed apart), ALTER, full repair of the affected ranges among the new replicas (the commands
-             RangeRepairOperator sends, node-disjoint waves of 2), then the preview repair that proves sync.
+             MigrationRepairOperator sends, node-disjoint waves of 2), then the preview repair that proves sync.
 - stream:    the candidate: the same pre-repair, ALTER, then the floor's rebuild from a kept replica (in
              sync since the pre-repair) and the same preview repair; ranges the preview finds out of sync
              are repaired and previewed again.
@@ -48,7 +48,7 @@ from ringward.ring import Ring, TokenRange  # noqa: E402
 from ringward_cassandra.cql import connect  # noqa: E402
 from ringward_cassandra.localcluster import LocalCluster  # noqa: E402
 from ringward_cassandra.nodetool import NodetoolClient  # noqa: E402
-from ringward_cassandra.ring_source import ring_from_cluster  # noqa: E402
+from ringward_cassandra.ring_reader import ring_from_cluster  # noqa: E402
 
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 DOWN = "127.0.0.3"

@@ -5,7 +5,7 @@ same change (-> NetworkTopologyStrategy dc1: 2).
 - naive:    ALTER, then `nodetool repair -full KS` on every node in turn (cleanup everywhere, timed apart).
 - ringward: ALTER, then full repair of exactly the affected ranges on a new replica, one command per set
             of participants (Cassandra runs it as one session), node-disjoint waves of 2 (what
-            RangeRepairOperator runs).
+            MigrationRepairOperator runs).
 Target: ringward <= (share of affected ranges + 0.2) x naive.
 
 Run: uv run python benchmarks/migration.py [--megabytes 300]
@@ -32,7 +32,7 @@ from ringward.replication import Replication  # noqa: E402
 from ringward_cassandra.cql import connect  # noqa: E402
 from ringward_cassandra.localcluster import LocalCluster  # noqa: E402
 from ringward_cassandra.nodetool import NodetoolClient  # noqa: E402
-from ringward_cassandra.ring_source import ring_from_cluster  # noqa: E402
+from ringward_cassandra.ring_reader import ring_from_cluster  # noqa: E402
 
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 TARGET = {"class": "NetworkTopologyStrategy", "dc1": 2}

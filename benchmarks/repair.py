@@ -34,11 +34,11 @@ sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins")]
 from cassandra import ConsistencyLevel  # noqa: E402
 from cassandra.concurrent import execute_concurrent_with_args  # noqa: E402
 from ringward.repair import apply_overrides, load_config  # noqa: E402
+from ringward_cassandra.cluster_repairs import plan_cluster  # noqa: E402
 from ringward_cassandra.cql import connect  # noqa: E402
 from ringward_cassandra.localcluster import LocalCluster  # noqa: E402
 from ringward_cassandra.nodetool import NodetoolClient  # noqa: E402
-from ringward_cassandra.repair_planning import plan_cluster  # noqa: E402
-from ringward_cassandra.ring_source import ring_from_cluster  # noqa: E402
+from ringward_cassandra.ring_reader import ring_from_cluster  # noqa: E402
 from ringward_cli.airflow_env import airflow_environment, ensure_airflow_db  # noqa: E402
 
 KEYSPACES = ["bench_a", "bench_b"]

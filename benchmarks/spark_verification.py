@@ -42,7 +42,7 @@ from ringward.verification import VerificationReport, verify  # noqa: E402
 from ringward_cassandra.cql import connect  # noqa: E402
 from ringward_cassandra.localcluster import LocalCluster  # noqa: E402
 from ringward_cassandra.localcluster.spark_jars import local_jars_environment  # noqa: E402
-from ringward_cassandra.ring_source import ring_from_cluster  # noqa: E402
+from ringward_cassandra.ring_reader import ring_from_cluster  # noqa: E402
 from ringward_spark.counts import baseline_from_result, scan_counts_from_result, stage_scans  # noqa: E402
 from ringward_spark.stages import BASELINE, baseline_phases, verify_phases, verify_tables  # noqa: E402
 from ringward_spark.submit import (  # noqa: E402

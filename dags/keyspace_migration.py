@@ -17,9 +17,9 @@ from ringward_airflow.migration_operators import (
     KeyspaceAlterOperator,
     MigrationPrecheckOperator,
     MigrationRefusedOperator,
+    MigrationRepairOperator,
     MigrationReportOperator,
     PreviewVerifyOperator,
-    RangeRepairOperator,
 )
 from ringward_airflow.repair_controller_operators import (
     PauseRepairControllersOperator,
@@ -264,12 +264,12 @@ def _wire() -> None:
                 "node_wait_seconds": "{{ params.node_wait_seconds }}",
                 **REPAIR_RETRIES,
             }
-            pre_repair = RangeRepairOperator(task_id="pre_repair", phase="pre", **repair_options)
+            pre_repair = MigrationRepairOperator(task_id="pre_repair", phase="pre", **repair_options)
             baseline = SparkBaselineOperator(
                 task_id="baseline", step_index=index, trigger_rule="none_failed_min_one_success"
             )
             alter = KeyspaceAlterOperator(task_id="alter", step_index=index)
-            repair = RangeRepairOperator(task_id="repair", phase="post", **repair_options)
+            repair = MigrationRepairOperator(task_id="repair", phase="post", **repair_options)
             preview = PreviewVerifyOperator(task_id="verify_preview", step_index=index)
             verify = SparkVerifyOperator(
                 task_id="verify_counts", step_index=index, baseline_task_id=f"step_{index}.baseline"

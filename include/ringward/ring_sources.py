@@ -8,7 +8,7 @@ JSON format:
 
 `host_id`, `state` (default "UN") and `load_bytes` are optional. Tokens may be integers or
 integer strings (drivers report tokens as strings).
-The live source, through cassandra-driver, is plugins/ringward_cassandra/ring_source.py.
+The live source, through cassandra-driver, is plugins/ringward_cassandra/ring_reader.py.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from ringward.ring import Ring
 from ringward_cassandra.cql import build_cluster, cluster_arguments
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OpsStore
-from ringward_cassandra.ring_source import ring_from_cluster
+from ringward_cassandra.ring_reader import ring_from_cluster
 
 __all__ = ["NodetoolHook", "RingwardCassandraHook", "cluster_options", "connection_settings"]
 

@@ -81,9 +81,9 @@ __all__ = [
     "MigrationOperator",
     "MigrationPrecheckOperator",
     "MigrationRefusedOperator",
+    "MigrationRepairOperator",
     "MigrationReportOperator",
     "PreviewVerifyOperator",
-    "RangeRepairOperator",
     "load_migration",
     "load_record",
 ]
@@ -390,7 +390,7 @@ class KeyspaceAlterOperator(MigrationOperator):
         return step.after.to_cql()
 
 
-class RangeRepairOperator(MigrationOperator):
+class MigrationRepairOperator(MigrationOperator):
     """Full repair of exactly the affected ranges of one step, before (`pre`) or after (`post`) its ALTER.
 
     Ranges with the same participants go in one repair command (one Cassandra session); a node takes part

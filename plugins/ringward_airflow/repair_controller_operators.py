@@ -34,9 +34,9 @@ from ringward.repair_controllers import (
     settings_to_json,
 )
 from ringward.ring_sources import ring_from_json
+from ringward_cassandra.cluster_repairs import size_estimates
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.repair_controllers import ReaperClient, apply_autorepair_changes, read_autorepair
-from ringward_cassandra.repair_planning import size_estimates
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 

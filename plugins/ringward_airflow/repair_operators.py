@@ -40,7 +40,7 @@ from ringward.repair import (
     run_batch,
     status_table,
 )
-from ringward_cassandra.repair_planning import plan_cluster, records_by_segment, status_records, table_statuses
+from ringward_cassandra.cluster_repairs import plan_cluster, records_by_segment, status_records, table_statuses
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 

@@ -18,7 +18,7 @@ from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.localcluster.runtime import project_home
 from ringward_cassandra.localcluster.spark_jars import ensure_connector_jars
 from ringward_cassandra.ops_store import OPS_KEYSPACE
-from ringward_cassandra.ring_source import ring_from_cluster
+from ringward_cassandra.ring_reader import ring_from_cluster
 from ringward_cassandra.seed_scenario import count_at_one_from, create_seed_keyspace
 
 from ringward_cli.airflow_env import airflow_environment, ensure_airflow_db

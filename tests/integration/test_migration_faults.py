@@ -63,8 +63,8 @@ def test_rows_missing_on_a_new_replica_fail_verification(
     from ringward_airflow.migration_operators import (
         KeyspaceAlterOperator,
         MigrationPrecheckOperator,
+        MigrationRepairOperator,
         PreviewVerifyOperator,
-        RangeRepairOperator,
     )
     from ringward_airflow.spark_operators import SparkBaselineOperator, SparkVerifyOperator
 
@@ -77,7 +77,7 @@ def test_rows_missing_on_a_new_replica_fail_verification(
     ti.xcoms["step_1.baseline"] = SparkBaselineOperator(task_id="baseline").execute(context)
     KeyspaceAlterOperator(task_id="alter").execute(context)
 
-    repaired = RangeRepairOperator(task_id="repair", phase="post", deferrable=False).execute(context)
+    repaired = MigrationRepairOperator(task_id="repair", phase="post", deferrable=False).execute(context)
     assert repaired["repaired"] == repaired["ranges"] > 0
 
     _remove_table_data(seed_cluster, "127.0.0.4")

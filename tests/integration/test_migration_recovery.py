@@ -74,9 +74,9 @@ def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_do
         CleanupOperator,
         KeyspaceAlterOperator,
         MigrationPrecheckOperator,
+        MigrationRepairOperator,
         MigrationReportOperator,
         PreviewVerifyOperator,
-        RangeRepairOperator,
     )
 
     initial = _fill(rows=6000, body_bytes=1000)
@@ -89,7 +89,7 @@ def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_do
         context1: Any = {"run_id": "recovery-1", "ti": first}
         first.xcoms["precheck"] = MigrationPrecheckOperator(task_id="precheck", keyspace=KEYSPACE,
                                                             replication=TARGET).execute(context1)  # fmt: skip
-        RangeRepairOperator(task_id="pre_repair", phase="pre").execute(context1)
+        MigrationRepairOperator(task_id="pre_repair", phase="pre").execute(context1)
         KeyspaceAlterOperator(task_id="alter").execute(context1)
         stopped_at = time.monotonic()
 
@@ -123,7 +123,7 @@ def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_do
                 killed["at"] = time.monotonic()
                 threading.Timer(20, _start_recording, args=(seed_cluster, GAINED, killed)).start()
 
-        try1 = Deferred(RangeRepairOperator(task_id="repair", phase="post", deferrable=True, node_wait_seconds=300),
+        try1 = Deferred(MigrationRepairOperator(task_id="repair", phase="post", deferrable=True, node_wait_seconds=300),
                         context)  # fmt: skip
         with pytest.raises(RepairError) as dead:
             try1.run(on_session=kill_coordinator)
@@ -147,7 +147,7 @@ def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_do
                 down["timer"].start()
 
         with pytest.raises(RepairError) as failed:
-            Deferred(RangeRepairOperator(task_id="repair", phase="post", deferrable=True, node_wait_seconds=300),
+            Deferred(MigrationRepairOperator(task_id="repair", phase="post", deferrable=True, node_wait_seconds=300),
                      context).run(on_session=kill_kept_replica)  # fmt: skip
         assert "at" in down, "a session with the kept replica ran in try 2"
         assert "failed" in str(failed.value)
@@ -155,8 +155,8 @@ def test_a_stopped_migration_resumes_through_a_dead_coordinator_and_a_replica_do
         # -- try 3 waits for the replica, then completes (unthrottled: the faults are behind us) ---------------
         _throttle(seed_cluster, 0)
         try3_started = time.monotonic()
-        result = Deferred(RangeRepairOperator(task_id="repair", phase="post", deferrable=True, node_wait_seconds=300),
-                          context).run()  # fmt: skip
+        repair = MigrationRepairOperator(task_id="repair", phase="post", deferrable=True, node_wait_seconds=300)
+        result = Deferred(repair, context).run()
         repaired_at = time.monotonic()
         down["timer"].join()
         assert not down.get("error"), down.get("error")

@@ -69,7 +69,7 @@ def test_autorepair_is_off_during_the_migration_and_restored_after(autorepair_en
     from ringward_airflow.migration_operators import (
         KeyspaceAlterOperator,
         MigrationPrecheckOperator,
-        RangeRepairOperator,
+        MigrationRepairOperator,
     )
     from ringward_airflow.repair_controller_operators import (
         PauseRepairControllersOperator,
@@ -104,7 +104,7 @@ def test_autorepair_is_off_during_the_migration_and_restored_after(autorepair_en
     PauseRepairControllersOperator(task_id="pause_repair_controllers").execute(context)
     assert _active(cluster) == {"127.0.0.2": (), "127.0.0.3": ()}
     KeyspaceAlterOperator(task_id="alter").execute(context)
-    repaired = RangeRepairOperator(task_id="repair", phase="post", deferrable=False).execute(context)
+    repaired = MigrationRepairOperator(task_id="repair", phase="post", deferrable=False).execute(context)
     assert repaired["repaired"] == repaired["ranges"] > 0
     assert _active(cluster) == {"127.0.0.2": (), "127.0.0.3": ()}  # still off after the migration's repair
     # A retried pause keeps the settings the first try saved (not the "off" it finds now).

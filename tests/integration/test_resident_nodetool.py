@@ -10,7 +10,7 @@ import threading
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.nodetool import NodetoolClient, RepairOutcome
-from ringward_cassandra.ring_source import ring_from_cluster
+from ringward_cassandra.ring_reader import ring_from_cluster
 from schema_agreement import settle_schema
 
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]

@@ -26,7 +26,7 @@ from cassandra.query import SimpleStatement
 from ringward.ring import Ring, TokenRange
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
-from ringward_cassandra.ring_source import ring_from_contact_point
+from ringward_cassandra.ring_reader import ring_from_contact_point
 from ringward_spark.counts import stage_scans
 from ringward_spark.stages import BASELINE, REFERENCE, REPLICAS, baseline_phases, verify_phases, verify_tables
 from ringward_spark.submit import (

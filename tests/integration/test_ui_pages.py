@@ -39,7 +39,7 @@ def _migrate() -> tuple[dict[str, Any], dict[str, Any]]:
     from ringward_airflow.migration_operators import (
         KeyspaceAlterOperator,
         MigrationPrecheckOperator,
-        RangeRepairOperator,
+        MigrationRepairOperator,
     )
 
     with connect(NODES) as session:
@@ -56,7 +56,7 @@ def _migrate() -> tuple[dict[str, Any], dict[str, Any]]:
     ).execute(context)
     ti.xcoms["precheck"] = record
     KeyspaceAlterOperator(task_id="alter").execute(context)
-    repaired = RangeRepairOperator(task_id="repair", phase="post", deferrable=False).execute(context)
+    repaired = MigrationRepairOperator(task_id="repair", phase="post", deferrable=False).execute(context)
     return record, repaired
 
 

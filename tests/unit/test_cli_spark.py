@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-import ringward_cassandra.ring_source
+import ringward_cassandra.ring_reader
 import ringward_spark.submit
 from ringward.ring import Node, Ring
 from ringward_cli.main import main
@@ -39,7 +39,7 @@ def test_range_counts_use_the_live_ring_and_read_one_when_pinned(
     jobs: list[list[str]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ring = Ring.of([Node("10.0.0.1", "dc1", "r1", (-10, 50)), Node("10.0.0.2", "dc1", "r1", (20,))])
-    monkeypatch.setattr(ringward_cassandra.ring_source, "ring_from_contact_point", lambda host, port: ring)
+    monkeypatch.setattr(ringward_cassandra.ring_reader, "ring_from_contact_point", lambda host, port: ring)
     argv = ["spark", "range-counts", "--hosts", "10.0.0.1", "--keyspace", "ks", "--table", "t",
             "--pin-host", "10.0.0.2", "--cutoff-us", "99"]  # fmt: skip
     assert main(argv) == 0

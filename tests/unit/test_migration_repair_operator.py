@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ringward.errors import ClusterError
-from ringward_airflow.migration_operators import RangeRepairOperator
+from ringward_airflow.migration_operators import MigrationRepairOperator
 
 
 class FakeNodetool:
@@ -20,8 +20,8 @@ class FakeNodetool:
         return view
 
 
-def _operator(views: dict[str, dict[str, str] | Exception]) -> RangeRepairOperator:
-    operator = RangeRepairOperator(task_id="repair", phase="post", node_wait_seconds=0)
+def _operator(views: dict[str, dict[str, str] | Exception]) -> MigrationRepairOperator:
+    operator = MigrationRepairOperator(task_id="repair", phase="post", node_wait_seconds=0)
     operator._nodetool = FakeNodetool(views)  # type: ignore[assignment]
     return operator
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ringward.repair import parse_config
 from ringward.ring import Node, Ring
-from ringward_cassandra.repair_planning import SIZE_ESTIMATES_QUERY, plan_cluster, size_estimates
+from ringward_cassandra.cluster_repairs import SIZE_ESTIMATES_QUERY, plan_cluster, size_estimates
 
 RING = Ring.of(
     [

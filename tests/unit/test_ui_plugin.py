@@ -32,8 +32,8 @@ from ringward.replication import Replication
 from ringward.ring import Ring
 from ringward.ring_sources import load_ring_file, ring_to_json
 from ringward_airflow.ui.source import ConnectionInfo, NodeInfo, RunInfo, TaskTiming
+from ringward_cassandra.cluster_repairs import ClusterRepairPlan
 from ringward_cassandra.ops_store import JournalEntry, MigrationRow, RepairHistoryRow, RepairRunRow, SwitchEvent
-from ringward_cassandra.repair_planning import ClusterRepairPlan
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))

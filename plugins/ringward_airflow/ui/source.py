@@ -225,7 +225,7 @@ class CassandraSource:
         return _session_for(self._conn)
 
     def ring(self) -> Ring:
-        from ringward_cassandra.ring_source import ring_from_cluster
+        from ringward_cassandra.ring_reader import ring_from_cluster
 
         return ring_from_cluster(self.session)
 
@@ -276,7 +276,7 @@ class CassandraSource:
         return store if OPS_KEYSPACE in self.session.cluster.metadata.keyspaces else None
 
     def repair_plan(self, config: Any) -> Any:
-        from ringward_cassandra.repair_planning import plan_cluster
+        from ringward_cassandra.cluster_repairs import plan_cluster
 
         return plan_cluster(self.session, self.ring(), config)
 

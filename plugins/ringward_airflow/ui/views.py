@@ -27,8 +27,8 @@ from ringward.repair import (
 from ringward.ring_picture import render_ring_svg
 from ringward.ring_sources import ring_from_json
 from ringward.svg import render_placement_svg, render_repair_svg
+from ringward_cassandra.cluster_repairs import status_records, table_statuses
 from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
-from ringward_cassandra.repair_planning import status_records, table_statuses
 
 from ringward_airflow.ui.source import Source
 

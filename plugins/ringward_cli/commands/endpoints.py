@@ -89,7 +89,7 @@ def _load_ring(source: str) -> Ring:
         return load_ring_file(path)
     if path.suffix in {".json", ".txt"} or "/" in source:
         raise ConfigurationError(f"Ring file {source} does not exist.", "Check the path.")
-    from ringward_cassandra.ring_source import ring_from_contact_point
+    from ringward_cassandra.ring_reader import ring_from_contact_point
 
     host, port = contact_point(source)
     ring: Ring = ring_from_contact_point(host, port)

@@ -157,7 +157,7 @@ def _load_ring(source: str) -> Ring:
     if path.suffix in _RING_FILE_SUFFIXES or "/" in source:
         raise ConfigurationError(f"Ring file {source} does not exist.", "Check the path.")
     try:
-        from ringward_cassandra.ring_source import ring_from_contact_point
+        from ringward_cassandra.ring_reader import ring_from_contact_point
     except ImportError:
         raise ConfigurationError(
             f"{source!r} is not a ring file, and reading a live ring is not available in this build.",

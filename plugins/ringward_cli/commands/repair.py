@@ -44,10 +44,10 @@ def _default_contact() -> str:
 
 def _status(args: argparse.Namespace) -> int:
     from ringward.repair import coverage_entries, load_config, status_config, status_table
+    from ringward_cassandra.cluster_repairs import plan_cluster, status_records, table_statuses
     from ringward_cassandra.cql import connect
     from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore
-    from ringward_cassandra.repair_planning import plan_cluster, status_records, table_statuses
-    from ringward_cassandra.ring_source import ring_from_cluster
+    from ringward_cassandra.ring_reader import ring_from_cluster
 
     base = load_config(args.config or os.environ.get(CONFIG_PATH_ENV) or None)
     host, _, port = (args.contact or _default_contact()).partition(":")

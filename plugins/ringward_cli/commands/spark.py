@@ -76,7 +76,7 @@ def _count(args: argparse.Namespace) -> int:
 
 
 def _range_counts(args: argparse.Namespace) -> int:
-    from ringward_cassandra.ring_source import ring_from_contact_point
+    from ringward_cassandra.ring_reader import ring_from_contact_point
     from ringward_spark.submit import range_counts_job_args, run_job
 
     _jars_environment()

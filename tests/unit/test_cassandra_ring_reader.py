@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from ringward.errors import ClusterError
 from ringward.ring import Node
-from ringward_cassandra.ring_source import node_from_local_row, node_from_peer_row, ring_from_rows
+from ringward_cassandra.ring_reader import node_from_local_row, node_from_peer_row, ring_from_rows
 
 HOST_2 = uuid.UUID("11111111-1111-1111-1111-111111111111")
 HOST_3 = uuid.UUID("22222222-2222-2222-2222-222222222222")
