@@ -26,6 +26,7 @@ from ringward_airflow.repair_controller_operators import (
     RestoreRepairControllersOperator,
 )
 from ringward_airflow.spark_operators import SparkBaselineOperator, SparkVerifyOperator
+from ringward_airflow.step_gate import STEP_GROUP, StepGateOperator
 from ringward_airflow.ui.plugin import migration_page_path
 
 MIGRATION_DOC = """\
@@ -245,12 +246,9 @@ def _wire() -> None:
     previous = pause_controllers
     verifies = []
     for index in range(1, MAX_STAGED_STEPS + 1):
-        with TaskGroup(group_id=f"step_{index}") as step:
-            has_step = ShortCircuitOperator(
-                task_id="has_step",
-                python_callable=lambda ti, i=index: len(ti.xcom_pull(task_ids="precheck")["steps"]) >= i,
-                ignore_downstream_trigger_rules=False,  # cleanup and report still run after the last step
-            )
+        with TaskGroup(group_id=STEP_GROUP.format(index=index)) as step:
+            # Skips this step and every later one at once when the plan has fewer steps; cleanup and report still run.
+            has_step = StepGateOperator(task_id="has_step", step_index=index)
             pre_repair_wanted = ShortCircuitOperator(
                 task_id="pre_repair_wanted",
                 python_callable=lambda params: params["pre_repair"],

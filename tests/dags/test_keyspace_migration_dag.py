@@ -158,3 +158,40 @@ def test_repair_controllers_are_off_from_approval_to_the_end_whatever_happens() 
             assert {f"step_{index}.alter", f"step_{index}.repair", f"step_{index}.verify_counts"} <= ancestors
         assert restore.downstream_task_ids == {"report"}
         assert dag.params["node_capacity"] == {}
+
+
+class _Precheck:
+    """The task instance a gate sees: the precheck's record, with `steps` as many as the plan has."""
+
+    map_index = -1
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.pushed: dict[str, object] = {}
+
+    def xcom_pull(self, task_ids: str) -> dict[str, object]:
+        assert task_ids == "precheck"
+        return {"steps": [{}] * self.steps}
+
+    def xcom_push(self, key: str, value: object) -> None:
+        self.pushed[key] = value
+
+
+@pytest.mark.parametrize("planned", range(1, MAX_STAGED_STEPS))
+def test_the_first_absent_step_skips_every_later_step_at_once_and_nothing_else(planned: int) -> None:
+    from airflow.providers.common.compat.sdk import DownstreamTasksSkipped
+
+    dag = _dag()
+    for index in range(1, planned + 1):  # steps the plan has pass their gate
+        assert dag.get_task(f"step_{index}.has_step").execute({"ti": _Precheck(planned)}) is True
+    with pytest.raises(DownstreamTasksSkipped) as skipped:
+        dag.get_task(f"step_{planned + 1}.has_step").execute({"ti": _Precheck(planned)})
+    absent = {
+        task_id
+        for task_id in dag.task_ids
+        if task_id.startswith(tuple(f"step_{i}." for i in range(planned + 1, MAX_STAGED_STEPS + 1)))
+    }
+    absent.discard(f"step_{planned + 1}.has_step")  # the gate itself ends successful
+    assert set(skipped.value.tasks) == absent
+    # cleanup and the report are not among them: they follow the last step that ran
+    assert not {"cleanup_wanted", "cleanup", "report", "restore_repair_controllers"} & set(skipped.value.tasks)
