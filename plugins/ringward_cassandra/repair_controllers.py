@@ -18,9 +18,9 @@ from ringward.repair_controllers import AutoRepairChange, AutoRepairSettings, Re
 
 from ringward_cassandra.nodetool import NodetoolClient
 
-__all__ = ["ReaperClient", "apply_autorepair_changes", "process_client", "read_autorepair"]
+__all__ = ["ReaperClient", "apply_autorepair_changes", "read_autorepair"]
 
-_AT_ONCE = 4  # nodetool processes at once (each a JVM start)
+_AT_ONCE = 4  # nodes asked at once (a nodetool process each when there is no resident JVM)
 _NOT_STARTED = "Server is not initialized yet"
 
 # What nodetool says where AutoRepair cannot run: a Cassandra without CEP-37 (before 5.0.9) does not know the
@@ -33,28 +33,14 @@ _NO_AUTOREPAIR = (
 )
 
 
-def process_client(client: NodetoolClient) -> NodetoolClient:
-    """The same nodetool, one process per command. Cassandra 5.0.9's AutoRepair commands print to a
-    `System.out` they keep from class loading, which the resident nodetool JVM has redirected (its protocol
-    owns stdout): their output only reaches a plain nodetool process."""
-    if not client.java_classpath:
-        return client
-    return NodetoolClient(
-        nodetool_path=client.nodetool_path, jmx_host=client.jmx_host, jmx_ports=client.jmx_ports,
-        default_jmx_port=client.default_jmx_port, username=client.username, password=client.password,
-        ssl=client.ssl,
-    )  # fmt: skip
-
-
 def read_autorepair(client: NodetoolClient, nodes: Iterable[str]) -> list[AutoRepairSettings]:
     """Every node's AutoRepair settings (`nodetool getautorepairconfig`, a few nodes at once); a node that
     cannot be asked is refused by name (its settings could then be neither paused nor restored)."""
-    processes = process_client(client)
     with ThreadPoolExecutor(max_workers=_AT_ONCE) as pool:
-        return list(pool.map(lambda node: _read_one(processes, client, node), list(nodes)))
+        return list(pool.map(lambda node: _read_one(client, node), list(nodes)))
 
 
-def _read_one(client: NodetoolClient, checker: NodetoolClient, node: str) -> AutoRepairSettings:
+def _read_one(client: NodetoolClient, node: str) -> AutoRepairSettings:
     result = client.run(node, ["getautorepairconfig"], timeout=120.0)
     output = (result.stdout or "") + (result.stderr or "")
     if result.returncode != 0:
@@ -62,7 +48,7 @@ def _read_one(client: NodetoolClient, checker: NodetoolClient, node: str) -> Aut
             return AutoRepairSettings(node, available=False)
         # 5.0.9 started without -Dcassandra.autorepair.enable answers "Server is not initialized yet" (its
         # AutoRepair service never starts); a node that is starting says the same, but also fails other commands.
-        if _NOT_STARTED in output and checker.run(node, ["statusbinary"], timeout=60.0).returncode == 0:
+        if _NOT_STARTED in output and client.run(node, ["statusbinary"], timeout=60.0).returncode == 0:
             return AutoRepairSettings(node, available=False)
         raise ClusterError(
             f"nodetool getautorepairconfig failed on {node}: {output.strip()[-500:]}",
@@ -73,7 +59,6 @@ def _read_one(client: NodetoolClient, checker: NodetoolClient, node: str) -> Aut
 
 def apply_autorepair_changes(client: NodetoolClient, changes: Sequence[AutoRepairChange]) -> list[str]:
     """Run each change; every change is tried, and the failed ones are returned as lines naming the node."""
-    client = process_client(client)
     failures = []
     for change in changes:
         try:

@@ -339,13 +339,3 @@ def test_server_not_initialized_means_no_autorepair_only_on_a_node_that_serves(n
     else:
         with pytest.raises(ClusterError, match=r"127\.0\.0\.2"):
             read_autorepair(Seed(), ["127.0.0.2"])
-
-
-def test_autorepair_commands_run_as_nodetool_processes_not_in_the_resident_jvm() -> None:
-    from ringward_cassandra.repair_controllers import process_client
-
-    resident = NodetoolClient(nodetool_path="/opt/nodetool", jmx_host="{address}", jmx_ports={"a": 7300},
-                              username="u", password="p", ssl=True, java_classpath="/lib/*")  # fmt: skip
-    plain = process_client(resident)
-    assert plain.java_classpath is None
-    assert plain.command("a", ["getautorepairconfig"]) == resident.command("a", ["getautorepairconfig"])

@@ -121,6 +121,31 @@ public final class RingwardNodetoolServer {
         }
     }
 
+    /**
+     * System.out for the whole JVM: what a command's thread prints goes to that command's output, anything else to
+     * stderr (stdout is the protocol's). Some commands (5.0.9's Get/SetAutoRepairConfig) print to a System.out they
+     * keep in a static field at class load, not to NodeTool's Output; routing by thread gives them their output too.
+     */
+    private static final class ThreadRoutedOut extends OutputStream {
+        private final PrintStream fallback;
+
+        ThreadRoutedOut(PrintStream fallback) {
+            this.fallback = fallback;
+        }
+
+        @Override
+        public void write(int b) {
+            Command command = CURRENT.get();
+            if (command != null && command.stream != null) command.stream.write(b);
+            else fallback.write(b);
+        }
+
+        @Override
+        public void flush() {
+            fallback.flush();
+        }
+    }
+
     private static void answer(String kind, String id, String text) {
         synchronized (ANSWERS) {
             ANSWERS.print(kind + "\t" + id + "\t" + text + "\n");
@@ -151,9 +176,9 @@ public final class RingwardNodetoolServer {
     }
 
     private static void run(Command command, String[] args) {
-        CURRENT.set(command);
         LineStream stream = new LineStream(command.id);
         command.stream = stream;
+        CURRENT.set(command);
         PrintStream printer = new PrintStream(stream, true, StandardCharsets.UTF_8);
         int status;
         try {
@@ -175,7 +200,7 @@ public final class RingwardNodetoolServer {
     }
 
     public static void main(String[] argv) throws IOException {
-        System.setOut(System.err); // a stray System.out.println must not break the protocol
+        System.setOut(new PrintStream(new ThreadRoutedOut(System.err), true, StandardCharsets.UTF_8));
         trapExits();
         BufferedReader requests = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         answer("READY", "-", "");
