@@ -22,7 +22,10 @@ def test_shipped_default_loads_and_matches_model_defaults_where_documented() -> 
     config = load_config()
     assert DEFAULT_CONFIG_PATH.is_file()
     assert config.enabled is True
-    assert config.splitter == FixedSplitter(subranges_per_range=16)
+    assert config.splitter == SizeSplitter(
+        type="size", max_bytes_per_segment=50 * 2**30, max_partitions_per_segment=2**20
+    )
+    assert RepairConfig().splitter == config.splitter  # the model and the shipped file agree
     assert config.min_repair_interval == timedelta(hours=24)
     assert config.segment_timeout == timedelta(hours=3)
     assert config.window is None
@@ -131,10 +134,16 @@ def test_overrides_merge_nested_fields_and_accept_dotted_keys() -> None:
 
 
 def test_override_changing_splitter_type_replaces_the_splitter() -> None:
-    changed = apply_overrides(RepairConfig(), {"splitter": {"type": "size", "max_partitions_per_segment": 10}})
+    fixed = RepairConfig(splitter=FixedSplitter())
+    changed = apply_overrides(fixed, {"splitter": {"type": "size", "max_partitions_per_segment": 10}})
     assert changed.splitter == SizeSplitter(type="size", max_partitions_per_segment=10)
-    same_type = apply_overrides(RepairConfig(), {"splitter": {"subranges_per_range": 2}})
+    same_type = apply_overrides(fixed, {"splitter": {"subranges_per_range": 2}})
     assert same_type.splitter == FixedSplitter(subranges_per_range=2)
+    # Without `type`, the fields say which splitter is meant: the default size splitter is replaced, not merged.
+    assert apply_overrides(RepairConfig(), {"splitter": {"subranges_per_range": 2}}).splitter == same_type.splitter
+    assert apply_overrides(RepairConfig(), {"splitter.max_partitions_per_segment": 10}).splitter == SizeSplitter(
+        type="size", max_bytes_per_segment=50 * 2**30, max_partitions_per_segment=10
+    )
 
 
 def test_no_overrides_returns_the_same_config_and_bad_override_names_field() -> None:

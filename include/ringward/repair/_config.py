@@ -126,7 +126,14 @@ class RepairConfig(_Strict):
     ignore_dcs: tuple[str, ...] = ()
     repair_type: Literal["full", "preview"] = "full"
     primary_range_only: bool = True
-    splitter: Splitter = FixedSplitter()
+    # Cassandra 5.0.9's AutoRepair splits by size by default too (RepairTokenRangeSplitter: 50 GiB and 2^20
+    # partitions per assignment): a small table is one segment per range, not 16 (16 fixed subranges cost
+    # 16x the per-session overhead on data that needs none; a Merkle tree already resolves 2^20 partitions).
+    splitter: Splitter = Field(
+        default_factory=lambda: SizeSplitter(
+            type="size", max_bytes_per_segment=50 * 2**30, max_partitions_per_segment=2**20
+        )
+    )
     # Off by default: `nodetool repair -st -et` refuses a range spanning two vnode ranges ("intersects a
     # local range but is not fully contained in one"); only a session per merged range would benefit.
     merge_ranges_with_same_replicas: bool = False
@@ -254,11 +261,28 @@ def _nest(overrides: Mapping[str, Any]) -> dict[str, Any]:
     return nested
 
 
+_SPLITTER_FIELDS = {
+    "fixed": set(FixedSplitter.model_fields) - {"type"},
+    "size": set(SizeSplitter.model_fields) - {"type"},
+}
+
+
+def _implied_type(value: Mapping[str, Any]) -> object:
+    """A mapping's `type`, or the one splitter type its fields belong to (`{subranges_per_range: 4}` is fixed)."""
+    if "type" in value:
+        return value["type"]
+    kinds = [kind for kind, fields in _SPLITTER_FIELDS.items() if value and set(value) <= fields]
+    return kinds[0] if len(kinds) == 1 else None
+
+
 def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in override.items():
         current = merged.get(key)
-        same_kind = not (isinstance(value, Mapping) and "type" in value and value["type"] != _type_of(current))
+        implied = _implied_type(value) if isinstance(value, Mapping) else None
+        same_kind = implied is None or implied == _type_of(current)
+        if not same_kind and "type" not in value:
+            value = {"type": implied, **value}
         if isinstance(current, dict) and isinstance(value, Mapping) and same_kind:
             merged[key] = _merge(current, value)
         else:
