@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
-from ringward.errors import LocalClusterError
 from ringward.repair import SegmentState
 from ringward_cassandra.cql import connect
+from ringward_cassandra.localcluster.errors import LocalClusterError
 from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore, RepairHistoryRow, RepairRunRow
 from schema_agreement import settle_schema
 

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ringward.errors import LocalClusterError
-
 from ringward_cassandra.localcluster import runtime
 from ringward_cassandra.localcluster.config import write_node_config
+from ringward_cassandra.localcluster.errors import LocalClusterError
 from ringward_cassandra.localcluster.topology import LocalNode, Topology, load_topology
 from ringward_cassandra.nodetool import NodetoolClient
 
