@@ -25,7 +25,6 @@ from ringward.errors import (
     UnsafeChangeError,
 )
 from ringward.migration import (
-    MigrationStep,
     checked_keyspace,
     migration_steps,
     range_count,
@@ -35,7 +34,6 @@ from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import Segment
 from ringward.replication import Replication
 from ringward.report import migration_report_markdown, refusal_markdown, stage_seconds
-from ringward.ring import Ring
 from ringward.session_watch import await_participants
 from ringward.svg import render_placement_svg
 from ringward_cassandra.cql import accepts_connections
@@ -107,12 +105,6 @@ def load_migration(context: Context, precheck_task_id: str = "precheck") -> Migr
     return MigrationRecord.from_json(load_record(context, precheck_task_id))
 
 
-def record_plan(record: dict[str, Any]) -> tuple[Ring, list[MigrationStep]]:
-    """Compatibility for callers of the dict record: its stored ring and steps (read, not re-planned)."""
-    migration = MigrationRecord.from_json(record)
-    return migration.ring, list(migration.steps)
-
-
 class MigrationOperator(BaseOperator):
     """Connections and the precheck record, shared by every stage.
 
@@ -145,10 +137,6 @@ class MigrationOperator(BaseOperator):
             self._hook = RingwardCassandraHook(self.cassandra_conn_id)
         return self._hook
 
-    def _cassandra(self) -> RingwardCassandraHook:
-        """Compatibility for `spark_operators`: the same cached hook (closing it lets the next use reopen)."""
-        return self.cassandra
-
     def _release(self) -> None:
         """Close the session and stop nodetool's resident JVM; a later use opens them again."""
         if self._hook is not None:
@@ -174,9 +162,6 @@ class MigrationOperator(BaseOperator):
     def _raise_if_killed(self) -> None:
         if self._killed.is_set():
             raise MigrationError("The task was killed; it stopped what it had started.", "Clear the task to resume.")
-
-
-_MigrationOperator = MigrationOperator  # the name spark_operators imports (kept for compatibility)
 
 
 class MigrationPrecheckOperator(MigrationOperator):

@@ -13,12 +13,13 @@ from typing import Any
 from airflow.sdk import Context
 from ringward.errors import VerificationError
 from ringward.migration import verify_targets
+from ringward.migration_record import MigrationRecord
 from ringward.ring import TokenRange
 from ringward_spark.counts import stage_scans
 from ringward_spark.stages import BASELINE, baseline_phases, verify_phases, verify_tables
 from ringward_spark.submit import CassandraOptions, SparkSubmission, StagePhase, stage_job_args, stage_plan
 
-from ringward_airflow.migration_operators import _MigrationOperator, load_record, record_plan
+from ringward_airflow.migration_operators import MigrationOperator, load_migration
 
 __all__ = ["SparkBaselineOperator", "SparkVerifyOperator", "cassandra_options"]
 
@@ -36,7 +37,7 @@ def cassandra_options(conn: Any) -> CassandraOptions:
     )
 
 
-class _SparkStage(_MigrationOperator):
+class _SparkStage(MigrationOperator):
     def __init__(self, *, step_index: int = 1, spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.step_index = step_index
@@ -44,19 +45,18 @@ class _SparkStage(_MigrationOperator):
 
     def _context(
         self, context: Context
-    ) -> tuple[dict[str, Any], list[str], list[TokenRange], dict[str, list[TokenRange]]]:
+    ) -> tuple[MigrationRecord, list[str], list[TokenRange], dict[str, list[TokenRange]]]:
         """Record, tables, the affected ranges, and per new replica the ranges it gained."""
-        record = load_record(context, self.precheck_task_id)
-        ring, steps = record_plan(record)
-        targets = verify_targets(ring, steps[self.step_index - 1])
+        record = load_migration(context, self.precheck_task_id)
+        targets = verify_targets(record.ring, record.steps[self.step_index - 1])
         gained: dict[str, list[TokenRange]] = {}
         for target in targets:
             gained.setdefault(target.replica, []).append(target.range)
         ranges = sorted({t.range for t in targets})
-        hook = self._cassandra()
+        hook = self.cassandra
         try:
             rows = hook.session.execute(
-                "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (record["keyspace"],)
+                "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (record.keyspace,)
             )
             tables = sorted(row.table_name for row in rows)
             self._hosts = hook.contact_points()
@@ -100,11 +100,11 @@ class SparkBaselineOperator(_SparkStage):
         if not ranges or not tables:
             return {"taken_at_us": int(time.time() * 1_000_000), "tables": {}}
         taken_at_us = int(time.time() * 1_000_000)
-        result = self._run_stage(record["keyspace"], baseline_phases(tables, ranges))
+        result = self._run_stage(record.keyspace, baseline_phases(tables, ranges))
         results = {scan["table"]: scan for scan in stage_scans(result, BASELINE)}
         for table, scan in results.items():
             rows = sum(entry["rows"] for entry in scan["ranges"])
-            self.log.info("baseline %s.%s: %d rows in %d affected ranges", record["keyspace"], table, rows, len(ranges))
+            self.log.info("baseline %s.%s: %d rows in %d affected ranges", record.keyspace, table, rows, len(ranges))
         return {"taken_at_us": taken_at_us, "tables": results}
 
 
@@ -122,11 +122,11 @@ class SparkVerifyOperator(_SparkStage):
             self.log.info("No replica gained ranges in step %d: nothing to count.", self.step_index)
             return {}
         if not tables:
-            self.log.info("Keyspace %s has no tables: nothing to count.", record["keyspace"])
+            self.log.info("Keyspace %s has no tables: nothing to count.", record.keyspace)
             return {}
         baseline_record = context["ti"].xcom_pull(task_ids=self.baseline_task_id)
         cutoff = int(baseline_record["taken_at_us"])
-        keyspace = record["keyspace"]
+        keyspace = record.keyspace
         result = self._run_stage(keyspace, verify_phases(tables, ranges, gained, cutoff))
         verified = verify_tables(result, ranges, baseline_record["tables"], cutoff)
         for table in verified:

@@ -3,6 +3,7 @@ the submission is replaced by a recorder, the cluster's answers by fixed ones.""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
@@ -54,9 +55,9 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> type[RecordedSubmission]:
     RecordedSubmission.submitted = []
     monkeypatch.setattr(spark_operators, "SparkSubmission", RecordedSubmission)
 
-    def context(self: Any, _: Any) -> tuple[dict[str, Any], list[str], list[TokenRange], dict[str, Any]]:
+    def context(self: Any, _: Any) -> tuple[Any, list[str], list[TokenRange], dict[str, Any]]:
         self._hosts, self._port, self._cassandra_options = ["10.0.0.1"], 9042, CassandraOptions()
-        return {"keyspace": "ks"}, ["a", "b"], [R1, R2], GAINED
+        return SimpleNamespace(keyspace="ks"), ["a", "b"], [R1, R2], GAINED
 
     monkeypatch.setattr(spark_operators._SparkStage, "_context", context)
     return RecordedSubmission
