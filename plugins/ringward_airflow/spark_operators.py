@@ -19,7 +19,7 @@ from ringward_spark.counts import stage_scans
 from ringward_spark.stages import BASELINE, baseline_phases, verify_phases, verify_tables
 from ringward_spark.submit import CassandraOptions, SparkSubmission, StagePhase, stage_job_args, stage_plan
 
-from ringward_airflow.migration_operators import MigrationOperator, load_migration
+from ringward_airflow.migration_base import MigrationOperator, load_migration
 
 __all__ = ["SparkBaselineOperator", "SparkVerifyOperator", "StageInputs", "cassandra_options"]
 
