@@ -107,9 +107,9 @@ def test_schema_and_release_versions_name_every_node_of_the_cluster(seed_cluster
 
 
 def test_alter_keyspace_stores_what_ringward_reads_a_request_as(two_dc_cluster: LocalCluster) -> None:
-    """Cassandra 5.0's own option processing against `ringward.alter`: bare NTS after NTS, SimpleStrategy
+    """Cassandra 5.0's own option processing against `ringward.stored_replication`: bare NTS after NTS, SimpleStrategy
     without a factor, the shorthand on ALTER; a mixed-case shorthand is refused by both."""
-    from ringward.alter import altered_replication
+    from ringward.stored_replication import altered_replication
     from ringward_cassandra.schema import default_keyspace_rf, keyspace_replication
 
     cases: list[tuple[Setting, Setting]] = [
