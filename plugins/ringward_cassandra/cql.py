@@ -76,7 +76,7 @@ def connect(contact_points: Sequence[str], port: int = 9042, **settings: Unpack[
     """A session over the cluster, or one whose every request goes to `settings["coordinator"]` only.
 
     A pinned session is how a read at CL ONE is made to hit one replica: a coordinator that is itself a
-    replica serves ONE from its own data (the seed's hazard). A DDL statement returns once every live
+    replica serves ONE from its own data (the seed article's hazard). A DDL statement returns once every live
     node has the change, or after `agreement_wait(timeout)` (the driver then only logs a warning): the next
     statement may be coordinated by any node, and one that missed the change answers "does not exist".
     `local_dc`, `username`/`password` and `ssl_options` are those of the `cassandra` connection (a Spark

@@ -103,7 +103,7 @@ class Outage:
 @pytest.fixture(scope="module")
 def outage(cluster_manager: Any) -> Iterator[Outage]:
     cluster = cluster_manager.cluster
-    seeds = cluster_manager.ensure("seed").seeds
+    seeds = cluster_manager.ensure("seed").addresses
     up, down = seeds[:2], seeds[2]
     with connect(seeds) as session:
         create_keyspace(session, "nightly_rf3", 3)
