@@ -154,9 +154,9 @@ def main() -> int:
         load(args.rows)
         bare, segments = bare_segments(nodetool, args.subranges)
         dag_serial = run_dag(1, args.subranges)
-        pr_first = primary_range_repairs(nodetool, topology.seeds)
+        pr_first = primary_range_repairs(nodetool, topology.addresses)
         dag_parallel = run_dag(2, args.subranges)
-        pr_second = primary_range_repairs(nodetool, topology.seeds)
+        pr_second = primary_range_repairs(nodetool, topology.addresses)
         pr = min(pr_first, pr_second)  # the faster of the runs before and after the DAG's
         print(f"\n{len(KEYSPACES)} keyspaces x {len(TABLES)} tables x {args.rows} rows, dc1: 1, dc2: 1, "
               f"{segments} segments")  # fmt: skip

@@ -8,7 +8,6 @@ modules starting with `_` are private to the package. Each public module declare
 from __future__ import annotations
 
 __all__ = [
-    "alter",
     "capacity",
     "cluster_health",
     "consistency",
@@ -28,6 +27,7 @@ __all__ = [
     "safety",
     "session_watch",
     "staging",
+    "stored_replication",
     "svg",
     "tokens",
     "verification",

@@ -5,7 +5,6 @@ from __future__ import annotations
 __all__ = [
     "ClusterError",
     "ConfigurationError",
-    "LocalClusterError",
     "MigrationError",
     "RepairError",
     "ReplicationError",
@@ -51,10 +50,6 @@ class UnsafeChangeError(RingwardError):
 
 class ClusterError(RingwardError):
     """The live cluster is not in a state ringward can work on."""
-
-
-class LocalClusterError(ClusterError):
-    """The embedded local cluster could not be started, stopped or reached."""
 
 
 class RepairError(RingwardError):

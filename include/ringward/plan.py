@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
 
-from ringward.alter import DEFAULT_KEYSPACE_RF, altered_replication
 from ringward.diff import PlacementDiff, RangeChange, diff_replication, diff_rings
 from ringward.errors import UnsafeChangeError
 from ringward.placement import ReplicaMap, replica_map
-from ringward.replication import Replication
+from ringward.replication import DEFAULT_KEYSPACE_RF, Replication
 from ringward.ring import Ring, TokenRange
 from ringward.safety import (
     Finding,
@@ -23,6 +22,7 @@ from ringward.safety import (
     read_window,
 )
 from ringward.staging import staged_route, unsafe_step_ranges
+from ringward.stored_replication import altered_replication
 
 __all__ = ["MigrationPlan", "NodeChange", "build_plan", "build_ring_change_plan", "range_changes"]
 
@@ -175,7 +175,7 @@ def build_plan(
 ) -> MigrationPlan:
     """The plan for changing `keyspace` from `old` to `new`; malformed settings raise ReplicationError.
 
-    `new` is read as ALTER KEYSPACE reads it against `old` (`ringward.alter`); `default_keyspace_rf` is the
+    `new` is read as ALTER KEYSPACE reads it against `old` (`ringward.stored_replication`); `default_keyspace_rf` is the
     cluster's cassandra.yaml setting, which a SimpleStrategy or bare NTS request without a factor may take.
     """
     old_replication, new_replication = coerce_replication(old), coerce_replication(new)

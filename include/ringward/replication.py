@@ -40,7 +40,7 @@ class Replication:
     NetworkTopologyStrategy: one entry per datacenter (names are case-sensitive), plus optionally the
     Cassandra 4+ `replication_factor` shorthand (lowercase only, as Cassandra reads it) that Cassandra
     expands to every datacenter not listed, or no entry at all (a bare NTS). What Cassandra stores for a
-    requested setting is `ringward.alter.altered_replication` (`expand` for a CREATE).
+    requested setting is `ringward.stored_replication.altered_replication` (`expand` for a CREATE).
     """
 
     strategy: str
@@ -125,10 +125,10 @@ class Replication:
         """The options Cassandra 5.0 stores for this setting, as requested on a keyspace whose current
         setting is `previous` (None: CREATE KEYSPACE), with `default_keyspace_rf` 1.
 
-        See `ringward.alter.altered_replication` for the rules (CASSANDRA-14303 auto-expansion, bare
+        See `ringward.stored_replication.altered_replication` for the rules (CASSANDRA-14303 auto-expansion, bare
         NetworkTopologyStrategy, SimpleStrategy without a factor). Zero factors are dropped.
         """
-        from ringward.alter import altered_replication
+        from ringward.stored_replication import altered_replication
 
         return altered_replication(previous, self, ring_dcs)
 

@@ -13,13 +13,13 @@ from itertools import compress
 from typing import Literal
 
 from ringward._placement_index import ring_index
-from ringward.alter import DEFAULT_KEYSPACE_RF, altered_replication
 from ringward.consistency import CONSISTENCY_LEVELS, safe_levels, unsafe_levels
 from ringward.diff import PlacementDiff, diff_replication, diff_rings
 from ringward.errors import RingwardError
+from ringward.replication import DEFAULT_KEYSPACE_RF, REPLICATION_FACTOR, SIMPLE, Replication
 from ringward.replication import NETWORK_TOPOLOGY as NTS
-from ringward.replication import REPLICATION_FACTOR, SIMPLE, Replication
 from ringward.ring import Ring, TokenRange
+from ringward.stored_replication import altered_replication
 
 __all__ = [
     "SHORT_GC_GRACE_SECONDS",
@@ -97,7 +97,7 @@ def analyse(
     """Everything ringward knows about changing `keyspace` from `old` to `new` replication on `ring`.
 
     Both settings are read as Cassandra reads them: `old` as stored (or as CREATE KEYSPACE would store
-    it), `new` as ALTER KEYSPACE prepares it against `old` (`ringward.alter`).
+    it), `new` as ALTER KEYSPACE prepares it against `old` (`ringward.stored_replication`).
     """
     findings = _keyspace_findings(keyspace, known_keyspaces)
     try:

@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from itertools import compress, product, repeat
 
 from ringward._placement_index import ring_index
-from ringward.alter import altered_replication
 from ringward.consistency import quorum
 from ringward.errors import UnsafeChangeError
 from ringward.placement import ReplicaMap, replica_delta, replica_map, replicas_for_token
 from ringward.replication import NETWORK_TOPOLOGY as NTS
 from ringward.replication import REPLICATION_FACTOR, SIMPLE, Replication
 from ringward.ring import Ring, TokenRange
+from ringward.stored_replication import altered_replication
 
 __all__ = ["Route", "staged_route", "staged_steps", "unsafe_step_ranges"]
 

@@ -1,15 +1,15 @@
 """Operators of the `keyspace_migration` DAG. Thin: decisions live in include/ringward (plan, migration,
 migration_record), the work in `migration_stages` (health, lease and resume, ALTER, repair, preview, cleanup).
 
-The precheck plans once and stores a `MigrationRecord`; every later task reads it (`load_migration`), calls a
-stage and keeps its progress in the ops keyspace, so a retried or cleared task resumes where it stopped.
+The precheck plans once and stores a `MigrationRecord`; every later task reads it (`load_migration`; the base
+`MigrationOperator` and its cached hook are in `migration_base`), calls a stage and keeps its progress in the
+ops keyspace, so a retried or cleared task resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -25,7 +25,6 @@ from ringward.errors import (
     UnsafeChangeError,
 )
 from ringward.migration import (
-    MigrationStep,
     checked_keyspace,
     migration_steps,
     range_count,
@@ -35,11 +34,9 @@ from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import Segment
 from ringward.replication import Replication
 from ringward.report import migration_report_markdown, refusal_markdown, stage_seconds
-from ringward.ring import Ring
 from ringward.session_watch import await_participants
 from ringward.svg import render_placement_svg
 from ringward_cassandra.cql import accepts_connections
-from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore
 from ringward_cassandra.schema import (
     LiveCql,
@@ -49,7 +46,8 @@ from ringward_cassandra.schema import (
     table_gc_grace,
 )
 
-from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
+from ringward_airflow.hooks import RingwardCassandraHook
+from ringward_airflow.migration_base import MigrationOperator, load_migration, load_record
 from ringward_airflow.migration_stages import (
     DEFAULT_PRECHECK_CHECKS,
     LEASE_PURPOSE,
@@ -78,105 +76,17 @@ __all__ = [
     "REFUSAL_KEY",
     "CleanupOperator",
     "KeyspaceAlterOperator",
-    "MigrationOperator",
     "MigrationPrecheckOperator",
     "MigrationRefusedOperator",
     "MigrationRepairOperator",
     "MigrationReportOperator",
     "PreviewVerifyOperator",
-    "load_migration",
-    "load_record",
 ]
 
 # XCom key under which a failed precheck leaves its refusal (problem, fix, Markdown) for the `refused` task.
 REFUSAL_KEY = "refusal"
 # Operators whose `summary` field is Markdown written by execute() (shown in the task's rendered fields).
 _MARKDOWN_SUMMARY = {"summary": "md"}
-
-
-def load_record(context: Context, precheck_task_id: str = "precheck") -> dict[str, Any]:
-    """The precheck's record as the stored dict (`MigrationRecord.to_json`); `load_migration` types it."""
-    record = context["ti"].xcom_pull(task_ids=precheck_task_id)
-    if not record:
-        raise MigrationError("The precheck left no plan for this run.", "Clear and rerun the precheck task.")
-    return dict(record)
-
-
-def load_migration(context: Context, precheck_task_id: str = "precheck") -> MigrationRecord:
-    """The precheck's record, typed: the ring and steps it decided (later tasks never plan again)."""
-    return MigrationRecord.from_json(load_record(context, precheck_task_id))
-
-
-def record_plan(record: dict[str, Any]) -> tuple[Ring, list[MigrationStep]]:
-    """Compatibility for callers of the dict record: its stored ring and steps (read, not re-planned)."""
-    migration = MigrationRecord.from_json(record)
-    return migration.ring, list(migration.steps)
-
-
-class MigrationOperator(BaseOperator):
-    """Connections and the precheck record, shared by every stage.
-
-    One Cassandra hook per task (`self.cassandra`, opened on first use in `execute`) and one nodetool
-    client; `_release()` closes both at the end of `execute`.
-    """
-
-    template_fields: Sequence[str] = ()
-
-    def __init__(
-        self,
-        *,
-        cassandra_conn_id: str = "cassandra_default",
-        nodetool_conn_id: str = "ringward_nodetool",
-        precheck_task_id: str = "precheck",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.cassandra_conn_id = cassandra_conn_id
-        self.nodetool_conn_id = nodetool_conn_id
-        self.precheck_task_id = precheck_task_id
-        self._killed = threading.Event()
-        self._nodetool: NodetoolClient | None = None
-        self._hook: RingwardCassandraHook | None = None
-
-    @property
-    def cassandra(self) -> RingwardCassandraHook:
-        """The task's Cassandra hook (session, ring, ops store), built once."""
-        if self._hook is None:
-            self._hook = RingwardCassandraHook(self.cassandra_conn_id)
-        return self._hook
-
-    def _cassandra(self) -> RingwardCassandraHook:
-        """Compatibility for `spark_operators`: the same cached hook (closing it lets the next use reopen)."""
-        return self.cassandra
-
-    def _release(self) -> None:
-        """Close the session and stop nodetool's resident JVM; a later use opens them again."""
-        if self._hook is not None:
-            self._hook.close()
-        self._close_nodetool()
-
-    def _nodetool_client(self) -> NodetoolClient:
-        if self._nodetool is None:
-            self._nodetool = NodetoolHook(self.nodetool_conn_id).client
-        return self._nodetool
-
-    def _close_nodetool(self) -> None:
-        """Stop the client's resident JVM, if it started one (a later command starts another)."""
-        if self._nodetool is not None:
-            self._nodetool.close()
-
-    def on_kill(self) -> None:
-        # Airflow 3.3 lets execute() go on after SIGTERM: flag it and stop our nodetool processes.
-        self._killed.set()
-        if self._nodetool is not None:
-            self._nodetool.terminate_all()
-
-    def _raise_if_killed(self) -> None:
-        if self._killed.is_set():
-            raise MigrationError("The task was killed; it stopped what it had started.", "Clear the task to resume.")
-
-
-_MigrationOperator = MigrationOperator  # the name spark_operators imports (kept for compatibility)
 
 
 class MigrationPrecheckOperator(MigrationOperator):

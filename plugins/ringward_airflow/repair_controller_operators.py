@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 from airflow.sdk.bases.hook import BaseHook
 from airflow.sdk.exceptions import AirflowSkipException
 from ringward.capacity import CapacityReport, capacity_report, configured_capacities, parse_status_loads
 from ringward.errors import ClusterError, ConfigurationError
+from ringward.migration_record import MigrationRecord
 from ringward.plan import MigrationPlan
 from ringward.repair import SizeEstimate
 from ringward.repair._estimates import SizeIndex
@@ -33,12 +34,11 @@ from ringward.repair_controllers import (
     settings_from_json,
     settings_to_json,
 )
-from ringward.ring_sources import ring_from_json
 from ringward_cassandra.cluster_repairs import size_estimates
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.repair_controllers import ReaperClient, apply_autorepair_changes, read_autorepair
 
-from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
+from ringward_airflow.migration_base import MigrationOperator, load_migration, stored_record
 
 __all__ = [
     "AUTOREPAIR",
@@ -117,26 +117,7 @@ def precheck_notes(
     return "\n\n".join(parts)
 
 
-class _ControllerOperator(BaseOperator):
-    def __init__(
-        self,
-        *,
-        cassandra_conn_id: str = "cassandra_default",
-        nodetool_conn_id: str = "ringward_nodetool",
-        precheck_task_id: str = "precheck",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.cassandra_conn_id = cassandra_conn_id
-        self.nodetool_conn_id = nodetool_conn_id
-        self.precheck_task_id = precheck_task_id
-
-    def _record(self, context: Context) -> dict[str, Any] | None:
-        record = context["ti"].xcom_pull(task_ids=self.precheck_task_id)
-        return dict(record) if record else None
-
-
-class PauseRepairControllersOperator(_ControllerOperator):
+class PauseRepairControllersOperator(MigrationOperator):
     """Save, then turn off, AutoRepair on every node and the keyspace's active Reaper schedules.
 
     The saved state goes to ringward_ops before anything changes; a retry (or a resumed migration) keeps
@@ -145,15 +126,12 @@ class PauseRepairControllersOperator(_ControllerOperator):
     """
 
     def execute(self, context: Context) -> dict[str, Any]:
-        record = self._record(context)
-        if record is None:
-            raise ClusterError("The precheck left no plan for this run.", "Clear and rerun the precheck task.")
-        migration_id = str(record["migration_id"])
-        nodes = [node.address for node in ring_from_json(record["ring"]).nodes]
-        hook = RingwardCassandraHook(self.cassandra_conn_id)
-        nodetool = NodetoolHook(self.nodetool_conn_id).client
+        record = load_migration(context, self.precheck_task_id)
+        migration_id = record.migration_id
+        nodes = [node.address for node in record.ring.nodes]
+        nodetool = self._nodetool_client()
         try:
-            store = hook.ops_store()
+            store = self.cassandra.ops_store()
             current = read_autorepair(nodetool, nodes)
             saved = store.controller_pause(migration_id, AUTOREPAIR)
             if saved is None or saved[1]:
@@ -180,10 +158,9 @@ class PauseRepairControllersOperator(_ControllerOperator):
                 )
             for change in changes:
                 self.log.info("AutoRepair paused: %s", change)
-            paused_reaper = self._pause_reaper(store, migration_id, str(record["keyspace"]))
+            paused_reaper = self._pause_reaper(store, migration_id, record.keyspace)
         finally:
-            hook.close()
-            nodetool.close()
+            self._release()
         return {"autorepair_off": [str(c) for c in changes], "reaper_paused": paused_reaper}
 
     def _pause_reaper(self, store: Any, migration_id: str, keyspace: str) -> list[str]:
@@ -202,7 +179,7 @@ class PauseRepairControllersOperator(_ControllerOperator):
         return [s.id for s in active]
 
 
-class RestoreRepairControllersOperator(_ControllerOperator):
+class RestoreRepairControllersOperator(MigrationOperator):
     """Set back what the pause saved: AutoRepair per node and type, Reaper schedules it paused.
 
     Runs at the end of every run (trigger rule all_done): after success, failure or a rollback. Nothing
@@ -214,24 +191,23 @@ class RestoreRepairControllersOperator(_ControllerOperator):
         super().__init__(**kwargs)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        record = self._record(context)
-        if record is None:
+        stored = stored_record(context, self.precheck_task_id)
+        if stored is None:
             raise AirflowSkipException("No precheck plan in this run: nothing was paused.")
-        migration_id = str(record["migration_id"])
-        hook = RingwardCassandraHook(self.cassandra_conn_id)
-        nodetool = NodetoolHook(self.nodetool_conn_id).client
+        record = MigrationRecord.from_json(stored)
+        migration_id = record.migration_id
+        nodetool = self._nodetool_client()
         try:
-            store = hook.ops_store()
+            store = self.cassandra.ops_store()
             if store.controller_pause(migration_id, AUTOREPAIR) is None:
                 # The pause never ran (approval rejected, or it failed before saving): nothing to restore. Skipped,
                 # so the report after it is skipped too, as when the run stops before any step.
                 raise AirflowSkipException(f"{migration_id} paused no repair controller: nothing to restore.")
             problems: list[str] = []
             restored = self._restore_autorepair(store, nodetool, migration_id, problems)
-            resumed = self._resume_reaper(store, migration_id, str(record["keyspace"]), problems)
+            resumed = self._resume_reaper(store, migration_id, record.keyspace, problems)
         finally:
-            hook.close()
-            nodetool.close()
+            self._release()
         if problems:
             raise ClusterError(
                 "The repair controllers paused by the migration were not all restored: " + "; ".join(problems),

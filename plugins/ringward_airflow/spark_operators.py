@@ -7,7 +7,8 @@ connection's settings; the rule is ringward.verification.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from airflow.sdk import Context
@@ -18,9 +19,9 @@ from ringward_spark.counts import stage_scans
 from ringward_spark.stages import BASELINE, baseline_phases, verify_phases, verify_tables
 from ringward_spark.submit import CassandraOptions, SparkSubmission, StagePhase, stage_job_args, stage_plan
 
-from ringward_airflow.migration_operators import _MigrationOperator, load_record, record_plan
+from ringward_airflow.migration_base import MigrationOperator, load_migration
 
-__all__ = ["SparkBaselineOperator", "SparkVerifyOperator", "cassandra_options"]
+__all__ = ["SparkBaselineOperator", "SparkVerifyOperator", "StageInputs", "cassandra_options"]
 
 
 def cassandra_options(conn: Any) -> CassandraOptions:
@@ -36,43 +37,61 @@ def cassandra_options(conn: Any) -> CassandraOptions:
     )
 
 
-class _SparkStage(_MigrationOperator):
+@dataclass(frozen=True)
+class StageInputs:
+    """What one Spark stage works on: the keyspace and its tables, the step's affected ranges, per new replica
+    the ranges it gained, and how the job reaches Cassandra (contact points, CQL port, login and DC)."""
+
+    keyspace: str
+    tables: tuple[str, ...]
+    ranges: tuple[TokenRange, ...]
+    gained: Mapping[str, tuple[TokenRange, ...]]
+    hosts: tuple[str, ...]
+    port: int
+    cassandra: CassandraOptions
+
+
+class _SparkStage(MigrationOperator):
     def __init__(self, *, step_index: int = 1, spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.step_index = step_index
         self.spark_conn_id = spark_conn_id
+        self._submission: SparkSubmission | None = None  # the running Spark application, for on_kill
 
-    def _context(
-        self, context: Context
-    ) -> tuple[dict[str, Any], list[str], list[TokenRange], dict[str, list[TokenRange]]]:
-        """Record, tables, the affected ranges, and per new replica the ranges it gained."""
-        record = load_record(context, self.precheck_task_id)
-        ring, steps = record_plan(record)
-        targets = verify_targets(ring, steps[self.step_index - 1])
+    def _inputs(self, context: Context) -> StageInputs:
+        """The stage's inputs: the step's ranges from the precheck's record, the tables and the connection's
+        settings from the cluster (the hook is closed again before the Spark job runs)."""
+        record = load_migration(context, self.precheck_task_id)
+        targets = verify_targets(record.ring, record.steps[self.step_index - 1])
         gained: dict[str, list[TokenRange]] = {}
         for target in targets:
             gained.setdefault(target.replica, []).append(target.range)
-        ranges = sorted({t.range for t in targets})
-        hook = self._cassandra()
+        hook = self.cassandra
         try:
             rows = hook.session.execute(
-                "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (record["keyspace"],)
+                "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (record.keyspace,)
             )
-            tables = sorted(row.table_name for row in rows)
-            self._hosts = hook.contact_points()
+            tables = tuple(sorted(row.table_name for row in rows))
+            hosts = tuple(hook.contact_points())
             connection = hook.get_connection(hook.cassandra_conn_id)
-            self._port = int(connection.port or 9042)
-            self._cassandra_options = cassandra_options(connection)
         finally:
             hook.close()
-        return record, tables, ranges, gained
+        return StageInputs(
+            keyspace=record.keyspace,
+            tables=tables,
+            ranges=tuple(sorted({t.range for t in targets})),
+            gained={replica: tuple(ranges) for replica, ranges in gained.items()},
+            hosts=hosts,
+            port=int(connection.port or 9042),
+            cassandra=cassandra_options(connection),
+        )
 
-    def _run_stage(self, keyspace: str, phases: Sequence[StagePhase]) -> dict[str, Any]:
+    def _run_stage(self, inputs: StageInputs, phases: Sequence[StagePhase]) -> dict[str, Any]:
         """One Spark application for the whole stage."""
         self._raise_if_killed()
         self._submission = SparkSubmission(
-            stage_job_args(self._hosts, keyspace, port=self._port), conn_id=self.spark_conn_id,
-            cassandra=self._cassandra_options, plan=stage_plan(phases),
+            stage_job_args(inputs.hosts, inputs.keyspace, port=inputs.port), conn_id=self.spark_conn_id,
+            cassandra=inputs.cassandra, plan=stage_plan(phases),
         )  # fmt: skip
         try:
             result = self._submission.run()
@@ -87,24 +106,25 @@ class _SparkStage(_MigrationOperator):
 
     def on_kill(self) -> None:
         super().on_kill()
-        submission = getattr(self, "_submission", None)
-        if submission is not None:
-            submission.kill()
+        if self._submission is not None:
+            self._submission.kill()
 
 
 class SparkBaselineOperator(_SparkStage):
     """Rows per affected range at CL ALL, before the ALTER; its start time is the cutoff of verification."""
 
     def execute(self, context: Context) -> dict[str, Any]:
-        record, tables, ranges, _ = self._context(context)
-        if not ranges or not tables:
+        inputs = self._inputs(context)
+        if not inputs.ranges or not inputs.tables:
             return {"taken_at_us": int(time.time() * 1_000_000), "tables": {}}
         taken_at_us = int(time.time() * 1_000_000)
-        result = self._run_stage(record["keyspace"], baseline_phases(tables, ranges))
+        result = self._run_stage(inputs, baseline_phases(inputs.tables, inputs.ranges))
         results = {scan["table"]: scan for scan in stage_scans(result, BASELINE)}
         for table, scan in results.items():
             rows = sum(entry["rows"] for entry in scan["ranges"])
-            self.log.info("baseline %s.%s: %d rows in %d affected ranges", record["keyspace"], table, rows, len(ranges))
+            self.log.info(
+                "baseline %s.%s: %d rows in %d affected ranges", inputs.keyspace, table, rows, len(inputs.ranges)
+            )
         return {"taken_at_us": taken_at_us, "tables": results}
 
 
@@ -117,18 +137,18 @@ class SparkVerifyOperator(_SparkStage):
         self.baseline_task_id = baseline_task_id
 
     def execute(self, context: Context) -> dict[str, Any]:
-        record, tables, ranges, gained = self._context(context)
-        if not ranges:  # the step only removed replicas: no node has data to receive
+        inputs = self._inputs(context)
+        if not inputs.ranges:  # the step only removed replicas: no node has data to receive
             self.log.info("No replica gained ranges in step %d: nothing to count.", self.step_index)
             return {}
-        if not tables:
-            self.log.info("Keyspace %s has no tables: nothing to count.", record["keyspace"])
+        if not inputs.tables:
+            self.log.info("Keyspace %s has no tables: nothing to count.", inputs.keyspace)
             return {}
         baseline_record = context["ti"].xcom_pull(task_ids=self.baseline_task_id)
         cutoff = int(baseline_record["taken_at_us"])
-        keyspace = record["keyspace"]
-        result = self._run_stage(keyspace, verify_phases(tables, ranges, gained, cutoff))
-        verified = verify_tables(result, ranges, baseline_record["tables"], cutoff)
+        keyspace = inputs.keyspace
+        result = self._run_stage(inputs, verify_phases(inputs.tables, inputs.ranges, inputs.gained, cutoff))
+        verified = verify_tables(result, inputs.ranges, baseline_record["tables"], cutoff)
         for table in verified:
             self.log.info("%s.%s %s", keyspace, table.table, table.report.summary())
             self.log.info("%s.%s whole-table rows at ALL: %d", keyspace, table.table, table.whole_table_rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
@@ -18,6 +18,7 @@ from cassandra.policies import (
 from ringward.errors import ConfigurationError
 
 __all__ = [
+    "ClusterSettings",
     "accepts_connections",
     "agreement_wait",
     "build_cluster",
@@ -46,92 +47,84 @@ def agreement_wait(request_timeout: float, wanted: float | None = None) -> float
     return wanted
 
 
+class ClusterSettings(TypedDict, total=False):
+    """How a driver `Cluster` connects besides its contact points and port: the one list of settings that
+    `connect`, `build_cluster` and `cluster_arguments` take (as keywords, each optional).
+
+    - coordinator: send every request to this node only (default: token- and DC-aware routing).
+    - timeout: the request timeout in seconds (default 30).
+    - local_dc: the data center whose nodes coordinate (default: the driver's choice, the contact points').
+    - username, password: PlainText authentication (default: none).
+    - ssl_options: the driver's `ssl_options` (default: no TLS).
+    - protocol_version: the native protocol version (default 5).
+    - schema_agreement_wait: how long a DDL statement waits for agreement (default and upper bound:
+      `agreement_wait(timeout)`).
+    """
+
+    coordinator: str | None
+    timeout: float
+    local_dc: str | None
+    username: str | None
+    password: str | None
+    ssl_options: Mapping[str, Any] | None
+    protocol_version: int
+    schema_agreement_wait: float | None
+
+
 @contextmanager
-def connect(
-    contact_points: Sequence[str],
-    port: int = 9042,
-    *,
-    coordinator: str | None = None,
-    timeout: float = 30.0,
-    local_dc: str | None = None,
-    username: str | None = None,
-    password: str | None = None,
-    ssl_options: Mapping[str, Any] | None = None,
-) -> Iterator[Session]:
-    """A session over the cluster, or one whose every request goes to `coordinator` only.
+def connect(contact_points: Sequence[str], port: int = 9042, **settings: Unpack[ClusterSettings]) -> Iterator[Session]:
+    """A session over the cluster, or one whose every request goes to `settings["coordinator"]` only.
 
     A pinned session is how a read at CL ONE is made to hit one replica: a coordinator that is itself a
-    replica serves ONE from its own data (the seed's hazard). A DDL statement returns once every live node
-    has the change, or after `agreement_wait(timeout)` (the driver then only logs a warning): the next statement
-    may be coordinated by any node, and one that missed the change answers "does not exist".
+    replica serves ONE from its own data (the seed article's hazard). A DDL statement returns once every live
+    node has the change, or after `agreement_wait(timeout)` (the driver then only logs a warning): the next
+    statement may be coordinated by any node, and one that missed the change answers "does not exist".
     `local_dc`, `username`/`password` and `ssl_options` are those of the `cassandra` connection (a Spark
     task gets them from the job's arguments).
     """
-    cluster = build_cluster(
-        contact_points, port, coordinator=coordinator, timeout=timeout, local_dc=local_dc, username=username,
-        password=password, ssl_options=ssl_options,
-    )  # fmt: skip
+    cluster = build_cluster(contact_points, port, **settings)
     try:
         yield cluster.connect()
     finally:
         cluster.shutdown()
 
 
-def build_cluster(
-    contact_points: Sequence[str],
-    port: int = 9042,
-    *,
-    coordinator: str | None = None,
-    timeout: float = 30.0,
-    local_dc: str | None = None,
-    username: str | None = None,
-    password: str | None = None,
-    ssl_options: Mapping[str, Any] | None = None,
-    protocol_version: int = 5,
-    schema_agreement_wait: float | None = None,
-) -> Cluster:
+def build_cluster(contact_points: Sequence[str], port: int = 9042, **settings: Unpack[ClusterSettings]) -> Cluster:
     """The one place a driver `Cluster` is built (hooks, `connect`, the ring and schema readers use it)."""
-    return Cluster(**cluster_arguments(
-        contact_points, port, coordinator=coordinator, timeout=timeout, local_dc=local_dc, username=username,
-        password=password, ssl_options=ssl_options, protocol_version=protocol_version,
-        schema_agreement_wait=schema_agreement_wait,
-    ))  # fmt: skip
+    return Cluster(**cluster_arguments(contact_points, port, **settings))
 
 
 def cluster_arguments(
-    contact_points: Sequence[str],
-    port: int = 9042,
-    *,
-    coordinator: str | None = None,
-    timeout: float = 30.0,
-    local_dc: str | None = None,
-    username: str | None = None,
-    password: str | None = None,
-    ssl_options: Mapping[str, Any] | None = None,
-    protocol_version: int = 5,
-    schema_agreement_wait: float | None = None,
+    contact_points: Sequence[str], port: int = 9042, **settings: Unpack[ClusterSettings]
 ) -> dict[str, Any]:
     """`Cluster`'s arguments: token- and DC-aware routing (or every request to `coordinator` only), execution
     profiles, and a schema agreement wait that fits in the request timeout (`agreement_wait`)."""
+    unknown = sorted(set(settings) - ClusterSettings.__optional_keys__)
+    if unknown:
+        raise TypeError(f"cluster_arguments() got unexpected keyword arguments: {', '.join(unknown)}")
+    coordinator = settings.get("coordinator")
+    timeout = settings.get("timeout", 30.0)
     if coordinator:
         policy: Any = WhiteListRoundRobinPolicy([coordinator])
         points = [coordinator]
     else:
-        policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc))
+        policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=settings.get("local_dc")))
         points = list(contact_points)
     profile = ExecutionProfile(load_balancing_policy=policy, request_timeout=timeout, retry_policy=RetryPolicy())
     arguments: dict[str, Any] = {
         "contact_points": points,
         "port": port,
-        "protocol_version": protocol_version,
+        "protocol_version": settings.get("protocol_version", 5),
         "execution_profiles": {EXEC_PROFILE_DEFAULT: profile},
         "connect_timeout": 10,
         "control_connection_timeout": 10,
         # A DDL statement's changes must have reached every node before the next statement is prepared.
-        "max_schema_agreement_wait": agreement_wait(timeout, schema_agreement_wait),
+        "max_schema_agreement_wait": agreement_wait(timeout, settings.get("schema_agreement_wait")),
     }
+    username = settings.get("username")
     if username:
-        arguments["auth_provider"] = PlainTextAuthProvider(username=username, password=password)
+        arguments["auth_provider"] = PlainTextAuthProvider(username=username, password=settings.get("password"))
+    ssl_options = settings.get("ssl_options")
     if ssl_options:
         arguments["ssl_options"] = dict(ssl_options)
     return arguments

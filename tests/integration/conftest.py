@@ -149,6 +149,8 @@ def standalone_spark_default(spark_standalone: SparkStandalone, tmp_path: Path) 
 
 @pytest.fixture
 def seed_cluster(cluster_manager: ClusterManager) -> LocalCluster:
+    """The `seed` preset: the seed article's cluster (dc1: 127.0.0.2-3 on rack1, 127.0.0.4 on rack2, the
+    article's tokens). "seed" names the article, not Cassandra's seed nodes (every local node is one)."""
     cluster_manager.ensure("seed")
     return cluster_manager.cluster
 

@@ -200,11 +200,11 @@ def _assert_gained_replica_serves_every_row_alone(
     from cassandra import ConsistencyLevel
     from cassandra.query import SimpleStatement
     from ringward.migration import verify_targets
+    from ringward.migration_record import MigrationRecord
     from ringward.tokens import token_for
-    from ringward_airflow.migration_operators import record_plan
 
-    ring, steps = record_plan(record)
-    gained = [target.range for target in verify_targets(ring, steps[0]) if target.replica == GAINED]
+    migration = MigrationRecord.from_json(record)
+    gained = [target.range for target in verify_targets(migration.ring, migration.steps[0]) if target.replica == GAINED]
     keys = list(range(initial)) + acknowledged
 
     def in_gained(key: int) -> bool:

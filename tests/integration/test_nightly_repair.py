@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
-from ringward.errors import LocalClusterError
 from ringward.repair import SegmentState
 from ringward_cassandra.cql import connect
+from ringward_cassandra.localcluster.errors import LocalClusterError
 from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore, RepairHistoryRow, RepairRunRow
 from schema_agreement import settle_schema
 
@@ -103,7 +103,7 @@ class Outage:
 @pytest.fixture(scope="module")
 def outage(cluster_manager: Any) -> Iterator[Outage]:
     cluster = cluster_manager.cluster
-    seeds = cluster_manager.ensure("seed").seeds
+    seeds = cluster_manager.ensure("seed").addresses
     up, down = seeds[:2], seeds[2]
     with connect(seeds) as session:
         create_keyspace(session, "nightly_rf3", 3)

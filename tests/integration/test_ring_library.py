@@ -48,8 +48,8 @@ def described(cluster: LocalCluster, node: str, keyspace: str) -> dict[int, set[
 
 
 def check_against_cluster(cluster: LocalCluster, changes: dict[str, tuple[Setting, Setting]]) -> None:
-    contact = cluster.topology().seeds[0]
-    with connect(cluster.topology().seeds) as session:
+    contact = cluster.topology().addresses[0]
+    with connect(cluster.topology().addresses) as session:
         for keyspace, (current, _) in changes.items():
             session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
             session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {Replication.parse(current).to_cql()}")
@@ -73,7 +73,7 @@ def check_against_cluster(cluster: LocalCluster, changes: dict[str, tuple[Settin
         old = {r["end"]: set(r["old"]) for r in plans[keyspace]["ranges"]}
         assert old == described(cluster, contact, keyspace), f"{keyspace} before the ALTER"
 
-    with connect(cluster.topology().seeds) as session:
+    with connect(cluster.topology().addresses) as session:
         for keyspace, (_, target) in changes.items():
             session.execute(f"ALTER KEYSPACE {keyspace} WITH replication = {Replication.parse(target).to_cql()}")
         settle_schema(session)
@@ -96,7 +96,7 @@ def test_endpoints_and_plan_match_a_two_dc_cluster(two_dc_cluster: LocalCluster)
 def test_schema_and_release_versions_name_every_node_of_the_cluster(seed_cluster: LocalCluster) -> None:
     from ringward_cassandra.schema import release_versions, schema_versions
 
-    with connect(seed_cluster.topology().seeds) as session:
+    with connect(seed_cluster.topology().addresses) as session:
         settle_schema(session)
         versions = schema_versions(session)
         releases = release_versions(session)
@@ -107,9 +107,9 @@ def test_schema_and_release_versions_name_every_node_of_the_cluster(seed_cluster
 
 
 def test_alter_keyspace_stores_what_ringward_reads_a_request_as(two_dc_cluster: LocalCluster) -> None:
-    """Cassandra 5.0's own option processing against `ringward.alter`: bare NTS after NTS, SimpleStrategy
+    """Cassandra 5.0's own option processing against `ringward.stored_replication`: bare NTS after NTS, SimpleStrategy
     without a factor, the shorthand on ALTER; a mixed-case shorthand is refused by both."""
-    from ringward.alter import altered_replication
+    from ringward.stored_replication import altered_replication
     from ringward_cassandra.schema import default_keyspace_rf, keyspace_replication
 
     cases: list[tuple[Setting, Setting]] = [
@@ -118,7 +118,7 @@ def test_alter_keyspace_stores_what_ringward_reads_a_request_as(two_dc_cluster: 
         ({"class": SIMPLE, "replication_factor": 2}, {"class": NTS}),  # 2 everywhere
         ({"class": NTS, "dc1": 1}, {"class": NTS, "replication_factor": "2", "dc1": "3"}),
     ]
-    with connect(two_dc_cluster.topology().seeds) as session:
+    with connect(two_dc_cluster.topology().addresses) as session:
         default_rf = default_keyspace_rf(session)
         datacenters = ["dc1", "dc2"]
         for number, (current, requested) in enumerate(cases):

@@ -96,7 +96,7 @@ def test_count_job_from_the_image_layout_agrees_with_the_rows_inserted(
     assert list(image_jars.glob("spark-cassandra-connector_2.12-*.jar"))
     monkeypatch.setenv("RINGWARD_SPARK_JARS_DIR", str(image_jars))
     monkeypatch.setenv("PATH", _path_without_maven(tmp_path / "bin"))
-    hosts = seed_cluster.topology().seeds
+    hosts = seed_cluster.topology().addresses
     with connect(hosts) as session:
         _create(
             session,
@@ -121,7 +121,7 @@ def test_count_job_from_the_image_layout_agrees_with_the_rows_inserted(
 
 def test_count_job_reads_at_the_consistency_asked(seed_cluster: LocalCluster) -> None:
     """Replication factor 4 on 3 nodes: CL ONE counts every row, CL ALL (4 replicas) is unavailable."""
-    hosts = seed_cluster.topology().seeds
+    hosts = seed_cluster.topology().addresses
     with connect(hosts) as session:
         _create(session, "spark_cl", "{'class': 'SimpleStrategy', 'replication_factor': 4}",
                 "kv (k int PRIMARY KEY, v int)")  # fmt: skip
@@ -159,7 +159,7 @@ def test_range_counts_on_the_standalone_cluster_match_local_and_client_side_buck
 ) -> None:
     """Submitted to spark://127.0.0.1:PORT through spark_default (client mode, executors on a Python without
     ringward: its code comes with the job), the counts equal a local[*] run's and the client's own bucketing."""
-    hosts = seed_cluster.topology().seeds
+    hosts = seed_cluster.topology().addresses
     with connect(hosts) as session:
         _create(
             session,
@@ -213,7 +213,7 @@ def _insert_users(session: Session, table: str, rows: range) -> None:
 def test_one_stage_application_finds_rows_missing_on_new_replicas_until_repaired(seed_cluster: LocalCluster) -> None:
     """The seed hazard, verified for two tables by one Spark application per stage (baseline, verify):
     SimpleStrategy RF 2 -> NTS dc1: 2 leaves new replicas empty."""
-    hosts = seed_cluster.topology().seeds
+    hosts = seed_cluster.topology().addresses
     with connect(hosts) as session:
         _create(
             session,

@@ -56,3 +56,30 @@ def test_an_agreement_wait_longer_than_the_request_timeout_is_refused() -> None:
     extra = {"request_timeout": 30, "schema_agreement_wait": 120}
     with pytest.raises(ConfigurationError, match=r"schema_agreement_wait 120 s does not fit in request_timeout 30 s"):
         cluster_options(connection(extra, host="h"))
+
+
+def test_one_list_of_settings_for_every_way_to_a_driver_cluster() -> None:
+    """`connect`, `build_cluster` and `cluster_arguments` take the same `ClusterSettings`, with one set of
+    defaults; a misspelt setting is refused, not ignored."""
+    from cassandra.policies import WhiteListRoundRobinPolicy
+    from ringward_cassandra.cql import ClusterSettings, build_cluster, cluster_arguments
+
+    assert ClusterSettings.__optional_keys__ == {
+        "coordinator", "timeout", "local_dc", "username", "password", "ssl_options", "protocol_version",
+        "schema_agreement_wait",
+    }  # fmt: skip
+    defaults = cluster_arguments(["10.0.0.1"])
+    assert (defaults["port"], defaults["protocol_version"], defaults["max_schema_agreement_wait"]) == (9042, 5, 15.0)
+    assert defaults["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout == 30.0
+    pinned = cluster_arguments(["10.0.0.1", "10.0.0.2"], 9142, coordinator="10.0.0.2", timeout=8)
+    assert pinned["contact_points"] == ["10.0.0.2"] and pinned["max_schema_agreement_wait"] == 4.0
+    assert isinstance(pinned["execution_profiles"][EXEC_PROFILE_DEFAULT].load_balancing_policy,
+                      WhiteListRoundRobinPolicy)  # fmt: skip
+    cluster = build_cluster(["10.0.0.1", "10.0.0.2"], 9142, protocol_version=4, username="u", password="p")
+    try:  # built, not connected
+        assert (cluster.contact_points, cluster.port, cluster.protocol_version) == (["10.0.0.1", "10.0.0.2"], 9142, 4)
+        assert cluster.auth_provider.username == "u"
+    finally:
+        cluster.shutdown()
+    with pytest.raises(TypeError, match="timout"):
+        build_cluster(["10.0.0.1"], timout=5)  # type: ignore[call-arg]

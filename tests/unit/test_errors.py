@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ringward.errors
 from ringward.errors import ConfigurationError, format_refusal
+from ringward_cassandra.localcluster import LocalClusterError
 
 
 def test_problem_and_fix_are_separate_lines() -> None:
@@ -13,3 +15,12 @@ def test_problem_and_fix_are_separate_lines() -> None:
 
 def test_a_fix_of_several_lines_starts_below_fix() -> None:
     assert format_refusal("Refused.", "- one.\n- two.") == "Refused.\nFix:\n- one.\n- two."
+
+
+def test_the_local_cluster_error_lives_beside_the_harness_in_the_one_hierarchy() -> None:
+    assert "LocalClusterError" not in ringward.errors.__all__
+    assert not hasattr(ringward.errors, "LocalClusterError")
+    assert issubclass(LocalClusterError, ringward.errors.ClusterError)
+    assert str(LocalClusterError("Nodes are still running.", "Run `ringward cluster down` first.")) == (
+        "Nodes are still running.\nFix: Run `ringward cluster down` first."
+    )

@@ -88,3 +88,13 @@ def test_nodes_start_with_the_autorepair_flag_only_when_asked(tmp_path: Path, mo
         cluster_module._CHILDREN.pop(0, None)
     assert "-Dcassandra.autorepair.enable=true" in started[0]
     assert "-Dcassandra.autorepair.enable=true" not in started[1]
+
+
+def test_every_node_of_a_local_cluster_is_a_seed(tmp_path: Path) -> None:
+    """`Topology.addresses` is every node, and the seed provider lists them all ("seed" the preset names the
+    seed article's cluster, not a subset of seed nodes)."""
+    topology = load_topology("two-dc")
+    assert topology.addresses == [node.address for node in topology.nodes] and len(topology.addresses) > 3
+    conf = write_node_config(topology, topology.nodes[-1], tmp_path / "node", cluster_name="ringward")
+    (provider,) = yaml.safe_load((conf / "cassandra.yaml").read_text())["seed_provider"]
+    assert provider["parameters"] == [{"seeds": ",".join(topology.addresses)}]

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from ringward.errors import LocalClusterError
 from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.localcluster.errors import LocalClusterError
 
 DESCRIBECLUSTER = """Cluster Information:
 \tName: ringward

@@ -303,6 +303,54 @@ def test_restore_without_a_plan_is_skipped_not_silently_passed() -> None:
         operator.execute({"ti": NoPlan()})  # type: ignore[arg-type]
 
 
+def test_the_controller_operators_load_the_migration_and_the_hook_the_migration_operator_s_way() -> None:
+    """Pause and restore are MigrationOperators: the precheck's typed record (`load_migration`), its cached
+    hook, released at the end; without a record the pause refuses with the migration's refusal."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import AirflowSkipException
+    from ringward.errors import MigrationError
+    from ringward.migration import MigrationStep
+    from ringward.migration_record import MigrationRecord
+    from ringward.replication import Replication
+    from ringward.ring_sources import load_ring_file
+    from ringward_airflow.migration_base import MigrationOperator
+    from ringward_airflow.repair_controller_operators import (
+        PauseRepairControllersOperator,
+        RestoreRepairControllersOperator,
+    )
+
+    class NoPlan:
+        def xcom_pull(self, task_ids: str) -> None:
+            return None
+
+    pause = PauseRepairControllersOperator(task_id="pause_repair_controllers")
+    assert isinstance(pause, MigrationOperator)
+    with pytest.raises(MigrationError, match="The precheck left no plan"):
+        pause.execute({"ti": NoPlan()})  # type: ignore[arg-type]
+
+    ring = load_ring_file(Path(__file__).resolve().parents[1] / "fixtures" / "rings" / "local_num_tokens_4.json")
+    old, new = Replication.simple(1), Replication.simple(2)
+    record = MigrationRecord("ks@r1", "ks", ring, old, new, new, (MigrationStep(1, 1, old, new),), "ks@r1", "r1")
+    asked: list[tuple[str, str]] = []
+    closed: list[str] = []
+    store = SimpleNamespace(controller_pause=lambda migration_id, controller: asked.append((migration_id, controller)))
+    hook = SimpleNamespace(ops_store=lambda: store, close=lambda: closed.append("hook"))
+    nodetool = SimpleNamespace(close=lambda: closed.append("nodetool"))
+    restore = RestoreRepairControllersOperator(task_id="restore_repair_controllers")
+    restore._hook, restore._nodetool = hook, nodetool  # type: ignore[assignment]  # what the cached hook holds
+
+    class Planned:
+        def xcom_pull(self, task_ids: str) -> dict[str, Any]:
+            assert task_ids == "precheck"
+            return record.to_json()
+
+    with pytest.raises(AirflowSkipException, match="ks@r1 paused no repair controller"):
+        restore.execute({"ti": Planned()})  # type: ignore[arg-type]
+    assert asked == [("ks@r1", "autorepair")]
+    assert closed == ["hook", "nodetool"]  # released in the end, as every migration task does
+
+
 @pytest.mark.parametrize(
     "answer",
     [

@@ -3,19 +3,21 @@ the submission is replaced by a recorder, the cluster's answers by fixed ones.""
 
 from __future__ import annotations
 
+import dataclasses
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
 from ringward.errors import VerificationError
 from ringward.ring import TokenRange
 from ringward_airflow import spark_operators
-from ringward_airflow.spark_operators import SparkBaselineOperator, SparkVerifyOperator
+from ringward_airflow.spark_operators import SparkBaselineOperator, SparkVerifyOperator, StageInputs
 from ringward_spark.ringward_job import parse_args
 from ringward_spark.stages import BASELINE, REFERENCE, REPLICAS
 from ringward_spark.submit import CassandraOptions
 
 R1, R2 = TokenRange(0, 100), TokenRange(200, 300)
-GAINED = {"10.0.0.3": [R1, R2]}
+GAINED = {"10.0.0.3": (R1, R2)}
 
 
 class RecordedSubmission:
@@ -54,11 +56,8 @@ def recorded(monkeypatch: pytest.MonkeyPatch) -> type[RecordedSubmission]:
     RecordedSubmission.submitted = []
     monkeypatch.setattr(spark_operators, "SparkSubmission", RecordedSubmission)
 
-    def context(self: Any, _: Any) -> tuple[dict[str, Any], list[str], list[TokenRange], dict[str, Any]]:
-        self._hosts, self._port, self._cassandra_options = ["10.0.0.1"], 9042, CassandraOptions()
-        return {"keyspace": "ks"}, ["a", "b"], [R1, R2], GAINED
-
-    monkeypatch.setattr(spark_operators._SparkStage, "_context", context)
+    inputs = StageInputs("ks", ("a", "b"), (R1, R2), GAINED, ("10.0.0.1",), 9042, CassandraOptions())
+    monkeypatch.setattr(spark_operators._SparkStage, "_inputs", lambda self, _: inputs)
     return RecordedSubmission
 
 
@@ -96,3 +95,53 @@ def test_both_stages_are_one_application_each_and_missing_rows_fail_every_table_
         verify.execute(context)
     assert "ks.a" not in str(failed.value) and "full-repair the failed ranges" in str(failed.value)
     assert len(recorded.submitted) == 3
+
+
+def test_the_stage_inputs_come_from_the_stored_record_and_the_connection_without_side_effects() -> None:
+    """The step's ranges from the precheck's record (no planning), the tables and settings from the cluster;
+    the hook is closed before any Spark job, and the operator keeps nothing of the inputs."""
+    from pathlib import Path
+
+    from ringward.migration import migration_steps, verify_targets
+    from ringward.migration_record import MigrationRecord
+    from ringward.plan import build_plan
+    from ringward.replication import Replication
+    from ringward.ring_sources import load_ring_file
+
+    ring = load_ring_file(Path(__file__).resolve().parents[1] / "fixtures" / "rings" / "local_num_tokens_4.json")
+    old, new = Replication.simple(2), Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 3})
+    steps = tuple(migration_steps(build_plan(ring, old, new, keyspace="ks")))
+    record = MigrationRecord("ks@run1", "ks", ring, old, new, new, steps, "ks@run1", "run1")
+    queries: list[tuple[str, tuple[str, ...]]] = []
+    closed: list[bool] = []
+    connection = SimpleNamespace(port=9142, login="reader", password="pw", extra_dejson={"local_dc": "dc1"})
+
+    def execute(query: str, args: tuple[str, ...]) -> list[Any]:
+        queries.append((query, args))
+        return [SimpleNamespace(table_name="b"), SimpleNamespace(table_name="a")]
+
+    hook = SimpleNamespace(
+        session=SimpleNamespace(execute=execute), cassandra_conn_id="cassandra_default",
+        contact_points=lambda: ["10.0.0.1", "10.0.0.2"], get_connection=lambda conn_id: connection,
+        close=lambda: closed.append(True),
+    )  # fmt: skip
+    operator = SparkBaselineOperator(task_id="baseline", step_index=len(steps))
+    attributes = set(vars(operator))
+    operator._hook = hook  # type: ignore[assignment]
+    ti = SimpleNamespace(xcom_pull=lambda task_ids: record.to_json() if task_ids == "precheck" else None)
+
+    inputs = operator._inputs({"ti": ti})  # type: ignore[arg-type]
+
+    targets = verify_targets(ring, steps[-1])
+    assert targets  # the step adds a replica: there are ranges to count
+    assert inputs.keyspace == "ks" and inputs.tables == ("a", "b") and queries[0][1] == ("ks",)
+    assert inputs.ranges == tuple(sorted({t.range for t in targets}))
+    assert {replica: set(ranges) for replica, ranges in inputs.gained.items()} == {
+        replica: {t.range for t in targets if t.replica == replica} for replica in {t.replica for t in targets}
+    }
+    assert inputs.hosts == ("10.0.0.1", "10.0.0.2") and inputs.port == 9142
+    assert inputs.cassandra == CassandraOptions(local_dc="dc1", username="reader", password="pw")
+    assert closed == [True]
+    assert set(vars(operator)) == attributes  # no `_hosts`, `_port` or options left on the operator
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        inputs.port = 1  # type: ignore[misc]

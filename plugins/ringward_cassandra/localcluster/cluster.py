@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ringward.errors import LocalClusterError
-
 from ringward_cassandra.localcluster import runtime
 from ringward_cassandra.localcluster.config import write_node_config
+from ringward_cassandra.localcluster.errors import LocalClusterError
 from ringward_cassandra.localcluster.topology import LocalNode, Topology, load_topology
 from ringward_cassandra.nodetool import NodetoolClient
 
@@ -70,8 +69,8 @@ class LocalCluster:
         wanted = load_topology(topology)
         if self._state_file.exists():
             current = self.topology()
-            other = (current.seeds, current.auto_repair, current.auto_repair_settings) != (
-                wanted.seeds,
+            other = (current.addresses, current.auto_repair, current.auto_repair_settings) != (
+                wanted.addresses,
                 wanted.auto_repair,
                 wanted.auto_repair_settings,
             )
@@ -275,7 +274,7 @@ class LocalCluster:
 
     def wait_all_up(self, topology: Topology, deadline: float, only: Sequence[str] | None = None) -> None:
         """Wait until every node (or `only` these) is UN as seen by every running node."""
-        wanted = set(only or topology.seeds)
+        wanted = set(only or topology.addresses)
         states: dict[str, str] = {}
         while time.monotonic() < deadline:
             states = self._nodetool_states(self.running_pids())
@@ -302,7 +301,7 @@ class LocalCluster:
         started = time.monotonic()
         reset = False
         while time.monotonic() < deadline:
-            versions = self.schema_versions(ask or topology.seeds[0])
+            versions = self.schema_versions(ask or topology.addresses[0])
             if len(versions) == 1:
                 return
             if reset_after is not None and not reset and time.monotonic() - started >= reset_after:

@@ -37,7 +37,7 @@ def write_node_config(topology: Topology, node: LocalNode, node_dir: Path, clust
         "seed_provider": [
             {
                 "class_name": "org.apache.cassandra.locator.SimpleSeedProvider",
-                "parameters": [{"seeds": ",".join(topology.seeds)}],
+                "parameters": [{"seeds": ",".join(topology.addresses)}],  # every node is a seed
             }
         ],
         "listen_address": node.address,

@@ -9,7 +9,9 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from ringward.errors import ConfigurationError, LocalClusterError
+from ringward.errors import ConfigurationError
+
+from ringward_cassandra.localcluster.errors import LocalClusterError
 
 __all__ = [
     "CASSANDRA_VERSION",

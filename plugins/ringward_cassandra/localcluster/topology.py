@@ -41,6 +41,11 @@ class LocalNode:
 
 @dataclass(frozen=True)
 class Topology:
+    """A local cluster's nodes and AutoRepair settings, read from a preset or a JSON file.
+
+    "seed" names a preset (`seed.json`, the seed article's cluster), not Cassandra's seed nodes: every node of
+    a local cluster is a seed (config.py lists all `addresses` in the seed provider)."""
+
     name: str
     nodes: tuple[LocalNode, ...]
     # Repair types CEP-37 AutoRepair schedules on every node ("full", "incremental", "preview_repaired"); empty:
@@ -51,19 +56,21 @@ class Topology:
     auto_repair_settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property
-    def seeds(self) -> list[str]:
+    def addresses(self) -> list[str]:
+        """Every node's address, in the topology's order."""
         return [node.address for node in self.nodes]
 
     def node(self, address: str) -> LocalNode:
         for node in self.nodes:
             if node.address == address:
                 return node
-        known = ", ".join(self.seeds)
+        known = ", ".join(self.addresses)
         raise ConfigurationError(f"No node {address} in topology {self.name!r}.", f"Use one of: {known}.")
 
 
 def load_topology(name_or_path: str) -> Topology:
-    """A preset name (`seed`, `two-dc`) or a JSON file path."""
+    """A preset name or a JSON file path. Presets: `seed` (the seed article's three-node dc1 cluster, the
+    default), `two-dc`, `autorepair` (topologies/*.json)."""
     path = Path(name_or_path)
     if not path.is_file():
         path = PRESETS_DIR / f"{name_or_path}.json"

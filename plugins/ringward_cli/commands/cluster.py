@@ -50,7 +50,7 @@ def _jars(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace) -> int:
     topology = _cluster().up(args.topology, heap_mb=args.heap_mb, timeout=args.timeout)
-    print(f"cluster {topology.name!r} is up: {', '.join(topology.seeds)}")
+    print(f"cluster {topology.name!r} is up: {', '.join(topology.addresses)}")
     return 0
 
 

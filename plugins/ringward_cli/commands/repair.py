@@ -35,7 +35,7 @@ def _default_contact() -> str:
     from ringward_cassandra.localcluster import LocalCluster
 
     try:
-        return LocalCluster().topology().seeds[0]
+        return LocalCluster().topology().addresses[0]
     except ConfigurationError as error:
         raise ConfigurationError(
             "No --contact given and no local cluster is running.", "Pass --contact HOST[:PORT] of a node."

@@ -43,7 +43,7 @@ def _hosts(args: argparse.Namespace) -> list[str]:
         return [host.strip() for host in args.hosts.split(",") if host.strip()]
     from ringward_cassandra.localcluster import LocalCluster
 
-    return LocalCluster().topology().seeds
+    return LocalCluster().topology().addresses
 
 
 def _jars_environment() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ringward.alter import altered_replication
 from ringward.errors import ReplicationError
 from ringward.migration import migration_steps
 from ringward.placement import replica_map
@@ -14,6 +13,7 @@ from ringward.replication import Replication
 from ringward.ring import Node, Ring
 from ringward.ring_sources import load_ring_file
 from ringward.staging import staged_steps
+from ringward.stored_replication import altered_replication
 
 RINGS = Path(__file__).parent.parent / "fixtures" / "rings"
 DCS = ["dc1", "dc2"]

@@ -1,4 +1,5 @@
-"""What an ALTER (or CREATE) KEYSPACE actually stores, given the current replication (Cassandra 5.0 semantics).
+"""The replication Cassandra stores for a requested one: what an ALTER (or CREATE) KEYSPACE request becomes,
+given the current replication (Cassandra 5.0 semantics). Nothing here issues a statement.
 
 Cassandra prepares the requested options against the keyspace's current ones before it validates them
 (`prepareOptions` of SimpleStrategy and NetworkTopologyStrategy):
@@ -21,7 +22,7 @@ from collections.abc import Iterable
 
 from ringward.replication import DEFAULT_KEYSPACE_RF, NETWORK_TOPOLOGY, REPLICATION_FACTOR, SIMPLE, Replication
 
-__all__ = ["DEFAULT_KEYSPACE_RF", "altered_replication"]
+__all__ = ["altered_replication"]
 
 
 def altered_replication(
