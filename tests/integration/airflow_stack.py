@@ -258,11 +258,28 @@ def _processes_with_env(entry: str) -> list[int]:
     return found
 
 
-def start_stack() -> Iterator[AirflowStack]:
+def nightly_config(home: Path, keyspaces: list[str]) -> Path:
+    """The shipped nightly configuration with only `keyspaces` selected, as a file for $RINGWARD_REPAIR_CONFIG."""
+    import yaml
+    from ringward.repair import DEFAULT_CONFIG_PATH
+
+    settings = yaml.safe_load(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"))
+    settings["keyspaces"] = {"include": keyspaces, "exclude": []}
+    path = home / "nightly_repair.yaml"
+    path.write_text(yaml.safe_dump(settings), encoding="utf-8")
+    return path
+
+
+def start_stack(nightly_keyspaces: list[str] | None = None) -> Iterator[AirflowStack]:
+    """The stack; with `nightly_keyspaces`, the nightly DAG's configuration selects only those (the scheduled
+    run a first unpause starts then leaves alone every other keyspace on the cluster)."""
     with tempfile.TemporaryDirectory(prefix="ringward-airflow-") as tmp:
         home = Path(tmp)
         port = free_port()
-        stack = AirflowStack(home, port, stack_environment(home, port))
+        env = stack_environment(home, port)
+        if nightly_keyspaces is not None:
+            env["RINGWARD_REPAIR_CONFIG"] = str(nightly_config(home, nightly_keyspaces))
+        stack = AirflowStack(home, port, env)
         try:
             stack.start()
             yield stack

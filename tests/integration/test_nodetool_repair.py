@@ -3,10 +3,9 @@ repaired (the new replica answers CL ONE for all of them afterwards), and the hi
 
 from __future__ import annotations
 
-import uuid
-
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
+from repair_history import parent_session, repaired_ranges
 from ringward.migration import migration_steps, repair_segments, repair_waves
 from ringward.plan import build_plan
 from ringward.replication import Replication
@@ -54,9 +53,5 @@ def test_one_command_repairs_every_range_of_a_replica_set(seed_cluster: LocalClu
 
     with connect(NODES) as session:
         for command, outcome in zip(commands, outcomes, strict=True):
-            row = session.execute(
-                "SELECT successful_ranges FROM system_distributed.parent_repair_history WHERE parent_id = %s",
-                (uuid.UUID(outcome.parent_id or ""),),
-            ).one()
-            repaired = {text.strip("(]").replace(" ", "") for text in row.successful_ranges}
-            assert repaired == {f"{r.start},{r.end}" for r in command.ranges}
+            row = parent_session(session, "multi", command.ranges, outcome.parent_id)
+            assert repaired_ranges(row) == {f"{r.start},{r.end}" for r in command.ranges}

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import threading
 
+from repair_history import parent_session, repaired_ranges
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.nodetool import NodetoolClient, RepairOutcome
@@ -74,8 +75,14 @@ def test_concurrent_repairs_in_one_jvm_both_complete(seed_cluster: LocalCluster)
             thread.start()
         for thread in threads:
             thread.join()
-        assert all(o is not None and o.succeeded and o.parent_id for o in outcomes), outcomes
-        assert len({o.parent_id for o in outcomes if o}) == 2
+        assert all(o is not None and o.succeeded for o in outcomes), outcomes
+        with connect(NODES) as session:  # each its own parent session, every range of it repaired
+            rows = [
+                parent_session(session, "resident", [r], o.parent_id if o else None)
+                for r, o in zip(ranges, outcomes, strict=True)
+            ]
+        assert len({row.parent_id for row in rows}) == 2
+        assert [repaired_ranges(row) for row in rows] == [{f"{r.start},{r.end}"} for r in ranges]
     finally:
         client.close()
 
