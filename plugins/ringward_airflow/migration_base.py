@@ -50,6 +50,8 @@ class MigrationOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ()
+    # Where the migration report lists what this task returned ("repairs", "verification"), if anywhere.
+    report_section: str | None = None
 
     def __init__(
         self,

@@ -71,6 +71,7 @@ from ringward_airflow.migration_stages import (
     unfinished_migration,
 )
 from ringward_airflow.repair_controller_operators import precheck_notes
+from ringward_airflow.step_gate import step_of
 
 __all__ = [
     "REFUSAL_KEY",
@@ -314,6 +315,8 @@ class MigrationRepairOperator(MigrationOperator):
     fails at once ("Endpoint not alive"), which used to burn the retries while a node restarted.
     """
 
+    report_section = "repairs"
+
     template_fields: Sequence[str] = ("parallelism", "session_timeout", "deferrable", "node_wait_seconds")
 
     def __init__(
@@ -433,6 +436,8 @@ class MigrationRepairOperator(MigrationOperator):
 class PreviewVerifyOperator(MigrationOperator):
     """`nodetool repair --preview --full` of the affected ranges (grouped as for repair): every replica in sync."""
 
+    report_section = "verification"
+
     def __init__(self, *, step_index: int = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.step_index = step_index
@@ -488,7 +493,8 @@ class MigrationReportOperator(MigrationOperator):
         ti = context["ti"]
         order = _task_order(context["dag"])
         step_count = len(record["steps"])
-        wanted = [t for t in order if not t.startswith("step_") or int(t.split(".")[0][5:]) <= step_count]
+        ran = [t for t in order if (step := step_of(t)) is None or step <= step_count]
+        sections = _report_sections(context["dag"], ran)
         finished = datetime.now(UTC)
         report: dict[str, Any] = {
             "migration_id": record["migration_id"],
@@ -502,8 +508,8 @@ class MigrationReportOperator(MigrationOperator):
             "finished_at": finished.isoformat(),
             "total_seconds": _seconds_since(record.get("started_at"), finished),
             "stage_seconds": self._stage_seconds(ti, context, order),
-            "repairs": _pulled(ti, [t for t in wanted if t.endswith("repair")]),
-            "verification": _pulled(ti, [t for t in wanted if "verify" in t]),
+            "repairs": _pulled(ti, sections.get("repairs", [])),
+            "verification": _pulled(ti, sections.get("verification", [])),
             "cleaned_nodes": ti.xcom_pull(task_ids="cleanup"),
         }
         report = {key: value for key, value in report.items() if value is not None}
@@ -572,6 +578,16 @@ def _task_order(dag: Any) -> list[str]:
         return [task.task_id for task in dag.topological_sort()]
     except AttributeError:  # a DAG-like object without it (the unit tests): its own order
         return list(dag.task_ids)
+
+
+def _report_sections(dag: Any, task_ids: list[str]) -> dict[str, list[str]]:
+    """The tasks of each report section, by what each operator declares (`report_section`), in `task_ids` order."""
+    sections: dict[str, list[str]] = {}
+    for task_id in task_ids:
+        section = getattr(dag.get_task(task_id), "report_section", None)
+        if section:
+            sections.setdefault(section, []).append(task_id)
+    return sections
 
 
 def _pulled(ti: Any, task_ids: list[str]) -> dict[str, Any]:

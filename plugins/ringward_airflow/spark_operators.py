@@ -132,6 +132,8 @@ class SparkVerifyOperator(_SparkStage):
     """Every new replica holds every row of the ranges it gained (host-pinned CL ONE counts against CL ALL),
     and each table's whole row count at CL ALL, from the same pass, reported as evidence."""
 
+    report_section = "verification"
+
     def __init__(self, *, baseline_task_id: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.baseline_task_id = baseline_task_id

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 from ringward_airflow.migration_operators import (
     REFUSAL_KEY,
     MigrationPrecheckOperator,
     MigrationRefusedOperator,
+    MigrationRepairOperator,
     MigrationReportOperator,
+    PreviewVerifyOperator,
 )
+from ringward_airflow.spark_operators import SparkVerifyOperator
 
 
 class FakeTI:
@@ -89,6 +93,17 @@ TASK_IDS = ["precheck", "step_1.repair", "step_1.verify_preview", "step_1.verify
             "step_2.verify_preview", "step_2.verify_counts", "cleanup", "report"]  # fmt: skip
 
 
+class FakeDag:
+    """The report's view of the DAG: task ids in order, and each task's operator class (what it declares)."""
+
+    task_ids = TASK_IDS
+    classes: ClassVar[dict[str, type]] = {"repair": MigrationRepairOperator, "verify_preview": PreviewVerifyOperator,
+                                          "verify_counts": SparkVerifyOperator}  # fmt: skip
+
+    def get_task(self, task_id: str) -> Any:
+        return self.classes.get(task_id.split(".")[-1], BaseOperator)
+
+
 class FakeStore:
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
@@ -105,7 +120,7 @@ def run_report(monkeypatch: pytest.MonkeyPatch, ti: FakeTI) -> tuple[MigrationRe
     hook = SimpleNamespace(ops_store=lambda: store, close=lambda: None)
     monkeypatch.setattr(MigrationReportOperator, "cassandra", property(lambda self: hook))
     operator = MigrationReportOperator(task_id="report")
-    context = {"ti": ti, "run_id": "run1", "dag": SimpleNamespace(task_ids=TASK_IDS)}
+    context = {"ti": ti, "run_id": "run1", "dag": FakeDag()}
     report = operator.execute(context)  # type: ignore[arg-type]
     assert store.calls == [("state", "ks@run1", "done"), ("release", "keyspace:ks", "ks@run1")]
     return operator, report
