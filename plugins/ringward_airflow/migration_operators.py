@@ -13,7 +13,6 @@ import json
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
@@ -29,15 +28,14 @@ from ringward.migration import (
     migration_steps,
     range_count,
 )
-from ringward.migration_record import MigrationPhase, MigrationRecord, MigrationState
+from ringward.migration_record import MigrationRecord, MigrationState
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import Segment
 from ringward.replication import Replication
 from ringward.report import migration_report_markdown, refusal_markdown, stage_seconds
 from ringward.session_watch import await_participants
-from ringward.svg import render_placement_svg
 from ringward_cassandra.cql import accepts_connections
-from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore
+from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.schema import (
     LiveCql,
     default_keyspace_rf,
@@ -64,7 +62,9 @@ from ringward_airflow.migration_stages import (
     preview_in_sync,
     record_session_outcomes,
     repair_ranges,
+    rollback_target,
     run_precheck_checks,
+    save_ring_picture,
     session_labels,
     start_wave,
     take_over,
@@ -250,34 +250,18 @@ class MigrationPrecheckOperator(MigrationOperator):
             return None
 
     def _rollback_target(self, migration_id: str) -> tuple[str, Any, str]:
-        """Keyspace, the replication it had before `migration_id`, and that migration's lease owner."""
         try:
-            store = self.cassandra.ops_store()
-            original, state = store.migration(migration_id), store.migration_state(migration_id)
+            return rollback_target(self.cassandra.ops_store(), migration_id)
         finally:
             self._release()
-        if original is None:
-            raise ConfigurationError(
-                f"No migration {migration_id!r} is recorded.",
-                f"Give a migration id as the precheck logged it (SELECT migration_id FROM {OPS_KEYSPACE}.migrations).",
-            )
-        if state is not None and MigrationState.parse(state).phase is MigrationPhase.CLEANED:
-            raise MigrationError(
-                f"Migration {migration_id} already ran cleanup: the former replicas no longer hold their data.",
-                "Roll back is possible only until cleanup; run a new keyspace_migration to the old setting instead.",
-            )
-        return str(original["keyspace"]), original["old"], str(original.get("lease_owner") or migration_id)
 
     def _show(self, plan: MigrationPlan, migration_id: str) -> str | None:
         """Log the placement table and the plan; write the ring picture (its path, when written)."""
         self.log.info("Placement diff for %s:\n%s", plan.keyspace, plan.table())
         self.log.info("Plan:\n%s", plan.summary())
-        if not self.plans_dir:
+        picture = save_ring_picture(plan, self.plans_dir, migration_id)
+        if picture is None:
             return None
-        folder = Path(self.plans_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        picture = folder / f"{migration_id.replace('/', '_').replace(':', '_')}.svg"
-        picture.write_text(render_placement_svg(plan))
         self.log.info("Ring picture of the change: %s", picture)
         return str(picture)
 

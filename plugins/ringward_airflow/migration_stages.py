@@ -21,10 +21,18 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Protocol
 
 from ringward.cluster_health import refuse_mixed_versions
-from ringward.errors import ClusterError, MigrationError, RepairError, RingwardError, VerificationError
+from ringward.errors import (
+    ClusterError,
+    ConfigurationError,
+    MigrationError,
+    RepairError,
+    RingwardError,
+    VerificationError,
+)
 from ringward.migration import (
     RANGES_PER_COMMAND,
     MigrationStep,
@@ -36,7 +44,7 @@ from ringward.migration import (
     range_count,
     repair_waves,
 )
-from ringward.migration_record import MigrationRecord
+from ringward.migration_record import MigrationPhase, MigrationRecord, MigrationState
 from ringward.plan import MigrationPlan
 from ringward.repair import (
     BatchEffects,
@@ -51,6 +59,7 @@ from ringward.repair import (
 )
 from ringward.replication import Replication
 from ringward.ring import Ring, TokenRange
+from ringward.svg import render_placement_svg
 from ringward_cassandra.nodetool import RepairOutcome
 from ringward_cassandra.ops_store import JournalEntry
 
@@ -74,7 +83,9 @@ __all__ = [
     "preview_in_sync",
     "record_session_outcomes",
     "repair_ranges",
+    "rollback_target",
     "run_precheck_checks",
+    "save_ring_picture",
     "session_labels",
     "start_wave",
     "take_over",
@@ -151,6 +162,14 @@ class MigrationStore(Journal, Protocol):
     ) -> None: ...
 
 
+class RecordedMigrations(Protocol):
+    """The ops keyspace as a rollback's precheck reads the migration it undoes."""
+
+    def migration(self, migration_id: str) -> dict[str, Any] | None: ...
+
+    def migration_state(self, migration_id: str) -> str | None: ...
+
+
 SCHEMA_AGREEMENT_SECONDS = 60.0
 LEASE_PURPOSE = "keyspace_migration"
 
@@ -158,6 +177,35 @@ LEASE_PURPOSE = "keyspace_migration"
 def lease_resource(keyspace: str) -> str:
     """The lease a migration of `keyspace` holds from its precheck to its report."""
     return f"keyspace:{keyspace}"
+
+
+# -- what the precheck reads and writes besides the plan -----------------------------------------------------
+def rollback_target(store: RecordedMigrations, migration_id: str) -> tuple[str, Any, str]:
+    """Keyspace, the replication it had before `migration_id`, and that migration's lease owner; refused when
+    the migration is unknown or already cleaned up (the former replicas no longer hold the data)."""
+    original, state = store.migration(migration_id), store.migration_state(migration_id)
+    if original is None:
+        raise ConfigurationError(
+            f"No migration {migration_id!r} is recorded.",
+            "Give a migration id as the precheck logged it (SELECT migration_id FROM ringward_ops.migrations).",
+        )
+    if state is not None and MigrationState.parse(state).phase is MigrationPhase.CLEANED:
+        raise MigrationError(
+            f"Migration {migration_id} already ran cleanup: the former replicas no longer hold their data.",
+            "Roll back is possible only until cleanup; run a new keyspace_migration to the old setting instead.",
+        )
+    return str(original["keyspace"]), original["old"], str(original.get("lease_owner") or migration_id)
+
+
+def save_ring_picture(plan: MigrationPlan, plans_dir: str | None, migration_id: str) -> Path | None:
+    """The placement diff as an SVG ring picture in `plans_dir` (created when missing); None without a folder."""
+    if not plans_dir:
+        return None
+    folder = Path(plans_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    picture = folder / f"{migration_id.replace('/', '_').replace(':', '_')}.svg"
+    picture.write_text(render_placement_svg(plan))
+    return picture
 
 
 # -- resuming an unfinished migration ----------------------------------------------------------------------

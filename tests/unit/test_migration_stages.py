@@ -9,7 +9,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from ringward.errors import ClusterError, MigrationError, RepairError, UnsafeChangeError, VerificationError
+from ringward.errors import (
+    ClusterError,
+    ConfigurationError,
+    MigrationError,
+    RepairError,
+    UnsafeChangeError,
+    VerificationError,
+)
 from ringward.migration import MigrationStep, cleanup_nodes
 from ringward.migration_record import MigrationRecord
 from ringward.placement import replica_map
@@ -28,7 +35,9 @@ from ringward_airflow.migration_stages import (
     participant_problems,
     preview_in_sync,
     repair_ranges,
+    rollback_target,
     run_precheck_checks,
+    save_ring_picture,
 )
 from ringward_cassandra.nodetool import RepairOutcome
 from ringward_cassandra.ops_store import JournalEntry
@@ -508,3 +517,39 @@ def test_a_lease_someone_else_holds_stops_the_take_over_before_the_record_change
     with pytest.raises(MigrationError):
         take_over(found, store, run_id="run-2", dag_id="keyspace_migration")
     assert store.rows["ks@run-1"][1]["run_id"] == "run-1"
+
+
+class _Recorded:
+    def __init__(self, rows: dict[str, tuple[dict[str, object], str]]) -> None:
+        self.rows = rows
+
+    def migration(self, migration_id: str) -> dict[str, object] | None:
+        return self.rows[migration_id][0] if migration_id in self.rows else None
+
+    def migration_state(self, migration_id: str) -> str | None:
+        return self.rows[migration_id][1] if migration_id in self.rows else None
+
+
+def test_a_rollback_targets_the_old_replication_until_cleanup() -> None:
+    old = {"class": "SimpleStrategy", "replication_factor": "2"}
+    store = _Recorded({
+        "ks@run1": ({"keyspace": "ks", "old": old, "lease_owner": "ks@run0"}, "altered:1"),
+        "ks@run2": ({"keyspace": "ks", "old": old}, "cleaned"),
+    })  # fmt: skip
+    assert rollback_target(store, "ks@run1") == ("ks", old, "ks@run0")
+    with pytest.raises(MigrationError, match="already ran cleanup") as cleaned:
+        rollback_target(store, "ks@run2")
+    assert "new keyspace_migration" in str(cleaned.value)
+    with pytest.raises(ConfigurationError, match="No migration 'nope' is recorded") as unknown:
+        rollback_target(store, "nope")
+    assert "SELECT migration_id" in str(unknown.value)
+
+
+def test_the_ring_picture_is_written_only_with_a_folder(tmp_path: Path) -> None:
+    from ringward.plan import build_plan
+
+    plan = build_plan(RING, Replication.simple(1), Replication.simple(2), keyspace="ks")
+    assert save_ring_picture(plan, None, "ks@run1") is None
+    picture = save_ring_picture(plan, str(tmp_path / "plans"), "ks@manual__2026-11-24T06:00:00+00:00")
+    assert picture is not None and picture.parent == tmp_path / "plans"
+    assert ":" not in picture.name and picture.read_text().startswith("<svg")
