@@ -279,7 +279,9 @@ def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in override.items():
         current = merged.get(key)
-        implied = _implied_type(value) if isinstance(value, Mapping) else None
+        implied = None
+        if isinstance(value, Mapping):  # a splitter without `type` is the one its fields belong to
+            implied = _implied_type(value) if key == "splitter" else value.get("type")
         same_kind = implied is None or implied == _type_of(current)
         if not same_kind and "type" not in value:
             value = {"type": implied, **value}
