@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins"), str(ROOT / "tests" / "integration")]
 
-from airflow_stack import AirflowStack, start_stack  # noqa: E402
+from airflow_stack import AirflowStack, critical_path, start_stack  # noqa: E402
 from cassandra import ConsistencyLevel  # noqa: E402
 from cassandra.concurrent import execute_concurrent_with_args  # noqa: E402
 from ringward_cassandra.cql import connect  # noqa: E402
@@ -204,6 +204,9 @@ def main() -> int:
                 return 1
             recorded = datetime.fromisoformat(run["end_date"]) - datetime.fromisoformat(run["start_date"])
             results["ringward nightly, run start -> end (Airflow)"] = recorded.total_seconds()
+            work, gaps, path = critical_path(stack.task_instances(NIGHTLY, run_id))
+            breakdown = [f"critical path: tasks running {work:.1f}s + gaps between them {gaps:.1f}s"]
+            breakdown += [f"  {task:<10} gap {gap:5.1f}s  run {seconds:6.1f}s" for task, gap, seconds in path]
         drift(cluster, nodetool, range(rows + 2 * extra, rows + 3 * extra))
         results["AutoRepair (full, check 5 s)"] = autorepair(nodetool)
         reference = results["nodetool repair -full -pr, node by node"]
@@ -213,6 +216,7 @@ def main() -> int:
               f"NTS dc1: 2 on the seed ring, {extra} rows per table written with {DOWN} down before each")  # fmt: skip
         for name, seconds in results.items():
             print(f"  {name:<42} {seconds:8.1f}s")
+        print("ringward's scheduled run, " + "\n".join(breakdown))
         print(f"ringward / AutoRepair: {ours / auto:.2f} (target <= 0.8: {'met' if ours <= 0.8 * auto else 'NOT met'})")
         print(f"ringward / -pr:        {ours / reference:.2f} (target <= 1.0: "
               f"{'met' if ours <= reference else 'NOT met'})")  # fmt: skip

@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins"), str(ROOT / "tests" / "integration")]
 
-from airflow_stack import start_stack  # noqa: E402
+from airflow_stack import at_time, critical_path, start_stack  # noqa: E402
 from ringward_cassandra.cql import connect  # noqa: E402
 from ringward_cassandra.localcluster import LocalCluster  # noqa: E402
 from ringward_cassandra.seed_scenario import create_seed_keyspace  # noqa: E402
@@ -31,31 +30,6 @@ from ringward_cassandra.seed_scenario import create_seed_keyspace  # noqa: E402
 DAG = "keyspace_migration"
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 TARGET_SECONDS = 60.0
-
-
-def _at(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
-
-
-def breakdown(task_instances: list[dict]) -> tuple[float, float, list[tuple[str, float, float]]]:  # type: ignore[type-arg]
-    """(run seconds on the critical path, gap seconds on it, [(task, gap before it, run)]) for the tasks
-    that ran, walking back from the last to finish through the latest-ending task that ended before it
-    started (Airflow runs a task once all it waits for ended, so that task is what it waited for)."""
-    ran = [t for t in task_instances if t.get("start_date") and t.get("end_date") and t["state"] != "skipped"]
-    spans = sorted(((_at(t["start_date"]), _at(t["end_date"]), t["task_id"]) for t in ran), key=lambda s: s[1])
-    path: list[tuple[str, float, float]] = []
-    current = spans[-1]
-    while True:
-        start, end, task = current
-        earlier = [s for s in spans if s[1] <= start]
-        previous = earlier[-1] if earlier else None
-        gap = (start - previous[1]).total_seconds() if previous else 0.0
-        path.append((task, gap, (end - start).total_seconds()))
-        if previous is None:
-            break
-        current = previous
-    path.reverse()
-    return sum(p[2] for p in path), sum(p[1] for p in path), path
 
 
 def main() -> int:
@@ -84,9 +58,9 @@ def main() -> int:
                 if state["state"] != "success":
                     print(stack.describe(DAG, run_id))
                     return 1
-                recorded = (_at(state["end_date"]) - _at(state["start_date"])).total_seconds()  # type: ignore[operator]
-                work, gaps, path = breakdown(stack.task_instances(DAG, run_id))
-                queued = (_at(state["start_date"]) - _at(state["queued_at"])).total_seconds()  # type: ignore[operator]
+                recorded = (at_time(state["end_date"]) - at_time(state["start_date"])).total_seconds()  # type: ignore[operator]
+                work, gaps, path = critical_path(stack.task_instances(DAG, run_id))
+                queued = (at_time(state["start_date"]) - at_time(state["queued_at"])).total_seconds()  # type: ignore[operator]
                 print(f"\nrun {run} ({keyspace}): trigger -> success {wall:.1f}s (target <= {TARGET_SECONDS:.0f}s: "
                       f"{'met' if wall <= TARGET_SECONDS else 'NOT met'}); Airflow's run start -> end {recorded:.1f}s, "
                       f"queued -> running {queued:.1f}s")  # fmt: skip

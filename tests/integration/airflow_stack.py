@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +257,32 @@ def _processes_with_env(entry: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def at_time(value: str | None) -> datetime | None:
+    """A time as the REST API gives it."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def critical_path(task_instances: list[dict]) -> tuple[float, float, list[tuple[str, float, float]]]:  # type: ignore[type-arg]
+    """(run seconds on the critical path, gap seconds on it, [(task, gap before it, run)]) for the tasks
+    that ran, walking back from the last to finish through the latest-ending task that ended before it
+    started (Airflow runs a task once all it waits for ended, so that task is what it waited for)."""
+    ran = [t for t in task_instances if t.get("start_date") and t.get("end_date") and t["state"] != "skipped"]
+    spans = sorted(((at_time(t["start_date"]), at_time(t["end_date"]), t["task_id"]) for t in ran), key=lambda s: s[1])
+    path: list[tuple[str, float, float]] = []
+    current = spans[-1]
+    while True:
+        start, end, task = current
+        earlier = [s for s in spans if s[1] <= start]
+        previous = earlier[-1] if earlier else None
+        gap = (start - previous[1]).total_seconds() if previous else 0.0
+        path.append((task, gap, (end - start).total_seconds()))
+        if previous is None:
+            break
+        current = previous
+    path.reverse()
+    return sum(p[2] for p in path), sum(p[1] for p in path), path
 
 
 def nightly_config(home: Path, keyspaces: list[str]) -> Path:
