@@ -15,6 +15,7 @@ __all__ = [
     "errors",
     "migration",
     "migration_record",
+    "permissions",
     "placement",
     "plan",
     "repair",

@@ -72,7 +72,9 @@ class RingwardCassandraHook(BaseHook):
 
 class NodetoolHook(BaseHook):
     """nodetool over JMX. Connection: host = JMX host (may be `{address}`), port = default JMX port,
-    login/password = JMX credentials; extra: `nodetool_path`, `jmx_host`, `jmx_ports` {node: port}, `ssl`, and
+    login/password = JMX credentials (handed to nodetool in a 0600 file, never on its command line); extra:
+    `password_file` (an existing nodetool password file instead of the password), `nodetool_path`, `jmx_host`,
+    `jmx_ports` {node: port}, `ssl`, and
     optionally `java_classpath` (Cassandra's jars, e.g. "/usr/share/cassandra/lib/*"), `java_options`,
     `java_binary`: then the commands run in one resident JVM per task instead of a nodetool process each."""
 
@@ -96,6 +98,7 @@ class NodetoolHook(BaseHook):
             default_jmx_port=int(conn.port or 7199),
             username=conn.login or None,
             password=conn.password or None,
+            password_file=extra.get("password_file") or None,
             ssl=bool(extra.get("ssl", False)),
             java_classpath=extra.get("java_classpath") or None,
             java_options=tuple(extra.get("java_options", ())),

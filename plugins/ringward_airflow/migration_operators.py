@@ -381,6 +381,7 @@ class MigrationRepairOperator(MigrationOperator):
                 poll_interval=self.poll_interval,
                 timeout_seconds=self.session_timeout,
                 labels=session_labels(started),
+                cassandra_conn_id=self.cassandra_conn_id,
             ),
             method_name="execute_complete",
         )

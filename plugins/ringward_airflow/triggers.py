@@ -26,6 +26,10 @@ class RepairSessionTrigger(BaseTrigger):
     (`ringward.session_watch`), instead of waiting for `timeout_seconds`.
 
     `labels` maps each parent id to {"ranges": [[start, end], ...], "coordinator": address}.
+
+    `cassandra_conn_id` names the connection the triggerer logs in with (its hosts, port, credentials, TLS),
+    read when the trigger runs: the serialized trigger, stored in Airflow's database, holds no secret.
+    Without it (a trigger serialized by an older ringward) it connects to `contact_points` anonymously.
     """
 
     def __init__(
@@ -38,8 +42,10 @@ class RepairSessionTrigger(BaseTrigger):
         started_at: float | None = None,
         labels: dict[str, Any] | None = None,
         down_grace_seconds: float = DOWN_GRACE_SECONDS,
+        cassandra_conn_id: str | None = None,
     ) -> None:
         super().__init__()
+        self.cassandra_conn_id = cassandra_conn_id
         self.contact_points = contact_points
         self.parent_ids = parent_ids
         self.port = port
@@ -62,11 +68,25 @@ class RepairSessionTrigger(BaseTrigger):
                 "started_at": self.started_at,
                 "labels": self.labels,
                 "down_grace_seconds": self.down_grace_seconds,
+                "cassandra_conn_id": self.cassandra_conn_id,
             },
         )
 
+    async def _cluster_settings(self) -> dict[str, Any]:
+        """`build_cluster`'s arguments: the connection's (credentials and TLS included), or the bare points."""
+        if self.cassandra_conn_id is None:
+            return {"contact_points": self.contact_points, "port": self.port}
+        from airflow.sdk.bases.hook import BaseHook
+
+        from ringward_airflow.hooks import connection_settings
+
+        settings = connection_settings(await BaseHook.aget_connection(self.cassandra_conn_id))
+        settings.pop("schema_agreement_wait", None)  # the trigger only reads
+        return settings
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        watch = _SessionWatch(self)  # one driver connection for the whole run, not one per poll
+        # One driver connection for the whole run, not one per poll.
+        watch = _SessionWatch(self, await self._cluster_settings())
         try:
             while True:
                 try:
@@ -94,8 +114,9 @@ class RepairSessionTrigger(BaseTrigger):
 class _SessionWatch:
     """The trigger's blocking side: one driver session, read from a worker thread."""
 
-    def __init__(self, trigger: RepairSessionTrigger) -> None:
+    def __init__(self, trigger: RepairSessionTrigger, settings: dict[str, Any]) -> None:
         self.trigger = trigger
+        self.settings = settings
         self.down = DownTracker()
         self._internode_ports: dict[str, int] = {}  # address -> storage port, as gossip tells it
         self._cluster: Any = None
@@ -106,7 +127,7 @@ class _SessionWatch:
         if self._session is None:
             from ringward_cassandra.cql import build_cluster
 
-            self._cluster = build_cluster(self.trigger.contact_points, self.trigger.port, timeout=15)
+            self._cluster = build_cluster(**{**self.settings, "timeout": 15})
             self._session = self._cluster.connect()
         return self._session
 

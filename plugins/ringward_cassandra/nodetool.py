@@ -8,9 +8,11 @@ credentials and TLS).
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +49,10 @@ class NodetoolClient:
 
     With `java_classpath` (Cassandra's jars) the commands run in one resident JVM (`ResidentNodetool`)
     instead of a `nodetool` process each; `close()` stops it.
+
+    JMX credentials reach nodetool as a password *file* (`-pwf`), never as `-pw`: a command line is
+    readable by every local user (`ps`). `password_file` names an operator's own file (`user password`
+    lines, as jmxremote.password); given only `password`, the client writes one, 0600, removed by `close()`.
     """
 
     nodetool_path: str = "nodetool"
@@ -54,7 +60,8 @@ class NodetoolClient:
     jmx_ports: Mapping[str, int] = field(default_factory=dict)
     default_jmx_port: int = 7199
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
+    password_file: str | None = None
     ssl: bool = False
     java_classpath: str | None = None
     java_options: tuple[str, ...] = ()
@@ -62,6 +69,7 @@ class NodetoolClient:
     _resident: ResidentNodetool | None = field(default=None, repr=False)
     _running: set[subprocess.Popen[str]] = field(default_factory=set, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _written_password_file: str | None = field(default=None, repr=False)
 
     def command(self, address: str, args: Sequence[str]) -> list[str]:
         command = [self.nodetool_path]
@@ -74,8 +82,20 @@ class NodetoolClient:
             str(self.jmx_ports.get(address, self.default_jmx_port)),
         ]
         if self.username:
-            command += ["-u", self.username, "-pw", self.password or ""]
+            command += ["-u", self.username, "-pwf", self._password_file()]
         return [*command, *args]
+
+    def _password_file(self) -> str:
+        if self.password_file:
+            return self.password_file
+        with self._lock:
+            if self._written_password_file is None:
+                # mkstemp: a new file, 0600, owned by us, in a name nobody can guess or plant beforehand.
+                descriptor, path = tempfile.mkstemp(prefix="ringward-jmx-", suffix=".password")
+                with os.fdopen(descriptor, "w") as handle:
+                    handle.write(f"{self.username} {self.password or ''}\n")
+                self._written_password_file = path
+            return self._written_password_file
 
     def run(self, address: str, args: Sequence[str], timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
         """Run one nodetool command; the process is tracked so `terminate_all` can stop it (on_kill)."""
@@ -126,11 +146,16 @@ class NodetoolClient:
             threading.Thread(target=_quietly, args=(resident.start,), daemon=True).start()
 
     def close(self) -> None:
-        """Stop the resident JVM, if one was started (a later command starts another)."""
+        """Stop the resident JVM, if one was started (a later command starts another), and remove the
+        password file this client wrote (a later command writes another)."""
         with self._lock:
             resident, self._resident = self._resident, None
+            written, self._written_password_file = self._written_password_file, None
         if resident is not None:
             resident.close()
+        if written is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(written)
 
     def _resident_jvm(self) -> ResidentNodetool:
         with self._lock:

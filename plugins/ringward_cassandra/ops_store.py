@@ -17,6 +17,7 @@ from cassandra import ConsistencyLevel
 from cassandra.cluster import Session
 from cassandra.query import SimpleStatement
 from ringward.errors import MigrationError
+from ringward.permissions import OPS_KEYSPACE, ops_keyspace_statement
 from ringward.repair import RecordUpdate, Segment, SegmentRecord, SegmentState
 from ringward.ring import TokenRange
 
@@ -32,7 +33,6 @@ __all__ = [
     "SwitchEvent",
 ]
 
-OPS_KEYSPACE = "ringward_ops"
 
 _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS {ks}.leases (
@@ -152,12 +152,13 @@ class OpsStore:
         self.lease_ttl_seconds = lease_ttl_seconds
 
     def ensure_schema(self, datacenters: Iterable[tuple[str, int]]) -> None:
-        """Create the keyspace (NTS, up to RF 3 per DC) and tables once; safe to call every time."""
-        factors = ", ".join(f"'{dc}': {min(3, count)}" for dc, count in sorted(datacenters))
-        self.session.execute(
-            f"CREATE KEYSPACE IF NOT EXISTS {OPS_KEYSPACE} WITH replication = "
-            f"{{'class': 'NetworkTopologyStrategy', {factors}}}"
-        )
+        """Create the keyspace (NTS, up to RF 3 per DC) and tables once; safe to call every time.
+
+        The keyspace is created only when it is missing: on a cluster with authorization an administrator
+        creates it (`ringward grants`) and ringward's role, which may not create keyspaces, only its tables.
+        """
+        if not self.exists():
+            self.session.execute(ops_keyspace_statement(dict(datacenters)).rstrip(";"))
         for statement in _SCHEMA:
             self.session.execute(statement.format(ks=OPS_KEYSPACE))
         self.session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)

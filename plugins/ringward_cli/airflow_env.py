@@ -15,6 +15,7 @@ from typing import Any
 
 from ringward_cassandra.localcluster import LocalCluster, load_topology
 from ringward_cassandra.localcluster.runtime import project_home
+from ringward_cassandra.localcluster.security import JMX_USER, RINGWARD_ROLE, ClusterSecrets, ensure_secrets
 from ringward_cassandra.localcluster.spark_jars import connector_lib_dir
 
 __all__ = ["airflow_environment", "connections_to_import", "ensure_airflow_connections", "ensure_airflow_db",
@@ -31,16 +32,30 @@ def local_connections(home: Path, topology: str = "seed") -> dict[str, str]:
     .cache/ (`ringward spark jars`), nodetool over JMX."""
     loaded = load_topology(topology)
     nodes = loaded.nodes
-    cassandra = {"conn_type": "cassandra", "host": ",".join(n.address for n in nodes), "port": 9042,
-                 "extra": {"protocol_version": 5}}  # fmt: skip
-    spark = {"conn_type": "spark", "host": "local[2]",
+    cassandra: dict[str, Any] = {"conn_type": "cassandra", "host": ",".join(n.address for n in nodes), "port": 9042,
+                                 "extra": {"protocol_version": 5}}  # fmt: skip
+    spark: dict[str, Any] = {"conn_type": "spark", "host": "local[2]",
              "extra": {"spark-binary": "spark-submit", "ringward-jars-dir": str(connector_lib_dir(home))}}  # fmt: skip
-    nodetool = {"conn_type": "generic", "host": "127.0.0.1",
-                "extra": LocalCluster(home).nodetool_connection_extra(loaded)}  # fmt: skip
+    nodetool: dict[str, Any] = {"conn_type": "generic", "host": "127.0.0.1",
+                                "extra": LocalCluster(home).nodetool_connection_extra(loaded)}  # fmt: skip
+    if loaded.secured:
+        _secure(cassandra, spark, nodetool, ensure_secrets(LocalCluster(home).root / "secrets", loaded.addresses))
     return {
         "AIRFLOW_CONN_CASSANDRA_DEFAULT": json.dumps(cassandra),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark),
         "AIRFLOW_CONN_RINGWARD_NODETOOL": json.dumps(nodetool),
+    }
+
+
+def _secure(cassandra: dict[str, Any], spark: dict[str, Any], nodetool: dict[str, Any], found: ClusterSecrets) -> None:
+    """A secured cluster's connections: ringward's least-privilege role over TLS, JMX with its password."""
+    cassandra.update(login=RINGWARD_ROLE, password=found.ringward_password)
+    cassandra["extra"]["ssl_options"] = found.ssl_options()
+    nodetool.update(login=JMX_USER, password=found.jmx_password)
+    spark["extra"]["ringward-conf"] = {
+        "spark.cassandra.connection.ssl.trustStore.path": found.truststore,
+        "spark.cassandra.connection.ssl.trustStore.password": found.store_password,
+        "spark.cassandra.connection.ssl.trustStore.type": "PKCS12",
     }
 
 

@@ -157,3 +157,38 @@ def test_a_coordinator_gone_from_gossip_is_dead(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr("ringward_airflow.triggers.accepts_connections", lambda *a, **k: True)
     [event] = _run(_trigger())
     assert "no longer in the ring" in event["sessions"][PARENT]["error"]  # type: ignore[index]
+
+
+def test_a_trigger_logs_in_with_its_connection_and_stores_no_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a secured cluster the triggerer must log in (and speak TLS) as the task did; the serialized trigger
+    (a row of Airflow's database) names the connection, never its password."""
+    import json
+    from datetime import datetime
+
+    from airflow.sdk.bases.hook import BaseHook
+    from airflow.sdk.definitions.connection import Connection
+
+    secured = Connection(
+        conn_id="cassandra_default", conn_type="cassandra", host="127.0.0.2,127.0.0.3", port=9142,
+        login="ringward", password="s3cret-pw", extra=json.dumps({"ssl_options": {"ca_certs": "/ca.pem"}}),
+    )  # fmt: skip
+
+    async def aget_connection(conn_id: str) -> Connection:
+        assert conn_id == "cassandra_default"
+        return secured
+
+    done = _Row(parent_id=PARENT, started_at=datetime(2026, 1, 1), finished_at=datetime(2026, 1, 1, 0, 1),
+                exception_message=None)  # fmt: skip
+    cluster = _ScriptedCluster([{"row": done, "generations": {"127.0.0.4": 1}}])
+    built: list[dict[str, object]] = []
+    monkeypatch.setattr(BaseHook, "aget_connection", staticmethod(aget_connection))
+    monkeypatch.setattr("ringward_cassandra.cql.build_cluster", lambda **k: built.append(k) or cluster)
+    trigger = _trigger(cassandra_conn_id="cassandra_default")
+    [event] = _run(trigger)
+    assert event["status"] == "finished"
+    [settings] = built
+    assert settings["contact_points"] == ["127.0.0.2", "127.0.0.3"] and settings["port"] == 9142
+    assert (settings["username"], settings["password"]) == ("ringward", "s3cret-pw")
+    assert settings["ssl_options"] == {"ca_certs": "/ca.pem"}
+    _path, kwargs = trigger.serialize()
+    assert kwargs["cassandra_conn_id"] == "cassandra_default" and "s3cret-pw" not in json.dumps(kwargs)

@@ -22,6 +22,7 @@ from typing import Any
 from ringward_cassandra.localcluster import runtime
 from ringward_cassandra.localcluster.config import write_node_config
 from ringward_cassandra.localcluster.errors import LocalClusterError
+from ringward_cassandra.localcluster.security import JMX_USER, ClusterSecrets, ensure_secrets, load_secrets
 from ringward_cassandra.localcluster.topology import LocalNode, Topology, load_topology
 from ringward_cassandra.nodetool import NodetoolClient
 
@@ -69,10 +70,11 @@ class LocalCluster:
         wanted = load_topology(topology)
         if self._state_file.exists():
             current = self.topology()
-            other = (current.addresses, current.auto_repair, current.auto_repair_settings) != (
+            other = (current.addresses, current.auto_repair, current.auto_repair_settings, current.secured) != (
                 wanted.addresses,
                 wanted.auto_repair,
                 wanted.auto_repair_settings,
+                wanted.secured,
             )
             if other and self.running_pids():
                 raise LocalClusterError(
@@ -95,6 +97,10 @@ class LocalCluster:
         self.wait_all_up(wanted, deadline)
         if to_start:
             self.wait_schema_agreement(wanted, deadline, reset_after=60.0)
+        if wanted.secured:
+            from ringward_cassandra.localcluster.roles import ensure_roles
+
+            ensure_roles(wanted, self.secrets_required(), deadline, log=self.log)
         return wanted
 
     def down(self, purge: bool = False) -> None:
@@ -131,6 +137,30 @@ class LocalCluster:
         # keyspaces created meanwhile ("keyspace ... does not exist") when it coordinates.
         self.wait_schema_agreement(topology, time.monotonic() + 90, ask=node.address, reset_after=45.0)
 
+    # -- security -------------------------------------------------------------------------------------
+    @property
+    def _secrets_dir(self) -> Path:
+        return self.root / "secrets"
+
+    def secrets(self) -> ClusterSecrets | None:
+        """The secured cluster's secrets (None: the cluster is not secured, or not created yet)."""
+        return load_secrets(self._secrets_dir)
+
+    def secrets_required(self) -> ClusterSecrets:
+        found = self.secrets()
+        if found is None:
+            raise LocalClusterError(
+                "The local cluster has no secrets: it is not a secured topology, or was never started.",
+                "Start it with `ringward cluster up --topology secured`.",
+            )
+        return found
+
+    def _jmx_login(self) -> list[str]:
+        """nodetool's login options on a secured cluster: the user and the password *file* (`-pwf`), never the
+        password on the command line, where `ps` shows it to every local user."""
+        found = self.secrets()
+        return ["-u", JMX_USER, "-pwf", found.jmx_password_file] if found else []
+
     # -- inspection -----------------------------------------------------------------------------------
     def running_pids(self) -> dict[str, int]:
         """Address -> pid of every live node process of this cluster, read from /proc."""
@@ -166,17 +196,19 @@ class LocalCluster:
     def nodetool(self, address: str, args: Sequence[str], capture: bool = True) -> subprocess.CompletedProcess[str]:
         """Run Cassandra's own NodeTool against one node's JMX port."""
         node = self.topology().node(address)
-        command = [str(self.nodetool_path), "-h", "127.0.0.1", "-p", str(node.jmx_port), *args]
+        command = [str(self.nodetool_path), "-h", "127.0.0.1", "-p", str(node.jmx_port), *self._jmx_login(), *args]
         return subprocess.run(command, capture_output=capture, text=True, check=False)
 
     def nodetool_client(self) -> NodetoolClient:
         """The client ringward's operators use, pointed at this cluster's nodes (JMX on 127.0.0.1), its
         commands run in one resident JVM (see `nodetool_connection_extra`)."""
         extra = self.nodetool_connection_extra(self.topology())
+        found = self.secrets()
         return NodetoolClient(
             nodetool_path=extra["nodetool_path"], jmx_host=extra["jmx_host"], jmx_ports=extra["jmx_ports"],
             java_classpath=extra["java_classpath"], java_options=tuple(extra["java_options"]),
-            java_binary=extra["java_binary"],
+            java_binary=extra["java_binary"], username=JMX_USER if found else None,
+            password=found.jmx_password if found else None,
         )  # fmt: skip
 
     def nodetool_connection_extra(self, topology: Topology) -> dict[str, Any]:
@@ -224,7 +256,15 @@ class LocalCluster:
     def _spawn(self, topology: Topology, node: LocalNode, heap_mb: int) -> None:
         _check_free(node)
         node_dir = self._node_dir(node)
-        conf = write_node_config(topology, node, node_dir, cluster_name="ringward")
+        found = ensure_secrets(self._secrets_dir, topology.addresses) if topology.secured else None
+        conf = write_node_config(topology, node, node_dir, cluster_name="ringward", secrets=found)
+        jmx_auth = []
+        if found is not None:
+            jmx_auth = [
+                "-Dcom.sun.management.jmxremote.authenticate=true",
+                f"-Dcom.sun.management.jmxremote.password.file={found.jmx_password_file}",
+                f"-Dcom.sun.management.jmxremote.access.file={found.jmx_access_file}",
+            ]
         command = [
             runtime.java_binary(),
             *runtime.server_jvm_options(heap_mb),
@@ -234,6 +274,7 @@ class LocalCluster:
             f"-Dcassandra.logdir={node_dir / 'logs'}",
             f"-Dcassandra.storagedir={node_dir / 'data'}",
             f"-Dcassandra.jmx.local.port={node.jmx_port}",
+            *jmx_auth,
             *(["-Dcassandra.autorepair.enable=true"] if topology.auto_repair else []),
             "-cp", runtime.cassandra_classpath(conf),
             "org.apache.cassandra.service.CassandraDaemon",

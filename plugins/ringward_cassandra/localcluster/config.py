@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from ringward_cassandra.localcluster.security import ClusterSecrets
 from ringward_cassandra.localcluster.topology import LocalNode, Topology
 
 __all__ = ["write_node_config"]
@@ -23,8 +24,12 @@ _LOGBACK = """<configuration scan="false">
 """
 
 
-def write_node_config(topology: Topology, node: LocalNode, node_dir: Path, cluster_name: str) -> Path:
-    """Write cassandra.yaml, cassandra-rackdc.properties and logback.xml; return the conf dir."""
+def write_node_config(
+    topology: Topology, node: LocalNode, node_dir: Path, cluster_name: str, secrets: ClusterSecrets | None = None
+) -> Path:
+    """Write cassandra.yaml, cassandra-rackdc.properties and logback.xml; return the conf dir.
+
+    `secrets` (a secured topology): password authentication, role-based authorization, client TLS."""
     conf = node_dir / "conf"
     data = node_dir / "data"
     for folder in (conf, data / "data", data / "commitlog", data / "saved_caches", data / "hints",
@@ -72,6 +77,8 @@ def write_node_config(topology: Topology, node: LocalNode, node_dir: Path, clust
         settings["initial_token"] = ",".join(str(t) for t in node.tokens)
     else:
         settings["allocate_tokens_for_local_replication_factor"] = 3
+    if secrets is not None:
+        settings.update(_secured_settings(secrets))
     if topology.auto_repair:
         # CEP-37 AutoRepair (the JVM also needs -Dcassandra.autorepair.enable=true, see LocalCluster._spawn).
         settings["auto_repair"] = {
@@ -79,10 +86,31 @@ def write_node_config(topology: Topology, node: LocalNode, node_dir: Path, clust
             "repair_type_overrides": {kind: {"enabled": True} for kind in topology.auto_repair},
         }
         _merge(settings["auto_repair"], topology.auto_repair_settings)
+    if secrets is not None:
+        conf.chmod(0o700)  # cassandra.yaml then holds the key store's password
     (conf / "cassandra.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
     (conf / "cassandra-rackdc.properties").write_text(f"dc={node.datacenter}\nrack={node.rack}\nprefer_local=true\n")
     (conf / "logback.xml").write_text(_LOGBACK.format(log_dir=node_dir / "logs"))
     return conf
+
+
+def _secured_settings(secrets: ClusterSecrets) -> dict[str, object]:
+    return {
+        "authenticator": "PasswordAuthenticator",
+        "authorizer": "CassandraAuthorizer",
+        "role_manager": "CassandraRoleManager",
+        # Roles are read at LOCAL_QUORUM by default: with a node down (the crash tests) a login could fail.
+        # system_auth is replicated to every node at setup, so ONE always finds the role.
+        "auth_read_consistency_level": "ONE",
+        "client_encryption_options": {
+            "enabled": True,
+            "optional": False,
+            "keystore": secrets.keystore,
+            "keystore_password": secrets.store_password,
+            "store_type": "PKCS12",
+            "require_client_auth": False,
+        },
+    }
 
 
 def _merge(into: dict[str, Any], overrides: Mapping[str, Any]) -> None:

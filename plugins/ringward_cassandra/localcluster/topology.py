@@ -54,6 +54,9 @@ class Topology:
     # Further cassandra.yaml `auto_repair` settings, merged over the above (e.g. a short repair_check_interval,
     # or a type listed above but switched off until `nodetool setautorepairconfig` turns it on).
     auto_repair_settings: Mapping[str, Any] = field(default_factory=dict)
+    # A production-like cluster: PasswordAuthenticator and CassandraAuthorizer, JMX behind a password file,
+    # client-to-node TLS with a test CA (localcluster.security), a least-privilege role for ringward.
+    secured: bool = False
 
     @property
     def addresses(self) -> list[str]:
@@ -70,7 +73,8 @@ class Topology:
 
 def load_topology(name_or_path: str) -> Topology:
     """A preset name or a JSON file path. Presets: `seed` (the seed article's three-node dc1 cluster, the
-    default), `two-dc`, `autorepair` (topologies/*.json)."""
+    default), `secured` (the same nodes with authentication, authorization, JMX passwords and TLS), `two-dc`,
+    `autorepair` (topologies/*.json)."""
     path = Path(name_or_path)
     if not path.is_file():
         path = PRESETS_DIR / f"{name_or_path}.json"
@@ -103,8 +107,11 @@ def load_topology(name_or_path: str) -> Topology:
             f"Topology {path} has auto_repair_settings that are not a mapping, or no auto_repair types.",
             "Give auto_repair_settings as cassandra.yaml's auto_repair mapping, with the types under auto_repair.",
         )
+    secured = document.get("secured", False)
+    if not isinstance(secured, bool):
+        raise ConfigurationError(f"Topology {path} has secured={secured!r}.", "Give secured as true or false.")
     return Topology(name=str(document.get("name", path.stem)), nodes=nodes, auto_repair=auto_repair,
-                    auto_repair_settings=settings)  # fmt: skip
+                    auto_repair_settings=settings, secured=secured)  # fmt: skip
 
 
 def _parse_node(entry: dict[str, object]) -> LocalNode:

@@ -1,0 +1,93 @@
+"""Roles of the secured local cluster, set up once after its first start, as an administrator would:
+system_auth on every node, a superuser of our own instead of the default `cassandra`, the ops keyspace,
+and ringward's least-privilege role with exactly `ringward.permissions`' GRANTs."""
+
+from __future__ import annotations
+
+import secrets as random
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from cassandra.cluster import Session
+from ringward.permissions import grant_statements, ops_keyspace_statement
+
+from ringward_cassandra.cql import build_cluster
+from ringward_cassandra.localcluster.errors import LocalClusterError
+from ringward_cassandra.localcluster.security import ADMIN_ROLE, RINGWARD_ROLE, ClusterSecrets
+from ringward_cassandra.localcluster.topology import Topology
+
+__all__ = ["admin_settings", "ensure_roles", "ringward_settings"]
+
+_DONE = ".roles-created"
+
+
+def admin_settings(found: ClusterSecrets) -> dict[str, Any]:
+    """`connect`'s settings for the test setup's superuser (keyspaces, data, GRANTs: never ringward's work)."""
+    return {"username": ADMIN_ROLE, "password": found.admin_password, "ssl_options": found.ssl_options()}
+
+
+def ringward_settings(found: ClusterSecrets) -> dict[str, Any]:
+    """`connect`'s settings for ringward's own least-privilege role."""
+    return {"username": RINGWARD_ROLE, "password": found.ringward_password, "ssl_options": found.ssl_options()}
+
+
+def ensure_roles(topology: Topology, found: ClusterSecrets, deadline: float, log: Callable[[str], None]) -> None:
+    """Create the roles and GRANTs once (a marker file records it)."""
+    marker = Path(found.folder) / _DONE
+    if marker.exists():
+        return
+    points = topology.addresses
+    datacenters: dict[str, int] = {}
+    for node in topology.nodes:
+        datacenters[node.datacenter] = datacenters.get(node.datacenter, 0) + 1
+    factors = ", ".join(f"'{dc}': {count}" for dc, count in sorted(datacenters.items()))
+    # The default superuser appears a moment after the first start; its password is the well-known one.
+    default = {"username": "cassandra", "password": "cassandra", "ssl_options": found.ssl_options()}
+    with _session_when_ready(points, default, deadline) as session:
+        log("secured cluster: system_auth on every node, superuser " + ADMIN_ROLE)
+        session.execute(
+            f"ALTER KEYSPACE system_auth WITH replication = {{'class': 'NetworkTopologyStrategy', {factors}}}"
+        )
+        session.execute(
+            f"CREATE ROLE IF NOT EXISTS {ADMIN_ROLE} WITH SUPERUSER = true AND LOGIN = true AND PASSWORD = %s",
+            (found.admin_password,),
+        )
+    with _session_when_ready(points, admin_settings(found), deadline) as session:
+        # The well-known default superuser can no longer log in (what every hardening guide asks first).
+        session.execute("ALTER ROLE cassandra WITH PASSWORD = %s AND LOGIN = false", (random.token_urlsafe(18),))
+        session.execute(ops_keyspace_statement(datacenters))
+        session.execute(
+            f"CREATE ROLE IF NOT EXISTS {RINGWARD_ROLE} WITH LOGIN = true AND PASSWORD = %s",
+            (found.ringward_password,),
+        )
+        for statement in grant_statements(RINGWARD_ROLE, []):
+            session.execute(statement)
+        log(f"secured cluster: role {RINGWARD_ROLE} with {len(grant_statements(RINGWARD_ROLE, []))} GRANTs")
+    marker.touch(mode=0o600)
+
+
+@contextmanager
+def _session_when_ready(points: list[str], settings: dict[str, Any], deadline: float) -> Iterator[Session]:
+    """A session for `settings`, retried until `deadline` (a new role is not readable for a moment)."""
+    error: Exception | None = None
+    while time.monotonic() < deadline:
+        cluster = build_cluster(points, timeout=30, **settings)
+        try:
+            session = cluster.connect()
+        except Exception as failed:  # NoHostAvailable wrapping AuthenticationFailed, until the role exists
+            cluster.shutdown()
+            error = failed
+            time.sleep(2.0)
+            continue
+        try:
+            yield session
+        finally:
+            cluster.shutdown()
+        return
+    raise LocalClusterError(
+        f"Could not log in to the secured local cluster as {settings['username']}: {error}.",
+        "Run `ringward cluster down --purge` and `ringward cluster up --topology secured` again.",
+    )

@@ -1,0 +1,143 @@
+"""The secured local cluster's secrets: passwords, JMX password and access files, a test CA and the nodes'
+TLS key store, made once per cluster under `<cluster>/secrets/` (0700, every file 0600), with openssl and
+keytool only (nothing downloaded).
+
+What a production cluster has and the lab did not: PasswordAuthenticator and CassandraAuthorizer, a
+least-privilege role for ringward (never the superuser), JMX behind a password file, client-to-node TLS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import ssl
+import subprocess
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ringward_cassandra.localcluster.errors import LocalClusterError
+
+__all__ = ["ADMIN_ROLE", "JMX_USER", "RINGWARD_ROLE", "ClusterSecrets", "ensure_secrets", "load_secrets"]
+
+ADMIN_ROLE = "ringward_admin"  # the test setup's superuser: creates keyspaces and grants, never used by ringward
+RINGWARD_ROLE = "ringward"  # the least-privilege role ringward's connections log in as
+JMX_USER = "ringward"
+_SECRETS_FILE = "secrets.json"
+
+
+@dataclass(frozen=True)
+class ClusterSecrets:
+    """Where the secured cluster's secrets live and what they are (passwords: random, per cluster)."""
+
+    folder: str
+    admin_password: str
+    ringward_password: str
+    jmx_password: str
+    store_password: str  # the nodes' key store and the clients' trust store
+
+    @property
+    def ca_certificate(self) -> str:
+        return str(Path(self.folder) / "ca.pem")
+
+    @property
+    def keystore(self) -> str:
+        return str(Path(self.folder) / "node-keystore.p12")
+
+    @property
+    def truststore(self) -> str:
+        """The CA in a PKCS12 trust store, for Java clients (the Spark connector)."""
+        return str(Path(self.folder) / "truststore.p12")
+
+    @property
+    def jmx_password_file(self) -> str:
+        return str(Path(self.folder) / "jmxremote.password")
+
+    @property
+    def jmx_access_file(self) -> str:
+        return str(Path(self.folder) / "jmxremote.access")
+
+    def ssl_options(self) -> dict[str, object]:
+        """The driver's ssl_options: the server's certificate checked against the test CA and its address."""
+        return {"ca_certs": self.ca_certificate, "check_hostname": True, "cert_reqs": int(ssl.CERT_REQUIRED)}
+
+
+def load_secrets(folder: Path) -> ClusterSecrets | None:
+    path = folder / _SECRETS_FILE
+    if not path.exists():
+        return None
+    return ClusterSecrets(**json.loads(path.read_text()))
+
+
+def ensure_secrets(folder: Path, addresses: Sequence[str]) -> ClusterSecrets:
+    """The cluster's secrets, made on first use: a CA, one node certificate naming every node's address,
+    the JMX files, and the passwords. Idempotent (a cluster keeps its secrets until purged)."""
+    found = load_secrets(folder)
+    if found is not None:
+        return found
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    made = ClusterSecrets(
+        folder=str(folder),
+        admin_password=secrets.token_urlsafe(18),
+        ringward_password=secrets.token_urlsafe(18),
+        jmx_password=secrets.token_urlsafe(18),
+        store_password=secrets.token_urlsafe(18),
+    )
+    previous = os.umask(0o077)
+    try:
+        _make_tls_stores(made, addresses)
+        # The JVM refuses a JMX password file that others can read; "readwrite": repair and cleanup are
+        # operations, not attribute reads.
+        Path(made.jmx_password_file).write_text(f"{JMX_USER} {made.jmx_password}\n")
+        Path(made.jmx_access_file).write_text(f"{JMX_USER} readwrite\n")
+        (folder / _SECRETS_FILE).write_text(json.dumps(asdict(made), indent=2))
+    finally:
+        os.umask(previous)
+    for path in folder.iterdir():
+        path.chmod(0o600)
+    return made
+
+
+def _make_tls_stores(made: ClusterSecrets, addresses: Sequence[str]) -> None:
+    folder = Path(made.folder)
+    openssl, keytool = shutil.which("openssl"), shutil.which("keytool")
+    if not openssl or not keytool:
+        raise LocalClusterError(
+            "A secured local cluster needs openssl and keytool to make its test CA and key store.",
+            "Install them (apt-get install openssl openjdk-17-jdk-headless).",
+        )
+    ca_key, ca_pem = folder / "ca.key", folder / "ca.pem"
+    node_key, node_csr, node_pem = folder / "node.key", folder / "node.csr", folder / "node.pem"
+    extensions = folder / "node.ext"
+    extensions.write_text(
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+        "subjectAltName=" + ",".join(f"IP:{address}" for address in addresses) + "\n"
+    )
+    _run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca_pem,
+          "-days", "3650", "-subj", "/CN=ringward test CA"])  # fmt: skip
+    _run([openssl, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", node_key, "-out", node_csr,
+          "-subj", "/CN=ringward local node"])  # fmt: skip
+    _run([openssl, "x509", "-req", "-in", node_csr, "-CA", ca_pem, "-CAkey", ca_key, "-CAcreateserial",
+          "-out", node_pem, "-days", "3650", "-extfile", extensions])  # fmt: skip
+    # The password goes through the environment, never on a command line (ps shows those to every user).
+    env = {**os.environ, "RINGWARD_STORE_PASSWORD": made.store_password}
+    _run([openssl, "pkcs12", "-export", "-in", node_pem, "-inkey", node_key, "-certfile", ca_pem,
+          "-name", "node", "-out", made.keystore, "-passout", "env:RINGWARD_STORE_PASSWORD"], env)  # fmt: skip
+    _run([keytool, "-importcert", "-noprompt", "-alias", "ringward-test-ca", "-file", ca_pem,
+          "-keystore", made.truststore, "-storetype", "PKCS12",
+          "-storepass:env", "RINGWARD_STORE_PASSWORD"], env)  # fmt: skip
+    for leftover in (node_csr, extensions, folder / "ca.srl"):
+        leftover.unlink(missing_ok=True)
+
+
+def _run(command: Sequence[object], env: dict[str, str] | None = None) -> None:
+    result = subprocess.run([str(part) for part in command], capture_output=True, text=True, env=env, check=False)
+    if result.returncode != 0:
+        raise LocalClusterError(
+            f"Making the local cluster's TLS material failed: {' '.join(map(str, command[:3]))}: "
+            f"{(result.stderr or result.stdout).strip()[-500:]}",
+            "Check that openssl and keytool work here, then run `ringward cluster down --purge` and `up` again.",
+        )

@@ -1,0 +1,65 @@
+"""The GRANTs ringward's role needs: one list, printed by the guide and run by the secured test cluster."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from ringward.errors import ConfigurationError
+from ringward.permissions import cluster_grants, grant_statements, keyspace_grants, ops_keyspace_statement
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "operators-guide.md"
+
+
+def test_the_statements_name_the_role_and_each_managed_keyspace() -> None:
+    statements = grant_statements("ringward", ["shop", "Orders"])
+    assert statements[0] == "GRANT ALL PERMISSIONS ON KEYSPACE ringward_ops TO ringward;"
+    assert "GRANT ALTER ON KEYSPACE shop TO ringward;" in statements
+    assert 'GRANT SELECT ON KEYSPACE "Orders" TO ringward;' in statements  # case survives: quoted
+    assert len(statements) == len(cluster_grants()) + 2 * len(keyspace_grants("x"))
+
+
+def test_no_grant_reaches_beyond_what_ringward_reads_or_changes() -> None:
+    """No keyspace-wide or ALL KEYSPACES grant outside ringward_ops and the managed keyspaces."""
+    for statement in grant_statements("ringward", ["shop"]):
+        assert "ALL KEYSPACES" not in statement
+        if "system" in statement:
+            assert statement.startswith("GRANT SELECT ON TABLE system"), statement
+
+
+def test_names_that_would_break_the_statement_are_quoted() -> None:
+    [alter, _] = [grant.statement('evil"; DROP') for grant in keyspace_grants("shop")]
+    assert alter == 'GRANT ALTER ON KEYSPACE shop TO "evil""; DROP";'
+
+
+def test_the_ops_keyspace_is_created_with_up_to_three_replicas_per_datacenter() -> None:
+    statement = ops_keyspace_statement({"dc2": 2, "dc1": 5})
+    assert statement.endswith("{'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 2};")
+    with pytest.raises(ConfigurationError, match="No datacenter"):
+        ops_keyspace_statement({})
+
+
+def test_the_guide_lists_exactly_these_grants() -> None:
+    """The guide's permissions section is the list the code (and the secured tests) use, statement by statement
+    (with `my_keyspace` standing for each managed keyspace)."""
+    section = GUIDE.read_text().split("### 2.6 Permissions", 1)[1].split("\n## ", 1)[0]
+    assert set(re.findall(r"^GRANT .*;$", section, re.MULTILINE)) == set(grant_statements("ringward", ["my_keyspace"]))
+    assert ops_keyspace_statement({"dc1": 3}) in section
+
+
+def test_the_grants_command_prints_what_an_administrator_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from ringward_cli.main import main
+
+    assert main(["grants", "--keyspace", "shop", "--datacenter", "dc1=6", "--datacenter", "dc2=2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ops_keyspace_statement({"dc1": 6, "dc2": 2})
+    assert lines[1].startswith("CREATE ROLE IF NOT EXISTS ringward WITH LOGIN = true")
+    assert lines[2:] == grant_statements("ringward", ["shop"])
+
+
+def test_a_malformed_datacenter_is_refused_with_the_form_to_use(capsys: pytest.CaptureFixture[str]) -> None:
+    from ringward_cli.main import main
+
+    assert main(["grants", "--datacenter", "dc1"]) == 2
+    assert "NAME=NODES" in capsys.readouterr().err
