@@ -26,8 +26,9 @@ browser:
 		export DEBIAN_FRONTEND=noninteractive; apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
 	fi
 
+# `make demo SECURED=1`: the same on the secured topology (authentication, authorization, JMX password, TLS).
 demo: setup
-	$(VENV)/bin/python -m ringward_cli.demo
+	$(VENV)/bin/python -m ringward_cli.demo $(if $(SECURED),--secured)
 
 lint: setup
 	$(VENV)/bin/ruff check include plugins dags tests benchmarks

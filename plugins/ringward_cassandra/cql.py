@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypedDict, Unpack
@@ -26,6 +27,7 @@ __all__ = [
     "connect",
     "pinned_session",
     "quote_identifier",
+    "ssl_context",
 ]
 
 
@@ -55,7 +57,7 @@ class ClusterSettings(TypedDict, total=False):
     - timeout: the request timeout in seconds (default 30).
     - local_dc: the data center whose nodes coordinate (default: the driver's choice, the contact points').
     - username, password: PlainText authentication (default: none).
-    - ssl_options: the driver's `ssl_options` (default: no TLS).
+    - ssl_options: TLS, in the driver's `ssl_options` words (default: no TLS), made an `ssl_context`.
     - protocol_version: the native protocol version (default 5).
     - schema_agreement_wait: how long a DDL statement waits for agreement (default and upper bound:
       `agreement_wait(timeout)`).
@@ -126,8 +128,44 @@ def cluster_arguments(
         arguments["auth_provider"] = PlainTextAuthProvider(username=username, password=settings.get("password"))
     ssl_options = settings.get("ssl_options")
     if ssl_options:
-        arguments["ssl_options"] = dict(ssl_options)
+        arguments["ssl_context"] = ssl_context(ssl_options)
+        if ssl_options.get("server_hostname"):
+            arguments["ssl_options"] = {"server_hostname": ssl_options["server_hostname"]}
     return arguments
+
+
+_SSL_KEYS = {"ca_certs", "certfile", "keyfile", "check_hostname", "cert_reqs", "ssl_version", "ciphers",
+             "server_hostname"}  # fmt: skip
+
+
+def ssl_context(options: Mapping[str, Any]) -> ssl.SSLContext:
+    """The driver's `ssl_context` for a connection's `ssl_options` (the driver deprecates passing the options
+    themselves): the server's certificate is always checked against `ca_certs` (or the system's CAs), and its
+    name or address too when `check_hostname` is true; `certfile`/`keyfile` give a client certificate."""
+    unknown = sorted(set(options) - _SSL_KEYS)
+    if unknown:
+        raise ConfigurationError(
+            f"ssl_options has settings ringward does not know: {', '.join(unknown)}.",
+            f"Use only {', '.join(sorted(_SSL_KEYS))} in the cassandra connection's extra.ssl_options.",
+        )
+    context = ssl.SSLContext(int(options.get("ssl_version") or ssl.PROTOCOL_TLS_CLIENT))
+    context.check_hostname = bool(options.get("check_hostname", False))
+    context.verify_mode = ssl.VerifyMode(int(options.get("cert_reqs", ssl.CERT_REQUIRED)))
+    try:
+        if options.get("ca_certs"):
+            context.load_verify_locations(str(options["ca_certs"]))
+        else:
+            context.load_default_certs()
+        if options.get("certfile"):
+            context.load_cert_chain(str(options["certfile"]), options.get("keyfile"))
+        if options.get("ciphers"):
+            context.set_ciphers(str(options["ciphers"]))
+    except (OSError, ssl.SSLError) as error:
+        raise ConfigurationError(
+            f"The TLS settings of the cassandra connection cannot be loaded: {error}.",
+            "Check that ssl_options' ca_certs/certfile/keyfile name readable PEM files on this machine.",
+        ) from error
+    return context
 
 
 pinned_session = connect

@@ -63,6 +63,8 @@ _SCHEMA = [
         PRIMARY KEY ((migration_id), controller))""",
 ]
 
+_TABLES = {statement.split("{ks}.", 1)[1].split(" ", 1)[0] for statement in _SCHEMA}
+
 REPAIR_SWITCH = "nightly_subrange_repair"
 
 # Columns added to repair_history after its first release (ALTER TABLE ADD on existing clusters).
@@ -157,7 +159,7 @@ class OpsStore:
         The keyspace is created only when it is missing: on a cluster with authorization an administrator
         creates it (`ringward grants`) and ringward's role, which may not create keyspaces, only its tables.
         """
-        if not self.exists():
+        if not self._keyspace_exists():
             self.session.execute(ops_keyspace_statement(dict(datacenters)).rstrip(";"))
         for statement in _SCHEMA:
             self.session.execute(statement.format(ks=OPS_KEYSPACE))
@@ -174,7 +176,15 @@ class OpsStore:
             self.session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
 
     def exists(self) -> bool:
-        """Whether ringward_ops has been created (reading it must not create it: refusals change nothing)."""
+        """Whether ringward_ops and its tables have been created (reading it must not create it: refusals
+        change nothing). The keyspace alone is not enough: an administrator creates it before the GRANTs,
+        ringward its tables on first use."""
+        rows = self.session.execute(
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (OPS_KEYSPACE,)
+        )
+        return {row.table_name for row in rows} >= _TABLES
+
+    def _keyspace_exists(self) -> bool:
         rows = self.session.execute(
             "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s", (OPS_KEYSPACE,)
         )

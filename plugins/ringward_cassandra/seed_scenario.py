@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from cassandra import ConsistencyLevel
 from cassandra.cluster import Session
 from cassandra.query import SimpleStatement
 
-from ringward_cassandra.cql import connect, quote_identifier
+from ringward_cassandra.cql import ClusterSettings, connect, quote_identifier
 
 __all__ = ["count_at_one_from", "create_seed_keyspace"]
 
@@ -20,6 +22,9 @@ def create_seed_keyspace(session: Session, keyspace: str) -> None:
         f"CREATE TABLE {ks}.users (app_id int, id int, name text, created_at timestamp, "
         "PRIMARY KEY (app_id, id)) WITH speculative_retry = 'NONE' AND read_repair = 'NONE'"
     )
+    # The write at ALL fails on a node that has not seen the new table yet (INCOMPATIBLE_SCHEMA): a DDL
+    # statement's own agreement wait is bounded by half the request timeout, and a loaded node takes longer.
+    session.cluster.control_connection.wait_for_schema_agreement(wait_time=90)
     insert = SimpleStatement(
         f"INSERT INTO {ks}.users (app_id, id, name, created_at) VALUES (1, 1, 'Foo', '2019-01-01 00:00:00')",
         consistency_level=ConsistencyLevel.ALL,
@@ -27,9 +32,16 @@ def create_seed_keyspace(session: Session, keyspace: str) -> None:
     session.execute(insert)
 
 
-def count_at_one_from(coordinator: str, keyspace: str, app_id: int = 1, consistency: int = ConsistencyLevel.ONE) -> int:
-    """Rows of partition `app_id` read (at CL ONE by default) with `coordinator` as the only coordinator."""
-    with connect([coordinator], coordinator=coordinator) as session:
+def count_at_one_from(
+    coordinator: str,
+    keyspace: str,
+    app_id: int = 1,
+    consistency: int = ConsistencyLevel.ONE,
+    **settings: Unpack[ClusterSettings],
+) -> int:
+    """Rows of partition `app_id` read (at CL ONE by default) with `coordinator` as the only coordinator
+    (`settings`: the login and TLS of a secured cluster)."""
+    with connect([coordinator], **{**settings, "coordinator": coordinator}) as session:
         statement = SimpleStatement(
             f"SELECT * FROM {quote_identifier(keyspace)}.users WHERE app_id = %s",
             consistency_level=consistency,

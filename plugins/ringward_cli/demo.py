@@ -1,21 +1,29 @@
 """`make demo`: the seed's hazard with a plain ALTER, then the same change carried safely by the DAG.
 
 Starts the embedded cluster, runs both scenarios, prints placement and evidence, and stops the cluster.
+With `--secured` (`make demo SECURED=1`) the cluster is the `secured` topology: authentication,
+authorization, JMX password, client TLS; the demo's own reads and writes use the setup's superuser, the DAG
+ringward's least-privilege role with the GRANTs of docs/operators-guide.md §2.6.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from ringward.permissions import keyspace_grants
 from ringward.plan import build_plan
 from ringward.replication import Replication
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.localcluster.roles import admin_settings
 from ringward_cassandra.localcluster.runtime import project_home
+from ringward_cassandra.localcluster.security import RINGWARD_ROLE
 from ringward_cassandra.localcluster.spark_jars import ensure_connector_jars
 from ringward_cassandra.ops_store import OPS_KEYSPACE
 from ringward_cassandra.ring_reader import ring_from_cluster
@@ -25,6 +33,8 @@ from ringward_cli.airflow_env import airflow_environment, ensure_airflow_db
 
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 TARGET = {"class": "NetworkTopologyStrategy", "dc1": 2}
+# The demo's own sessions: nothing on the open cluster; the setup's superuser (TLS) on the secured one.
+LOGIN: dict[str, Any] = {}
 
 
 def banner(text: str) -> None:
@@ -37,29 +47,33 @@ def endpoints(cluster: LocalCluster, keyspace: str) -> str:
 
 def plain_alter(cluster: LocalCluster) -> None:
     banner("1. The hazard: a plain ALTER KEYSPACE (seed 000), keyspace `hazard`")
-    with connect(NODES) as session:
+    with connect(NODES, **LOGIN) as session:
         create_seed_keyspace(session, "hazard")
         print(f"SimpleStrategy RF 2, one row (app_id 1). Replicas of app_id 1: {endpoints(cluster, 'hazard')}")
-        print(f"CL ONE read with 127.0.0.4 as the only coordinator: {count_at_one_from('127.0.0.4', 'hazard')} row")
+        rows = count_at_one_from("127.0.0.4", "hazard", **LOGIN)
+        print(f"CL ONE read with 127.0.0.4 as the only coordinator: {rows} row")
         statement = f"ALTER KEYSPACE hazard WITH replication = {Replication.parse(TARGET).to_cql()}"
         print(f"cqlsh> {statement}")
         session.execute(statement)
         session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
     print(f"Replicas of app_id 1 now: {endpoints(cluster, 'hazard')}")
-    rows = count_at_one_from("127.0.0.4", "hazard")
+    rows = count_at_one_from("127.0.0.4", "hazard", **LOGIN)
     print(f"CL ONE read from 127.0.0.4, now a replica holding nothing: {rows} rows  <-- the data looks lost")
 
 
-def safe_migration(cluster: LocalCluster, home: Path) -> int:
+def safe_migration(cluster: LocalCluster, home: Path, topology: str) -> int:
     banner("2. The same change through ringward's keyspace_migration DAG, keyspace `test`")
-    with connect(NODES) as session:
+    with connect(NODES, **LOGIN) as session:
         create_seed_keyspace(session, "test")
+        if LOGIN:  # what an administrator grants ringward's role on a keyspace it may migrate
+            for grant in keyspace_grants("test"):
+                session.execute(grant.statement(RINGWARD_ROLE))
         ring = ring_from_cluster(session)
     plan = build_plan(ring, Replication.simple(2), TARGET, keyspace="test")
     print("Placement before -> after (ringward plan):")
     print(plan.table())
     print(plan.summary())
-    env = airflow_environment(home)
+    env = airflow_environment(home, topology=topology)
     ensure_connector_jars(home)  # once (Maven): the folder the local spark_default's ringward-jars-dir names
     ensure_airflow_db(env)
     conf = {"keyspace": "test", "replication": TARGET, "require_approval": False}
@@ -90,11 +104,11 @@ def safe_migration(cluster: LocalCluster, home: Path) -> int:
 def show_evidence(cluster: LocalCluster) -> None:
     banner("3. Evidence")
     print(f"Replicas of app_id 1: {endpoints(cluster, 'test')}")
-    print(f"CL ONE read with 127.0.0.4 as the only coordinator: {count_at_one_from('127.0.0.4', 'test')} row")
+    print(f"CL ONE read with 127.0.0.4 as the only coordinator: {count_at_one_from('127.0.0.4', 'test', **LOGIN)} row")
     cluster.nodetool("127.0.0.2", ["flush", "test"])
     sstables = cluster.nodetool("127.0.0.2", ["getsstables", "test", "users", "1"]).stdout.strip()
     print(f"SSTables of app_id 1 left on the former replica 127.0.0.2 after cleanup: {sstables or 'none'}")
-    with connect(NODES) as session:
+    with connect(NODES, **LOGIN) as session:
         rows = session.execute(
             f"SELECT step, range_start, range_end, status, coordinator FROM {OPS_KEYSPACE}.migration_journal"
         )
@@ -103,16 +117,26 @@ def show_evidence(cluster: LocalCluster) -> None:
             print(f"  {row.step:<14} ({row.range_start}, {row.range_end}] {row.status} on {row.coordinator}")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make demo", description=__doc__)
+    parser.add_argument("--secured", action="store_true", help="run on the secured topology")
+    topology = "secured" if parser.parse_args(argv).secured else "seed"
     home = project_home()
     cluster = LocalCluster()
-    banner("Starting the embedded Cassandra 5.0 cluster (the seed's topology)")
+    secured = ", secured" if topology == "secured" else ""
+    banner(f"Starting the embedded Cassandra 5.0 cluster (the seed's topology{secured})")
     cluster.down(purge=True)
     try:
-        cluster.up("seed")
+        cluster.up(topology)
+        if topology == "secured":
+            LOGIN.update(admin_settings(cluster.secrets_required()))
+            print(
+                "Secured: PasswordAuthenticator, CassandraAuthorizer, JMX password file, client TLS; the DAG logs "
+                f"in as {RINGWARD_ROLE!r} with the GRANTs of `ringward grants`."
+            )
         print(cluster.nodetool("127.0.0.2", ["ring"]).stdout)
         plain_alter(cluster)
-        return safe_migration(cluster, home)
+        return safe_migration(cluster, home, topology)
     finally:
         banner("Stopping the cluster")
         cluster.down(purge=True)

@@ -37,12 +37,13 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def stack_environment(home: Path, port: int) -> dict[str, str]:
-    """`ringward airflow`'s environment (DAGs, plugins, the seed cluster's connections), with its own home,
+def stack_environment(home: Path, port: int, topology: str = "seed") -> dict[str, str]:
+    """`ringward airflow`'s environment (DAGs, plugins, the local cluster's connections), with its own home,
     database, port and users."""
-    from ringward_cli.airflow_env import airflow_environment
+    from ringward_cli.airflow_env import airflow_environment, local_connections
 
-    env = airflow_environment(ROOT, topology="seed")
+    env = airflow_environment(ROOT, topology=topology)
+    env.update(local_connections(ROOT, topology))  # this topology's, not whatever the test process had set
     env.update(
         {
             "AIRFLOW_HOME": str(home),
@@ -297,13 +298,13 @@ def nightly_config(home: Path, keyspaces: list[str]) -> Path:
     return path
 
 
-def start_stack(nightly_keyspaces: list[str] | None = None) -> Iterator[AirflowStack]:
+def start_stack(nightly_keyspaces: list[str] | None = None, topology: str = "seed") -> Iterator[AirflowStack]:
     """The stack; with `nightly_keyspaces`, the nightly DAG's configuration selects only those (the scheduled
     run a first unpause starts then leaves alone every other keyspace on the cluster)."""
     with tempfile.TemporaryDirectory(prefix="ringward-airflow-") as tmp:
         home = Path(tmp)
         port = free_port()
-        env = stack_environment(home, port)
+        env = stack_environment(home, port, topology)
         if nightly_keyspaces is not None:
             env["RINGWARD_REPAIR_CONFIG"] = str(nightly_config(home, nightly_keyspaces))
         stack = AirflowStack(home, port, env)

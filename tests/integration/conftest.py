@@ -18,7 +18,7 @@ from ringward_cassandra.localcluster import LocalCluster, Topology
 from spark_standalone import SparkStandalone
 
 ROOT = Path(__file__).resolve().parents[2]
-_TOPOLOGY_ORDER = {"seed_cluster": 0, "two_dc_cluster": 1, "autorepair_cluster": 2}
+_TOPOLOGY_ORDER = {"seed_cluster": 0, "two_dc_cluster": 1, "autorepair_cluster": 2, "secured_cluster": 3}
 
 
 class ClusterManager:
@@ -165,6 +165,14 @@ def two_dc_cluster(cluster_manager: ClusterManager) -> LocalCluster:
 def autorepair_cluster(cluster_manager: ClusterManager) -> LocalCluster:
     """Two dc1 nodes with Cassandra's AutoRepair on (full and incremental), started last (its own topology)."""
     cluster_manager.ensure("autorepair")
+    return cluster_manager.cluster
+
+
+@pytest.fixture
+def secured_cluster(cluster_manager: ClusterManager) -> LocalCluster:
+    """The seed preset's nodes secured as production clusters are (authentication, authorization, JMX
+    password, client TLS; ringward's least-privilege role), started last (its own topology)."""
+    cluster_manager.ensure("secured")
     return cluster_manager.cluster
 
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from ringward.errors import ClusterError, RingwardError
 from ringward.ring import Ring
-from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore
+from ringward_cassandra.ops_store import OpsStore
 
 __all__ = [
     "CONNECTION_ID",
@@ -273,7 +273,7 @@ class CassandraSource:
 
     def ops(self) -> OpsStore | None:
         store = OpsStore(self.session)
-        return store if OPS_KEYSPACE in self.session.cluster.metadata.keyspaces else None
+        return store if store.exists() else None  # the keyspace alone may be an administrator's, still empty
 
     def repair_plan(self, config: Any) -> Any:
         from ringward_cassandra.cluster_repairs import plan_cluster

@@ -100,7 +100,9 @@ class LocalCluster:
         if wanted.secured:
             from ringward_cassandra.localcluster.roles import ensure_roles
 
-            ensure_roles(wanted, self.secrets_required(), deadline, log=self.log)
+            if ensure_roles(wanted, self.secrets_required(), deadline, log=self.log):
+                # Its DDL (system_auth, ringward_ops) must have reached every node before a test's own.
+                self.wait_schema_agreement(wanted, deadline, reset_after=30.0)
         return wanted
 
     def down(self, purge: bool = False) -> None:

@@ -34,11 +34,11 @@ def ringward_settings(found: ClusterSecrets) -> dict[str, Any]:
     return {"username": RINGWARD_ROLE, "password": found.ringward_password, "ssl_options": found.ssl_options()}
 
 
-def ensure_roles(topology: Topology, found: ClusterSecrets, deadline: float, log: Callable[[str], None]) -> None:
-    """Create the roles and GRANTs once (a marker file records it)."""
+def ensure_roles(topology: Topology, found: ClusterSecrets, deadline: float, log: Callable[[str], None]) -> bool:
+    """Create the roles and GRANTs once (a marker file records it); True when it did so now."""
     marker = Path(found.folder) / _DONE
     if marker.exists():
-        return
+        return False
     points = topology.addresses
     datacenters: dict[str, int] = {}
     for node in topology.nodes:
@@ -67,6 +67,7 @@ def ensure_roles(topology: Topology, found: ClusterSecrets, deadline: float, log
             session.execute(statement)
         log(f"secured cluster: role {RINGWARD_ROLE} with {len(grant_statements(RINGWARD_ROLE, []))} GRANTs")
     marker.touch(mode=0o600)
+    return True
 
 
 @contextmanager

@@ -46,7 +46,7 @@ def _status(args: argparse.Namespace) -> int:
     from ringward.repair import coverage_entries, load_config, status_config, status_table
     from ringward_cassandra.cluster_repairs import plan_cluster, status_records, table_statuses
     from ringward_cassandra.cql import connect
-    from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore
+    from ringward_cassandra.ops_store import OpsStore
     from ringward_cassandra.ring_reader import ring_from_cluster
 
     base = load_config(args.config or os.environ.get(CONFIG_PATH_ENV) or None)
@@ -54,8 +54,8 @@ def _status(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     with connect([host], int(port or 9042)) as session:
         ring = ring_from_cluster(session)
-        has_ops = OPS_KEYSPACE in session.cluster.metadata.keyspaces
         store = OpsStore(session)
+        has_ops = store.exists()
         runs = store.repair_runs() if has_ops else []
         chosen_config = status_config(base, runs[0].config if runs else None, runs[0].run_id if runs else None)
         if chosen_config.note:

@@ -1,0 +1,207 @@
+"""ringward on a cluster secured as production clusters are, through the real scheduler and triggerer.
+
+The `secured` topology: PasswordAuthenticator and CassandraAuthorizer (the default `cassandra` role
+disabled, system_auth on every node), JMX behind a password file, client-to-node TLS with a test CA.
+ringward's connections log in as the role `ringward`, which holds exactly `ringward.permissions`' GRANTs
+(the guide's §2.6) and the per-keyspace ones for the keyspaces these tests migrate. Data and keyspaces are
+made by the test setup's own superuser, as an administrator would.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from airflow_stack import AirflowStack, start_stack
+from cassandra import ConsistencyLevel
+from cassandra.auth import PlainTextAuthProvider
+from cassandra.cluster import Cluster, NoHostAvailable
+from cassandra.query import SimpleStatement
+from ringward.permissions import cluster_grants, keyspace_grants
+from ringward_cassandra.cql import connect
+from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.localcluster.roles import admin_settings
+from ringward_cassandra.ops_store import OpsStore
+from ringward_cassandra.seed_scenario import count_at_one_from, create_seed_keyspace
+from test_airflow_scheduler import approve_when_asked, failed_tries
+
+pytestmark = pytest.mark.integration
+
+NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+MIGRATION, ROLLBACK, NIGHTLY = "keyspace_migration", "keyspace_migration_rollback", "nightly_subrange_repair"
+MIGRATED, NIGHTLY_KEYSPACE = "sec_safe", "sec_nightly"
+
+
+def admin(cluster: LocalCluster) -> dict[str, Any]:
+    """The test setup's superuser (never ringward's connections)."""
+    return admin_settings(cluster.secrets_required())
+
+
+@pytest.fixture(scope="module")
+def secured_stack(cluster_manager: Any) -> Iterator[AirflowStack]:
+    """Airflow's components with the secured cluster's connections (ringward's role, TLS, JMX password)."""
+    cluster_manager.ensure("secured")
+    running = start_stack(nightly_keyspaces=[NIGHTLY_KEYSPACE], topology="secured")
+    stack = next(running)
+    try:
+        yield stack
+    finally:
+        for _ in running:  # start_stack's `finally`: every component stopped
+            pass
+
+
+def test_only_ringwards_own_role_over_tls_gets_in(secured_cluster: LocalCluster, secured_stack: AirflowStack) -> None:
+    found = secured_cluster.secrets_required()
+    connection = json.loads(secured_stack.env["AIRFLOW_CONN_CASSANDRA_DEFAULT"])
+    assert connection["login"] == "ringward" and connection["extra"]["ssl_options"]["ca_certs"] == found.ca_certificate
+    with (
+        pytest.raises(NoHostAvailable, match="requires authentication"),
+        connect(NODES, ssl_options=found.ssl_options()),
+    ):
+        pass
+    plaintext = Cluster(NODES, auth_provider=PlainTextAuthProvider("ringward", found.ringward_password),
+                        protocol_version=5, connect_timeout=5)  # fmt: skip
+    with pytest.raises(NoHostAvailable):  # no TLS: the node never answers the startup
+        plaintext.connect()
+    plaintext.shutdown()
+    # The default superuser cannot log in; ringward's role is no superuser and holds exactly the listed GRANTs.
+    default_superuser = {"username": "cassandra", "password": "cassandra", "ssl_options": found.ssl_options()}
+    with pytest.raises(NoHostAvailable, match=r"AuthenticationFailed"), connect(NODES, **default_superuser):
+        pass
+    with connect(NODES, **admin(secured_cluster)) as session:
+        roles = {row.role: row.super for row in session.execute("LIST ROLES")}
+        held = {(row.permission, row.resource) for row in session.execute("LIST ALL PERMISSIONS OF ringward")}
+    assert roles["ringward"] is False
+    wanted = {(p, _resource(g.resource)) for g in cluster_grants() for p in _permissions(g.permission)}
+    assert {(p, r) for p, r in held if "sec_" not in r} == wanted
+    # JMX refuses nodetool without the password (the secured cluster's own nodetool wrapper passes it by file).
+    node = secured_cluster.topology().node("127.0.0.2")
+    anonymous = subprocess.run([str(secured_cluster.nodetool_path), "-h", "127.0.0.1", "-p", str(node.jmx_port),
+                                "status"], capture_output=True, text=True, check=False)  # fmt: skip
+    assert anonymous.returncode != 0 and "redentials" in anonymous.stdout + anonymous.stderr
+
+
+@pytest.fixture(scope="module")
+def approved_migration(cluster_manager: Any, secured_stack: AirflowStack) -> tuple[str, str]:
+    """One keyspace_migration approved through the API, cleanup left for the rollback; (run id, migration id)."""
+    cluster_manager.ensure("secured")
+    cluster = cluster_manager.cluster
+    with connect(NODES, **admin(cluster)) as session:
+        create_seed_keyspace(session, MIGRATED)
+        for grant in keyspace_grants(MIGRATED):  # what an administrator grants per managed keyspace
+            session.execute(grant.statement("ringward"))
+    secured_stack.set_paused(MIGRATION, False)
+    run_id = secured_stack.trigger(
+        MIGRATION,
+        {"keyspace": MIGRATED, "replication": {"class": "NetworkTopologyStrategy", "dc1": 2},
+         "require_approval": True, "cleanup": False},
+    )  # fmt: skip
+    approve_when_asked(secured_stack, MIGRATION, run_id)
+    secured_stack.wait_for_state(MIGRATION, run_id, {"success", "failed"}, timeout=900)
+    with connect(NODES, **admin(cluster)) as session:
+        rows = session.execute("SELECT migration_id, keyspace_name FROM ringward_ops.migrations")
+        (migration_id,) = [row.migration_id for row in rows if row.keyspace_name == MIGRATED]
+    return run_id, migration_id
+
+
+def test_a_migration_approved_deferred_and_verified_on_the_secured_cluster(
+    secured_cluster: LocalCluster, secured_stack: AirflowStack, approved_migration: tuple[str, str]
+) -> None:
+    run_id, _ = approved_migration
+    assert secured_stack.run(MIGRATION, run_id)["state"] == "success", secured_stack.describe(MIGRATION, run_id)
+    assert failed_tries(secured_stack, MIGRATION, run_id) == []
+    # The repair deferred, and the triggerer, logged in with the connection's role over TLS, saw it finish.
+    log = secured_stack.log(MIGRATION, run_id, "step_1.repair", 1)
+    assert "Pausing task as DEFERRED" in log, log[-3000:]
+    resumed = re.search(r"post_repair:1: 0 ranges to repair, (\d+) ranges?\b.*already done", log)
+    assert resumed and int(resumed.group(1)) > 0, log[-3000:]
+    # Spark verification ran (connector over TLS with the trust store, as ringward's role) and passed.
+    states = {ti["task_id"]: ti["state"] for ti in secured_stack.task_instances(MIGRATION, run_id)}
+    assert states["step_1.baseline"] == states["step_1.verify_counts"] == "success", states
+    verify_log = secured_stack.log(MIGRATION, run_id, "step_1.verify_counts", 1)
+    assert secured_cluster.secrets_required().store_password not in verify_log
+    # The seed's hazard, carried through on the secured cluster: the new replica serves the row at CL ONE.
+    assert count_at_one_from("127.0.0.4", MIGRATED, **admin(secured_cluster)) == 1
+
+
+def test_the_rollback_restores_the_previous_replication_and_cleans_up(
+    secured_cluster: LocalCluster, secured_stack: AirflowStack, approved_migration: tuple[str, str]
+) -> None:
+    _, migration_id = approved_migration
+    with connect(NODES, **admin(secured_cluster)) as session:  # written after the ALTER: only on .3 and .4
+        session.execute(SimpleStatement(f"INSERT INTO {MIGRATED}.users (app_id, id, name) VALUES (1, 2, 'during')",
+                                        consistency_level=ConsistencyLevel.ALL))  # fmt: skip
+    secured_stack.set_paused(ROLLBACK, False)
+    run_id = secured_stack.trigger(ROLLBACK, {"rollback_of": migration_id, "require_approval": False})
+    run = secured_stack.wait_for_state(ROLLBACK, run_id, {"success", "failed"}, timeout=900)
+    assert run["state"] == "success", secured_stack.describe(ROLLBACK, run_id)
+    assert failed_tries(secured_stack, ROLLBACK, run_id) == []
+    endpoints = secured_cluster.nodetool("127.0.0.2", ["getendpoints", MIGRATED, "users", "1"]).stdout.split()
+    assert endpoints == ["127.0.0.3", "127.0.0.2"]
+    assert count_at_one_from("127.0.0.2", MIGRATED, **admin(secured_cluster)) == 2
+    cleanup = secured_stack.task_instance(ROLLBACK, run_id, "cleanup")
+    assert cleanup["state"] == "success"
+    assert secured_cluster.nodetool("127.0.0.4", ["flush", MIGRATED]).returncode == 0
+    held = secured_cluster.nodetool("127.0.0.4", ["getsstables", MIGRATED, "users", "1"])
+    assert held.returncode == 0 and held.stdout.strip() == ""  # the former replica cleaned up
+
+
+def test_a_nightly_run_on_the_secured_cluster(secured_cluster: LocalCluster, secured_stack: AirflowStack) -> None:
+    with connect(NODES, **admin(secured_cluster)) as session:
+        create_seed_keyspace(session, NIGHTLY_KEYSPACE)  # no GRANT: the nightly repair repairs over JMX
+    secured_stack.set_paused(NIGHTLY, False)
+    try:
+        run_id = secured_stack.trigger(
+            NIGHTLY,
+            {"keyspaces": [NIGHTLY_KEYSPACE], "config_overrides": {"splitter": {"subranges_per_range": 1},
+                                                                   "retry_backoff": 1}},
+        )  # fmt: skip
+        run = secured_stack.wait_for_state(NIGHTLY, run_id, {"success", "failed"}, timeout=600)
+    finally:
+        secured_stack.set_paused(NIGHTLY, True)
+    assert run["state"] == "success", secured_stack.describe(NIGHTLY, run_id)
+    assert failed_tries(secured_stack, NIGHTLY, run_id) == []
+    with connect(NODES, **admin(secured_cluster)) as session:
+        latest = OpsStore(session).repair_runs()[0]
+    assert (latest.run_id, latest.state) == (run_id, "DONE"), latest
+    assert latest.summary["tables"][f"{NIGHTLY_KEYSPACE}.users"] == "100.0%", latest.summary
+
+
+def test_the_ui_pages_read_the_secured_cluster(
+    secured_cluster: LocalCluster, secured_stack: AirflowStack, approved_migration: tuple[str, str]
+) -> None:
+    run_id, _ = approved_migration
+    bearer = {"Authorization": f"Bearer {secured_stack.token()}"}
+    cluster = httpx.get(f"{secured_stack.url}/ringward/api/cluster", headers=bearer, timeout=60)
+    assert cluster.status_code == 200, cluster.text[:2000]
+    body = cluster.json()
+    assert sorted(node["address"] for node in body["nodes"]) == NODES
+    assert body["connection"]["ssl"] is True and body["connection"]["login_set"] is True
+    assert secured_cluster.secrets_required().ringward_password not in cluster.text
+    pages = {
+        "cluster": "127.0.0.4",
+        "repair": NIGHTLY_KEYSPACE,
+        f"migration/{MIGRATION}/{run_id}": MIGRATED,
+    }
+    for path, shown in pages.items():
+        page = httpx.get(f"{secured_stack.url}/ringward/{path}", headers=bearer, timeout=60)
+        assert page.status_code == 200 and shown in page.text, (path, page.status_code, page.text[:2000])
+    assert httpx.get(f"{secured_stack.url}/ringward/api/cluster", timeout=60).status_code in {401, 403}
+
+
+def _permissions(permission: str) -> list[str]:
+    """LIST PERMISSIONS' rows for a GRANT: ALL PERMISSIONS is one row per permission of a keyspace."""
+    if permission != "ALL PERMISSIONS":
+        return [permission]
+    return ["CREATE", "ALTER", "DROP", "SELECT", "MODIFY", "AUTHORIZE", "UNMASK", "SELECT_MASKED"]
+
+
+def _resource(resource: str) -> str:
+    """A GRANT's resource as LIST PERMISSIONS names it (`<keyspace ks>`, `<table ks.t>`)."""
+    kind, name = resource.split(" ", 1)
+    return f"<{kind.lower()} {name}>"

@@ -1,0 +1,53 @@
+"""The ops store on a cluster where an administrator made the keyspace and ringward may not create keyspaces."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from ringward_cassandra.ops_store import OpsStore
+
+
+class _Schema:
+    """A session answering system_schema reads from `tables`, recording every other statement."""
+
+    def __init__(self, keyspace: bool, tables: set[str]) -> None:
+        self.keyspace, self.tables = keyspace, tables
+        self.statements: list[str] = []
+        self.cluster = SimpleNamespace(
+            control_connection=SimpleNamespace(wait_for_schema_agreement=lambda wait_time: True),
+            refresh_table_metadata=lambda *a: None,
+            metadata=SimpleNamespace(keyspaces={"ringward_ops": SimpleNamespace(tables={
+                "repair_history": SimpleNamespace(columns=dict.fromkeys(
+                    ["started_at", "finished_at", "coordinator", "replicas"]))})}),
+        )  # fmt: skip
+
+    def execute(self, statement: Any, params: Any = None) -> list[Any]:
+        text = str(statement)
+        if "system_schema.keyspaces" in text:
+            return [SimpleNamespace(keyspace_name="ringward_ops")] if self.keyspace else []
+        if "system_schema.tables" in text:
+            return [SimpleNamespace(table_name=name) for name in sorted(self.tables)]
+        self.statements.append(text)
+        return []
+
+
+def test_a_keyspace_without_ringwards_tables_is_not_a_store_yet() -> None:
+    assert not OpsStore(_Schema(keyspace=True, tables=set())).exists()  # type: ignore[arg-type]
+    assert not OpsStore(_Schema(keyspace=True, tables={"leases", "migrations"})).exists()  # type: ignore[arg-type]
+
+
+def test_an_existing_keyspace_is_not_created_again_only_the_tables() -> None:
+    """CREATE KEYSPACE IF NOT EXISTS needs CREATE on all keyspaces even when the keyspace exists."""
+    session = _Schema(keyspace=True, tables=set())
+    OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
+    assert not any("CREATE KEYSPACE" in statement for statement in session.statements)
+    assert sum("CREATE TABLE IF NOT EXISTS ringward_ops." in statement for statement in session.statements) == 7
+
+
+def test_a_missing_keyspace_is_created_as_the_grants_command_prints_it() -> None:
+    from ringward.permissions import ops_keyspace_statement
+
+    session = _Schema(keyspace=False, tables=set())
+    OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
+    assert session.statements[0] == ops_keyspace_statement({"dc1": 3}).rstrip(";")
