@@ -62,12 +62,12 @@ def ring_from_cluster(session: Any) -> Ring:
     return ring_from_rows(local_rows[0], _peer_rows(session, host), _up_by_host_id(session))
 
 
-def ring_from_contact_point(host: str, port: int = 9042) -> Ring:
-    """Connect to one node, read the ring through it, disconnect."""
+def ring_from_contact_point(host: str, port: int = 9042, **settings: Any) -> Ring:
+    """Connect to one node, read the ring through it, disconnect; `settings`: login and TLS."""
     from ringward_cassandra.cql import build_cluster
 
     # Pinned to the contact point: both system tables must come from the same coordinator.
-    cluster = build_cluster([host], port, coordinator=host)
+    cluster = build_cluster([host], port, **{**settings, "coordinator": host})
     try:
         session = cluster.connect()
     except Exception as error:  # the driver raises NoHostAvailable and several socket errors

@@ -32,12 +32,12 @@ class CqlSession(Protocol):
     def execute(self, query: str, parameters: Any = ...) -> Iterable[Any]: ...
 
 
-def connect(contact_point: str) -> Any:
-    """A driver session to `host[:port]` (the driver is imported only here)."""
+def connect(contact_point: str, **settings: Any) -> Any:
+    """A driver session to `host[:port]` (the driver is imported only here); `settings`: login and TLS."""
     from ringward_cassandra.cql import build_cluster
 
     host, _, port = contact_point.partition(":")
-    cluster = build_cluster([host], int(port) if port else DEFAULT_PORT)
+    cluster = build_cluster([host], int(port) if port else DEFAULT_PORT, **settings)
     try:
         return cluster.connect()
     except Exception as error:

@@ -63,3 +63,30 @@ def test_a_malformed_datacenter_is_refused_with_the_form_to_use(capsys: pytest.C
 
     assert main(["grants", "--datacenter", "dc1"]) == 2
     assert "NAME=NODES" in capsys.readouterr().err
+
+
+def test_the_cli_logs_in_from_the_environment_never_from_a_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ringward plan --contact` on a secured cluster: role, password and CA from RINGWARD_CQL_*."""
+    from ringward_cli.login import cql_login
+
+    assert cql_login({}) == {}
+    environ = {"RINGWARD_CQL_USERNAME": "ringward", "RINGWARD_CQL_PASSWORD": "pw", "RINGWARD_CQL_CA_CERTS": "/ca.pem"}
+    assert cql_login(environ) == {
+        "username": "ringward", "password": "pw", "ssl_options": {"ca_certs": "/ca.pem", "check_hostname": True},
+    }  # fmt: skip
+    with pytest.raises(ConfigurationError, match="RINGWARD_CQL_PASSWORD"):
+        cql_login({"RINGWARD_CQL_USERNAME": "ringward"})
+    built: list[dict[str, object]] = []
+
+    def refuse(*args: object, **settings: object) -> object:
+        built.append(settings)
+        raise RuntimeError("no cluster here")
+
+    monkeypatch.setattr("ringward_cassandra.cql.build_cluster", refuse)
+    monkeypatch.setenv("RINGWARD_CQL_USERNAME", "ringward")
+    monkeypatch.setenv("RINGWARD_CQL_PASSWORD", "pw")
+    from ringward_cli.main import main
+
+    with pytest.raises(RuntimeError, match="no cluster here"):
+        main(["plan", "--ring", "127.0.0.9:9042", "--to", '{"class": "NetworkTopologyStrategy", "dc1": 2}'])
+    assert built and built[0]["username"] == "ringward" and built[0]["password"] == "pw"

@@ -11,6 +11,8 @@ from ringward.placement import replicas_for_token
 from ringward.replication import Replication
 from ringward.ring import MAX_TOKEN, MIN_TOKEN, Ring
 
+from ringward_cli.login import cql_login
+
 __all__ = ["register"]
 
 _EPILOG = """examples:
@@ -92,7 +94,7 @@ def _load_ring(source: str) -> Ring:
     from ringward_cassandra.ring_reader import ring_from_contact_point
 
     host, port = contact_point(source)
-    ring: Ring = ring_from_contact_point(host, port)
+    ring: Ring = ring_from_contact_point(host, port, **cql_login())
     return ring
 
 

@@ -14,6 +14,8 @@ from ringward.replication import DEFAULT_KEYSPACE_RF, Replication
 from ringward.ring import Ring
 from ringward.ring_sources import load_ring_file
 
+from ringward_cli.login import cql_login
+
 __all__ = ["EXIT_REFUSED", "EXIT_SAFE", "handler", "register"]
 
 EXIT_SAFE = 0
@@ -125,7 +127,7 @@ def _schema_inputs(args: argparse.Namespace) -> _Inputs:
         return _Inputs(keyspace, current, gc_grace, None, given_rf or DEFAULT_KEYSPACE_RF)
     from ringward_cassandra import schema
 
-    session = schema.connect(_contact_point(args))
+    session = schema.connect(_contact_point(args), **cql_login())
     try:
         return _Inputs(
             keyspace,
@@ -164,7 +166,7 @@ def _load_ring(source: str) -> Ring:
             "Save `nodetool ring` output (or ringward's ring JSON) to a file and pass its path.",
         ) from None
     host, _, port = source.partition(":")
-    ring: Ring = ring_from_contact_point(host, int(port) if port else 9042)
+    ring: Ring = ring_from_contact_point(host, int(port) if port else 9042, **cql_login())
     return ring
 
 

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ringward_cli.login import cql_login
+
 __all__ = ["register"]
 
 CONFIG_PATH_ENV = "RINGWARD_REPAIR_CONFIG"
@@ -52,7 +54,7 @@ def _status(args: argparse.Namespace) -> int:
     base = load_config(args.config or os.environ.get(CONFIG_PATH_ENV) or None)
     host, _, port = (args.contact or _default_contact()).partition(":")
     now = datetime.now(UTC)
-    with connect([host], int(port or 9042)) as session:
+    with connect([host], int(port or 9042), **cql_login()) as session:
         ring = ring_from_cluster(session)
         store = OpsStore(session)
         has_ops = store.exists()

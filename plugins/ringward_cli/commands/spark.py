@@ -11,6 +11,8 @@ import json
 import os
 from typing import Any
 
+from ringward_cli.login import cql_login
+
 __all__ = ["register"]
 
 
@@ -82,7 +84,7 @@ def _range_counts(args: argparse.Namespace) -> int:
     _jars_environment()
     hosts = _hosts(args)
     consistency = args.consistency or ("ONE" if args.pin_host else "ALL")
-    ranges = ring_from_contact_point(hosts[0], args.port).ranges()
+    ranges = ring_from_contact_point(hosts[0], args.port, **cql_login()).ranges()
     job = range_counts_job_args(
         hosts, args.keyspace, args.table, ranges, consistency=consistency, pinned_host=args.pin_host,
         cutoff_us=args.cutoff_us, splits_per_range=args.splits_per_range, port=args.port,
