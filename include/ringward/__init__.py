@@ -17,6 +17,7 @@ __all__ = [
     "migration_record",
     "placement",
     "plan",
+    "private_files",
     "repair",
     "repair_controllers",
     "replication",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -58,6 +59,25 @@ def test_a_refusal_is_kept_as_markdown_and_xcom_and_fails_without_retry() -> Non
     refusal = ti.pushed[REFUSAL_KEY]
     assert refusal["kind"] == "ConfigurationError" and refusal["markdown"] == operator.summary
     assert "not a valid" in refusal["problem"] and refusal["fix"].startswith("Give the keyspace's name")
+
+
+def test_an_unsafe_plans_folder_costs_the_picture_not_the_precheck(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ringward.plan import build_plan
+    from ringward.replication import Replication
+    from ringward.ring_sources import load_ring_file
+
+    ring = load_ring_file(Path(__file__).parent.parent / "fixtures" / "rings" / "seed_num_tokens_4.txt")
+    plan = build_plan(ring, Replication.simple(1), Replication.simple(2), keyspace="ks")
+    shared = tmp_path / "plans"
+    shared.mkdir()
+    shared.chmod(0o777)
+    operator = MigrationPrecheckOperator(task_id="precheck", plans_dir=str(shared))
+    assert operator._show(plan, "ks@r") is None
+    logged = capsys.readouterr().out  # Airflow's task logger writes to the captured stdout
+    assert "ring picture was not written" in logged and "chmod 700" in logged
+    assert list(shared.iterdir()) == []
 
 
 def test_the_refused_task_fails_the_run_with_the_precheck_refusal() -> None:
