@@ -13,6 +13,7 @@ __all__ = [
     "consistency",
     "diff",
     "errors",
+    "markdown",
     "migration",
     "migration_record",
     "placement",

@@ -61,6 +61,17 @@ def test_a_refusal_is_kept_as_markdown_and_xcom_and_fails_without_retry() -> Non
     assert "not a valid" in refusal["problem"] and refusal["fix"].startswith("Give the keyspace's name")
 
 
+def test_a_hostile_keyspace_name_stays_text_in_the_refusal_markdown() -> None:
+    from markdown_it import MarkdownIt
+
+    hostile = "ks`<img src=x onerror=alert(1)>`"
+    operator = MigrationPrecheckOperator(task_id="precheck", keyspace=hostile, replication={"class": "x"})
+    with pytest.raises(AirflowFailException):
+        operator.execute({"run_id": "r", "ti": FakeTI()})  # type: ignore[arg-type]
+    html = MarkdownIt("commonmark", {"html": True}).render(operator.summary)
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
 def test_an_unsafe_plans_folder_costs_the_picture_not_the_precheck(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
