@@ -72,6 +72,17 @@ def test_a_hostile_keyspace_name_stays_text_in_the_refusal_markdown() -> None:
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
 
 
+def test_the_target_param_refuses_a_datacenter_given_twice() -> None:
+    # Security review (issue 25, finding 12 c): json.loads would keep the last dc1 silently.
+    operator = MigrationPrecheckOperator(
+        task_id="precheck", keyspace="ks", replication='{"class": "NetworkTopologyStrategy", "dc1": 3, "dc1": 1}'
+    )
+    ti = FakeTI()
+    with pytest.raises(AirflowFailException, match="'dc1' is given twice"):
+        operator.execute({"run_id": "r", "ti": ti})  # type: ignore[arg-type]
+    assert ti.pushed[REFUSAL_KEY]["kind"] == "ReplicationError"
+
+
 def test_an_unsafe_plans_folder_costs_the_picture_not_the_precheck(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
