@@ -213,7 +213,8 @@ def migration_dag(dag_id: str, *, rollback: bool) -> DAG:
             task_id="precheck",
             client_read_consistency="{{ params.client_read_consistency }}",
             allow_quorum_gap="{{ params.allow_quorum_gap }}",
-            plans_dir="{{ var.value.get('ringward_plans_dir', '/tmp/ringward-plans') }}",
+            # Per user, not a shared /tmp folder another local user could plant first (issue 25).
+            plans_dir="{{ var.value.get('ringward_plans_dir', '~/.cache/ringward/plans') }}",
             **target,
         )
         precheck >> dag.get_task("continue_unless_dry_run")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ringward.diff import RangeChange
 from ringward.errors import ConfigurationError, UnsafeChangeError
+from ringward.markdown import markdown_escape
 from ringward.ring import Ring, TokenRange
 
 __all__ = [
@@ -185,12 +186,12 @@ class CapacityReport:
             lines.append("- no size estimates for this keyspace yet: the intakes below read 0 bytes.")
         for intake in self.warnings:
             growth = "unbounded (it holds nothing yet)" if intake.growth == math.inf else f"{intake.growth:.0%}"
-            lines.append(f"- WARNING: {intake.node} grows by {growth} of its current load.")
+            lines.append(f"- WARNING: {markdown_escape(intake.node)} grows by {growth} of its current load.")
         lines += ["", "| node | receives | load now | after | capacity |", "|---|---|---|---|---|"]
         for i in self.intakes:
             lines.append(
-                f"| {i.node} | {format_bytes(i.incoming)} | {_or_unknown(i.load)} | {_or_unknown(i.after)} | "
-                f"{_or_unknown(i.capacity, 'not configured')} |"
+                f"| {markdown_escape(i.node)} | {format_bytes(i.incoming)} | {_or_unknown(i.load)} | "
+                f"{_or_unknown(i.after)} | {_or_unknown(i.capacity, 'not configured')} |"
             )
         return "\n".join(lines)
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ringward.errors import ClusterError
+from ringward.markdown import markdown_escape
 
 __all__ = [
     "AUTO_REPAIR_TYPES",
@@ -148,7 +149,7 @@ def describe_autorepair(settings: Sequence[AutoRepairSettings]) -> str:
         "turns them off on every node after approval, before the first ALTER, and restores these settings at "
         "the end (also when the run fails):"
     ]
-    lines += [f"- {s.node}: {', '.join(s.active_types)}" for s in active]
+    lines += [f"- {markdown_escape(s.node)}: {', '.join(map(markdown_escape, s.active_types))}" for s in active]
     return "\n".join(lines)
 
 

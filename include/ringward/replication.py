@@ -164,13 +164,36 @@ def _cql_string(text: str) -> str:
 
 
 def _load_options(text: str) -> object:
+    """JSON text from a user (CLI, a DAG param): every way it can fail is a refusal, never a traceback."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_options)
     except json.JSONDecodeError as error:
         raise ReplicationError(
             f"The replication settings are not valid JSON ({error.msg} at position {error.pos}).",
             f"Give a JSON object with double-quoted keys, like {_EXAMPLE}.",
         ) from None
+    except RecursionError:
+        raise ReplicationError(
+            "The replication settings are nested too deeply to read (arrays or objects inside each other).",
+            f"Give one flat JSON object, like {_EXAMPLE}.",
+        ) from None
+    except ValueError as error:  # e.g. a number longer than Python reads (4300 digits)
+        raise ReplicationError(
+            f"The replication settings are not valid JSON ({error}).", f"Give a JSON object like {_EXAMPLE}."
+        ) from None
+
+
+def _unique_options(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object's keys, refusing one given twice (json.loads would keep the last one silently)."""
+    options: dict[str, object] = {}
+    for key, value in pairs:
+        if key in options:
+            raise ReplicationError(
+                f"Option {key!r} is given twice in the replication JSON; only one of its values could apply.",
+                "Give each datacenter once ('class' too).",
+            )
+        options[key] = value
+    return options
 
 
 def _strategy_name(raw: object) -> str:

@@ -1,8 +1,9 @@
 """What a person reads about a migration, as Markdown: the approval request, a refusal, the final report.
 
 Airflow renders the approval body (HITL) as Markdown; the log and the task's rendered fields show the
-text as it is, so every table is padded to read as plain text too. Pure: the operators hand in the plan,
-the record and Airflow's own task-instance facts.
+text as it is, so every table is padded to read as plain text too. Every name from a user or the cluster
+goes in through `ringward.markdown` (escaped text or a code span), never as Markdown or HTML. Pure: the
+operators hand in the plan, the record and Airflow's own task-instance facts.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ringward.markdown import markdown_code, markdown_escape
 from ringward.plan import MigrationPlan
 from ringward.repair import format_duration
 from ringward.replication import Replication
@@ -48,12 +50,12 @@ def _cell(value: object) -> str:
 def _cql(replication: Replication | Mapping[str, Any] | str) -> str:
     """A replication setting as CQL writes it (`{'class': ..., 'dc1': '2'}`), in backticks."""
     parsed = replication if isinstance(replication, Replication) else Replication.parse(replication)
-    return f"`{parsed.to_cql()}`"
+    return markdown_code(parsed.to_cql())
 
 
 def _json(replication: Replication | Mapping[str, Any] | str) -> str:
     parsed = replication if isinstance(replication, Replication) else Replication.parse(replication)
-    return f"`{json.dumps(parsed.as_json())}`"
+    return markdown_code(json.dumps(parsed.as_json()))
 
 
 def approval_markdown(plan: MigrationPlan, *, migration_id: str, plan_picture: str | None = None) -> str:
@@ -64,7 +66,7 @@ def approval_markdown(plan: MigrationPlan, *, migration_id: str, plan_picture: s
         verdict = "REFUSED"
     affected, total = plan.diff.affected_count(), plan.total_ranges
     lines = [
-        f"## {verdict}: {affected} of {total} ranges of `{plan.keyspace}` change replicas",
+        f"## {verdict}: {affected} of {total} ranges of {markdown_code(plan.keyspace)} change replicas",
         "",
         markdown_table(
             ("", "replication (CQL)", "as JSON (trigger form)"),
@@ -78,14 +80,14 @@ def approval_markdown(plan: MigrationPlan, *, migration_id: str, plan_picture: s
         lines.append("")
     if warnings:
         lines += ["### Warnings", ""]
-        lines += [f"- **{f.code}**: {f.message} *Fix:* {f.fix}" if f.fix else f"- **{f.code}**: {f.message}"
-                  for f in warnings]  # fmt: skip
+        lines += [f"- **{f.code}**: {markdown_escape(f.message)}"
+                  + (f" *Fix:* {markdown_escape(f.fix)}" if f.fix else "") for f in warnings]  # fmt: skip
         lines.append("")
     nodes = plan.node_changes()
     if nodes:
         lines += ["### Placement change per node", ""]
         lines.append(markdown_table(("node", "gains ranges", "loses ranges"),
-                                    [(a, c.gained, c.lost) for a, c in nodes.items()]))  # fmt: skip
+                                    [(markdown_escape(a), c.gained, c.lost) for a, c in nodes.items()]))  # fmt: skip
         lines.append("")
     window = {level: n for level, n in plan.read_window_counts().items() if n}
     if window:
@@ -94,8 +96,8 @@ def approval_markdown(plan: MigrationPlan, *, migration_id: str, plan_picture: s
     changed = plan.affected
     if changed:
         lines += ["### Ranges that change replicas", ""]
-        rows = [(str(c.range), ", ".join(c.old) or "(none)", ", ".join(c.new) or "(none)",
-                 ", ".join(c.gained), ", ".join(c.lost)) for c in changed[:RANGE_ROWS]]  # fmt: skip
+        rows = [(str(c.range), _nodes(c.old) or "(none)", _nodes(c.new) or "(none)", _nodes(c.gained),
+                 _nodes(c.lost)) for c in changed[:RANGE_ROWS]]  # fmt: skip
         lines.append(markdown_table(("range", "old replicas", "new replicas", "gains", "loses"), rows))
         if len(changed) > RANGE_ROWS:
             lines.append(f"\n… and {len(changed) - RANGE_ROWS} more (the precheck's log has the full table).")
@@ -106,19 +108,32 @@ def approval_markdown(plan: MigrationPlan, *, migration_id: str, plan_picture: s
         "Per ALTER: full repair of the affected ranges (old placement), the ALTER, full repair of the same ranges "
         "(new placement), then verification. `nodetool cleanup` runs last, only on nodes that lose ranges.",
         "",
-        f"Migration id: `{migration_id}` (give it to `keyspace_migration_rollback` to undo before cleanup).",
+        f"Migration id: {markdown_code(migration_id)} (give it to `keyspace_migration_rollback` to undo before "
+        "cleanup).",
     ]
     if plan_picture:
-        lines.append(f"Ring picture of the change: `{plan_picture}`")
+        lines.append(f"Ring picture of the change: {markdown_code(plan_picture)}")
     return "\n".join(lines)
 
 
 def refusal_markdown(subject: str, problem: str, fix: str) -> str:
-    """A refused change: what was refused, why, and what to do; the cluster was left unchanged."""
-    lines = [f"## REFUSED: {subject}", "", "Nothing was changed on the cluster.", "", "**Problem**", "", problem]
+    """A refused change: what was refused, why, and what to do; the cluster was left unchanged. `subject` is
+    Markdown (names in it through `markdown_code`); `problem` and `fix` are text, shown as they are (they
+    quote what the user gave), one Markdown line per line of theirs."""
+    lines = [f"## REFUSED: {subject}", "", "Nothing was changed on the cluster.", "", "**Problem**", "",
+             _text(problem)]  # fmt: skip
     if fix:
-        lines += ["", "**Fix**", "", fix]
+        lines += ["", "**Fix**", "", _text(fix)]
     return "\n".join(lines)
+
+
+def _text(text: str) -> str:
+    """Plain text of several lines as Markdown: each line escaped, kept a line of its own (a hard break)."""
+    return "  \n".join(markdown_escape(line) for line in text.splitlines())
+
+
+def _nodes(addresses: Iterable[str]) -> str:
+    return ", ".join(markdown_escape(a) for a in addresses)
 
 
 def stage_seconds(task_instances: Iterable[Mapping[str, Any]], order: Sequence[str]) -> dict[str, float]:
@@ -138,12 +153,12 @@ def migration_report_markdown(report: Mapping[str, Any]) -> str:
     total = report.get("total_seconds")
     took = f" in {format_duration(float(total))}" if total is not None else ""
     lines = [
-        f"## Migration `{report['migration_id']}` done{took}",
+        f"## Migration {markdown_code(report['migration_id'])} done{took}",
         "",
         markdown_table(
             ("", ""),
             [
-                ("keyspace", f"`{report['keyspace']}`"),
+                ("keyspace", markdown_code(report["keyspace"])),
                 ("from", _cql(report["from"])),
                 ("to", _cql(report["to"])),
                 ("ALTER steps", " -> ".join(_cql(step) for step in report.get("steps", []))),
@@ -165,10 +180,11 @@ def migration_report_markdown(report: Mapping[str, Any]) -> str:
     verification = report.get("verification") or {}
     if verification:
         lines += ["", "### Verification", ""]
-        lines.append(markdown_table(("task", "result"), [(t, _result(r)) for t, r in verification.items()]))
+        results = [(markdown_escape(t), markdown_escape(_result(r))) for t, r in verification.items()]
+        lines.append(markdown_table(("task", "result"), results))
     cleaned = report.get("cleaned_nodes")
     if cleaned is not None:
-        lines += ["", f"Cleanup ran on: {', '.join(cleaned) or 'no node (none lost ranges)'}."]
+        lines += ["", f"Cleanup ran on: {_nodes(cleaned) or 'no node (none lost ranges)'}."]
     return "\n".join(lines)
 
 

@@ -38,6 +38,10 @@ def ring_from_json(text: str) -> Ring:
         document = json.loads(text)
     except json.JSONDecodeError as error:
         raise RingError(f"Ring JSON is malformed at line {error.lineno}: {error.msg}.", _JSON_FIX) from error
+    except RecursionError:  # a file from a user: a refusal, never a traceback
+        raise RingError("Ring JSON is nested too deeply to read.", _JSON_FIX) from None
+    except ValueError as error:  # e.g. a number longer than Python reads (4300 digits)
+        raise RingError(f"Ring JSON cannot be read: {error}.", _JSON_FIX) from None
     if not isinstance(document, dict) or not isinstance(document.get("nodes"), list):
         raise RingError("Ring JSON has no 'nodes' list at the top level.", _JSON_FIX)
     return Ring.of(_node(entry, f"nodes[{index}]") for index, entry in enumerate(document["nodes"]))

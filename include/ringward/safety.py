@@ -348,21 +348,24 @@ def _settings_findings(ring: Ring, old: Replication, new: Replication, requested
 
 
 def _unknown_datacenter_findings(ring: Ring, new: Replication) -> list[Finding]:
+    """Every datacenter the request names must be in the ring, even at factor 0: a made-up name would
+    otherwise go on into the plan, the approval and the ALTER (issue 25)."""
     if new.strategy != NTS:
         return []
     known = list(ring.datacenters())
     findings = []
-    for dc, factor in new.factors.items():
+    for dc in new.factors:
         if dc in known or dc == REPLICATION_FACTOR:
             continue
         hint = _case_hint(dc, known)
         fix = (
             f"Datacenter names are case-sensitive: write {hint!r}."
             if hint
-            else "Use the ring's datacenters: " + ", ".join(known) + "."
+            else "Use the ring's datacenters: " + ", ".join(known) + ". A datacenter that is not in the ring "
+            "holds no replicas: leave it out (with the replication_factor shorthand, which keeps the "
+            "current datacenters, give every datacenter's factor instead)."
         )
-        severity: Severity = "refuse" if factor > 0 else "warn"
-        findings.append(Finding(severity, "unknown_datacenter", f"Datacenter {dc!r} is not in the ring.", fix))
+        findings.append(Finding("refuse", "unknown_datacenter", f"Datacenter {dc!r} is not in the ring.", fix))
     return findings
 
 

@@ -23,6 +23,7 @@ from ringward.errors import (
     RingwardError,
     UnsafeChangeError,
 )
+from ringward.markdown import markdown_code, markdown_escape
 from ringward.migration import (
     checked_keyspace,
     migration_steps,
@@ -141,7 +142,8 @@ class MigrationPrecheckOperator(MigrationOperator):
 
     def _record_refusal(self, context: Context, refusal: RingwardError) -> None:
         """The refusal as Markdown in the log, the rendered `summary` and XCom (for the `refused` task)."""
-        target = f"`{self.keyspace}`" if self.keyspace else f"the rollback of `{self.rollback_of}`"
+        # The names are the form's, unchecked yet: code spans keep them text (a backtick cannot end the span).
+        target = markdown_code(self.keyspace) if self.keyspace else f"the rollback of {markdown_code(self.rollback_of)}"
         self.summary = refusal_markdown(f"replication change of {target}", refusal.problem, refusal.fix)
         self.log.error("\n%s", self.summary)
         ti = context.get("ti")
@@ -222,9 +224,10 @@ class MigrationPrecheckOperator(MigrationOperator):
         self.log.info("Resuming the unfinished migration %s:\n%s", unfinished.migration_id, "\n".join(left))
         resumed = dict(record, resumed_by=context["run_id"])
         resumed["approval_md"] = (
-            f"## RESUMING the unfinished migration `{unfinished.migration_id}` (state {state})\n\n"
+            f"## RESUMING the unfinished migration {markdown_code(unfinished.migration_id)} "
+            f"(state {markdown_code(state)})\n\n"
             "What is left:\n\n"
-            + "\n".join(f"- {line}" for line in left)
+            + "\n".join(f"- {markdown_escape(line)}" for line in left)
             + "\n\n---\n\nThe original plan:\n\n"
             + (unfinished.approval_md or unfinished.summary)
         )
@@ -259,7 +262,11 @@ class MigrationPrecheckOperator(MigrationOperator):
         """Log the placement table and the plan; write the ring picture (its path, when written)."""
         self.log.info("Placement diff for %s:\n%s", plan.keyspace, plan.table())
         self.log.info("Plan:\n%s", plan.summary())
-        picture = save_ring_picture(plan, self.plans_dir, migration_id)
+        try:
+            picture = save_ring_picture(plan, self.plans_dir, migration_id)
+        except ConfigurationError as unsafe:  # a picture is a convenience: its folder never blocks the change
+            self.log.warning("The ring picture was not written.\n%s", unsafe)
+            return None
         if picture is None:
             return None
         self.log.info("Ring picture of the change: %s", picture)

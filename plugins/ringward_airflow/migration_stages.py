@@ -18,6 +18,7 @@ so a retried or cleared task repairs only what the journal does not hold as done
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -46,6 +47,7 @@ from ringward.migration import (
 )
 from ringward.migration_record import MigrationPhase, MigrationRecord, MigrationState
 from ringward.plan import MigrationPlan
+from ringward.private_files import private_folder, write_private
 from ringward.repair import (
     BatchEffects,
     RecordUpdate,
@@ -198,14 +200,16 @@ def rollback_target(store: RecordedMigrations, migration_id: str) -> tuple[str, 
 
 
 def save_ring_picture(plan: MigrationPlan, plans_dir: str | None, migration_id: str) -> Path | None:
-    """The placement diff as an SVG ring picture in `plans_dir` (created when missing); None without a folder."""
+    """The placement diff as an SVG ring picture in `plans_dir` (`~` expanded); None without a folder.
+
+    The folder is created 0700, or must be a real folder of this user that nobody else can write
+    (ConfigurationError otherwise), and the picture (0600) replaces whatever is at its path, a planted
+    symbolic link included, without following it (`ringward.private_files`)."""
     if not plans_dir:
         return None
-    folder = Path(plans_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    picture = folder / f"{migration_id.replace('/', '_').replace(':', '_')}.svg"
-    picture.write_text(render_placement_svg(plan))
-    return picture
+    folder = private_folder(os.path.expanduser(plans_dir))
+    name = f"{migration_id.replace('/', '_').replace(':', '_')}.svg"
+    return write_private(folder, name, render_placement_svg(plan))
 
 
 # -- resuming an unfinished migration ----------------------------------------------------------------------

@@ -20,6 +20,7 @@ from airflow.sdk.bases.hook import BaseHook
 from airflow.sdk.exceptions import AirflowSkipException
 from ringward.capacity import CapacityReport, capacity_report, configured_capacities, parse_status_loads
 from ringward.errors import ClusterError, ConfigurationError
+from ringward.markdown import markdown_code, markdown_escape
 from ringward.migration_record import MigrationRecord
 from ringward.plan import MigrationPlan
 from ringward.repair import SizeEstimate
@@ -112,8 +113,9 @@ def precheck_notes(
     else:
         client, cluster = reaper
         active = reaper_schedules_to_pause(client.schedules(plan.keyspace, cluster), plan.keyspace, cluster)
-        listed = ", ".join(s.id for s in active) or "none"
-        parts.append(f"**Reaper**: active schedules of `{plan.keyspace}`: {listed}; paused for the migration.")
+        listed = ", ".join(markdown_escape(s.id) for s in active) or "none"
+        parts.append(f"**Reaper**: active schedules of {markdown_code(plan.keyspace)}: {listed}; paused for the "
+                     "migration.")  # fmt: skip
     return "\n\n".join(parts)
 
 

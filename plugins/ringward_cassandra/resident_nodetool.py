@@ -5,7 +5,8 @@ repair sends hundreds of commands, and on a busy worker those starts cost more t
 in-sync ranges themselves. Reaper avoids them by speaking JMX from its own JVM; ringward keeps nodetool's
 exact behaviour and output but runs its commands inside one long-lived JVM, started on first use.
 
-Needs Cassandra's jars (the classpath nodetool runs with) and a JDK's `javac` to compile the server once.
+Needs Cassandra's jars (the classpath nodetool runs with) and a JDK's `javac` to compile the server once,
+into a folder private to the worker's user (~/.cache/ringward/nodetool-<hash>).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import hashlib
 import itertools
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ringward.errors import ClusterError, ConfigurationError
+from ringward.private_files import folder_problem, private_folder, user_cache_folder
 
 __all__ = ["ResidentNodetool"]
 
@@ -212,11 +215,17 @@ class ResidentNodetool:
 
 
 def _compiled(java: str, classpath: str) -> Path:
-    """The server's classes, compiled once per source and classpath into a cache folder."""
-    source = _SOURCE.read_bytes()
-    key = hashlib.sha256(source + classpath.encode()).hexdigest()[:16]
-    target = Path(tempfile.gettempdir()) / f"ringward-nodetool-{key}"
-    if (target / f"{_MAIN_CLASS}.class").exists():
+    """The server's classes, compiled once per source and classpath into the user's private cache folder.
+
+    The JVM runs them with the JMX credentials, so they are loaded only from a folder of this user that
+    nobody else can write, never through a link (`ringward.private_files`): an entry that is not such a
+    folder is replaced by a fresh compile, and without a private cache folder (another user's, writable
+    by others, no home) the classes go to a new private temporary folder for this process.
+    """
+    key = hashlib.sha256(_SOURCE.read_bytes() + classpath.encode()).hexdigest()[:16]
+    cache = _cache_folder()
+    target = cache / f"nodetool-{key}" if cache is not None else None
+    if target is not None and _holds_classes(target):
         return target
     javac = Path(java).with_name("javac") if os.sep in java else None
     javac_path = str(javac) if javac and javac.exists() else shutil.which("javac")
@@ -226,7 +235,7 @@ def _compiled(java: str, classpath: str) -> Path:
             "Install a JDK 17 (apt-get install openjdk-17-jdk-headless), or drop java_classpath from the "
             "nodetool connection to run one nodetool process per command.",
         )
-    staging = Path(tempfile.mkdtemp(prefix="ringward-nodetool-build-"))
+    staging = Path(tempfile.mkdtemp(prefix="nodetool-build-" if cache else "ringward-nodetool-", dir=cache))  # 0700
     result = subprocess.run(
         [javac_path, "-nowarn", "-cp", classpath, "-d", str(staging), str(_SOURCE)],
         capture_output=True, text=True, check=False,
@@ -237,8 +246,42 @@ def _compiled(java: str, classpath: str) -> Path:
             f"Compiling the resident nodetool failed: {(result.stdout + result.stderr)[-800:]}",
             "Check that java_classpath lists Cassandra's jars (cassandra-all and its dependencies).",
         )
+    if target is None:
+        return staging
+    _discard_unsafe(target)
     try:
         staging.rename(target)  # atomic: a concurrent compile of the same source wins or loses whole
     except OSError:
+        if not _holds_classes(target):
+            return staging
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _cache_folder() -> Path | None:
+    """ringward's folder in this user's cache, created 0700 or checked private; None when it cannot be."""
+    try:
+        return private_folder(user_cache_folder())
+    except ConfigurationError:
+        return None
+
+
+def _holds_classes(folder: Path) -> bool:
+    """A private folder of ours (not a link) holding the compiled server as a regular file."""
+    if folder_problem(folder) is not None:
+        return False
+    try:
+        return stat.S_ISREG(os.lstat(folder / f"{_MAIN_CLASS}.class").st_mode)
+    except OSError:
+        return False
+
+
+def _discard_unsafe(path: Path) -> None:
+    """Remove what sits at `path` unless it is a private folder of ours (it is never used as it is)."""
+    if not os.path.lexists(path) or folder_problem(path) is None:
+        return
+    with contextlib.suppress(OSError):
+        if path.is_symlink() or not path.is_dir():
+            path.unlink()
+        else:
+            shutil.rmtree(path)

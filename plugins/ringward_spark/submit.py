@@ -6,7 +6,9 @@ Where a job runs comes from a `spark` connection (`spark_default`): master, `dep
 may name a master instead (`local[2]`). Every submission ships what executors on other machines need:
 the connector jars (`--jars`), ringward's job code (`--py-files`, a zip of the packages the tasks import)
 and the Cassandra settings (contact points, port, local DC, user, TLS; the password through the
-driver's environment, never on the command line).
+driver's environment, never on the command line). Spark properties that hold credentials (a trust-store
+password in `ringward-conf`, say) go in a `--properties-file` only this user can read, for the time of
+the submission, not in `--conf` where every local user sees them (`ps`, /proc).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import collections
 import importlib.util
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -27,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ringward.errors import ConfigurationError, RingwardError
+from ringward.private_files import write_private
 from ringward.ring import TokenRange
 
 from ringward_spark.jars import connector_jars
@@ -35,6 +39,7 @@ __all__ = [
     "CONF_EXTRA",
     "JOB_FILE",
     "PASSWORD_VARIABLE",
+    "PROPERTIES_FILE",
     "SPARK_CONF",
     "CassandraOptions",
     "Scan",
@@ -69,6 +74,15 @@ SPARK_CONF: Mapping[str, str] = {
 # spark-submit already adds Spark's Java 17 --add-opens (launcher JavaModuleOptions) to the driver and
 # executors; the connector's shaded netty still wants reflective access to direct buffers.
 _JAVA_OPTIONS = "-Dio.netty.tryReflectionSetAccessible=true -Djava.net.preferIPv4Stack=true -XX:+UseSerialGC"
+
+# Spark properties whose values are credentials, by name (JVM options by what they set): kept off the command line.
+_SECRET_PROPERTY = re.compile(
+    r"password|passwd|passphrase|secret|token|credential|(access|private|api)[._-]?key\b", re.IGNORECASE
+)
+# The submission's own properties file, in its private scratch folder; deleted when spark-submit ends.
+PROPERTIES_FILE = "spark-submit.properties"
+# The file spark-submit reads when given no --properties-file (and ignores when given one).
+_DEFAULTS_FILE = "spark-defaults.conf"
 
 # The packages a job's tasks import on the executors (ringward_cassandra only for its driver sessions).
 _SHIPPED_PACKAGES = ("ringward", "ringward_spark")
@@ -302,6 +316,8 @@ class SparkSubmission:
         java_options = " ".join(filter(None, [_JAVA_OPTIONS, settings.pop("spark.driver.extraJavaOptions", "")]))
         settings["spark.driver.extraJavaOptions"] = java_options
         settings.setdefault("spark.executor.extraJavaOptions", _JAVA_OPTIONS)
+        secrets = {key: settings.pop(key) for key in sorted(settings) if _is_secret(key, settings[key])}
+        properties_file = _properties_file(scratch, secrets) if secrets else None
         files = self.cassandra.files()
         plan_args: list[str] = []
         if self.plan is not None:  # read by the job's driver, which runs here (client mode)
@@ -311,6 +327,7 @@ class SparkSubmission:
             master=self.master, conn_id=self.conn_id or "spark_default", conf=dict(sorted(settings.items())),
             jars=",".join(connector_jars(extra)), py_files=str(job_code_zip(scratch / "ringward-job.zip")),
             files=",".join(files) or None, driver_memory=driver_memory, name=f"ringward-{self.job_args[0]}",
+            properties_file=properties_file,
             application_args=[*self.job_args, *self.cassandra.job_args(), *plan_args,
                               "--output", str(scratch / "result.json")],
         )  # fmt: skip
@@ -342,6 +359,7 @@ class SparkSubmission:
                 raise self._failure(hook) from error
             finally:
                 timer.cancel()
+                (scratch / PROPERTIES_FILE).unlink(missing_ok=True)  # its secrets live no longer than the job
                 if hook._submit_sp is not None and hook._submit_sp.stdout is not None:
                     hook._submit_sp.stdout.close()  # the provider leaves the pipe open
             output = scratch / "result.json"
@@ -375,6 +393,44 @@ class SparkSubmission:
             + _error_excerpt("\n".join(hook.output)),
             "Read the error above; check that the Spark and Cassandra clusters are up and the table exists.",
         )
+
+
+def _is_secret(key: str, value: str) -> bool:
+    """A property holding a credential: its name says so, or JVM options that set one (`-D...password=`)."""
+    return bool(_SECRET_PROPERTY.search(key) or (key.endswith("JavaOptions") and _SECRET_PROPERTY.search(value)))
+
+
+def _properties_file(scratch: Path, secrets: Mapping[str, str]) -> str:
+    """A 0600 properties file in `scratch` holding `secrets` after the properties of spark-defaults.conf.
+
+    spark-submit reads a --properties-file instead of spark-defaults.conf, so that file's properties are
+    carried over as they are (a key given again below wins, as java.util.Properties reads it). The blank
+    line ends a continuation its last line might leave open."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(spark_home(), "conf")
+    defaults = Path(conf_dir) / _DEFAULTS_FILE
+    try:
+        text = defaults.read_text(encoding="utf-8") if defaults.is_file() else ""
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigurationError(
+            f"Cannot read {defaults}: {error}.",
+            "Make spark-defaults.conf readable to the worker (it is carried into the job's properties file).",
+        ) from error
+    lines = [f"{_escape_property(key, key=True)}={_escape_property(value)}" for key, value in secrets.items()]
+    body = "\n\n# ringward: secret properties, kept off spark-submit's command line\n" + "\n".join(lines) + "\n"
+    return str(write_private(scratch, PROPERTIES_FILE, text + body))
+
+
+_PROPERTY_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f",
+                     "=": "\\=", ":": "\\:", "#": "\\#", "!": "\\!"}  # fmt: skip
+
+
+def _escape_property(text: str, *, key: bool = False) -> str:
+    """`text` as java.util.Properties.load reads it back (a key's spaces, a value's leading space escaped)."""
+    escaped = [_PROPERTY_ESCAPES.get(ch, ch) for ch in text]
+    for i, ch in enumerate(text):
+        if ch == " " and (key or i == 0):
+            escaped[i] = "\\ "
+    return "".join(escaped)
 
 
 def _common(mode: str, hosts: Sequence[str], keyspace: str, table: str, consistency: str, port: int) -> list[str]:

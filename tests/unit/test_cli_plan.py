@@ -191,3 +191,34 @@ def test_schema_reader_refuses_a_missing_keyspace() -> None:
 
     with pytest.raises(ClusterError):
         keyspace_replication(FakeSession(), "nope")
+
+
+DEEP = '{"class": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+
+@pytest.mark.parametrize(
+    ("target", "problem"),
+    [
+        (DEEP, "nested too deeply"),
+        ('{"class": "NetworkTopologyStrategy", "dc1": 3, "dc1": 0}', "'dc1' is given twice"),
+    ],
+)
+def test_malformed_target_json_is_a_refusal_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], target: str, problem: str
+) -> None:
+    # Security review (issue 25, finding 12 b and c).
+    code = main(["plan", "--ring", SEED, "--from", SIMPLE_2, "--to", target])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert problem in err and "Fix:" in err
+
+
+def test_a_deeply_nested_ring_file_is_a_refusal_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    ring = tmp_path / "ring.json"
+    ring.write_text('{"nodes": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    code = main(["plan", "--ring", str(ring), "--from", SIMPLE_2, "--to", NTS_DC1_2])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "nested too deeply" in err and "Fix:" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -58,6 +59,47 @@ def test_a_refusal_is_kept_as_markdown_and_xcom_and_fails_without_retry() -> Non
     refusal = ti.pushed[REFUSAL_KEY]
     assert refusal["kind"] == "ConfigurationError" and refusal["markdown"] == operator.summary
     assert "not a valid" in refusal["problem"] and refusal["fix"].startswith("Give the keyspace's name")
+
+
+def test_a_hostile_keyspace_name_stays_text_in_the_refusal_markdown() -> None:
+    from markdown_it import MarkdownIt
+
+    hostile = "ks`<img src=x onerror=alert(1)>`"
+    operator = MigrationPrecheckOperator(task_id="precheck", keyspace=hostile, replication={"class": "x"})
+    with pytest.raises(AirflowFailException):
+        operator.execute({"run_id": "r", "ti": FakeTI()})  # type: ignore[arg-type]
+    html = MarkdownIt("commonmark", {"html": True}).render(operator.summary)
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_the_target_param_refuses_a_datacenter_given_twice() -> None:
+    # Security review (issue 25, finding 12 c): json.loads would keep the last dc1 silently.
+    operator = MigrationPrecheckOperator(
+        task_id="precheck", keyspace="ks", replication='{"class": "NetworkTopologyStrategy", "dc1": 3, "dc1": 1}'
+    )
+    ti = FakeTI()
+    with pytest.raises(AirflowFailException, match="'dc1' is given twice"):
+        operator.execute({"run_id": "r", "ti": ti})  # type: ignore[arg-type]
+    assert ti.pushed[REFUSAL_KEY]["kind"] == "ReplicationError"
+
+
+def test_an_unsafe_plans_folder_costs_the_picture_not_the_precheck(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ringward.plan import build_plan
+    from ringward.replication import Replication
+    from ringward.ring_sources import load_ring_file
+
+    ring = load_ring_file(Path(__file__).parent.parent / "fixtures" / "rings" / "seed_num_tokens_4.txt")
+    plan = build_plan(ring, Replication.simple(1), Replication.simple(2), keyspace="ks")
+    shared = tmp_path / "plans"
+    shared.mkdir()
+    shared.chmod(0o777)
+    operator = MigrationPrecheckOperator(task_id="precheck", plans_dir=str(shared))
+    assert operator._show(plan, "ks@r") is None
+    logged = capsys.readouterr().out  # Airflow's task logger writes to the captured stdout
+    assert "ring picture was not written" in logged and "chmod 700" in logged
+    assert list(shared.iterdir()) == []
 
 
 def test_the_refused_task_fails_the_run_with_the_precheck_refusal() -> None:

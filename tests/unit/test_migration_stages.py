@@ -3,6 +3,7 @@ finished attempt, resumes from the journal, retries, keeps a node in one session
 
 from __future__ import annotations
 
+import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +21,7 @@ from ringward.errors import (
 from ringward.migration import MigrationStep, cleanup_nodes
 from ringward.migration_record import MigrationRecord
 from ringward.placement import replica_map
+from ringward.plan import MigrationPlan
 from ringward.repair import Segment
 from ringward.replication import Replication
 from ringward.ring import Ring, TokenRange
@@ -553,3 +555,48 @@ def test_the_ring_picture_is_written_only_with_a_folder(tmp_path: Path) -> None:
     picture = save_ring_picture(plan, str(tmp_path / "plans"), "ks@manual__2026-11-24T06:00:00+00:00")
     assert picture is not None and picture.parent == tmp_path / "plans"
     assert ":" not in picture.name and picture.read_text().startswith("<svg")
+
+
+def _seed_plan() -> MigrationPlan:
+    from ringward.plan import build_plan
+
+    return build_plan(RING, Replication.simple(1), Replication.simple(2), keyspace="ks")
+
+
+def test_a_link_planted_at_the_ring_picture_is_replaced_not_followed(tmp_path: Path) -> None:
+    # Security review (issue 25, finding 10): another local user plants a link named like the next picture
+    # in the shared plans folder; writing the picture must not overwrite what the link points to.
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    plans = tmp_path / "plans"
+    plans.mkdir(mode=0o700)
+    (plans / "ks@run1.svg").symlink_to(victim)
+    picture = save_ring_picture(_seed_plan(), str(plans), "ks@run1")
+    assert victim.read_text() == "precious"
+    assert picture is not None and not picture.is_symlink() and picture.read_text().startswith("<svg")
+    assert stat.S_IMODE(picture.stat().st_mode) == 0o600
+    assert [p.name for p in plans.iterdir()] == ["ks@run1.svg"]  # no temporary file left behind
+
+
+def test_the_ring_picture_folder_is_created_private(tmp_path: Path) -> None:
+    picture = save_ring_picture(_seed_plan(), str(tmp_path / "new" / "plans"), "ks@run1")
+    assert picture is not None
+    assert stat.S_IMODE((tmp_path / "new" / "plans").stat().st_mode) == 0o700
+    assert stat.S_IMODE(picture.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("planted", ["world-writable", "link"])
+def test_a_planted_plans_folder_is_refused(tmp_path: Path, planted: str) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    plans = tmp_path / "plans"
+    if planted == "link":
+        plans.symlink_to(elsewhere, target_is_directory=True)
+    else:
+        plans.mkdir()
+        plans.chmod(0o777)
+    with pytest.raises(ConfigurationError, match="private to the user") as refused:
+        save_ring_picture(_seed_plan(), str(plans), "ks@run1")
+    assert "symbolic link" in str(refused.value) if planted == "link" else "mode 777" in str(refused.value)
+    assert f"Remove {plans}" in str(refused.value)
+    assert list(elsewhere.iterdir()) == [] and not (plans / "ks@run1.svg").exists()

@@ -173,3 +173,23 @@ def test_direct_construction_refuses_a_mixed_case_shorthand() -> None:
     assert replication.datacenters() == ()
     with pytest.raises(ReplicationError, match="not the replication_factor shorthand"):
         Replication("NetworkTopologyStrategy", {"Replication_Factor": 3})
+
+
+# -- JSON from users (security review, issue 25, finding 12 b and c) -----------------------------------------
+def test_a_datacenter_given_twice_in_json_is_refused() -> None:
+    # json.loads keeps the last of duplicate keys: {"dc1": 3, "dc1": 0} would silently mean dc1: 0.
+    with pytest.raises(ReplicationError, match="'dc1' is given twice") as refusal:
+        Replication.parse('{"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 1, "dc1": 0}')
+    assert "Give each datacenter once" in refusal.value.fix
+
+
+@pytest.mark.parametrize("deep", ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000])
+def test_deeply_nested_json_is_refused_not_a_traceback(deep: str) -> None:
+    with pytest.raises(ReplicationError, match="nested too deeply") as refusal:
+        Replication.parse(deep)
+    assert refusal.value.fix
+
+
+def test_a_number_too_long_to_read_is_refused() -> None:
+    with pytest.raises(ReplicationError, match="not valid JSON"):
+        Replication.parse('{"class": "SimpleStrategy", "replication_factor": ' + "9" * 5000 + "}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from markdown_it import MarkdownIt
 from ringward.plan import MigrationPlan, build_plan
 from ringward.replication import Replication
 from ringward.report import (
@@ -15,7 +16,7 @@ from ringward.report import (
     refusal_markdown,
     stage_seconds,
 )
-from ringward.ring import Ring
+from ringward.ring import Node, Ring
 from ringward.ring_sources import load_ring_file
 
 RINGS = Path(__file__).parent.parent / "fixtures" / "rings"
@@ -127,3 +128,51 @@ def test_report_reads_as_a_summary_without_null_entries(seed_plan: MigrationPlan
     assert "6 of 12" in text and "2026-11-23 22:00:00" in text
     assert "Cleanup ran on: 127.0.0.2." in text
     assert "None" not in text and "null" not in text
+
+
+# -- names from users and the cluster are text, never Markdown or HTML (security review, issue 25, finding 11) --
+HOSTILE = "dc`<img src=x onerror=alert(1)>`[x](javascript:alert(2))"
+
+
+def _html(markdown: str) -> str:
+    """The Markdown as a CommonMark renderer that passes raw HTML through shows it (the worst case)."""
+    return MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+
+
+def _hostile_ring(seed_ring: Ring) -> Ring:
+    return Ring.of(Node(n.address, HOSTILE, n.rack, n.tokens) for n in seed_ring.nodes)
+
+
+def test_markdown_escape_and_code_spans_keep_any_text_literal() -> None:
+    from ringward.markdown import markdown_code, markdown_escape
+
+    assert markdown_escape("dc1") == "dc1" and markdown_escape("127.0.0.2") == "127.0.0.2"
+    assert markdown_escape("<b>a_b*</b>") == "&lt;b&gt;a\\_b\\*&lt;/b&gt;"
+    assert markdown_escape("a\nb|c") == "a b\\|c"
+    assert markdown_code("ks") == "`ks`"
+    assert markdown_code("a`b") == "``a`b``"
+    assert markdown_code("`x``") == "``` `x`` ```"
+    for text in (HOSTILE, "`", "a\nb", "<script>alert(1)</script>"):
+        html = _html(f"before {markdown_code(text)} after {markdown_escape(text)}")
+        assert "<img" not in html and "<script" not in html and "<a " not in html
+
+
+def test_hostile_names_stay_text_in_the_approval(seed_ring: Ring) -> None:
+    ring = _hostile_ring(seed_ring)
+    plan = build_plan(ring, Replication.simple(1), Replication.network_topology({HOSTILE: 2}), keyspace="test")
+    text = approval_markdown(plan, migration_id=f"test@{HOSTILE}", plan_picture=f"/plans/{HOSTILE}.svg")
+    html = _html(text)
+    assert "<img" not in html and "<a " not in html
+    assert html.count("&lt;img src=x onerror=alert(1)&gt;") >= 4  # shown, as text: settings, id, picture
+
+
+def test_hostile_names_stay_text_in_a_refusal_and_the_report(seed_plan: MigrationPlan) -> None:
+    refusal = refusal_markdown("change of `ks`", f"Datacenter {HOSTILE!r} is not in the ring.", f"Use {HOSTILE}.")
+    report = migration_report_markdown({
+        "migration_id": f"test@{HOSTILE}", "keyspace": HOSTILE, "from": seed_plan.old.as_json(),
+        "to": seed_plan.new.as_json(), "ranges_moved": 1, "total_ranges": 12,
+        "verification": {"step_1.verify_counts": {HOSTILE: {"rows_verified": 1}}}, "cleaned_nodes": [HOSTILE],
+    })  # fmt: skip
+    for text in (refusal, report):
+        html = _html(text)
+        assert "<img" not in html and "<a " not in html and "&lt;img src=x onerror=alert(1)&gt;" in html

@@ -76,6 +76,17 @@ class TestRefusals:
         assert unknown.severity == "refuse"
         assert "'dc1'" in unknown.fix
 
+    def test_an_unknown_datacenter_is_refused_even_at_factor_0(self, two_dc_ring: Ring) -> None:
+        # Security review (issue 25, finding 11): a name the ring does not have is refused whatever its
+        # factor, so no made-up name reaches the approval.
+        hostile = "<img src=x onerror=alert(1)>"
+        old = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2, "dc2": 2})
+        new = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2, "dc2": 2, hostile: 0})
+        unknown = next(f for f in analyse(two_dc_ring, old, new, keyspace="ks") if f.code == "unknown_datacenter")
+        assert unknown.severity == "refuse"
+        assert unknown.message == f"Datacenter {hostile!r} is not in the ring."
+        assert "dc1, dc2" in unknown.fix and "leave it out" in unknown.fix
+
     def test_datacenter_dropped_by_omission_is_refused(self, two_dc_ring: Ring) -> None:
         old = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2, "dc2": 2})
         new = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2})

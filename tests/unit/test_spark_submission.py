@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -279,3 +280,83 @@ def test_operator_reads_local_dc_role_and_tls_from_the_cassandra_connection() ->
     assert cassandra_options(connection) == CassandraOptions("dc2", "ringward", "pw", {"ca_certs": "/ca.pem"})
     bare = SimpleNamespace(login=None, password=None, extra_dejson={"local_dc": "dc1"})
     assert cassandra_options(bare) == CassandraOptions(local_dc="dc1")
+
+
+# -- secrets stay off spark-submit's command line (security review, issue 25, finding 12 a) --------------------
+TRUST_STORE_PASSWORD = "spark.cassandra.connection.ssl.trustStore.password"
+SECRET = "tr ust=st0re#pw:\\x"  # the characters a properties file must escape
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    """key=value and `key value` lines as java.util.Properties reads them (no continuations here)."""
+    properties = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.lstrip()[0] in "#!":
+            continue
+        key, value, escaped, separated = "", "", False, False
+        for ch in line:
+            if escaped:
+                (value := value + ch) if separated else (key := key + ch)
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif not separated and ch in "=: ":
+                separated = True
+            elif separated:
+                value += ch
+            else:
+                key += ch
+        properties[key] = value.strip()
+    return properties
+
+
+def test_secret_spark_properties_go_to_a_private_properties_file(
+    tmp_path: Path, jars_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\n{TRUST_STORE_PASSWORD}=old\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
+    conf = {TRUST_STORE_PASSWORD: SECRET, "spark.cassandra.connection.ssl.trustStore.path": "/etc/ts.jks",
+            "spark.authenticate.secret": "AUTH-SECRET-VALUE"}  # fmt: skip
+    _spark_default(monkeypatch, "spark://master-1", 7077, **{"deploy-mode": "client", "ringward-conf": conf})
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(mode=0o700)
+    command = _command(SparkSubmission(count_job_args(["h"], "ks", "t"), conn_id="spark_default"), scratch)
+
+    assert not any(SECRET in part or "AUTH-SECRET-VALUE" in part for part in command)
+    confs = _confs(command)
+    assert TRUST_STORE_PASSWORD not in confs and "spark.authenticate.secret" not in confs
+    assert confs["spark.cassandra.connection.ssl.trustStore.path"] == "/etc/ts.jks"  # not secret: stays
+    properties_file = Path(_option(command, "--properties-file"))
+    assert properties_file.parent == scratch and stat.S_IMODE(properties_file.stat().st_mode) == 0o600
+    properties = _read_properties(properties_file)
+    assert properties[TRUST_STORE_PASSWORD] == SECRET  # the connection's value over spark-defaults.conf's
+    assert properties["spark.authenticate.secret"] == "AUTH-SECRET-VALUE"
+    # --properties-file replaces spark-defaults.conf for spark-submit: its settings are carried over.
+    assert properties["spark.eventLog.enabled"] == "true"
+
+
+def test_without_secrets_no_properties_file_is_written(
+    tmp_path: Path, jars_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _spark_default(monkeypatch, "spark://master-1", 7077, **{"ringward-conf": {"spark.executor.cores": "1"}})
+    command = _command(SparkSubmission(["count"], conn_id="spark_default"), tmp_path)
+    assert "--properties-file" not in command and _confs(command)["spark.executor.cores"] == "1"
+
+
+def test_the_properties_file_lives_only_as_long_as_the_submission(
+    tmp_path: Path, jars_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fake reports the properties file it was given (its path, mode and whether it holds the secret).
+    fake = _fake_spark_submit(
+        tmp_path,
+        'while [ "$1" != "--properties-file" ]; do shift; done\nprops="$2"\n'
+        'while [ "$1" != "--output" ]; do shift; done\n'
+        'held=$(grep -c "AUTH-SECRET-VALUE" "$props")\n'
+        'printf \'{"file": "%s", "mode": "%s", "held": %s}\' "$props" "$(stat -c %a "$props")" "$held" > "$2"\n',
+    )
+    monkeypatch.setattr(submit, "_binary_path", lambda name: fake)
+    result = run_job(count_job_args(["h"], "ks", "t"), conf={"spark.authenticate.secret": "AUTH-SECRET-VALUE"})
+    assert result["mode"] == "600" and result["held"] == 1
+    assert not Path(result["file"]).exists()
