@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -518,3 +520,130 @@ def test_missing_connection_is_named_with_the_fix(
     response = test_client.get("/ringward/api/cluster", headers=bearer(tokens["admin"]))
     assert response.status_code == 503 and "cassandra_default" in response.json()["detail"]
     assert "Admin → Connections" in response.json()["detail"]
+
+
+# -- the kept driver session: one connect per connection, nobody else waits for it ---------------------------
+
+
+@dataclass
+class SlowDriver:
+    """Stands in for the driver's `Cluster`: a connect blocks until its host's gate opens (at most 5 s), then
+    fails for the hosts in `failing` (a node that timed out) or answers with a session of an empty cluster."""
+
+    gates: dict[str, threading.Event]
+    failing: set[str]
+    calls: list[str] = field(default_factory=list)  # the host of each connect, in order
+    entered: threading.Event = field(default_factory=threading.Event)
+    waiting: list[str] = field(default_factory=list)  # the host of each request that asked for a session
+
+    def cluster_class(self) -> type:
+        driver = self
+
+        class SlowCluster:
+            def __init__(self, **options: Any) -> None:
+                self.host = options["contact_points"][0]
+
+            def connect(self) -> Any:
+                driver.calls.append(self.host)
+                driver.entered.set()
+                driver.gates[self.host].wait(5.0)
+                if self.host in driver.failing:
+                    raise OSError(f"{self.host}: connection timed out")
+                return SimpleNamespace(cluster=SimpleNamespace(metadata=SimpleNamespace(keyspaces={})))
+
+            def shutdown(self) -> None:
+                pass
+
+        return SlowCluster
+
+
+@pytest.fixture
+def slow_driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowDriver]:
+    from ringward_airflow.ui import source
+
+    driver = SlowDriver({"10.9.9.1": threading.Event(), "10.9.9.2": threading.Event()}, {"10.9.9.1"})
+    monkeypatch.setattr("cassandra.cluster.Cluster", driver.cluster_class())
+    asked = source._session_for
+
+    def counted(conn: Any) -> Any:
+        driver.waiting.append(conn.host)
+        return asked(conn)
+
+    monkeypatch.setattr(source, "_session_for", counted)
+    source.drop_sessions()
+    try:
+        yield driver
+    finally:
+        for gate in driver.gates.values():
+            gate.set()
+        source.drop_sessions()
+
+
+def _in_threads(count: int, call: Callable[[], Any]) -> tuple[list[threading.Thread], list[Any]]:
+    """`count` threads each running `call` once; each result (or exception) lands in the list when done."""
+    results: list[Any] = []
+
+    def run() -> None:
+        try:
+            results.append(call())
+        except Exception as error:  # the assertion below shows it
+            results.append(error)
+
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    return threads, results
+
+
+def _wait_for(condition: Callable[[], bool], what: str, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_concurrent_requests_share_one_connect_attempt_and_its_failure(
+    airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch, slow_driver: SlowDriver
+) -> None:
+    """Four requests arrive while the first connect to a slow node is under way: they wait for that attempt
+    and all get its answer (a 503), instead of each connecting in turn behind a global lock (N x the wait)."""
+    test_client, _, tokens = airflow_api
+    monkeypatch.setenv("AIRFLOW_CONN_CASSANDRA_DEFAULT", '{"conn_type": "cassandra", "host": "10.9.9.1"}')
+    admin = bearer(tokens["admin"])
+    threads, results = _in_threads(4, lambda: test_client.get("/ringward/api/cluster", headers=admin))
+    _wait_for(lambda: slow_driver.entered.is_set() and len(slow_driver.waiting) == 4, "4 requests to ask")
+    time.sleep(0.2)  # the last arrivals reach their wait
+    slow_driver.gates["10.9.9.1"].set()  # the node times out
+    for thread in threads:
+        thread.join(10.0)
+    assert [r.status_code for r in results] == [503] * 4, results
+    assert all("10.9.9.1: connection timed out" in r.json()["detail"] for r in results)
+    assert slow_driver.calls == ["10.9.9.1"]  # one connect for the four, not one after another
+
+
+def test_a_slow_connect_holds_only_the_requests_for_its_own_connection(
+    airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch, slow_driver: SlowDriver
+) -> None:
+    """While a connect to one cluster hangs, a request for another connection is answered; concurrent
+    requests that succeed share the one session."""
+    test_client, _, tokens = airflow_api
+    admin = bearer(tokens["admin"])
+    migration = "/ringward/api/migration/keyspace_migration/no-such-run"  # reads ringward_ops: needs a session
+    monkeypatch.setenv("AIRFLOW_CONN_CASSANDRA_DEFAULT", '{"conn_type": "cassandra", "host": "10.9.9.1"}')
+    hung, hung_results = _in_threads(1, lambda: test_client.get(migration, headers=admin))
+    _wait_for(slow_driver.entered.is_set, "the connect to 10.9.9.1 to start")
+
+    monkeypatch.setenv("AIRFLOW_CONN_CASSANDRA_DEFAULT", '{"conn_type": "cassandra", "host": "10.9.9.2"}')
+    slow_driver.gates["10.9.9.2"].set()
+    others, other_results = _in_threads(3, lambda: test_client.get(migration, headers=admin))
+    deadline = time.monotonic() + 2.0  # the hung connect lasts until its gate opens (5 s at most)
+    for thread in others:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert not slow_driver.gates["10.9.9.1"].is_set() and hung[0].is_alive()  # still connecting to 10.9.9.1
+    assert [r.status_code for r in other_results] == [200] * 3, other_results
+    assert all(not r.json()["found"] for r in other_results)
+    assert slow_driver.calls.count("10.9.9.2") == 1
+
+    slow_driver.gates["10.9.9.1"].set()
+    hung[0].join(10.0)
+    assert hung_results[0].status_code == 503 and slow_driver.calls.count("10.9.9.1") == 1
