@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from ringward.migration import migration_steps, repair_segments
@@ -647,3 +648,98 @@ def test_a_slow_connect_holds_only_the_requests_for_its_own_connection(
     slow_driver.gates["10.9.9.1"].set()
     hung[0].join(10.0)
     assert hung_results[0].status_code == 503 and slow_driver.calls.count("10.9.9.1") == 1
+
+
+# -- per-DAG permissions: what a user who may read only some DAGs (or only some of a run) sees --------------
+
+
+@pytest.fixture
+def limited_user(
+    airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> Callable[[str, set[tuple[str, str | None]]], dict[str, str]]:
+    """Headers of a user allowed to read only the given (dag_id, access entity) pairs, as an auth manager with
+    per-DAG permissions (FAB, Keycloak) grants them; the simple auth manager's roles are all-or-nothing."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    manager = get_auth_manager()
+    everyone_else = manager.is_authorized_dag
+    grants: dict[str, set[tuple[str, str | None]]] = {}
+
+    def is_authorized_dag(*, method: str, user: Any, access_entity: Any = None, details: Any = None) -> bool:
+        if user.get_name() not in grants:
+            return bool(everyone_else(method=method, user=user, access_entity=access_entity, details=details))
+        entity = access_entity.value if access_entity is not None else None
+        return method == "GET" and (details.id if details else None, entity) in grants[user.get_name()]
+
+    monkeypatch.setattr(manager, "is_authorized_dag", is_authorized_dag)
+
+    def user(name: str, allowed: set[tuple[str, str | None]]) -> dict[str, str]:
+        grants[name] = allowed
+        return bearer(manager.generate_jwt(SimpleAuthManagerUser(username=name, role="viewer")))
+
+    return user
+
+
+def _reads_of(dag_id: str) -> set[tuple[str, str | None]]:
+    return {(dag_id, None), (dag_id, "RUN"), (dag_id, "XCOM"), (dag_id, "TASK_INSTANCE")}
+
+
+def test_a_migration_is_served_only_under_its_own_dag_and_run(
+    client: tuple[Any, FakeSource, dict[str, str]],
+    limited_user: Callable[[str, set[tuple[str, str | None]]], dict[str, str]],
+) -> None:
+    """A user who may read only DAG X cannot read the migration of keyspace_migration by any URL: X with the
+    migration's run id (the record's id ends with it), X with the run of a record that names no DAG, the other
+    migration DAG, '~' for the DAG. The exact (DAG, run) of the record serves it to whoever may read that DAG."""
+    test_client, world, tokens = client
+    ring = world.ring_
+    legacy = dict(world.store.migration_rows[0].record, migration_id="shop@old-run", run_id="old-run")
+    del legacy["dag_id"]  # a record of an older ringward: no DAG named
+    world.store.migration_rows.append(MigrationRow("shop@old-run", "shop", "done", None, legacy))
+    # The ring, the plan, the journal, the run's XComs: none may show (the run id in the URL may name "shop").
+    secrets = [*ring.addresses(), "id='keyspace'", '"keyspace"', "stream failed", "mismatches", "<svg"]
+
+    def leaked(response: Any) -> list[str]:
+        return [s for s in secrets if s in response.text] if response.status_code == 200 else []
+
+    for dag_id, who in (("team_reports", _reads_of("team_reports")),
+                        ("keyspace_migration_rollback", _reads_of("keyspace_migration_rollback"))):  # fmt: skip
+        headers = limited_user(f"reader_of_{dag_id}", who)
+        for run_id in (RUN_ID, quote(RUN_ID, safe=""), "old-run", f"shop@{RUN_ID}"):
+            for url in (f"/ringward/migration/{dag_id}/{run_id}", f"/ringward/api/migration/{dag_id}/{run_id}",
+                        f"/ringward/api/migration/{dag_id}/{run_id}/placement.svg"):  # fmt: skip
+                response = test_client.get(url, headers=headers)
+                assert not leaked(response), (url, leaked(response))
+            assert not test_client.get(f"/ringward/api/migration/{dag_id}/{run_id}", headers=headers).json()["found"]
+        for url in (MIGRATION, f"/ringward/api/migration/keyspace_migration/{RUN_ID}",
+                    f"/ringward/api/migration/~/{RUN_ID}", "/ringward/api/migration/keyspace_migration/old-run",
+                    f"/ringward/api/migration/team_reports%2F..%2Fkeyspace_migration/{RUN_ID}"):  # fmt: skip
+            response = test_client.get(url, headers=headers)
+            assert response.status_code in (403, 404) or not leaked(response), (url, response.status_code)
+        page = test_client.get(f"/ringward/migration/{dag_id}/{RUN_ID}", headers=headers).text
+        if dag_id == "team_reports":
+            assert "team_reports is not a ringward migration DAG" in page
+        else:
+            assert "No ringward migration is recorded for this run" in page
+
+    # Whoever may read keyspace_migration reads it at its exact URL; the record without a DAG is served nowhere.
+    owner = limited_user("reader_of_keyspace_migration", _reads_of("keyspace_migration"))
+    assert test_client.get(f"/ringward/api/migration/keyspace_migration/{RUN_ID}", headers=owner).json()["found"]
+    old = test_client.get("/ringward/api/migration/keyspace_migration/old-run", headers=bearer(tokens["admin"]))
+    assert old.status_code == 200 and not old.json()["found"]
+
+
+def test_a_resumed_migration_points_from_its_first_run_to_the_run_that_resumed_it(
+    client: tuple[Any, FakeSource, dict[str, str]],
+) -> None:
+    test_client, world, tokens = client
+    row = world.store.migration_rows[0]
+    resumer = "manual__2026-11-24T08:00:00+00:00"
+    world.store.migration_rows[0] = replace(row, record=dict(row.record, run_id=resumer))  # as take_over stores it
+    admin = bearer(tokens["admin"])
+    first = test_client.get(MIGRATION, headers=admin)
+    assert first.status_code == 200 and f"resumed by run {resumer}" in first.text and "<svg" not in first.text
+    assert f"href='../../migration/keyspace_migration/{quote(resumer, safe='')}'" in first.text
+    data = test_client.get(f"/ringward/api/migration/keyspace_migration/{resumer}", headers=admin).json()
+    assert data["found"] and data["migration_id"] == f"shop@{RUN_ID}"

@@ -3,7 +3,8 @@
 Airflow does not authenticate plugin apps: every route here depends on Airflow's own security dependencies
 (the JWT of the `_token` cookie or an `Authorization: Bearer` header, checked by the configured auth manager),
 and on a permission:
-  - migration pages: read access to the runs of the DAG in the URL;
+  - migration pages: read access to the runs of the DAG in the URL (a migration DAG; the record served is the
+    one that DAG's run in the URL owns);
   - repair page: read access to the runs of nightly_subrange_repair; the pause switch: edit access to them;
   - cluster page: read access to the cassandra_default connection (it shows where the connection points).
 """

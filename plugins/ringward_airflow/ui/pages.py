@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from html import escape
 from typing import Any
+from urllib.parse import quote
 
 __all__ = ["cluster_page", "error_page", "migration_page", "repair_page"]
 
@@ -67,8 +68,11 @@ def error_page(title: str, problem: str, *, root: str = "") -> str:
 def migration_page(data: dict[str, Any], svg: str | None) -> str:
     title = f"ringward migration/{data['dag_id']}/{data['run_id']}"
     if not data["found"]:
-        body = f"<h1>Migration of run {escape(data['run_id'])}</h1><div class='msg' id='error'>" \
-               f"{escape(data['message'])}</div>"  # fmt: skip
+        message = escape(data["message"])
+        if data.get("taken_over_by"):  # the same DAG's run: the user may read it
+            href = f"../../migration/{quote(data['dag_id'], safe='')}/{quote(data['taken_over_by'], safe='')}"
+            message += f" <a href='{escape(href)}' id='taken-over'>{escape(data['taken_over_by'])}</a>"
+        body = f"<h1>Migration of run {escape(data['run_id'])}</h1><div class='msg' id='error'>{message}</div>"
         return _page(title, body, root="../../")
     verdict = "<span class='ok'>safe</span>" if data["safe"] else "<span class='bad'>refused as a single step</span>"
     parts = [

@@ -52,14 +52,24 @@ def _seconds(value: float | None) -> str:
 
 
 def find_migration(store: OpsStore, dag_id: str, run_id: str) -> MigrationRow | None:
-    """The migration a DAG run planned (its record names the run), or whose id ends with the run id."""
+    """The migration run `run_id` of `dag_id` owns: its record names exactly that DAG and that run.
+
+    Nothing looser: the page is served under the permission to read `dag_id`, so a record of another DAG, or one
+    without a DAG, or one whose id merely ends with the run id, must not be shown under it."""
+    if dag_id not in MIGRATION_DAGS:
+        return None
     for row in store.migrations():
-        record_dag = row.record.get("dag_id")
-        if row.record.get("run_id") == run_id and record_dag in (None, dag_id):
+        if row.record.get("dag_id") == dag_id and row.record.get("run_id") == run_id:
             return row
+    return None
+
+
+def _taken_over(store: OpsStore, dag_id: str, run_id: str) -> str | None:
+    """The run of the same DAG that took over the migration `run_id` started (resumed it), if any."""
     for row in store.migrations():
-        if row.migration_id.endswith(f"@{run_id}"):
-            return row
+        record = row.record
+        if record.get("dag_id") == dag_id and row.migration_id == f"{record.get('keyspace')}@{run_id}":
+            return str(record.get("run_id") or "") or None
     return None
 
 
@@ -70,14 +80,26 @@ def rebuilt_plan(record: dict[str, Any]) -> MigrationPlan:
 
 def migration_view(source: Source, dag_id: str, run_id: str) -> tuple[dict[str, Any], str | None]:
     """(the page's data, the placement SVG) of the migration a run planned; the SVG is None without one."""
+    if dag_id not in MIGRATION_DAGS:  # no cluster or database read for a run of any other DAG
+        return {
+            "dag_id": dag_id, "run_id": run_id, "found": False, "run": None,
+            "message": f"{dag_id} is not a ringward migration DAG: the Migration page shows runs of "
+                       f"{' and '.join(MIGRATION_DAGS)}.",
+        }, None  # fmt: skip
     store = source.ops()
     found = None if store is None else find_migration(store, dag_id, run_id)
     run = _dag_run(source, dag_id, run_id)
     if found is None or store is None:
+        taken_over = None if store is None else _taken_over(store, dag_id, run_id)
+        message = (
+            f"This run's migration was resumed by run {taken_over}: its progress is on that run's Migration page."
+            if taken_over else
+            "No ringward migration is recorded for this run: its precheck has not stored a plan yet (a dry run "
+            "or a refused precheck records none)."
+        )  # fmt: skip
         return {
-            "dag_id": dag_id, "run_id": run_id, "found": False, "run": run,
-            "message": "No ringward migration is recorded for this run: its precheck has not stored a plan yet "
-                       "(a dry run, a refused precheck or another DAG records none).",
+            "dag_id": dag_id, "run_id": run_id, "found": False, "run": run, "message": message,
+            "taken_over_by": taken_over,
         }, None  # fmt: skip
     record = found.record
     plan = rebuilt_plan(record)
