@@ -743,3 +743,32 @@ def test_a_resumed_migration_points_from_its_first_run_to_the_run_that_resumed_i
     assert f"href='../../migration/keyspace_migration/{quote(resumer, safe='')}'" in first.text
     data = test_client.get(f"/ringward/api/migration/keyspace_migration/{resumer}", headers=admin).json()
     assert data["found"] and data["migration_id"] == f"shop@{RUN_ID}"
+
+
+def test_run_readers_without_xcom_permission_get_no_xcoms(
+    client: tuple[Any, FakeSource, dict[str, str]],
+    limited_user: Callable[[str, set[tuple[str, str | None]]], dict[str, str]],
+) -> None:
+    """Airflow's API serves a run's XComs only with the XCom read permission (task instances with theirs): the
+    migration JSON and page return none of them to a user who may read the runs only."""
+    test_client, world, _ = client
+    run = world.runs[("keyspace_migration", RUN_ID)]
+    world.runs[("keyspace_migration", RUN_ID)] = replace(run, xcoms={**run.xcoms, "precheck:secret": "xcom-only"})
+    api = f"/ringward/api/migration/keyspace_migration/{RUN_ID}"
+    runs_only = limited_user("run_reader", {("keyspace_migration", "RUN")})
+    data = test_client.get(api, headers=runs_only).json()
+    assert data["found"] and data["keyspace"] == "shop"  # the migration itself: ringward's record, run-read
+    assert "xcoms" not in data["run"] and data["run"]["tasks"] == []
+    assert data["steps"][0]["verification"] == {} and data["cleanup"]["report"] is None
+    assert "xcom-only" not in str(data) and "mismatches" not in str(data)
+    page = test_client.get(MIGRATION, headers=runs_only).text
+    assert "xcom-only" not in page and "mismatches" not in page and "precheck" not in page.split("Timings")[1]
+    assert "needs the XCom read permission on keyspace_migration" in page
+    assert "needs the task instance read permission on keyspace_migration" in page
+
+    # With XCom and task instance read: the verification evidence and the timings, still never the raw XComs.
+    full = limited_user("full_reader", _reads_of("keyspace_migration"))
+    data = test_client.get(api, headers=full).json()
+    assert data["steps"][0]["verification"] == {"verify_preview": {"mismatches": 0}}
+    assert [t["task_id"] for t in data["run"]["tasks"]] == ["precheck"] and "xcoms" not in data["run"]
+    assert "xcom-only" not in str(data)

@@ -4,7 +4,8 @@ Airflow does not authenticate plugin apps: every route here depends on Airflow's
 (the JWT of the `_token` cookie or an `Authorization: Bearer` header, checked by the configured auth manager),
 and on a permission:
   - migration pages: read access to the runs of the DAG in the URL (a migration DAG; the record served is the
-    one that DAG's run in the URL owns);
+    one that DAG's run in the URL owns); what the page shows of the run's XComs and task instances needs read
+    access to those too, as in Airflow's own API;
   - repair page: read access to the runs of nightly_subrange_repair; the pause switch: edit access to them;
   - cluster page: read access to the cassandra_default connection (it shows where the connection points).
 """
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
-from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity
+from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity, DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from fastapi import Depends, FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -24,7 +25,7 @@ from ringward.errors import ConfigurationError
 
 from ringward_airflow.ui import pages
 from ringward_airflow.ui.source import CONNECTION_ID, CassandraSource, Source, drop_sessions, unreachable
-from ringward_airflow.ui.views import REPAIR_DAG, cluster_view, migration_view, repair_view
+from ringward_airflow.ui.views import REPAIR_DAG, RunAccess, cluster_view, migration_view, repair_view
 
 __all__ = ["create_app"]
 
@@ -41,6 +42,22 @@ def _requires_connection_read(request: Request, user: GetUserDep) -> None:
         raise HTTPException(403, "Forbidden")
 
 
+def _run_access(request: Request, user: GetUserDep) -> RunAccess:
+    """What the user may read of the URL's DAG run besides the run: its XComs, its task instances."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.models.dag import DagModel
+
+    dag_id = request.path_params["dag_id"]
+    details = DagDetails(id=dag_id, team_name=DagModel.get_team_name(dag_id))
+
+    def may_read(entity: DagAccessEntity) -> bool:
+        return bool(get_auth_manager().is_authorized_dag(method="GET", access_entity=entity, details=details,
+                                                         user=user))  # fmt: skip
+
+    return RunAccess(xcoms=may_read(DagAccessEntity.XCOM), task_instances=may_read(DagAccessEntity.TASK_INSTANCE))
+
+
+RunAccessDep = Annotated[RunAccess, Depends(_run_access)]
 MIGRATION_READ = [Depends(requires_access_dag("GET", DagAccessEntity.RUN))]  # dag_id from the path
 REPAIR_READ = [Depends(requires_access_dag("GET", DagAccessEntity.RUN, param_dag_id=REPAIR_DAG))]
 REPAIR_EDIT = [Depends(requires_access_dag("PUT", DagAccessEntity.RUN, param_dag_id=REPAIR_DAG))]
@@ -94,21 +111,22 @@ def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAP
 
     # -- migration ------------------------------------------------------------------------------------
     @app.get("/migration/{dag_id}/{run_id}", response_class=HTMLResponse, dependencies=MIGRATION_READ)
-    def migration_html(dag_id: str, run_id: str, src: SourceDep) -> Any:
+    def migration_html(dag_id: str, run_id: str, src: SourceDep, access: RunAccessDep) -> Any:
         def build() -> Any:
-            data, svg = migration_view(src, dag_id, run_id)
+            data, svg = migration_view(src, dag_id, run_id, access=access)
             return HTMLResponse(pages.migration_page(data, svg))
 
         return guarded(build, f"Migration of run {run_id}", as_json=False, root="../../")
 
     @app.get("/api/migration/{dag_id}/{run_id}", dependencies=MIGRATION_READ)
-    def migration_json(dag_id: str, run_id: str, src: SourceDep) -> Any:
-        return guarded(lambda: JSONResponse(_jsonable(migration_view(src, dag_id, run_id)[0])), "", as_json=True)
+    def migration_json(dag_id: str, run_id: str, src: SourceDep, access: RunAccessDep) -> Any:
+        return guarded(lambda: JSONResponse(_jsonable(migration_view(src, dag_id, run_id, access=access)[0])), "",
+                       as_json=True)  # fmt: skip
 
     @app.get("/api/migration/{dag_id}/{run_id}/placement.svg", dependencies=MIGRATION_READ)
     def migration_svg(dag_id: str, run_id: str, src: SourceDep) -> Any:
         def build() -> Any:
-            _, svg = migration_view(src, dag_id, run_id)
+            _, svg = migration_view(src, dag_id, run_id, access=RunAccess(xcoms=False, task_instances=False))
             if svg is None:
                 raise HTTPException(404, f"No ringward migration is recorded for run {run_id} of {dag_id}.")
             return Response(svg, media_type=SVG)

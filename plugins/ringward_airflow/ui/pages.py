@@ -110,6 +110,8 @@ def migration_page(data: dict[str, Any], svg: str | None) -> str:
                 tid=f"journal-{stage['stage'].replace(':', '-')}") + "</details>")  # fmt: skip
         verification = step["verification"]
         text = json.dumps(verification, indent=1, default=str) if verification else "not run yet"
+        if not data.get("xcoms_readable", True):
+            text = "hidden: the verification evidence is in this run's XComs (XCom read permission needed)"
         parts.append(f"<p>verification:</p><pre class='verification'>{escape(text)}</pre>")
     cleanup = data["cleanup"]
     if cleanup["done"]:
@@ -141,11 +143,12 @@ def _timings(run: dict[str, Any] | None) -> str:
         return "<h2>Timings</h2><p class='muted'>This run is not in Airflow's database.</p>"
     if "error" in run:
         return f"<h2>Timings</h2><p class='warn'>{escape(run['error'])}</p>"
+    hidden = "".join(f"<p class='muted hidden'>{escape(note)}</p>" for note in run.get("hidden", ()))
     rows = [[_e(t["task_id"]) + ("" if t["map_index"] < 0 else f"[{t['map_index']}]"), _state(t["state"]),
              _e(t["start"]), _e(t["end"]), _e(t["seconds"]), _e(t["tries"])] for t in run["tasks"]]  # fmt: skip
     return (f"<h2>Timings</h2><p>run {escape(run['run_id'])}: {escape(run['state'])}, "
             f"{_e(run['seconds'])} s</p>" + _table(["task", "state", "start", "end", "seconds", "tries"], rows,
-                                                   tid="timings"))  # fmt: skip
+                                                   tid="timings") + hidden)  # fmt: skip
 
 
 def repair_page(data: dict[str, Any], svg: str, *, table: str | None) -> str:

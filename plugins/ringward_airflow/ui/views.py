@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,7 +33,7 @@ from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
 
 from ringward_airflow.ui.source import Source
 
-__all__ = ["MIGRATION_DAGS", "REPAIR_DAG", "cluster_view", "migration_view", "repair_view"]
+__all__ = ["MIGRATION_DAGS", "REPAIR_DAG", "RunAccess", "cluster_view", "migration_view", "repair_view"]
 
 MIGRATION_DAGS = ("keyspace_migration", "keyspace_migration_rollback")
 REPAIR_DAG = "nightly_subrange_repair"
@@ -73,13 +74,26 @@ def _taken_over(store: OpsStore, dag_id: str, run_id: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class RunAccess:
+    """What of a DAG run the user may see beyond the run itself, as Airflow's own API asks for it: its XComs
+    (XCom read permission) and its task instances (task instance read permission)."""
+
+    xcoms: bool = True
+    task_instances: bool = True
+
+
 def rebuilt_plan(record: dict[str, Any]) -> MigrationPlan:
     ring = ring_from_json(record["ring"])
     return build_plan(ring, record["old"], record["new"], keyspace=record["keyspace"])
 
 
-def migration_view(source: Source, dag_id: str, run_id: str) -> tuple[dict[str, Any], str | None]:
-    """(the page's data, the placement SVG) of the migration a run planned; the SVG is None without one."""
+def migration_view(
+    source: Source, dag_id: str, run_id: str, *, access: RunAccess = RunAccess()
+) -> tuple[dict[str, Any], str | None]:
+    """(the page's data, the placement SVG) of the migration a run planned; the SVG is None without one.
+
+    `access`: what the user may read of the run besides the migration; nothing read from the rest is returned."""
     if dag_id not in MIGRATION_DAGS:  # no cluster or database read for a run of any other DAG
         return {
             "dag_id": dag_id, "run_id": run_id, "found": False, "run": None,
@@ -88,7 +102,9 @@ def migration_view(source: Source, dag_id: str, run_id: str) -> tuple[dict[str, 
         }, None  # fmt: skip
     store = source.ops()
     found = None if store is None else find_migration(store, dag_id, run_id)
-    run = _dag_run(source, dag_id, run_id)
+    full_run = _dag_run(source, dag_id, run_id)
+    run = _shown_run(full_run, dag_id, access)
+    xcoms = ((full_run or {}).get("xcoms") or {}) if access.xcoms else {}
     if found is None or store is None:
         taken_over = None if store is None else _taken_over(store, dag_id, run_id)
         message = (
@@ -138,7 +154,7 @@ def migration_view(source: Source, dag_id: str, run_id: str) -> tuple[dict[str, 
         progress.append({
             "index": step.index, "count": step.count, "before": step.before.to_cql(), "after": step.after.to_cql(),
             "altered": step.index <= altered, "stages": stages,
-            "verification": _verification(run, step.index),
+            "verification": _verification(xcoms, step.index),
         })  # fmt: skip
     changes = plan.ranges
     data = {
@@ -157,7 +173,8 @@ def migration_view(source: Source, dag_id: str, run_id: str) -> tuple[dict[str, 
             for c in changes
         ],
         "steps": progress,
-        "cleanup": _cleanup(run, state),
+        "xcoms_readable": access.xcoms,
+        "cleanup": _cleanup(xcoms, state),
     }  # fmt: skip
     return data, render_placement_svg(plan)
 
@@ -187,14 +204,30 @@ def _dag_run(source: Source, dag_id: str, run_id: str | None) -> dict[str, Any] 
     }  # fmt: skip
 
 
-def _verification(run: dict[str, Any] | None, index: int) -> dict[str, Any]:
-    xcoms = (run or {}).get("xcoms") or {}
+def _shown_run(run: dict[str, Any] | None, dag_id: str, access: RunAccess) -> dict[str, Any] | None:
+    """The run as the migration data returns it: never its raw XComs (Airflow's API serves them, under their
+    permission); its task instances only to a user who may read them."""
+    if run is None or "error" in run:
+        return run
+    shown = {k: v for k, v in run.items() if k != "xcoms"}
+    hidden = []
+    if not access.xcoms:
+        hidden.append(f"The verification evidence and cleanup details come from this run's XComs: reading them needs "
+                      f"the XCom read permission on {dag_id}.")  # fmt: skip
+    if not access.task_instances:
+        shown["tasks"] = []
+        hidden.append(f"The task timings are this run's task instances: reading them needs the task instance read "
+                      f"permission on {dag_id}.")  # fmt: skip
+    shown["hidden"] = hidden
+    return shown
+
+
+def _verification(xcoms: dict[str, Any], index: int) -> dict[str, Any]:
     return {name: xcoms[f"step_{index}.{name}"] for name in ("verify_preview", "verify_counts")
             if f"step_{index}.{name}" in xcoms}  # fmt: skip
 
 
-def _cleanup(run: dict[str, Any] | None, state: str) -> dict[str, Any]:
-    xcoms = (run or {}).get("xcoms") or {}
+def _cleanup(xcoms: dict[str, Any], state: str) -> dict[str, Any]:
     nodes = xcoms.get("cleanup")
     done = state in ("cleaned", "done") and nodes is not None
     return {"done": state in ("cleaned", "done"), "nodes": nodes if done else None,
