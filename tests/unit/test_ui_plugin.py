@@ -6,6 +6,7 @@ One test uses the real source against a closed port: the pages must answer at on
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
 import threading
@@ -772,3 +773,52 @@ def test_run_readers_without_xcom_permission_get_no_xcoms(
     assert data["steps"][0]["verification"] == {"verify_preview": {"mismatches": 0}}
     assert [t["task_id"] for t in data["run"]["tasks"]] == ["precheck"] and "xcoms" not in data["run"]
     assert "xcom-only" not in str(data)
+
+
+# -- CSRF: a change by cookie only from the app's own page ---------------------------------------------------
+
+
+def test_pause_switch_by_cookie_is_refused_from_another_origin_and_accepted_from_its_page(
+    client: tuple[Any, FakeSource, dict[str, str]],
+) -> None:
+    """The browser sends the `_token` cookie with a form another page (same site, other port) posts: such a press
+    is refused (403, nothing recorded, the refusal says why and what to do); the Repair page's own form is
+    accepted, and so is a script's call with a bearer token whatever its Origin."""
+    test_client, world, tokens = client
+    press = {"action": "pause", "confirm": "yes", "reason": "forged"}
+    switch = "/ringward/api/repair/switch"
+    test_client.cookies.set("_token", tokens["admin"])
+    try:
+        for headers in (
+            {"Origin": "https://evil.example"},
+            {"Origin": "http://testserver:8081"},  # same site, another port
+            {"Origin": "null"},  # a sandboxed page
+            {"Referer": "https://evil.example/ringward/repair"},  # no Origin: the Referer decides
+            {"Sec-Fetch-Site": "same-site", "Origin": "http://testserver"},  # the browser's own word wins
+            {"Sec-Fetch-Site": "cross-site"},
+            {},  # neither Origin nor Referer
+        ):
+            refused = test_client.post(switch, data=press, headers={**headers, "Accept": "text/html"},
+                                       follow_redirects=False)  # fmt: skip
+            assert refused.status_code == 403, (headers, refused.text)
+            assert "not from ringward's own page (http://testserver)" in refused.json()["detail"], headers
+            assert "Authorization: Bearer" in refused.json()["detail"]
+        assert world.store.events == []
+
+        # The page's own form: its action, relative to the page, posted by the browser from that page.
+        page = test_client.get("/ringward/repair")
+        form = re.search(r"<form method='post' action='([^']+)' id='switch-form'", page.text)
+        assert form is not None and form.group(1) == "api/repair/switch"
+        action = str(page.url).rsplit("/", 1)[0] + "/" + form.group(1)
+        own = {"Origin": "http://testserver", "Referer": str(page.url), "Accept": "text/html"}
+        accepted = test_client.post(action, data=press, headers=own, follow_redirects=False)
+        assert accepted.status_code == 303 and [e.reason for e in world.store.events] == ["forged"]
+        browser = {"Sec-Fetch-Site": "same-origin", "Origin": "http://testserver"}
+        assert test_client.post(switch, data={"action": "resume", "confirm": "yes"}, headers=browser).status_code == 200
+        referer_only = {"Referer": "http://testserver/ringward/repair"}
+        assert test_client.post(switch, data=press, headers=referer_only).status_code == 200
+    finally:
+        test_client.cookies.clear()
+    api = test_client.post(switch, data={"action": "resume", "confirm": "yes"},
+                           headers={**bearer(tokens["admin"]), "Origin": "https://evil.example"})  # fmt: skip
+    assert api.status_code == 200 and len(world.store.events) == 4

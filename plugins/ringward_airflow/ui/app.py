@@ -8,6 +8,9 @@ and on a permission:
     access to those too, as in Airflow's own API;
   - repair page: read access to the runs of nightly_subrange_repair; the pause switch: edit access to them;
   - cluster page: read access to the cassandra_default connection (it shows where the connection points).
+
+A browser sends the `_token` cookie with every request to this host, also one a page of another port makes
+(same-site): a change made with the cookie is accepted only from the app's own pages (`_same_origin_writes`).
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
+from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
 from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity, DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from fastapi import Depends, FastAPI, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.security.utils import get_authorization_scheme_param
 from ringward.errors import ConfigurationError
 
 from ringward_airflow.ui import pages
@@ -40,6 +46,69 @@ def _requires_connection_read(request: Request, user: GetUserDep) -> None:
     details = ConnectionDetails(conn_id=CONNECTION_ID)
     if not get_auth_manager().is_authorized_connection(method="GET", details=details, user=user):
         raise HTTPException(403, "Forbidden")
+
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(url: str | None) -> str | None:
+    """`scheme://host[:port]` of a URL, the default port left out (as browsers send Origin); None if not one."""
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    netloc = parts.hostname if port in (None, _DEFAULT_PORTS[parts.scheme]) else f"{parts.hostname}:{port}"
+    return f"{parts.scheme}://{netloc}"
+
+
+def _own_origins(request: Request) -> set[str]:
+    """The app's origin as this request reached it, and as [api] base_url names it (behind a proxy)."""
+    from airflow.configuration import conf
+
+    own = {_origin(str(request.url)), _origin(conf.get("api", "base_url", fallback=""))}
+    return {o for o in own if o}
+
+
+def _same_origin_writes(request: Request) -> None:
+    """CSRF: a change authenticated by the cookie must come from this app's own pages.
+
+    The browser says where a request comes from: Sec-Fetch-Site (set by the browser itself, so right behind any
+    proxy), else Origin, else Referer; a cookie-authenticated change without any of them is refused too. A call
+    with `Authorization: Bearer` cannot be made by another page (it holds no token) and is not checked."""
+    if request.method in SAFE_METHODS:
+        return
+    scheme, credentials = get_authorization_scheme_param(request.headers.get("authorization"))
+    if scheme.lower() == "bearer" and credentials:  # as Airflow's get_user: a bearer token wins over the cookie
+        return
+    if COOKIE_NAME_JWT_TOKEN not in request.cookies:
+        return  # not authenticated by the cookie: Airflow's own check refuses it (401)
+    fetch_site = request.headers.get("sec-fetch-site")
+    if fetch_site is not None:
+        if fetch_site in ("same-origin", "none"):  # "none": the user's own navigation
+            return
+        sender = f"a {fetch_site} page ({request.headers.get('origin') or 'origin not sent'})"
+    else:
+        sender_origin = _origin(request.headers.get("origin")) or (
+            None if "origin" in request.headers else _origin(request.headers.get("referer"))
+        )
+        if sender_origin is not None and sender_origin in _own_origins(request):
+            return
+        sender = sender_origin or request.headers.get("origin") or "a page that sent neither Origin nor Referer"
+    own = " or ".join(sorted(_own_origins(request)))
+    log.warning("Refused %s %s by cookie from %s (this app: %s)", request.method, request.url.path, sender, own)
+    raise HTTPException(
+        403,
+        f"Refused: this change was sent from {sender}, not from ringward's own page ({own}), so it may have been "
+        "made by another site in your browser's name. Use the form on the ringward page itself; a script should "
+        "send its token as 'Authorization: Bearer …' instead of the cookie. Behind a proxy that changes the Host "
+        "header, set [api] base_url to the address browsers use.",
+    )
 
 
 def _run_access(request: Request, user: GetUserDep) -> RunAccess:
@@ -85,7 +154,9 @@ SourceDep = Annotated[Source, Depends(_source)]
 
 def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAPI:
     """The app; `source_factory` opens a `Source` per request (tests pass an in-memory one)."""
-    app = FastAPI(title="ringward", docs_url=None, redoc_url=None, openapi_url=None)
+    # Every route, present and future: a change by cookie is checked before its own dependencies run.
+    app = FastAPI(title="ringward", docs_url=None, redoc_url=None, openapi_url=None,
+                  dependencies=[Depends(_same_origin_writes)])  # fmt: skip
     app.state.source_factory = source_factory
 
     def guarded(build: Callable[[], Any], title: str, *, as_json: bool, root: str = "") -> Any:
