@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
 from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity, DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
-from fastapi import Depends, FastAPI, Form, HTTPException, Request
+from fastapi import Depends, FastAPI, Form, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.security.utils import get_authorization_scheme_param
 from ringward.errors import ConfigurationError
@@ -182,10 +182,12 @@ def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAP
 
     # -- migration ------------------------------------------------------------------------------------
     @app.get("/migration/{dag_id}/{run_id}", response_class=HTMLResponse, dependencies=MIGRATION_READ)
-    def migration_html(dag_id: str, run_id: str, src: SourceDep, access: RunAccessDep) -> Any:
+    def migration_html(
+        dag_id: str, run_id: str, src: SourceDep, access: RunAccessDep, page: Annotated[int, Query(ge=1)] = 1
+    ) -> Any:
         def build() -> Any:
             data, svg = migration_view(src, dag_id, run_id, access=access)
-            return HTMLResponse(pages.migration_page(data, svg))
+            return HTMLResponse(pages.migration_page(data, svg, page=page))
 
         return guarded(build, f"Migration of run {run_id}", as_json=False, root="../../")
 
