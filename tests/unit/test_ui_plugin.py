@@ -6,6 +6,7 @@ One test uses the real source against a closed port: the pages must answer at on
 
 from __future__ import annotations
 
+import html
 import re
 import socket
 import sys
@@ -875,3 +876,62 @@ def test_a_large_migration_page_is_paginated_and_links_its_picture(
     assert f"ranges {(pages - 1) * 200 + 1}&ndash;{total} of {total}" in last.text and "rel='next'" not in last.text
     assert "http-equiv='refresh'" not in last.text  # a finished run: nothing to watch
     assert test_client.get(f"{MIGRATION}?page=0", headers=admin).status_code == 422
+
+
+# -- what ringward stores, or the connection, cannot be read: a clear answer, not a 500 ---------------------
+
+
+MIGRATION_URLS = [MIGRATION, f"/ringward/api/migration/keyspace_migration/{RUN_ID}",
+                  f"/ringward/api/migration/keyspace_migration/{RUN_ID}/placement.svg"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("state", "record_change", "expected"),
+    [
+        ("altered:abc", {}, ["state 'altered:abc' is not one ringward writes", "altered:<step>"]),
+        ("altered:1", {"ring": None}, ["record is unreadable", "clear the precheck task"]),
+        ("altered:1", {"old": {"class": "NoSuchStrategy"}}, ["NoSuchStrategy", "Fix:"]),
+    ],
+    ids=["malformed-state", "record-without-ring", "record-with-unknown-replication"],
+)
+def test_a_malformed_stored_migration_is_named_with_the_fix(
+    client: tuple[Any, FakeSource, dict[str, str]], state: str, record_change: dict[str, Any], expected: list[str]
+) -> None:
+    test_client, world, tokens = client
+    row = world.store.migration_rows[0]
+    world.store.migration_rows[0] = replace(row, state=state, record={**row.record, **record_change})
+    for url in MIGRATION_URLS:
+        response = test_client.get(url, headers=bearer(tokens["admin"]))
+        assert response.status_code == 409, (url, response.status_code, response.text[:300])
+        text = html.unescape(response.text) if url == MIGRATION else response.json()["detail"]
+        assert f"Migration shop@{RUN_ID} (ringward_ops.migrations)" in text, url
+        for part in expected:
+            assert part in text, (url, part, text[:500])
+    assert "id='error'" in test_client.get(MIGRATION, headers=bearer(tokens["admin"])).text  # the page's error box
+
+
+def test_an_unreadable_ringward_ops_row_is_named_with_the_fix(
+    client: tuple[Any, FakeSource, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's own parsing fails (a plan that is not JSON, a segment state ringward does not know)."""
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+
+    def bad_json() -> list[MigrationRow]:
+        import json
+
+        return [json.loads("{not json")]
+
+    def bad_state() -> list[RepairHistoryRow]:
+        return [SegmentState("BOGUS")]  # type: ignore[list-item]
+
+    monkeypatch.setattr(world.store, "migrations", bad_json)
+    monkeypatch.setattr(world.store, "repair_history", bad_state)
+    for url, table in ((MIGRATION, "migrations"), (f"/ringward/api/migration/keyspace_migration/{RUN_ID}",
+                       "migrations"), ("/ringward/repair", "repair_history"), ("/ringward/api/repair",
+                       "repair_history")):  # fmt: skip
+        response = test_client.get(url, headers=admin)
+        assert response.status_code == 409, (url, response.status_code)
+        text = html.unescape(response.text)
+        assert f"A row of ringward_ops.{table} cannot be read" in text, url
+        assert f"SELECT * FROM ringward_ops.{table}" in text and "correct or delete it" in text

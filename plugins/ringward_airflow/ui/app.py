@@ -30,8 +30,21 @@ from fastapi.security.utils import get_authorization_scheme_param
 from ringward.errors import ConfigurationError
 
 from ringward_airflow.ui import pages
-from ringward_airflow.ui.source import CONNECTION_ID, CassandraSource, Source, drop_sessions, unreachable
-from ringward_airflow.ui.views import REPAIR_DAG, RunAccess, cluster_view, migration_view, repair_view
+from ringward_airflow.ui.source import (
+    CONNECTION_ID,
+    CassandraSource,
+    Source,
+    drop_sessions,
+    unreachable,
+)
+from ringward_airflow.ui.views import (
+    REPAIR_DAG,
+    RunAccess,
+    StoredStateError,
+    cluster_view,
+    migration_view,
+    repair_view,
+)
 
 __all__ = ["create_app"]
 
@@ -164,6 +177,11 @@ def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAP
         started = time.monotonic()
         try:
             return build()
+        except StoredStateError as error:  # a row of ringward_ops this ringward cannot read: which, and the fix
+            log.warning("%s", error)
+            if as_json:
+                return JSONResponse({"error": "stored_state", "detail": str(error)}, status_code=409)
+            return HTMLResponse(pages.error_page(title, str(error), root=root), status_code=409)
         except ConfigurationError as error:  # e.g. $RINGWARD_REPAIR_CONFIG names a file that cannot be read
             problem = f"ringward's configuration cannot be used: {error}"
             log.warning("%s", problem)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ringward.errors import RingwardError
 from ringward.migration import migration_steps, repair_segments
+from ringward.migration_record import MigrationRecord
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import (
     Exclusion,
@@ -33,11 +35,20 @@ from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
 
 from ringward_airflow.ui.source import Source
 
-__all__ = ["MIGRATION_DAGS", "REPAIR_DAG", "RunAccess", "cluster_view", "migration_view", "repair_view"]
+__all__ = [
+    "MIGRATION_DAGS",
+    "REPAIR_DAG",
+    "RunAccess",
+    "StoredStateError",
+    "cluster_view",
+    "migration_view",
+    "repair_view",
+]
 
 MIGRATION_DAGS = ("keyspace_migration", "keyspace_migration_rollback")
 REPAIR_DAG = "nightly_subrange_repair"
 CONFIG_PATH_ENV = "RINGWARD_REPAIR_CONFIG"
+T = TypeVar("T")
 RANGE_ROWS = 1000  # range and segment tables show at most this many rows (the JSON has all)
 
 
@@ -52,6 +63,38 @@ def _seconds(value: float | None) -> str:
 # -- migration -------------------------------------------------------------------------------------------
 
 
+class StoredStateError(RingwardError):
+    """A row of ringward_ops this ringward cannot read (written by hand, or by another version)."""
+
+
+def _stored(table: str, read: Callable[[], T]) -> T:
+    """`read()` of ringward_ops.`table`; a row that cannot be parsed is named as such, with the fix."""
+    try:
+        return read()
+    except (KeyError, TypeError, ValueError) as error:  # json.loads, an unknown enum value, a missing column
+        raise StoredStateError(
+            f"A row of ringward_ops.{table} cannot be read ({type(error).__name__}: {error}).",
+            f"It was written by hand or by another ringward version: find it with SELECT * FROM ringward_ops.{table} "
+            "and correct or delete it.",
+        ) from error
+
+
+def _checked_record(row: MigrationRow) -> MigrationPlan:
+    """The plan of a stored migration; a record or state ringward cannot read is refused with its fix."""
+    try:
+        MigrationRecord.from_json(row.record, row.state)  # checks every field, and the state, as a resume does
+        return rebuilt_plan(row.record)
+    except RingwardError as error:
+        raise StoredStateError(f"Migration {row.migration_id} (ringward_ops.migrations): {error.problem}",
+                               error.fix) from error  # fmt: skip
+    except (KeyError, TypeError, ValueError) as error:
+        raise StoredStateError(
+            f"Migration {row.migration_id} (ringward_ops.migrations): its record cannot be read "
+            f"({type(error).__name__}: {error}).",
+            "Rerun the migration from a fresh precheck (clear the precheck task).",
+        ) from error
+
+
 def find_migration(store: OpsStore, dag_id: str, run_id: str) -> MigrationRow | None:
     """The migration run `run_id` of `dag_id` owns: its record names exactly that DAG and that run.
 
@@ -59,7 +102,7 @@ def find_migration(store: OpsStore, dag_id: str, run_id: str) -> MigrationRow | 
     without a DAG, or one whose id merely ends with the run id, must not be shown under it."""
     if dag_id not in MIGRATION_DAGS:
         return None
-    for row in store.migrations():
+    for row in _stored("migrations", store.migrations):
         if row.record.get("dag_id") == dag_id and row.record.get("run_id") == run_id:
             return row
     return None
@@ -67,7 +110,7 @@ def find_migration(store: OpsStore, dag_id: str, run_id: str) -> MigrationRow | 
 
 def _taken_over(store: OpsStore, dag_id: str, run_id: str) -> str | None:
     """The run of the same DAG that took over the migration `run_id` started (resumed it), if any."""
-    for row in store.migrations():
+    for row in _stored("migrations", store.migrations):
         record = row.record
         if record.get("dag_id") == dag_id and row.migration_id == f"{record.get('keyspace')}@{run_id}":
             return str(record.get("run_id") or "") or None
@@ -118,9 +161,9 @@ def migration_view(
             "taken_over_by": taken_over,
         }, None  # fmt: skip
     record = found.record
-    plan = rebuilt_plan(record)
+    plan = _checked_record(found)
     state = found.state
-    journal = store.journal_of(found.migration_id)
+    journal = _stored("migration_journal", lambda: store.journal_of(found.migration_id))
     by_stage: dict[str, dict[Any, Any]] = {}
     for entry in journal:
         by_stage.setdefault(entry.step, {})[entry.range] = entry
@@ -273,9 +316,9 @@ def repair_view(source: Source, table: str | None = None, failing_only: bool = F
     """(the page's data, the ring coloured by repair age of `table`, default the least covered)."""
     now = datetime.now(UTC)
     store = source.ops()
-    runs = store.repair_runs() if store else []
-    history = store.repair_history() if store else []
-    events = store.switch_events(REPAIR_SWITCH) if store else []
+    runs = _stored("repair_runs", store.repair_runs) if store else []
+    history = _stored("repair_history", store.repair_history) if store else []
+    events = _stored("repair_switch", lambda: store.switch_events(REPAIR_SWITCH)) if store else []
     config, config_note = _repair_config(runs)
     plan = source.repair_plan(config)
     covered, excluded = _scope(source, config, plan, runs)
