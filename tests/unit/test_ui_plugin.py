@@ -935,3 +935,35 @@ def test_an_unreadable_ringward_ops_row_is_named_with_the_fix(
         text = html.unescape(response.text)
         assert f"A row of ringward_ops.{table} cannot be read" in text, url
         assert f"SELECT * FROM ringward_ops.{table}" in text and "correct or delete it" in text
+
+
+def test_a_connection_extra_that_is_not_a_number_is_named_with_the_fix(
+    airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """protocol_version=abc: every page that needs the connection says which setting and how to fix it (503)."""
+    test_client, _, tokens = airflow_api
+    monkeypatch.setenv("AIRFLOW_CONN_CASSANDRA_DEFAULT",
+                       '{"conn_type": "cassandra", "host": "127.0.0.1", "port": 1, '
+                       '"extra": {"protocol_version": "abc"}}')  # fmt: skip
+    for url in ("/ringward/api/cluster", "/ringward/cluster", "/ringward/api/repair", MIGRATION):
+        response = test_client.get(url, headers=bearer(tokens["admin"]))
+        assert response.status_code == 503, (url, response.status_code)
+        detail = response.json()["detail"]
+        assert "The Cassandra connection 'cassandra_default' cannot be used" in detail, url
+        assert "protocol_version='abc'" in detail and "Admin → Connections" in detail, url
+
+    # The same refusal met while a page is built (a source that reads its settings late): the same 503.
+    from ringward_airflow.ui.source import ConnectionSettingError
+
+    _, subapp, _ = airflow_api
+    world = _world()
+
+    def late() -> ConnectionInfo:
+        raise ConnectionSettingError("The connection 'cassandra_default' has extra protocol_version='abc'.", "Edit it.")
+
+    monkeypatch.setattr(world, "connection", late)
+    monkeypatch.setattr(subapp.state, "source_factory", lambda: world)
+    response = test_client.get("/ringward/api/cluster", headers=bearer(tokens["admin"]))
+    assert response.status_code == 503 and response.json()["error"] == "connection"
+    detail = response.json()["detail"]
+    assert "cannot be used: The connection 'cassandra_default' has extra protocol_version='abc'." in detail

@@ -33,6 +33,7 @@ from ringward_airflow.ui import pages
 from ringward_airflow.ui.source import (
     CONNECTION_ID,
     CassandraSource,
+    ConnectionSettingError,
     Source,
     drop_sessions,
     unreachable,
@@ -150,6 +151,8 @@ def _source(request: Request) -> Iterator[Source]:
     """The request's `Source`, from the factory the app was created with."""
     try:
         opened = request.app.state.source_factory()
+    except ConnectionSettingError as error:  # defined, but with a setting the driver cannot take
+        raise HTTPException(503, f"The Cassandra connection {CONNECTION_ID!r} cannot be used: {error}") from error
     except Exception as error:  # e.g. the connection is not defined: say which and how to fix it
         raise HTTPException(
             503,
@@ -182,6 +185,11 @@ def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAP
             if as_json:
                 return JSONResponse({"error": "stored_state", "detail": str(error)}, status_code=409)
             return HTMLResponse(pages.error_page(title, str(error), root=root), status_code=409)
+        except ConnectionSettingError as error:  # raised here only if the source did not check it first
+            problem = f"The Cassandra connection {CONNECTION_ID!r} cannot be used: {error}"
+            if as_json:
+                return JSONResponse({"error": "connection", "detail": problem}, status_code=503)
+            return HTMLResponse(pages.error_page(title, problem, root=root), status_code=503)
         except ConfigurationError as error:  # e.g. $RINGWARD_REPAIR_CONFIG names a file that cannot be read
             problem = f"ringward's configuration cannot be used: {error}"
             log.warning("%s", problem)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from ringward.errors import ClusterError, RingwardError
+from ringward.errors import ClusterError, ConfigurationError, RingwardError
 from ringward.ring import Ring
 from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore
 
@@ -22,10 +22,12 @@ __all__ = [
     "CassandraSource",
     "ClusterUnreachable",
     "ConnectionInfo",
+    "ConnectionSettingError",
     "NodeInfo",
     "RunInfo",
     "Source",
     "TaskTiming",
+    "check_connection",
     "drop_sessions",
     "unreachable",
 ]
@@ -37,6 +39,10 @@ REQUEST_TIMEOUT = 4.0
 
 class ClusterUnreachable(RingwardError):
     """The cluster behind the connection did not answer in time."""
+
+
+class ConnectionSettingError(ConfigurationError):
+    """A setting of the connection that the driver cannot take (e.g. `protocol_version` not a number)."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +125,30 @@ def airflow_connection(conn_id: str = CONNECTION_ID) -> Any:
     return Connection.get_connection_from_secrets(conn_id)
 
 
+_NUMBERS = {"protocol_version": (int, "a protocol version such as 5"),
+            "request_timeout": (float, "a number of seconds"),
+            "schema_agreement_wait": (float, "a number of seconds")}  # fmt: skip
+
+
+def check_connection(conn: Any) -> None:
+    """Refuse, naming it, a connection extra the driver's settings convert to a number and cannot."""
+    extra = conn.extra_dejson
+    for name, (kind, wanted) in _NUMBERS.items():
+        value = extra.get(name)
+        if value is None:
+            continue
+        try:
+            kind(value)
+        except (TypeError, ValueError):
+            raise ConnectionSettingError(
+                f"The connection {conn.conn_id!r} has extra {name}={value!r}, which is not {wanted}.",
+                f"Edit the connection under Admin → Connections: set {name} in its extra to {wanted}, or remove it "
+                "to use the default.",
+            ) from None
+
+
 def connection_info(conn: Any) -> ConnectionInfo:
+    check_connection(conn)
     extra = conn.extra_dejson
     local_dc = extra.get("local_dc") or (extra.get("load_balancing_policy_args") or {}).get("local_dc")
     return ConnectionInfo(
@@ -267,6 +296,7 @@ class CassandraSource:
     def __init__(self, conn_id: str = CONNECTION_ID) -> None:
         self.conn_id = conn_id
         self._conn = airflow_connection(conn_id)
+        check_connection(self._conn)  # every page needs it: say what is wrong before any of them starts
 
     def connection(self) -> ConnectionInfo:
         return connection_info(self._conn)
