@@ -552,7 +552,9 @@ class SlowDriver:
                 driver.gates[self.host].wait(5.0)
                 if self.host in driver.failing:
                     raise OSError(f"{self.host}: connection timed out")
-                return SimpleNamespace(cluster=SimpleNamespace(metadata=SimpleNamespace(keyspaces={})))
+                # A cluster without ringward_ops, whether asked through the schema metadata or a query.
+                empty = SimpleNamespace(metadata=SimpleNamespace(keyspaces={}))
+                return SimpleNamespace(cluster=empty, execute=lambda *args, **kwargs: [])
 
             def shutdown(self) -> None:
                 pass
