@@ -6,14 +6,19 @@ One test uses the real source against a closed port: the pages must answer at on
 
 from __future__ import annotations
 
+import html
+import re
 import socket
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+from urllib.parse import quote, urljoin
 
 import pytest
 from ringward.migration import migration_steps, repair_segments
@@ -518,3 +523,449 @@ def test_missing_connection_is_named_with_the_fix(
     response = test_client.get("/ringward/api/cluster", headers=bearer(tokens["admin"]))
     assert response.status_code == 503 and "cassandra_default" in response.json()["detail"]
     assert "Admin → Connections" in response.json()["detail"]
+
+
+# -- the kept driver session: one connect per connection, nobody else waits for it ---------------------------
+
+
+@dataclass
+class SlowDriver:
+    """Stands in for the driver's `Cluster`: a connect blocks until its host's gate opens (at most 5 s), then
+    fails for the hosts in `failing` (a node that timed out) or answers with a session of an empty cluster."""
+
+    gates: dict[str, threading.Event]
+    failing: set[str]
+    calls: list[str] = field(default_factory=list)  # the host of each connect, in order
+    entered: threading.Event = field(default_factory=threading.Event)
+    waiting: list[str] = field(default_factory=list)  # the host of each request that asked for a session
+
+    def cluster_class(self) -> type:
+        driver = self
+
+        class SlowCluster:
+            def __init__(self, **options: Any) -> None:
+                self.host = options["contact_points"][0]
+
+            def connect(self) -> Any:
+                driver.calls.append(self.host)
+                driver.entered.set()
+                driver.gates[self.host].wait(5.0)
+                if self.host in driver.failing:
+                    raise OSError(f"{self.host}: connection timed out")
+                # A cluster without ringward_ops, whether asked through the schema metadata or a query.
+                empty = SimpleNamespace(metadata=SimpleNamespace(keyspaces={}))
+                return SimpleNamespace(cluster=empty, execute=lambda *args, **kwargs: [])
+
+            def shutdown(self) -> None:
+                pass
+
+        return SlowCluster
+
+
+@pytest.fixture
+def slow_driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowDriver]:
+    from ringward_airflow.ui import source
+
+    driver = SlowDriver({"10.9.9.1": threading.Event(), "10.9.9.2": threading.Event()}, {"10.9.9.1"})
+    monkeypatch.setattr("cassandra.cluster.Cluster", driver.cluster_class())
+    asked = source._session_for
+
+    def counted(conn: Any) -> Any:
+        driver.waiting.append(conn.host)
+        return asked(conn)
+
+    monkeypatch.setattr(source, "_session_for", counted)
+    source.drop_sessions()
+    try:
+        yield driver
+    finally:
+        for gate in driver.gates.values():
+            gate.set()
+        source.drop_sessions()
+
+
+def _in_threads(count: int, call: Callable[[], Any]) -> tuple[list[threading.Thread], list[Any]]:
+    """`count` threads each running `call` once; each result (or exception) lands in the list when done."""
+    results: list[Any] = []
+
+    def run() -> None:
+        try:
+            results.append(call())
+        except Exception as error:  # the assertion below shows it
+            results.append(error)
+
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    return threads, results
+
+
+def _wait_for(condition: Callable[[], bool], what: str, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_concurrent_requests_share_one_connect_attempt_and_its_failure(
+    airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch, slow_driver: SlowDriver
+) -> None:
+    """Four requests arrive while the first connect to a slow node is under way: they wait for that attempt
+    and all get its answer (a 503), instead of each connecting in turn behind a global lock (N x the wait)."""
+    test_client, _, tokens = airflow_api
+    monkeypatch.setenv("AIRFLOW_CONN_CASSANDRA_DEFAULT", '{"conn_type": "cassandra", "host": "10.9.9.1"}')
+    admin = bearer(tokens["admin"])
+    threads, results = _in_threads(4, lambda: test_client.get("/ringward/api/cluster", headers=admin))
+    _wait_for(lambda: slow_driver.entered.is_set() and len(slow_driver.waiting) == 4, "4 requests to ask")
+    time.sleep(0.2)  # the last arrivals reach their wait
+    slow_driver.gates["10.9.9.1"].set()  # the node times out
+    for thread in threads:
+        thread.join(10.0)
+    assert [r.status_code for r in results] == [503] * 4, results
+    assert all("10.9.9.1: connection timed out" in r.json()["detail"] for r in results)
+    assert slow_driver.calls == ["10.9.9.1"]  # one connect for the four, not one after another
+
+
+def test_a_slow_connect_holds_only_the_requests_for_its_own_connection(
+    airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch, slow_driver: SlowDriver
+) -> None:
+    """While a connect to one cluster hangs, a request for another connection is answered; concurrent
+    requests that succeed share the one session."""
+    test_client, _, tokens = airflow_api
+    admin = bearer(tokens["admin"])
+    migration = "/ringward/api/migration/keyspace_migration/no-such-run"  # reads ringward_ops: needs a session
+    monkeypatch.setenv("AIRFLOW_CONN_CASSANDRA_DEFAULT", '{"conn_type": "cassandra", "host": "10.9.9.1"}')
+    hung, hung_results = _in_threads(1, lambda: test_client.get(migration, headers=admin))
+    _wait_for(slow_driver.entered.is_set, "the connect to 10.9.9.1 to start")
+
+    monkeypatch.setenv("AIRFLOW_CONN_CASSANDRA_DEFAULT", '{"conn_type": "cassandra", "host": "10.9.9.2"}')
+    slow_driver.gates["10.9.9.2"].set()
+    others, other_results = _in_threads(3, lambda: test_client.get(migration, headers=admin))
+    deadline = time.monotonic() + 2.0  # the hung connect lasts until its gate opens (5 s at most)
+    for thread in others:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert not slow_driver.gates["10.9.9.1"].is_set() and hung[0].is_alive()  # still connecting to 10.9.9.1
+    assert [r.status_code for r in other_results] == [200] * 3, other_results
+    assert all(not r.json()["found"] for r in other_results)
+    assert slow_driver.calls.count("10.9.9.2") == 1
+
+    slow_driver.gates["10.9.9.1"].set()
+    hung[0].join(10.0)
+    assert hung_results[0].status_code == 503 and slow_driver.calls.count("10.9.9.1") == 1
+
+
+# -- per-DAG permissions: what a user who may read only some DAGs (or only some of a run) sees --------------
+
+
+@pytest.fixture
+def limited_user(
+    airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> Callable[[str, set[tuple[str, str | None]]], dict[str, str]]:
+    """Headers of a user allowed to read only the given (dag_id, access entity) pairs, as an auth manager with
+    per-DAG permissions (FAB, Keycloak) grants them; the simple auth manager's roles are all-or-nothing."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    manager = get_auth_manager()
+    everyone_else = manager.is_authorized_dag
+    grants: dict[str, set[tuple[str, str | None]]] = {}
+
+    def is_authorized_dag(*, method: str, user: Any, access_entity: Any = None, details: Any = None) -> bool:
+        if user.get_name() not in grants:
+            return bool(everyone_else(method=method, user=user, access_entity=access_entity, details=details))
+        entity = access_entity.value if access_entity is not None else None
+        return method == "GET" and (details.id if details else None, entity) in grants[user.get_name()]
+
+    monkeypatch.setattr(manager, "is_authorized_dag", is_authorized_dag)
+
+    def user(name: str, allowed: set[tuple[str, str | None]]) -> dict[str, str]:
+        grants[name] = allowed
+        return bearer(manager.generate_jwt(SimpleAuthManagerUser(username=name, role="viewer")))
+
+    return user
+
+
+def _reads_of(dag_id: str) -> set[tuple[str, str | None]]:
+    return {(dag_id, None), (dag_id, "RUN"), (dag_id, "XCOM"), (dag_id, "TASK_INSTANCE")}
+
+
+def test_a_migration_is_served_only_under_its_own_dag_and_run(
+    client: tuple[Any, FakeSource, dict[str, str]],
+    limited_user: Callable[[str, set[tuple[str, str | None]]], dict[str, str]],
+) -> None:
+    """A user who may read only DAG X cannot read the migration of keyspace_migration by any URL: X with the
+    migration's run id (the record's id ends with it), X with the run of a record that names no DAG, the other
+    migration DAG, '~' for the DAG. The exact (DAG, run) of the record serves it to whoever may read that DAG."""
+    test_client, world, tokens = client
+    ring = world.ring_
+    legacy = dict(world.store.migration_rows[0].record, migration_id="shop@old-run", run_id="old-run")
+    del legacy["dag_id"]  # a record of an older ringward: no DAG named
+    world.store.migration_rows.append(MigrationRow("shop@old-run", "shop", "done", None, legacy))
+    # The ring, the plan, the journal, the run's XComs: none may show (the run id in the URL may name "shop").
+    secrets = [*ring.addresses(), "id='keyspace'", '"keyspace"', "stream failed", "mismatches", "<svg"]
+
+    def leaked(response: Any) -> list[str]:
+        return [s for s in secrets if s in response.text] if response.status_code == 200 else []
+
+    for dag_id, who in (("team_reports", _reads_of("team_reports")),
+                        ("keyspace_migration_rollback", _reads_of("keyspace_migration_rollback"))):  # fmt: skip
+        headers = limited_user(f"reader_of_{dag_id}", who)
+        for run_id in (RUN_ID, quote(RUN_ID, safe=""), "old-run", f"shop@{RUN_ID}"):
+            for url in (f"/ringward/migration/{dag_id}/{run_id}", f"/ringward/api/migration/{dag_id}/{run_id}",
+                        f"/ringward/api/migration/{dag_id}/{run_id}/placement.svg"):  # fmt: skip
+                response = test_client.get(url, headers=headers)
+                assert not leaked(response), (url, leaked(response))
+            assert not test_client.get(f"/ringward/api/migration/{dag_id}/{run_id}", headers=headers).json()["found"]
+        for url in (MIGRATION, f"/ringward/api/migration/keyspace_migration/{RUN_ID}",
+                    f"/ringward/api/migration/~/{RUN_ID}", "/ringward/api/migration/keyspace_migration/old-run",
+                    f"/ringward/api/migration/team_reports%2F..%2Fkeyspace_migration/{RUN_ID}"):  # fmt: skip
+            response = test_client.get(url, headers=headers)
+            assert response.status_code in (403, 404) or not leaked(response), (url, response.status_code)
+        page = test_client.get(f"/ringward/migration/{dag_id}/{RUN_ID}", headers=headers).text
+        if dag_id == "team_reports":
+            assert "team_reports is not a ringward migration DAG" in page
+        else:
+            assert "No ringward migration is recorded for this run" in page
+
+    # Whoever may read keyspace_migration reads it at its exact URL; the record without a DAG is served nowhere.
+    owner = limited_user("reader_of_keyspace_migration", _reads_of("keyspace_migration"))
+    assert test_client.get(f"/ringward/api/migration/keyspace_migration/{RUN_ID}", headers=owner).json()["found"]
+    old = test_client.get("/ringward/api/migration/keyspace_migration/old-run", headers=bearer(tokens["admin"]))
+    assert old.status_code == 200 and not old.json()["found"]
+
+
+def test_a_resumed_migration_points_from_its_first_run_to_the_run_that_resumed_it(
+    client: tuple[Any, FakeSource, dict[str, str]],
+) -> None:
+    test_client, world, tokens = client
+    row = world.store.migration_rows[0]
+    resumer = "manual__2026-11-24T08:00:00+00:00"
+    world.store.migration_rows[0] = replace(row, record=dict(row.record, run_id=resumer))  # as take_over stores it
+    admin = bearer(tokens["admin"])
+    first = test_client.get(MIGRATION, headers=admin)
+    assert first.status_code == 200 and f"resumed by run {resumer}" in first.text and "<svg" not in first.text
+    assert f"href='../../migration/keyspace_migration/{quote(resumer, safe='')}'" in first.text
+    data = test_client.get(f"/ringward/api/migration/keyspace_migration/{resumer}", headers=admin).json()
+    assert data["found"] and data["migration_id"] == f"shop@{RUN_ID}"
+
+
+def test_run_readers_without_xcom_permission_get_no_xcoms(
+    client: tuple[Any, FakeSource, dict[str, str]],
+    limited_user: Callable[[str, set[tuple[str, str | None]]], dict[str, str]],
+) -> None:
+    """Airflow's API serves a run's XComs only with the XCom read permission (task instances with theirs): the
+    migration JSON and page return none of them to a user who may read the runs only."""
+    test_client, world, _ = client
+    run = world.runs[("keyspace_migration", RUN_ID)]
+    world.runs[("keyspace_migration", RUN_ID)] = replace(run, xcoms={**run.xcoms, "precheck:secret": "xcom-only"})
+    api = f"/ringward/api/migration/keyspace_migration/{RUN_ID}"
+    runs_only = limited_user("run_reader", {("keyspace_migration", "RUN")})
+    data = test_client.get(api, headers=runs_only).json()
+    assert data["found"] and data["keyspace"] == "shop"  # the migration itself: ringward's record, run-read
+    assert "xcoms" not in data["run"] and data["run"]["tasks"] == []
+    assert data["steps"][0]["verification"] == {} and data["cleanup"]["report"] is None
+    assert "xcom-only" not in str(data) and "mismatches" not in str(data)
+    page = test_client.get(MIGRATION, headers=runs_only).text
+    assert "xcom-only" not in page and "mismatches" not in page and "precheck" not in page.split("Timings")[1]
+    assert "needs the XCom read permission on keyspace_migration" in page
+    assert "needs the task instance read permission on keyspace_migration" in page
+
+    # With XCom and task instance read: the verification evidence and the timings, still never the raw XComs.
+    full = limited_user("full_reader", _reads_of("keyspace_migration"))
+    data = test_client.get(api, headers=full).json()
+    assert data["steps"][0]["verification"] == {"verify_preview": {"mismatches": 0}}
+    assert [t["task_id"] for t in data["run"]["tasks"]] == ["precheck"] and "xcoms" not in data["run"]
+    assert "xcom-only" not in str(data)
+
+
+# -- CSRF: a change by cookie only from the app's own page ---------------------------------------------------
+
+
+def test_pause_switch_by_cookie_is_refused_from_another_origin_and_accepted_from_its_page(
+    client: tuple[Any, FakeSource, dict[str, str]],
+) -> None:
+    """The browser sends the `_token` cookie with a form another page (same site, other port) posts: such a press
+    is refused (403, nothing recorded, the refusal says why and what to do); the Repair page's own form is
+    accepted, and so is a script's call with a bearer token whatever its Origin."""
+    test_client, world, tokens = client
+    press = {"action": "pause", "confirm": "yes", "reason": "forged"}
+    switch = "/ringward/api/repair/switch"
+    test_client.cookies.set("_token", tokens["admin"])
+    try:
+        for headers in (
+            {"Origin": "https://evil.example"},
+            {"Origin": "http://testserver:8081"},  # same site, another port
+            {"Origin": "null"},  # a sandboxed page
+            {"Referer": "https://evil.example/ringward/repair"},  # no Origin: the Referer decides
+            {"Sec-Fetch-Site": "same-site", "Origin": "http://testserver"},  # the browser's own word wins
+            {"Sec-Fetch-Site": "cross-site"},
+            {},  # neither Origin nor Referer
+        ):
+            refused = test_client.post(switch, data=press, headers={**headers, "Accept": "text/html"},
+                                       follow_redirects=False)  # fmt: skip
+            assert refused.status_code == 403, (headers, refused.text)
+            assert "not from ringward's own page (http://testserver)" in refused.json()["detail"], headers
+            assert "Authorization: Bearer" in refused.json()["detail"]
+        assert world.store.events == []
+
+        # The page's own form: its action, relative to the page, posted by the browser from that page.
+        page = test_client.get("/ringward/repair")
+        form = re.search(r"<form method='post' action='([^']+)' id='switch-form'", page.text)
+        assert form is not None and form.group(1) == "api/repair/switch"
+        action = str(page.url).rsplit("/", 1)[0] + "/" + form.group(1)
+        own = {"Origin": "http://testserver", "Referer": str(page.url), "Accept": "text/html"}
+        accepted = test_client.post(action, data=press, headers=own, follow_redirects=False)
+        assert accepted.status_code == 303 and [e.reason for e in world.store.events] == ["forged"]
+        browser = {"Sec-Fetch-Site": "same-origin", "Origin": "http://testserver"}
+        assert test_client.post(switch, data={"action": "resume", "confirm": "yes"}, headers=browser).status_code == 200
+        referer_only = {"Referer": "http://testserver/ringward/repair"}
+        assert test_client.post(switch, data=press, headers=referer_only).status_code == 200
+    finally:
+        test_client.cookies.clear()
+    api = test_client.post(switch, data={"action": "resume", "confirm": "yes"},
+                           headers={**bearer(tokens["admin"]), "Origin": "https://evil.example"})  # fmt: skip
+    assert api.status_code == 200 and len(world.store.events) == 4
+
+
+# -- page cost: a large plan's page stays small ------------------------------------------------------------
+
+
+def _big_migration(world: FakeSource, nodes: int = 48, tokens: int = 256) -> int:
+    """Make the world's migration one on a ring of `nodes` x `tokens` (the size the review measured); its ranges."""
+    import random
+
+    from ringward.ring import Node
+
+    picked = random.Random(25).sample(range(-(2**63) + 1, 2**63 - 1, 2**40), nodes * tokens)
+    ring = Ring.of(
+        Node(f"10.1.{i // 200}.{i % 200 + 1}", "dc1", f"rack{i % 3}", tuple(picked[i * tokens : (i + 1) * tokens]))
+        for i in range(nodes)
+    )
+    plan = build_plan(ring, OLD, NEW, keyspace="shop")
+    row = world.store.migration_rows[0]
+    record = dict(row.record, ring=ring_to_json(ring), old=plan.old.as_json(), new=plan.new.as_json(),
+                  steps=[s.after.as_json() for s in migration_steps(plan)], summary=plan.summary())  # fmt: skip
+    world.store.migration_rows[0] = replace(row, record=record)
+    world.store.journal = []
+    return plan.total_ranges
+
+
+def test_a_large_migration_page_is_paginated_and_links_its_picture(
+    client: tuple[Any, FakeSource, dict[str, str]],
+) -> None:
+    """48 nodes x 256 tokens: the page was 18 MB (37,876 table rows, an 11.5 MB inline SVG) reloaded every 10 s.
+    Now each list of ranges shows one page of rows and says which of how many, the picture is linked, and a
+    finished run's page does not reload itself."""
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    total = _big_migration(world)
+    assert total == 48 * 256
+    page = test_client.get(MIGRATION, headers=admin)
+    assert page.status_code == 200 and len(page.content) < 1_000_000, len(page.content)
+    assert page.text.count("<tr") < 1_000 and "<svg" not in page.text
+    pages = -(-total // 200)
+    assert f"ranges 1&ndash;200 of {total}, affected first" in page.text
+    assert f"page 1 of {pages}" in page.text and "href='?page=2' rel='next'" in page.text
+    assert f"href='?page={pages}'" in page.text and "http-equiv='refresh' content='10'" in page.text  # running
+    picture = re.search(r"<img src='([^']+)'", page.text)
+    assert picture is not None and picture.group(1).endswith("/placement.svg")
+    svg = test_client.get(urljoin(str(page.url), picture.group(1)), headers=admin)
+    assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml") and len(svg.text) > 1e6
+
+    world.runs[("keyspace_migration", RUN_ID)] = replace(world.runs[("keyspace_migration", RUN_ID)], state="success")
+    last = test_client.get(f"{MIGRATION}?page={pages + 5}", headers=admin)  # past the end: the last page
+    assert last.status_code == 200 and len(last.content) < 1_000_000 and f"page {pages} of {pages}" in last.text
+    assert f"ranges {(pages - 1) * 200 + 1}&ndash;{total} of {total}" in last.text and "rel='next'" not in last.text
+    assert "http-equiv='refresh'" not in last.text  # a finished run: nothing to watch
+    assert test_client.get(f"{MIGRATION}?page=0", headers=admin).status_code == 422
+
+
+# -- what ringward stores, or the connection, cannot be read: a clear answer, not a 500 ---------------------
+
+
+MIGRATION_URLS = [MIGRATION, f"/ringward/api/migration/keyspace_migration/{RUN_ID}",
+                  f"/ringward/api/migration/keyspace_migration/{RUN_ID}/placement.svg"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("state", "record_change", "expected"),
+    [
+        ("altered:abc", {}, ["state 'altered:abc' is not one ringward writes", "altered:<step>"]),
+        ("altered:1", {"ring": None}, ["record is unreadable", "clear the precheck task"]),
+        ("altered:1", {"old": {"class": "NoSuchStrategy"}}, ["NoSuchStrategy", "Fix:"]),
+    ],
+    ids=["malformed-state", "record-without-ring", "record-with-unknown-replication"],
+)
+def test_a_malformed_stored_migration_is_named_with_the_fix(
+    client: tuple[Any, FakeSource, dict[str, str]], state: str, record_change: dict[str, Any], expected: list[str]
+) -> None:
+    test_client, world, tokens = client
+    row = world.store.migration_rows[0]
+    world.store.migration_rows[0] = replace(row, state=state, record={**row.record, **record_change})
+    for url in MIGRATION_URLS:
+        response = test_client.get(url, headers=bearer(tokens["admin"]))
+        assert response.status_code == 409, (url, response.status_code, response.text[:300])
+        text = html.unescape(response.text) if url == MIGRATION else response.json()["detail"]
+        assert f"Migration shop@{RUN_ID} (ringward_ops.migrations)" in text, url
+        for part in expected:
+            assert part in text, (url, part, text[:500])
+    assert "id='error'" in test_client.get(MIGRATION, headers=bearer(tokens["admin"])).text  # the page's error box
+
+
+def test_an_unreadable_ringward_ops_row_is_named_with_the_fix(
+    client: tuple[Any, FakeSource, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's own parsing fails (a plan that is not JSON, a segment state ringward does not know)."""
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+
+    def bad_json() -> list[MigrationRow]:
+        import json
+
+        return [json.loads("{not json")]
+
+    def bad_state() -> list[RepairHistoryRow]:
+        return [SegmentState("BOGUS")]  # type: ignore[list-item]
+
+    monkeypatch.setattr(world.store, "migrations", bad_json)
+    monkeypatch.setattr(world.store, "repair_history", bad_state)
+    for url, table in ((MIGRATION, "migrations"), (f"/ringward/api/migration/keyspace_migration/{RUN_ID}",
+                       "migrations"), ("/ringward/repair", "repair_history"), ("/ringward/api/repair",
+                       "repair_history")):  # fmt: skip
+        response = test_client.get(url, headers=admin)
+        assert response.status_code == 409, (url, response.status_code)
+        text = html.unescape(response.text)
+        assert f"A row of ringward_ops.{table} cannot be read" in text, url
+        assert f"SELECT * FROM ringward_ops.{table}" in text and "correct or delete it" in text
+
+
+def test_a_connection_extra_that_is_not_a_number_is_named_with_the_fix(
+    airflow_api: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """protocol_version=abc: every page that needs the connection says which setting and how to fix it (503)."""
+    test_client, _, tokens = airflow_api
+    monkeypatch.setenv("AIRFLOW_CONN_CASSANDRA_DEFAULT",
+                       '{"conn_type": "cassandra", "host": "127.0.0.1", "port": 1, '
+                       '"extra": {"protocol_version": "abc"}}')  # fmt: skip
+    for url in ("/ringward/api/cluster", "/ringward/cluster", "/ringward/api/repair", MIGRATION):
+        response = test_client.get(url, headers=bearer(tokens["admin"]))
+        assert response.status_code == 503, (url, response.status_code)
+        detail = response.json()["detail"]
+        assert "The Cassandra connection 'cassandra_default' cannot be used" in detail, url
+        assert "protocol_version='abc'" in detail and "Admin → Connections" in detail, url
+
+    # The same refusal met while a page is built (a source that reads its settings late): the same 503.
+    from ringward_airflow.ui.source import ConnectionSettingError
+
+    _, subapp, _ = airflow_api
+    world = _world()
+
+    def late() -> ConnectionInfo:
+        raise ConnectionSettingError("The connection 'cassandra_default' has extra protocol_version='abc'.", "Edit it.")
+
+    monkeypatch.setattr(world, "connection", late)
+    monkeypatch.setattr(subapp.state, "source_factory", lambda: world)
+    response = test_client.get("/ringward/api/cluster", headers=bearer(tokens["admin"]))
+    assert response.status_code == 503 and response.json()["error"] == "connection"
+    detail = response.json()["detail"]
+    assert "cannot be used: The connection 'cassandra_default' has extra protocol_version='abc'." in detail

@@ -3,9 +3,14 @@
 Airflow does not authenticate plugin apps: every route here depends on Airflow's own security dependencies
 (the JWT of the `_token` cookie or an `Authorization: Bearer` header, checked by the configured auth manager),
 and on a permission:
-  - migration pages: read access to the runs of the DAG in the URL;
+  - migration pages: read access to the runs of the DAG in the URL (a migration DAG; the record served is the
+    one that DAG's run in the URL owns); what the page shows of the run's XComs and task instances needs read
+    access to those too, as in Airflow's own API;
   - repair page: read access to the runs of nightly_subrange_repair; the pause switch: edit access to them;
   - cluster page: read access to the cassandra_default connection (it shows where the connection points).
+
+A browser sends the `_token` cookie with every request to this host, also one a page of another port makes
+(same-site): a change made with the cookie is accepted only from the app's own pages (`_same_origin_writes`).
 """
 
 from __future__ import annotations
@@ -14,16 +19,33 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
-from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity
+from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity, DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
-from fastapi import Depends, FastAPI, Form, HTTPException, Request
+from fastapi import Depends, FastAPI, Form, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.security.utils import get_authorization_scheme_param
 from ringward.errors import ConfigurationError
 
 from ringward_airflow.ui import pages
-from ringward_airflow.ui.source import CONNECTION_ID, CassandraSource, Source, drop_sessions, unreachable
-from ringward_airflow.ui.views import REPAIR_DAG, cluster_view, migration_view, repair_view
+from ringward_airflow.ui.source import (
+    CONNECTION_ID,
+    CassandraSource,
+    ConnectionSettingError,
+    Source,
+    drop_sessions,
+    unreachable,
+)
+from ringward_airflow.ui.views import (
+    REPAIR_DAG,
+    RunAccess,
+    StoredStateError,
+    cluster_view,
+    migration_view,
+    repair_view,
+)
 
 __all__ = ["create_app"]
 
@@ -40,6 +62,85 @@ def _requires_connection_read(request: Request, user: GetUserDep) -> None:
         raise HTTPException(403, "Forbidden")
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(url: str | None) -> str | None:
+    """`scheme://host[:port]` of a URL, the default port left out (as browsers send Origin); None if not one."""
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    netloc = parts.hostname if port in (None, _DEFAULT_PORTS[parts.scheme]) else f"{parts.hostname}:{port}"
+    return f"{parts.scheme}://{netloc}"
+
+
+def _own_origins(request: Request) -> set[str]:
+    """The app's origin as this request reached it, and as [api] base_url names it (behind a proxy)."""
+    from airflow.configuration import conf
+
+    own = {_origin(str(request.url)), _origin(conf.get("api", "base_url", fallback=""))}
+    return {o for o in own if o}
+
+
+def _same_origin_writes(request: Request) -> None:
+    """CSRF: a change authenticated by the cookie must come from this app's own pages.
+
+    The browser says where a request comes from: Sec-Fetch-Site (set by the browser itself, so right behind any
+    proxy), else Origin, else Referer; a cookie-authenticated change without any of them is refused too. A call
+    with `Authorization: Bearer` cannot be made by another page (it holds no token) and is not checked."""
+    if request.method in SAFE_METHODS:
+        return
+    scheme, credentials = get_authorization_scheme_param(request.headers.get("authorization"))
+    if scheme.lower() == "bearer" and credentials:  # as Airflow's get_user: a bearer token wins over the cookie
+        return
+    if COOKIE_NAME_JWT_TOKEN not in request.cookies:
+        return  # not authenticated by the cookie: Airflow's own check refuses it (401)
+    fetch_site = request.headers.get("sec-fetch-site")
+    if fetch_site is not None:
+        if fetch_site in ("same-origin", "none"):  # "none": the user's own navigation
+            return
+        sender = f"a {fetch_site} page ({request.headers.get('origin') or 'origin not sent'})"
+    else:
+        sender_origin = _origin(request.headers.get("origin")) or (
+            None if "origin" in request.headers else _origin(request.headers.get("referer"))
+        )
+        if sender_origin is not None and sender_origin in _own_origins(request):
+            return
+        sender = sender_origin or request.headers.get("origin") or "a page that sent neither Origin nor Referer"
+    own = " or ".join(sorted(_own_origins(request)))
+    log.warning("Refused %s %s by cookie from %s (this app: %s)", request.method, request.url.path, sender, own)
+    raise HTTPException(
+        403,
+        f"Refused: this change was sent from {sender}, not from ringward's own page ({own}), so it may have been "
+        "made by another site in your browser's name. Use the form on the ringward page itself; a script should "
+        "send its token as 'Authorization: Bearer …' instead of the cookie. Behind a proxy that changes the Host "
+        "header, set [api] base_url to the address browsers use.",
+    )
+
+
+def _run_access(request: Request, user: GetUserDep) -> RunAccess:
+    """What the user may read of the URL's DAG run besides the run: its XComs, its task instances."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.models.dag import DagModel
+
+    dag_id = request.path_params["dag_id"]
+    details = DagDetails(id=dag_id, team_name=DagModel.get_team_name(dag_id))
+
+    def may_read(entity: DagAccessEntity) -> bool:
+        return bool(get_auth_manager().is_authorized_dag(method="GET", access_entity=entity, details=details,
+                                                         user=user))  # fmt: skip
+
+    return RunAccess(xcoms=may_read(DagAccessEntity.XCOM), task_instances=may_read(DagAccessEntity.TASK_INSTANCE))
+
+
+RunAccessDep = Annotated[RunAccess, Depends(_run_access)]
 MIGRATION_READ = [Depends(requires_access_dag("GET", DagAccessEntity.RUN))]  # dag_id from the path
 REPAIR_READ = [Depends(requires_access_dag("GET", DagAccessEntity.RUN, param_dag_id=REPAIR_DAG))]
 REPAIR_EDIT = [Depends(requires_access_dag("PUT", DagAccessEntity.RUN, param_dag_id=REPAIR_DAG))]
@@ -50,6 +151,8 @@ def _source(request: Request) -> Iterator[Source]:
     """The request's `Source`, from the factory the app was created with."""
     try:
         opened = request.app.state.source_factory()
+    except ConnectionSettingError as error:  # defined, but with a setting the driver cannot take
+        raise HTTPException(503, f"The Cassandra connection {CONNECTION_ID!r} cannot be used: {error}") from error
     except Exception as error:  # e.g. the connection is not defined: say which and how to fix it
         raise HTTPException(
             503,
@@ -67,7 +170,9 @@ SourceDep = Annotated[Source, Depends(_source)]
 
 def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAPI:
     """The app; `source_factory` opens a `Source` per request (tests pass an in-memory one)."""
-    app = FastAPI(title="ringward", docs_url=None, redoc_url=None, openapi_url=None)
+    # Every route, present and future: a change by cookie is checked before its own dependencies run.
+    app = FastAPI(title="ringward", docs_url=None, redoc_url=None, openapi_url=None,
+                  dependencies=[Depends(_same_origin_writes)])  # fmt: skip
     app.state.source_factory = source_factory
 
     def guarded(build: Callable[[], Any], title: str, *, as_json: bool, root: str = "") -> Any:
@@ -75,6 +180,16 @@ def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAP
         started = time.monotonic()
         try:
             return build()
+        except StoredStateError as error:  # a row of ringward_ops this ringward cannot read: which, and the fix
+            log.warning("%s", error)
+            if as_json:
+                return JSONResponse({"error": "stored_state", "detail": str(error)}, status_code=409)
+            return HTMLResponse(pages.error_page(title, str(error), root=root), status_code=409)
+        except ConnectionSettingError as error:  # raised here only if the source did not check it first
+            problem = f"The Cassandra connection {CONNECTION_ID!r} cannot be used: {error}"
+            if as_json:
+                return JSONResponse({"error": "connection", "detail": problem}, status_code=503)
+            return HTMLResponse(pages.error_page(title, problem, root=root), status_code=503)
         except ConfigurationError as error:  # e.g. $RINGWARD_REPAIR_CONFIG names a file that cannot be read
             problem = f"ringward's configuration cannot be used: {error}"
             log.warning("%s", problem)
@@ -93,21 +208,24 @@ def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAP
 
     # -- migration ------------------------------------------------------------------------------------
     @app.get("/migration/{dag_id}/{run_id}", response_class=HTMLResponse, dependencies=MIGRATION_READ)
-    def migration_html(dag_id: str, run_id: str, src: SourceDep) -> Any:
+    def migration_html(
+        dag_id: str, run_id: str, src: SourceDep, access: RunAccessDep, page: Annotated[int, Query(ge=1)] = 1
+    ) -> Any:
         def build() -> Any:
-            data, svg = migration_view(src, dag_id, run_id)
-            return HTMLResponse(pages.migration_page(data, svg))
+            data, svg = migration_view(src, dag_id, run_id, access=access)
+            return HTMLResponse(pages.migration_page(data, svg, page=page))
 
         return guarded(build, f"Migration of run {run_id}", as_json=False, root="../../")
 
     @app.get("/api/migration/{dag_id}/{run_id}", dependencies=MIGRATION_READ)
-    def migration_json(dag_id: str, run_id: str, src: SourceDep) -> Any:
-        return guarded(lambda: JSONResponse(_jsonable(migration_view(src, dag_id, run_id)[0])), "", as_json=True)
+    def migration_json(dag_id: str, run_id: str, src: SourceDep, access: RunAccessDep) -> Any:
+        return guarded(lambda: JSONResponse(_jsonable(migration_view(src, dag_id, run_id, access=access)[0])), "",
+                       as_json=True)  # fmt: skip
 
     @app.get("/api/migration/{dag_id}/{run_id}/placement.svg", dependencies=MIGRATION_READ)
     def migration_svg(dag_id: str, run_id: str, src: SourceDep) -> Any:
         def build() -> Any:
-            _, svg = migration_view(src, dag_id, run_id)
+            _, svg = migration_view(src, dag_id, run_id, access=RunAccess(xcoms=False, task_instances=False))
             if svg is None:
                 raise HTTPException(404, f"No ringward migration is recorded for run {run_id} of {dag_id}.")
             return Response(svg, media_type=SVG)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from html import escape
 from typing import Any
+from urllib.parse import quote
 
 __all__ = ["cluster_page", "error_page", "migration_page", "repair_page"]
 
@@ -59,17 +60,51 @@ def _bar(percent: float) -> str:
     return f"<div class='bar' role='progressbar' aria-valuenow='{percent}'>{fill}</div>"
 
 
+PAGE_ROWS = 200  # rows of each list of ranges per page (?page=N): a 48-node x 256-token plan has 12,288
+INLINE_SVG_CHARS = 256_000  # a larger picture is linked (<img>), not inlined: 12,288 ranges draw 11 MB of SVG
+
+
+def _pager(page: int, pages: int) -> str:
+    """Links to the first, previous, next and last page of the range lists (relative: the page keeps its URL)."""
+    if pages <= 1:
+        return ""
+    links = ["<a href='?page=1'>first</a>", f"<a href='?page={page - 1}' rel='prev'>previous</a>"] if page > 1 else []
+    links.append(f"page {page} of {pages}")
+    if page < pages:
+        links += [f"<a href='?page={page + 1}' rel='next'>next</a>", f"<a href='?page={pages}'>last</a>"]
+    return "<p class='pager'>" + " &middot; ".join(links) + "</p>"
+
+
+def _window(count: int, page: int) -> tuple[int, int]:
+    """The [start, end) of `page` in a list of `count` rows."""
+    start = min((page - 1) * PAGE_ROWS, count)
+    return start, min(start + PAGE_ROWS, count)
+
+
+def _shown(start: int, end: int, count: int, what: str) -> str:
+    if start == end:
+        return f"no {what} on this page (of {count})" if count else f"no {what}"
+    return f"{what} {start + 1}&ndash;{end} of {count}"
+
+
 def error_page(title: str, problem: str, *, root: str = "") -> str:
     body = f"<h1>{escape(title)}</h1><div class='msg' id='error' role='alert'>{escape(problem)}</div>"
     return _page(title, body, root=root)
 
 
-def migration_page(data: dict[str, Any], svg: str | None) -> str:
+def migration_page(data: dict[str, Any], svg: str | None, *, page: int = 1) -> str:
+    """The page; its lists of ranges show `PAGE_ROWS` rows of page `page` each (the JSON has every row)."""
     title = f"ringward migration/{data['dag_id']}/{data['run_id']}"
     if not data["found"]:
-        body = f"<h1>Migration of run {escape(data['run_id'])}</h1><div class='msg' id='error'>" \
-               f"{escape(data['message'])}</div>"  # fmt: skip
+        message = escape(data["message"])
+        if data.get("taken_over_by"):  # the same DAG's run: the user may read it
+            href = f"../../migration/{quote(data['dag_id'], safe='')}/{quote(data['taken_over_by'], safe='')}"
+            message += f" <a href='{escape(href)}' id='taken-over'>{escape(data['taken_over_by'])}</a>"
+        body = f"<h1>Migration of run {escape(data['run_id'])}</h1><div class='msg' id='error'>{message}</div>"
         return _page(title, body, root="../../")
+    lists = [len(data["ranges"])] + [len(stage["ranges"]) for step in data["steps"] for stage in step["stages"]]
+    pages = max(1, -(-max(lists) // PAGE_ROWS))
+    page = min(max(page, 1), pages)
     verdict = "<span class='ok'>safe</span>" if data["safe"] else "<span class='bad'>refused as a single step</span>"
     parts = [
         f"<h1>Migration of <span id='keyspace'>{escape(data['keyspace'])}</span>: "
@@ -77,7 +112,7 @@ def migration_page(data: dict[str, Any], svg: str | None) -> str:
         f"<p>{escape(data['old'])} &rarr; {escape(data['new'])} &middot; {verdict} &middot; affected "
         f"<b id='affected'>{data['affected_ranges']}</b> of {data['total_ranges']} ranges &middot; id "
         f"<code>{escape(data['migration_id'])}</code> &middot; started {_e(data['started_at'])}</p>",
-        f"<div class='svg' id='placement'>{svg or ''}</div>",
+        f"<div class='svg' id='placement'>{_placement(data, svg)}</div>",
         "<h2>Staged steps</h2>",
         "<ol id='steps'>" + "".join(f"<li>{escape(s)}</li>" for s in data["stored_steps"]) + "</ol>",
         "<h2>Findings</h2>",
@@ -99,13 +134,19 @@ def migration_page(data: dict[str, Any], svg: str | None) -> str:
             parts.append(f"<p class='stage' data-stage='{escape(stage['stage'])}'>{escape(stage['name'])}: "
                          f"<b>{stage['done']}/{stage['total']}</b> ranges done, {stage['failed']} failed</p>"
                          + _bar(pct))  # fmt: skip
+            # What needs a look first: failed, then not done yet, then done (ring order within each).
+            ordered = sorted(stage["ranges"], key=lambda r: {"failed": 0, "done": 2}.get(r["status"], 1))
+            start, end = _window(len(ordered), page)
             rows = [[_range(r["range"]), _e(r["replicas"]), _state(r["status"]), _e(r["coordinator"]),
-                     _e(r["attempts"]), _e(r["seconds"]), _e(r["detail"])] for r in stage["ranges"]]  # fmt: skip
-            parts.append("<details><summary>ranges</summary>" + _table(
+                     _e(r["attempts"]), _e(r["seconds"]), _e(r["detail"])] for r in ordered[start:end]]  # fmt: skip
+            summary = _shown(start, end, len(ordered), "ranges") + (", failed and pending first" if pages > 1 else "")
+            parts.append(f"<details><summary>{summary}</summary>" + _table(
                 ["range", "replicas", "status", "coordinator", "attempts", "seconds", "detail"], rows,
                 tid=f"journal-{stage['stage'].replace(':', '-')}") + "</details>")  # fmt: skip
         verification = step["verification"]
         text = json.dumps(verification, indent=1, default=str) if verification else "not run yet"
+        if not data.get("xcoms_readable", True):
+            text = "hidden: the verification evidence is in this run's XComs (XCom read permission needed)"
         parts.append(f"<p>verification:</p><pre class='verification'>{escape(text)}</pre>")
     cleanup = data["cleanup"]
     if cleanup["done"]:
@@ -116,15 +157,34 @@ def migration_page(data: dict[str, Any], svg: str | None) -> str:
     parts.append("<h2>Ranges</h2>")
     affected = [r for r in data["ranges"] if r["gained"] or r["lost"]]
     shown = affected + [r for r in data["ranges"] if not (r["gained"] or r["lost"])]
-    rows = [[_range(r["range"]), _e(r["old"]), _e(r["new"]), _e(r["gained"]), _e(r["lost"])] for r in shown[:1000]]
-    classes = ["affected" if r["gained"] or r["lost"] else "" for r in shown[:1000]]
+    start, end = _window(len(shown), page)
+    parts.append(f"<p id='ranges-shown'>{_shown(start, end, len(shown), 'ranges')}, affected first</p>"
+                 + _pager(page, pages))  # fmt: skip
+    rows = [[_range(r["range"]), _e(r["old"]), _e(r["new"]), _e(r["gained"]), _e(r["lost"])] for r in shown[start:end]]
+    classes = ["affected" if r["gained"] or r["lost"] else "" for r in shown[start:end]]
     parts.append(_table(["range", "old replicas", "new replicas", "gained", "lost"], rows, row_classes=classes,
                         tid="ranges"))  # fmt: skip
-    if len(shown) > 1000:
-        parts.append(f"<p class='muted'>{len(shown) - 1000} more ranges in the JSON.</p>")
+    if pages > 1:
+        parts.append(_pager(page, pages) + "<p class='muted'>Every range, journal entry included, is in the "
+                     f"<a href='{_api_path(data)}'>JSON</a>.</p>")  # fmt: skip
     parts.append(_timings(data.get("run")))
     running = data["state"] not in ("done", "cleaned") and (data.get("run") or {}).get("state") == "running"
     return _page(title, "".join(parts), refresh=10 if running else None, root="../../")
+
+
+def _api_path(data: dict[str, Any]) -> str:
+    """The migration's JSON, relative to its page (migration/<dag>/<run>)."""
+    return f"../../api/migration/{quote(data['dag_id'], safe='')}/{quote(data['run_id'], safe='')}"
+
+
+def _placement(data: dict[str, Any], svg: str | None) -> str:
+    """The picture inline; a large one linked instead, so the page (reloaded while the run runs) stays small."""
+    if svg is None or len(svg) <= INLINE_SVG_CHARS:
+        return svg or ""
+    src = escape(_api_path(data) + "/placement.svg")
+    return (f"<a href='{src}'><img src='{src}' alt='Placement of the {data['total_ranges']} ranges' "
+            f"style='max-width:100%'></a><p class='muted'>The picture ({len(svg) / 1e6:.1f} MB) is linked, not "
+            "part of the page: open it to see each range's replicas on hover.</p>")  # fmt: skip
 
 
 def _state(status: str) -> str:
@@ -137,11 +197,12 @@ def _timings(run: dict[str, Any] | None) -> str:
         return "<h2>Timings</h2><p class='muted'>This run is not in Airflow's database.</p>"
     if "error" in run:
         return f"<h2>Timings</h2><p class='warn'>{escape(run['error'])}</p>"
+    hidden = "".join(f"<p class='muted hidden'>{escape(note)}</p>" for note in run.get("hidden", ()))
     rows = [[_e(t["task_id"]) + ("" if t["map_index"] < 0 else f"[{t['map_index']}]"), _state(t["state"]),
              _e(t["start"]), _e(t["end"]), _e(t["seconds"]), _e(t["tries"])] for t in run["tasks"]]  # fmt: skip
     return (f"<h2>Timings</h2><p>run {escape(run['run_id'])}: {escape(run['state'])}, "
             f"{_e(run['seconds'])} s</p>" + _table(["task", "state", "start", "end", "seconds", "tries"], rows,
-                                                   tid="timings"))  # fmt: skip
+                                                   tid="timings") + hidden)  # fmt: skip
 
 
 def repair_page(data: dict[str, Any], svg: str, *, table: str | None) -> str:

@@ -7,12 +7,13 @@ cluster cannot be reached. Tests give the app another `Source` (an in-memory one
 
 from __future__ import annotations
 
+import copy
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from ringward.errors import ClusterError, RingwardError
+from ringward.errors import ClusterError, ConfigurationError, RingwardError
 from ringward.ring import Ring
 from ringward_cassandra.ops_store import OpsStore
 
@@ -21,10 +22,12 @@ __all__ = [
     "CassandraSource",
     "ClusterUnreachable",
     "ConnectionInfo",
+    "ConnectionSettingError",
     "NodeInfo",
     "RunInfo",
     "Source",
     "TaskTiming",
+    "check_connection",
     "drop_sessions",
     "unreachable",
 ]
@@ -36,6 +39,10 @@ REQUEST_TIMEOUT = 4.0
 
 class ClusterUnreachable(RingwardError):
     """The cluster behind the connection did not answer in time."""
+
+
+class ConnectionSettingError(ConfigurationError):
+    """A setting of the connection that the driver cannot take (e.g. `protocol_version` not a number)."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +125,30 @@ def airflow_connection(conn_id: str = CONNECTION_ID) -> Any:
     return Connection.get_connection_from_secrets(conn_id)
 
 
+_NUMBERS = {"protocol_version": (int, "a protocol version such as 5"),
+            "request_timeout": (float, "a number of seconds"),
+            "schema_agreement_wait": (float, "a number of seconds")}  # fmt: skip
+
+
+def check_connection(conn: Any) -> None:
+    """Refuse, naming it, a connection extra the driver's settings convert to a number and cannot."""
+    extra = conn.extra_dejson
+    for name, (kind, wanted) in _NUMBERS.items():
+        value = extra.get(name)
+        if value is None:
+            continue
+        try:
+            kind(value)
+        except (TypeError, ValueError):
+            raise ConnectionSettingError(
+                f"The connection {conn.conn_id!r} has extra {name}={value!r}, which is not {wanted}.",
+                f"Edit the connection under Admin → Connections: set {name} in its extra to {wanted}, or remove it "
+                "to use the default.",
+            ) from None
+
+
 def connection_info(conn: Any) -> ConnectionInfo:
+    check_connection(conn)
     extra = conn.extra_dejson
     local_dc = extra.get("local_dc") or (extra.get("load_balancing_policy_args") or {}).get("local_dc")
     return ConnectionInfo(
@@ -171,43 +201,93 @@ def read_dag_run(dag_id: str, run_id: str | None) -> RunInfo | None:
 
 # -- the cluster -------------------------------------------------------------------------------------------
 
+
+@dataclass
+class _Connecting:
+    """One connect attempt under way: requests for the same connection wait for it rather than start another."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    session: Any = None
+    error: BaseException | None = None
+
+
 _SESSIONS: dict[str, tuple[Any, Any]] = {}  # connection URI -> (Cluster, Session)
-_SESSIONS_LOCK = threading.Lock()
+_CONNECTING: dict[str, _Connecting] = {}  # connection URI -> the attempt under way
+_SESSIONS_LOCK = threading.Lock()  # guards the two dicts only: never held across a connect
+CONNECT_WAIT = 3 * CONNECT_TIMEOUT  # the driver's connect is bounded by its timeouts; a waiter by this too
 
 
 def _session_for(conn: Any) -> Any:
-    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster
-
-    from ringward_airflow.hooks import cluster_options
-
+    """The kept session of `conn`, connecting once when there is none: concurrent requests for the same
+    connection share that one attempt (and its failure), requests for other connections do not wait for it."""
+    options = _cluster_options(conn)
     key = conn.get_uri()
     with _SESSIONS_LOCK:
         if key in _SESSIONS:
             return _SESSIONS[key][1]
-        options = cluster_options(conn)
-        options["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout = REQUEST_TIMEOUT
-        options.update(connect_timeout=CONNECT_TIMEOUT, control_connection_timeout=CONNECT_TIMEOUT,
-                       max_schema_agreement_wait=CONNECT_TIMEOUT)  # fmt: skip
-        cluster = Cluster(**options)
-        try:
-            session = cluster.connect()
-        except Exception as error:  # NoHostAvailable, socket errors, timeouts
-            cluster.shutdown()
+        attempt = _CONNECTING.get(key)
+        mine = attempt is None
+        if attempt is None:
+            attempt = _CONNECTING[key] = _Connecting()
+    if not mine:
+        if not attempt.done.wait(CONNECT_WAIT):
             raise ClusterUnreachable(
-                f"Cannot reach the Cassandra cluster of connection {conn.conn_id!r} "
-                f"({conn.host}:{conn.port or 9042}): {error}",
-                "Check that the nodes are up and that the connection names them (Admin → Connections).",
-            ) from error
-        _SESSIONS[key] = (cluster, session)
-        return session
+                f"The Cassandra cluster of connection {conn.conn_id!r} ({conn.host}:{conn.port or 9042}) did not "
+                f"accept a connection within {CONNECT_WAIT:.0f} s.",
+                "Check that the nodes are up and answer on their CQL port.",
+            )
+        if attempt.error is not None:  # each waiter raises its own copy: one exception object, many threads
+            raise copy.copy(attempt.error) from attempt.error
+        return attempt.session
+    try:
+        cluster, attempt.session = _connect(conn, options)
+        with _SESSIONS_LOCK:
+            _SESSIONS[key] = (cluster, attempt.session)
+        return attempt.session
+    except BaseException as error:
+        attempt.error = error
+        raise
+    finally:
+        with _SESSIONS_LOCK:
+            _CONNECTING.pop(key, None)
+        attempt.done.set()
+
+
+def _cluster_options(conn: Any) -> dict[str, Any]:
+    """The driver's `Cluster` arguments with the pages' short timeouts; a malformed setting is named."""
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT
+
+    from ringward_airflow.hooks import cluster_options
+
+    options = cluster_options(conn)
+    options["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout = REQUEST_TIMEOUT
+    options.update(connect_timeout=CONNECT_TIMEOUT, control_connection_timeout=CONNECT_TIMEOUT,
+                   max_schema_agreement_wait=CONNECT_TIMEOUT)  # fmt: skip
+    return options
+
+
+def _connect(conn: Any, options: dict[str, Any]) -> tuple[Any, Any]:
+    from cassandra.cluster import Cluster
+
+    cluster = Cluster(**options)
+    try:
+        return cluster, cluster.connect()
+    except Exception as error:  # NoHostAvailable, socket errors, timeouts
+        cluster.shutdown()
+        raise ClusterUnreachable(
+            f"Cannot reach the Cassandra cluster of connection {conn.conn_id!r} "
+            f"({conn.host}:{conn.port or 9042}): {error}",
+            "Check that the nodes are up and that the connection names them (Admin → Connections).",
+        ) from error
 
 
 def drop_sessions() -> None:
-    """Close every kept driver session (after an error, and at shutdown)."""
+    """Close every kept driver session (after an error, and at shutdown); a connect under way is left to finish."""
     with _SESSIONS_LOCK:
-        for cluster, _ in _SESSIONS.values():
-            cluster.shutdown()
+        kept = list(_SESSIONS.values())
         _SESSIONS.clear()
+    for cluster, _ in kept:  # outside the lock: a shutdown waits for the driver's threads
+        cluster.shutdown()
 
 
 class CassandraSource:
@@ -216,6 +296,7 @@ class CassandraSource:
     def __init__(self, conn_id: str = CONNECTION_ID) -> None:
         self.conn_id = conn_id
         self._conn = airflow_connection(conn_id)
+        check_connection(self._conn)  # every page needs it: say what is wrong before any of them starts
 
     def connection(self) -> ConnectionInfo:
         return connection_info(self._conn)

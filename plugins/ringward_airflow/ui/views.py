@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ringward.errors import RingwardError
 from ringward.migration import migration_steps, repair_segments
+from ringward.migration_record import MigrationRecord
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import (
     Exclusion,
@@ -32,11 +35,20 @@ from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
 
 from ringward_airflow.ui.source import Source
 
-__all__ = ["MIGRATION_DAGS", "REPAIR_DAG", "cluster_view", "migration_view", "repair_view"]
+__all__ = [
+    "MIGRATION_DAGS",
+    "REPAIR_DAG",
+    "RunAccess",
+    "StoredStateError",
+    "cluster_view",
+    "migration_view",
+    "repair_view",
+]
 
 MIGRATION_DAGS = ("keyspace_migration", "keyspace_migration_rollback")
 REPAIR_DAG = "nightly_subrange_repair"
 CONFIG_PATH_ENV = "RINGWARD_REPAIR_CONFIG"
+T = TypeVar("T")
 RANGE_ROWS = 1000  # range and segment tables show at most this many rows (the JSON has all)
 
 
@@ -51,16 +63,67 @@ def _seconds(value: float | None) -> str:
 # -- migration -------------------------------------------------------------------------------------------
 
 
+class StoredStateError(RingwardError):
+    """A row of ringward_ops this ringward cannot read (written by hand, or by another version)."""
+
+
+def _stored(table: str, read: Callable[[], T]) -> T:
+    """`read()` of ringward_ops.`table`; a row that cannot be parsed is named as such, with the fix."""
+    try:
+        return read()
+    except (KeyError, TypeError, ValueError) as error:  # json.loads, an unknown enum value, a missing column
+        raise StoredStateError(
+            f"A row of ringward_ops.{table} cannot be read ({type(error).__name__}: {error}).",
+            f"It was written by hand or by another ringward version: find it with SELECT * FROM ringward_ops.{table} "
+            "and correct or delete it.",
+        ) from error
+
+
+def _checked_record(row: MigrationRow) -> MigrationPlan:
+    """The plan of a stored migration; a record or state ringward cannot read is refused with its fix."""
+    try:
+        MigrationRecord.from_json(row.record, row.state)  # checks every field, and the state, as a resume does
+        return rebuilt_plan(row.record)
+    except RingwardError as error:
+        raise StoredStateError(f"Migration {row.migration_id} (ringward_ops.migrations): {error.problem}",
+                               error.fix) from error  # fmt: skip
+    except (KeyError, TypeError, ValueError) as error:
+        raise StoredStateError(
+            f"Migration {row.migration_id} (ringward_ops.migrations): its record cannot be read "
+            f"({type(error).__name__}: {error}).",
+            "Rerun the migration from a fresh precheck (clear the precheck task).",
+        ) from error
+
+
 def find_migration(store: OpsStore, dag_id: str, run_id: str) -> MigrationRow | None:
-    """The migration a DAG run planned (its record names the run), or whose id ends with the run id."""
-    for row in store.migrations():
-        record_dag = row.record.get("dag_id")
-        if row.record.get("run_id") == run_id and record_dag in (None, dag_id):
-            return row
-    for row in store.migrations():
-        if row.migration_id.endswith(f"@{run_id}"):
+    """The migration run `run_id` of `dag_id` owns: its record names exactly that DAG and that run.
+
+    Nothing looser: the page is served under the permission to read `dag_id`, so a record of another DAG, or one
+    without a DAG, or one whose id merely ends with the run id, must not be shown under it."""
+    if dag_id not in MIGRATION_DAGS:
+        return None
+    for row in _stored("migrations", store.migrations):
+        if row.record.get("dag_id") == dag_id and row.record.get("run_id") == run_id:
             return row
     return None
+
+
+def _taken_over(store: OpsStore, dag_id: str, run_id: str) -> str | None:
+    """The run of the same DAG that took over the migration `run_id` started (resumed it), if any."""
+    for row in _stored("migrations", store.migrations):
+        record = row.record
+        if record.get("dag_id") == dag_id and row.migration_id == f"{record.get('keyspace')}@{run_id}":
+            return str(record.get("run_id") or "") or None
+    return None
+
+
+@dataclass(frozen=True)
+class RunAccess:
+    """What of a DAG run the user may see beyond the run itself, as Airflow's own API asks for it: its XComs
+    (XCom read permission) and its task instances (task instance read permission)."""
+
+    xcoms: bool = True
+    task_instances: bool = True
 
 
 def rebuilt_plan(record: dict[str, Any]) -> MigrationPlan:
@@ -68,21 +131,39 @@ def rebuilt_plan(record: dict[str, Any]) -> MigrationPlan:
     return build_plan(ring, record["old"], record["new"], keyspace=record["keyspace"])
 
 
-def migration_view(source: Source, dag_id: str, run_id: str) -> tuple[dict[str, Any], str | None]:
-    """(the page's data, the placement SVG) of the migration a run planned; the SVG is None without one."""
+def migration_view(
+    source: Source, dag_id: str, run_id: str, *, access: RunAccess = RunAccess()
+) -> tuple[dict[str, Any], str | None]:
+    """(the page's data, the placement SVG) of the migration a run planned; the SVG is None without one.
+
+    `access`: what the user may read of the run besides the migration; nothing read from the rest is returned."""
+    if dag_id not in MIGRATION_DAGS:  # no cluster or database read for a run of any other DAG
+        return {
+            "dag_id": dag_id, "run_id": run_id, "found": False, "run": None,
+            "message": f"{dag_id} is not a ringward migration DAG: the Migration page shows runs of "
+                       f"{' and '.join(MIGRATION_DAGS)}.",
+        }, None  # fmt: skip
     store = source.ops()
     found = None if store is None else find_migration(store, dag_id, run_id)
-    run = _dag_run(source, dag_id, run_id)
+    full_run = _dag_run(source, dag_id, run_id)
+    run = _shown_run(full_run, dag_id, access)
+    xcoms = ((full_run or {}).get("xcoms") or {}) if access.xcoms else {}
     if found is None or store is None:
+        taken_over = None if store is None else _taken_over(store, dag_id, run_id)
+        message = (
+            f"This run's migration was resumed by run {taken_over}: its progress is on that run's Migration page."
+            if taken_over else
+            "No ringward migration is recorded for this run: its precheck has not stored a plan yet (a dry run "
+            "or a refused precheck records none)."
+        )  # fmt: skip
         return {
-            "dag_id": dag_id, "run_id": run_id, "found": False, "run": run,
-            "message": "No ringward migration is recorded for this run: its precheck has not stored a plan yet "
-                       "(a dry run, a refused precheck or another DAG records none).",
+            "dag_id": dag_id, "run_id": run_id, "found": False, "run": run, "message": message,
+            "taken_over_by": taken_over,
         }, None  # fmt: skip
     record = found.record
-    plan = rebuilt_plan(record)
+    plan = _checked_record(found)
     state = found.state
-    journal = store.journal_of(found.migration_id)
+    journal = _stored("migration_journal", lambda: store.journal_of(found.migration_id))
     by_stage: dict[str, dict[Any, Any]] = {}
     for entry in journal:
         by_stage.setdefault(entry.step, {})[entry.range] = entry
@@ -116,7 +197,7 @@ def migration_view(source: Source, dag_id: str, run_id: str) -> tuple[dict[str, 
         progress.append({
             "index": step.index, "count": step.count, "before": step.before.to_cql(), "after": step.after.to_cql(),
             "altered": step.index <= altered, "stages": stages,
-            "verification": _verification(run, step.index),
+            "verification": _verification(xcoms, step.index),
         })  # fmt: skip
     changes = plan.ranges
     data = {
@@ -135,7 +216,8 @@ def migration_view(source: Source, dag_id: str, run_id: str) -> tuple[dict[str, 
             for c in changes
         ],
         "steps": progress,
-        "cleanup": _cleanup(run, state),
+        "xcoms_readable": access.xcoms,
+        "cleanup": _cleanup(xcoms, state),
     }  # fmt: skip
     return data, render_placement_svg(plan)
 
@@ -165,14 +247,30 @@ def _dag_run(source: Source, dag_id: str, run_id: str | None) -> dict[str, Any] 
     }  # fmt: skip
 
 
-def _verification(run: dict[str, Any] | None, index: int) -> dict[str, Any]:
-    xcoms = (run or {}).get("xcoms") or {}
+def _shown_run(run: dict[str, Any] | None, dag_id: str, access: RunAccess) -> dict[str, Any] | None:
+    """The run as the migration data returns it: never its raw XComs (Airflow's API serves them, under their
+    permission); its task instances only to a user who may read them."""
+    if run is None or "error" in run:
+        return run
+    shown = {k: v for k, v in run.items() if k != "xcoms"}
+    hidden = []
+    if not access.xcoms:
+        hidden.append(f"The verification evidence and cleanup details come from this run's XComs: reading them needs "
+                      f"the XCom read permission on {dag_id}.")  # fmt: skip
+    if not access.task_instances:
+        shown["tasks"] = []
+        hidden.append(f"The task timings are this run's task instances: reading them needs the task instance read "
+                      f"permission on {dag_id}.")  # fmt: skip
+    shown["hidden"] = hidden
+    return shown
+
+
+def _verification(xcoms: dict[str, Any], index: int) -> dict[str, Any]:
     return {name: xcoms[f"step_{index}.{name}"] for name in ("verify_preview", "verify_counts")
             if f"step_{index}.{name}" in xcoms}  # fmt: skip
 
 
-def _cleanup(run: dict[str, Any] | None, state: str) -> dict[str, Any]:
-    xcoms = (run or {}).get("xcoms") or {}
+def _cleanup(xcoms: dict[str, Any], state: str) -> dict[str, Any]:
     nodes = xcoms.get("cleanup")
     done = state in ("cleaned", "done") and nodes is not None
     return {"done": state in ("cleaned", "done"), "nodes": nodes if done else None,
@@ -218,9 +316,9 @@ def repair_view(source: Source, table: str | None = None, failing_only: bool = F
     """(the page's data, the ring coloured by repair age of `table`, default the least covered)."""
     now = datetime.now(UTC)
     store = source.ops()
-    runs = store.repair_runs() if store else []
-    history = store.repair_history() if store else []
-    events = store.switch_events(REPAIR_SWITCH) if store else []
+    runs = _stored("repair_runs", store.repair_runs) if store else []
+    history = _stored("repair_history", store.repair_history) if store else []
+    events = _stored("repair_switch", lambda: store.switch_events(REPAIR_SWITCH)) if store else []
     config, config_note = _repair_config(runs)
     plan = source.repair_plan(config)
     covered, excluded = _scope(source, config, plan, runs)
