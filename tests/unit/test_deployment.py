@@ -559,3 +559,35 @@ def test_spark_worker_image_has_the_locked_python_driver_for_the_range_count_tas
     minor = python_minor()
     assert f"python{minor} -m venv /opt/ringward/python" in text
     assert env_instructions(SPARK_WORKER_DOCKERFILE)["PATH"].startswith("/opt/ringward/python/bin:")
+
+
+# --- issue 25: what the stack exposes --------------------------------------------------------------
+
+
+def published_ports(service: Mapping[str, Any]) -> Iterator[tuple[str | None, str]]:
+    """(host address or None for every interface, the mapping as written) for each published port."""
+    for entry in service.get("ports", []):
+        if isinstance(entry, dict):
+            yield entry.get("host_ip"), str(entry)
+            continue
+        mapping = str(entry).rsplit("/", 1)[0]
+        parts = mapping.rsplit(":", 2)
+        yield (parts[0] if len(parts) == 3 else None), str(entry)
+
+
+def test_every_published_port_is_bound_to_loopback_by_default() -> None:
+    """Issue 25, finding 1 (and 12's Spark master UI): no port of the stack is published on every interface."""
+    example = {k: v for k, v in env_example().items() if k != "RINGWARD_BIND_ADDRESS"}
+    published = [
+        (name, address, entry)
+        for name, service in services(compose(example)).items()
+        for address, entry in published_ports(service)
+    ]
+    assert published, "the stack publishes nothing: the test would prove nothing"
+    for name, address, entry in published:
+        assert address == "127.0.0.1", f"{name} publishes {entry} beyond the loopback interface"
+    # The documented override reaches every published port (one variable, not one per service).
+    everywhere = compose(example | {"RINGWARD_BIND_ADDRESS": "0.0.0.0"})
+    for name, service in services(everywhere).items():
+        for address, entry in published_ports(service):
+            assert address == "0.0.0.0", f"{name}: {entry} ignores RINGWARD_BIND_ADDRESS"
