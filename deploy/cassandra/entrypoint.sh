@@ -12,7 +12,8 @@
 set -euo pipefail
 
 : "${RINGWARD_JMX_USER:?set RINGWARD_JMX_USER (the JMX user nodetool logs in as)}"
-: "${RINGWARD_JMX_PASSWORD:?set RINGWARD_JMX_PASSWORD (the JMX password nodetool uses)}"
+# No placeholder of .env.example, no weak value: deploy/check-secrets.sh (one folder up).
+bash "$(dirname "${BASH_SOURCE[0]}")/../check-secrets.sh" RINGWARD_JMX_PASSWORD
 
 conf_dir="${CASSANDRA_CONF:-/etc/cassandra}"
 yaml="${conf_dir}/cassandra.yaml"

@@ -25,9 +25,9 @@ identifier() {  # a name that goes into CQL unquoted or inside quotes: letters, 
     [[ "$2" =~ ^[A-Za-z0-9_]{1,48}$ ]] || die "$1 must be letters, digits and underscores (got '$2')"
 }
 
-: "${CASSANDRA_ADMIN_PASSWORD:?set CASSANDRA_ADMIN_PASSWORD in .env}"
-: "${RINGWARD_CQL_PASSWORD:?set RINGWARD_CQL_PASSWORD in .env}"
-: "${RINGWARD_JMX_PASSWORD:?set RINGWARD_JMX_PASSWORD in .env}"
+# No placeholder of .env.example, no weak value: deploy/check-secrets.sh (one folder up).
+bash "$(dirname "${BASH_SOURCE[0]}")/../check-secrets.sh" \
+    CASSANDRA_ADMIN_PASSWORD RINGWARD_CQL_PASSWORD RINGWARD_JMX_PASSWORD
 admin="${CASSANDRA_ADMIN_USER:-ringward_admin}"
 dc="${RINGWARD_CASSANDRA_DC:-dc1}"
 jmx_user="${RINGWARD_JMX_USER:-ringward}"

@@ -912,3 +912,120 @@ def test_cassandra_healthcheck_needs_no_cql_login(tmp_path: Path) -> None:
     env = {**node["environment"], **fake_commands(tmp_path, programs)}
     result = run_script(host_path(node, node["healthcheck"]["test"][-1]), env)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- issue 25, finding 7: the stack refuses the placeholders of .env.example --------------------------
+
+SECRET_CHECK = ROOT / "deploy" / "check-secrets.sh"
+
+
+def env_example_secrets() -> list[str]:
+    return [name for name in env_example() if SECRET_NAME.search(name)]
+
+
+def secret_check_invocations(service: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """(script path in the container, variable names) for each check-secrets.sh call in a service's command."""
+    command = service.get("command")
+    script = command[-1] if isinstance(command, list) else str(command or "")
+    calls = []
+    for line in script.splitlines():
+        words = line.split()
+        for index, word in enumerate(words):
+            if word.endswith("/check-secrets.sh"):
+                calls.append((word, [w for w in words[index + 1 :] if re.fullmatch(r"[A-Z_][A-Z0-9_]*", w)]))
+    return calls
+
+
+def test_secret_check_refuses_the_placeholders_of_env_example() -> None:
+    names = env_example_secrets()
+    assert names
+    result = run_script(SECRET_CHECK, {"PATH": os.environ["PATH"], **env_example()}, *names)
+    assert result.returncode != 0
+    for name in names:
+        assert f"{name} still holds the placeholder" in result.stderr, name
+    assert "python3 -c" in result.stderr  # and how to generate a value
+
+
+def test_secret_check_accepts_generated_values() -> None:
+    result = run_script(SECRET_CHECK, {"PATH": os.environ["PATH"], **generated_env()}, *env_example_secrets())
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("AIRFLOW_JWT_SECRET", "", "is not set"),
+        ("AIRFLOW_JWT_SECRET", "change-me-later-" + "x" * 32, "placeholder"),
+        ("AIRFLOW_JWT_SECRET", "a" * 31, "shorter than 32 characters"),
+        ("AIRFLOW_API_SECRET_KEY", "a" * 31, "shorter than 32 characters"),
+        ("RINGWARD_CQL_PASSWORD", "a" * 15, "shorter than 16 characters"),
+        ("RINGWARD_CQL_PASSWORD", "p@ssword/with:uri-chars", "characters other than"),
+        ("AIRFLOW_FERNET_KEY", "a" * 44, "is not a Fernet key"),
+    ],
+)
+def test_secret_check_refuses_weak_values(name: str, value: str, problem: str) -> None:
+    env = {"PATH": os.environ["PATH"], **generated_env(), name: value}
+    result = run_script(SECRET_CHECK, env, *env_example_secrets())
+    assert result.returncode != 0
+    refusals = [line for line in result.stderr.splitlines() if line.startswith("refusing to start")]
+    assert len(refusals) == 1, refusals
+    assert refusals[0].startswith(f"refusing to start: {name} ") and problem in refusals[0]
+
+
+def test_airflow_init_checks_every_secret_of_env_example_before_anything_else() -> None:
+    model = compose()
+    init = services(model)["airflow-init"]
+    calls = secret_check_invocations(init)
+    assert len(calls) == 1, calls
+    path, names = calls[0]
+    assert sorted(names) == sorted(env_example_secrets()), "airflow-init must check every secret of .env.example"
+    assert host_path(init, path) == SECRET_CHECK
+    first_command = next(line for line in init["command"][-1].splitlines() if line.strip())
+    assert "check-secrets.sh" in first_command and first_command.rstrip().endswith("|| exit 1")
+    # It sees the values compose was given: with .env.example's, it refuses; with real ones, it passes.
+    result = run_script(SECRET_CHECK, {"PATH": os.environ["PATH"], **init["environment"]}, *names)
+    assert result.returncode != 0 and all(name in result.stderr for name in names)
+    generated = services(compose(generated_env()))["airflow-init"]["environment"]
+    assert run_script(SECRET_CHECK, {"PATH": os.environ["PATH"], **generated}, *names).returncode == 0
+
+
+def test_every_other_service_waits_for_airflow_init() -> None:
+    """A placeholder stops the whole stack: everything but airflow-init's own dependencies waits for it."""
+    model = services(compose())
+    settled = {"service_healthy", "service_completed_successfully"}
+
+    def waits_for(name: str, target: str, seen: frozenset[str] = frozenset()) -> bool:
+        dependencies = model[name].get("depends_on", {})
+        return any(
+            rule["condition"] in settled and (dependency == target or waits_for(dependency, target, seen | {name}))
+            for dependency, rule in dependencies.items()
+            if dependency not in seen
+        )
+
+    needed_by_init = {name for name in model if waits_for("airflow-init", name)}
+    assert needed_by_init == {"postgres"}
+    for name in set(model) - needed_by_init - {"airflow-init"}:
+        assert waits_for(name, "airflow-init"), f"{name} starts without waiting for airflow-init"
+
+
+def test_cassandra_scripts_refuse_the_placeholders_of_env_example(tmp_path: Path) -> None:
+    model = compose()
+    fakes = fake_commands(
+        tmp_path, {name: RECORD_ARGV for name in ("docker-entrypoint.sh", "chown", "cqlsh", "nodetool")}
+    )
+    log = {"FAKE_LOG": str(tmp_path / "commands.jsonl")}
+    for name, node in cassandra_services(model).items():
+        conf = tmp_path / name
+        conf.mkdir()
+        (conf / "cassandra.yaml").write_text("authenticator: AllowAllAuthenticator\n")
+        env = {**node["environment"], **fakes, **log, "CASSANDRA_CONF": str(conf)}
+        result = run_script(host_path(node, node["entrypoint"][-1]), env, *node["command"])
+        assert result.returncode != 0, name
+        assert "RINGWARD_JMX_PASSWORD still holds the placeholder" in result.stderr
+        assert not (conf / "jmxremote.password").exists()
+    _, init = cassandra_init_service(model)
+    result = run_script(host_path(init, init["entrypoint"][-1]), {**init["environment"], **fakes, **log})
+    assert result.returncode != 0
+    for name in ("CASSANDRA_ADMIN_PASSWORD", "RINGWARD_CQL_PASSWORD", "RINGWARD_JMX_PASSWORD"):
+        assert f"{name} still holds the placeholder" in result.stderr
+    assert recorded(tmp_path) == [], "nothing may run before the check"
