@@ -83,10 +83,10 @@ repair_system_auth() {
 login=""
 for (( attempt = 1; attempt <= attempts; attempt++ )); do
     if can_login "${work}/admin"; then
-        login=admin
+        login="admin"
         break
     elif can_login "${work}/default"; then
-        login=default
+        login="default"
         break
     fi
     sleep "${retry_seconds}"
@@ -110,7 +110,7 @@ if [[ "${login}" != admin ]]; then
     login=""
     for (( attempt = 1; attempt <= attempts; attempt++ )); do
         if can_login "${work}/admin"; then
-            login=admin
+            login="admin"
             break
         fi
         sleep "${retry_seconds}"
