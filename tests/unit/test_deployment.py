@@ -10,8 +10,10 @@ import fnmatch
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
+import textwrap
 import tomllib
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Iterator, Mapping
@@ -156,11 +158,32 @@ def airflow_services(model: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def cassandra_services(model: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The Cassandra nodes: services running the Cassandra image's server."""
     return {
         name: service
         for name, service in services(model).items()
-        if str(service.get("image", "")).startswith("cassandra:")
+        if str(service.get("image", "")).startswith("cassandra:") and service.get("command") == ["cassandra", "-f"]
     }
+
+
+def cassandra_init_service(model: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The one-shot service on the Cassandra image (cqlsh, nodetool) that is not a node."""
+    nodes = cassandra_services(model)
+    found = [
+        (name, service)
+        for name, service in services(model).items()
+        if str(service.get("image", "")).startswith("cassandra:") and name not in nodes
+    ]
+    assert len(found) == 1, f"expected one Cassandra init service, found {[name for name, _ in found]}"
+    return found[0]
+
+
+def last_cassandra_node(model: Mapping[str, Any]) -> str:
+    """The node that starts last (no other node waits for it)."""
+    nodes = cassandra_services(model)
+    waited_on = {dependency for node in nodes.values() for dependency in node.get("depends_on", {})}
+    (last,) = set(nodes) - waited_on
+    return last
 
 
 def bind_mounts(service: Mapping[str, Any]) -> dict[str, str]:
@@ -171,6 +194,14 @@ def bind_mounts(service: Mapping[str, Any]) -> dict[str, str]:
         if source.startswith(("./", "/")):
             mounts[target] = source
     return mounts
+
+
+def host_path(service: Mapping[str, Any], container_path: str) -> Path:
+    """Where a file the container sees under a bind mount lives in the repository."""
+    for target, source in bind_mounts(service).items():
+        if container_path == target or container_path.startswith(target.rstrip("/") + "/"):
+            return ROOT / source / Path(container_path).relative_to(target)
+    raise AssertionError(f"{container_path} is not under any bind mount of the service")
 
 
 def strings_in(node: Any) -> Iterator[str]:
@@ -559,3 +590,442 @@ def test_spark_worker_image_has_the_locked_python_driver_for_the_range_count_tas
     minor = python_minor()
     assert f"python{minor} -m venv /opt/ringward/python" in text
     assert env_instructions(SPARK_WORKER_DOCKERFILE)["PATH"].startswith("/opt/ringward/python/bin:")
+
+
+# --- issue 25: what the stack exposes --------------------------------------------------------------
+
+
+def published_ports(service: Mapping[str, Any]) -> Iterator[tuple[str | None, str]]:
+    """(host address or None for every interface, the mapping as written) for each published port."""
+    for entry in service.get("ports", []):
+        if isinstance(entry, dict):
+            yield entry.get("host_ip"), str(entry)
+            continue
+        mapping = str(entry).rsplit("/", 1)[0]
+        parts = mapping.rsplit(":", 2)
+        yield (parts[0] if len(parts) == 3 else None), str(entry)
+
+
+def test_every_published_port_is_bound_to_loopback_by_default() -> None:
+    """Issue 25, finding 1 (and 12's Spark master UI): no port of the stack is published on every interface."""
+    example = {k: v for k, v in env_example().items() if k != "RINGWARD_BIND_ADDRESS"}
+    published = [
+        (name, address, entry)
+        for name, service in services(compose(example)).items()
+        for address, entry in published_ports(service)
+    ]
+    assert published, "the stack publishes nothing: the test would prove nothing"
+    for name, address, entry in published:
+        assert address == "127.0.0.1", f"{name} publishes {entry} beyond the loopback interface"
+    # The documented override reaches every published port (one variable, not one per service).
+    everywhere = compose(example | {"RINGWARD_BIND_ADDRESS": "0.0.0.0"})
+    for name, service in services(everywhere).items():
+        for address, entry in published_ports(service):
+            assert address == "0.0.0.0", f"{name}: {entry} ignores RINGWARD_BIND_ADDRESS"
+
+
+# --- issue 25, finding 1: Cassandra requires a login, and ringward's role is least privilege --------------
+
+
+def generated_env() -> dict[str, str]:
+    """.env.example with every secret replaced by a value generated as its comments say."""
+    from cryptography.fernet import Fernet
+
+    values = env_example()
+    for name in [name for name in values if SECRET_NAME.search(name)]:
+        values[name] = Fernet.generate_key().decode() if "FERNET" in name else secrets.token_hex(24)
+    return values
+
+
+def fake_commands(tmp_path: Path, programs: Mapping[str, str]) -> dict[str, str]:
+    """An environment whose PATH finds the given Python programs first, under the given names."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, source in programs.items():
+        program = bin_dir / name
+        program.write_text(f"#!{sys.executable}\n{textwrap.dedent(source)}")
+        program.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path)}
+
+
+def run_script(script: Path, env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(script), *args], env=dict(env), capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+RECORD_ARGV = """
+    import json, os, sys
+    with open(os.environ["FAKE_LOG"], "a") as log:
+        log.write(json.dumps([os.path.basename(sys.argv[0]), *sys.argv[1:]]) + "\\n")
+"""
+
+
+def recorded(tmp_path: Path) -> list[list[str]]:
+    log = tmp_path / "commands.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+# A cqlsh that authenticates from --credentials files against a role table and keeps what it executes.
+FAKE_CQLSH = """
+    import configparser, json, os, re, sys
+    state_path = os.environ["FAKE_CQL_STATE"]
+    with open(state_path) as handle:
+        state = json.load(handle)
+    with open(os.environ["FAKE_LOG"], "a") as log:
+        log.write(json.dumps(["cqlsh", *sys.argv[1:]]) + "\\n")
+    args, credentials, text = sys.argv[1:], None, None
+    while args:
+        arg = args.pop(0)
+        if arg.startswith("--credentials="):
+            credentials = arg.split("=", 1)[1]
+        elif arg == "-e":
+            text = args.pop(0)
+        elif arg == "-f":
+            with open(args.pop(0)) as handle:
+                text = handle.read()
+        elif arg.startswith("-"):
+            sys.exit(f"fake cqlsh: unexpected option {arg}")
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(credentials or [])
+    user = parser.get("PlainTextAuthProvider", "username", fallback=None)
+    password = parser.get("PlainTextAuthProvider", "password", fallback=None)
+    role = state["roles"].get(user)
+    if not role or not role["login"] or role["password"] != password:
+        sys.exit("Connection error: AuthenticationFailed('Provided username and/or password are incorrect')")
+    roles, keyspaces = state["roles"], state["keyspaces"]
+    for statement in [s.strip() for s in re.sub(r"--[^\\n]*", "", text).split(";") if s.strip()]:
+        statement = " ".join(statement.split())
+        state["executed"].append([user, statement])
+        if statement.startswith("SELECT release_version"):
+            print(" release_version\\n-----------------\\n 5.0.9\\n\\n(1 rows)")
+        elif match := re.fullmatch(r"SELECT \\w+ FROM (\\w+)\\.\\w+ WHERE (\\w+) = '(\\w+)'", statement):
+            found = match[3] in (keyspaces if match[2] == "keyspace_name" else roles)
+            print(f"\\n({int(found)} rows)")
+        elif match := re.fullmatch(r'(CREATE|ALTER) ROLE (IF NOT EXISTS )?"?(\\w+)"? WITH (.*)', statement):
+            if match[1] == "CREATE" and match[3] in roles:
+                continue
+            entry = roles.setdefault(match[3], {"password": None, "login": False, "superuser": False})
+            for key, value in re.findall(r"(PASSWORD|LOGIN|SUPERUSER) = ('[^']*'|\\w+)", match[4]):
+                entry[key.lower()] = value.strip("'") if key == "PASSWORD" else value == "true"
+        elif match := re.fullmatch(r"CREATE KEYSPACE IF NOT EXISTS (\\w+) .*", statement):
+            keyspaces.append(match[1]) if match[1] not in keyspaces else None
+    with open(state_path, "w") as handle:
+        json.dump(state, handle)
+"""
+
+DEFAULT_SUPERUSER = {"password": "cassandra", "login": True, "superuser": True}
+
+
+def run_cassandra_init(
+    tmp_path: Path, model: Mapping[str, Any], state: dict[str, Any]
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    _, init = cassandra_init_service(model)
+    state_path = tmp_path / "cql-state.json"
+    state_path.write_text(json.dumps({"executed": [], **state}))
+    env = {
+        **init["environment"],
+        **fake_commands(tmp_path, {"cqlsh": FAKE_CQLSH, "nodetool": RECORD_ARGV}),
+        "FAKE_LOG": str(tmp_path / "commands.jsonl"),
+        "FAKE_CQL_STATE": str(state_path),
+        "RINGWARD_INIT_ATTEMPTS": "2",
+        "RINGWARD_INIT_RETRY_SECONDS": "0",
+    }
+    result = run_script(host_path(init, init["entrypoint"][-1]), env)
+    return result, json.loads(state_path.read_text())
+
+
+GRANTS = [  # docs/operators-guide.md §2.6 "Permissions"; `shop` stands for a managed keyspace
+    "GRANT SELECT ON KEYSPACE system_distributed TO ringward",
+    "GRANT SELECT ON KEYSPACE system_views TO ringward",
+    "GRANT SELECT ON KEYSPACE system TO ringward",
+    "GRANT ALL PERMISSIONS ON KEYSPACE ringward_ops TO ringward",
+    'GRANT ALTER ON KEYSPACE "shop" TO ringward',
+    'GRANT SELECT ON KEYSPACE "shop" TO ringward',
+]
+
+
+def test_cassandra_init_replaces_the_default_superuser_and_creates_ringwards_role(tmp_path: Path) -> None:
+    values = generated_env() | {"RINGWARD_MANAGED_KEYSPACES": "shop, not_created_yet"}
+    model = compose(values)
+    name, init = cassandra_init_service(model)
+    nodes = cassandra_services(model)
+    assert init["image"] == next(iter(nodes.values()))["image"]
+    assert init["depends_on"] == {last_cassandra_node(model): {"condition": "service_healthy"}}
+    assert init.get("restart", "no") == "no"
+    assert init["environment"]["RINGWARD_CASSANDRA_NODES"].split(",") == sorted(nodes)
+    admin = values["CASSANDRA_ADMIN_USER"]
+
+    result, state = run_cassandra_init(
+        tmp_path, model, {"roles": {"cassandra": DEFAULT_SUPERUSER}, "keyspaces": ["system", "system_auth", "shop"]}
+    )
+    assert result.returncode == 0, result.stderr
+    executed = state["executed"]
+    as_default = [statement for user, statement in executed if user == "cassandra"]
+    assert any(s.startswith(f"CREATE ROLE IF NOT EXISTS {admin} WITH SUPERUSER = true") for s in as_default)
+    replication = "{'class': 'NetworkTopologyStrategy', 'dc1': 3}"
+    assert f"ALTER KEYSPACE system_auth WITH replication = {replication}" in as_default
+    # Then every replica of system_auth gets the roles, node by node, before the admin logs in.
+    repairs = [argv for argv in recorded(tmp_path) if argv[0] == "nodetool"]
+    assert {argv[argv.index("-h") + 1] for argv in repairs} == set(nodes)
+    assert all(argv[-3:] == ["repair", "--full", "system_auth"] and "--password-file" in argv for argv in repairs)
+    # The default superuser can no longer log in, nor act as a superuser.
+    assert state["roles"]["cassandra"]["login"] is False
+    assert state["roles"]["cassandra"]["superuser"] is False
+    assert state["roles"]["cassandra"]["password"] not in ("cassandra", "")
+    assert state["roles"][admin] == {"password": values["CASSANDRA_ADMIN_PASSWORD"], "login": True, "superuser": True}
+    as_admin = [statement for user, statement in executed if user == admin]
+    assert f"CREATE KEYSPACE IF NOT EXISTS ringward_ops WITH replication = {replication}" in as_admin
+    assert "ringward_ops" in state["keyspaces"]
+    # The role the Airflow connection logs in as, with exactly the documented grants.
+    ringward = state["roles"]["ringward"]
+    assert ringward == {"password": values["RINGWARD_CQL_PASSWORD"], "login": True, "superuser": False}
+    assert [statement for user, statement in executed if statement.startswith("GRANT")] == GRANTS
+    assert all(user == admin for user, statement in executed if statement.startswith(("GRANT", "CREATE KEYSPACE")))
+    assert "skipped keyspace not_created_yet" in result.stderr
+    # No password reaches a command line.
+    every_argument = " ".join(" ".join(argv) for argv in recorded(tmp_path))
+    for secret_name in ("CASSANDRA_ADMIN_PASSWORD", "RINGWARD_CQL_PASSWORD", "RINGWARD_JMX_PASSWORD"):
+        assert values[secret_name] not in every_argument, f"{secret_name} appears on a command line"
+    assert name == "cassandra-init"
+
+
+def test_cassandra_init_runs_again_as_the_admin(tmp_path: Path) -> None:
+    values = generated_env() | {"RINGWARD_MANAGED_KEYSPACES": "shop"}
+    model = compose(values)
+    first, state = run_cassandra_init(
+        tmp_path, model, {"roles": {"cassandra": DEFAULT_SUPERUSER}, "keyspaces": ["system", "shop"]}
+    )
+    assert first.returncode == 0, first.stderr
+    again, state = run_cassandra_init(tmp_path, model, {"roles": state["roles"], "keyspaces": state["keyspaces"]})
+    assert again.returncode == 0, again.stderr
+    assert {user for user, _ in state["executed"]} == {values["CASSANDRA_ADMIN_USER"]}
+    assert [statement for _, statement in state["executed"] if statement.startswith("GRANT")] == GRANTS
+
+
+def test_cassandra_init_stops_when_no_superuser_can_log_in(tmp_path: Path) -> None:
+    values = generated_env()
+    admin = {"password": "an-older-password", "login": True, "superuser": True}
+    result, state = run_cassandra_init(
+        tmp_path, compose(values), {"roles": {values["CASSANDRA_ADMIN_USER"]: admin}, "keyspaces": []}
+    )
+    assert result.returncode != 0
+    assert "CASSANDRA_ADMIN_PASSWORD" in result.stderr
+    assert state["executed"] == []
+
+
+def test_airflow_task_runners_wait_for_cassandra_init() -> None:
+    model = compose()
+    init, _ = cassandra_init_service(model)
+    for name in ("airflow-scheduler", "airflow-triggerer", "airflow-worker"):
+        assert services(model)[name]["depends_on"][init] == {"condition": "service_completed_successfully"}, name
+
+
+def test_cassandra_connection_logs_in_as_the_ringward_role(airflow_secrets: ModuleType) -> None:
+    values = generated_env()
+    model = compose(values)
+    connection = parse_connection(airflow_secrets, "cassandra_default", connection_values(model)["cassandra_default"])
+    assert connection.login == "ringward"
+    assert connection.password == values["RINGWARD_CQL_PASSWORD"]
+    _, init = cassandra_init_service(model)
+    assert init["environment"]["RINGWARD_CQL_PASSWORD"] == connection.password
+
+
+# cassandra.yaml as the releases write it: a one-line value (4.x, 5.0's authorizer) or a class_name block.
+CASSANDRA_YAML_FORMS = {
+    "one-line": """\
+        cluster_name: 'Test Cluster'
+        # - PasswordAuthenticator relies on username/password pairs to authenticate
+        authenticator: AllowAllAuthenticator
+        # - CassandraAuthorizer stores permissions in system_auth.role_permissions table.
+        authorizer: AllowAllAuthorizer
+        role_manager: CassandraRoleManager
+        network_authorizer: AllowAllNetworkAuthorizer
+        """,
+    "class_name blocks": """\
+        cluster_name: 'Test Cluster'
+        authenticator:
+          class_name : org.apache.cassandra.auth.AllowAllAuthenticator
+        # MutualTlsAuthenticator can be configured using the following configuration.
+        #  class_name: org.apache.cassandra.auth.MutualTlsAuthenticator
+        #  parameters:
+        #    validator_class_name: org.apache.cassandra.auth.SpiffeCertificateValidator
+
+        authorizer:
+          class_name: AllowAllAuthorizer
+        role_manager:
+          class_name: CassandraRoleManager
+          parameters:
+            # invalid_role_disconnect_task_period: 4h
+        cidr_authorizer:
+          class_name: AllowAllCIDRAuthorizer
+        """,
+}
+
+
+@pytest.mark.parametrize("form", sorted(CASSANDRA_YAML_FORMS))
+def test_cassandra_nodes_require_a_login_and_authorize_by_role(tmp_path: Path, form: str) -> None:
+    values = generated_env()
+    for name, node in cassandra_services(compose(values)).items():
+        conf = tmp_path / name
+        conf.mkdir()
+        original = yaml.safe_load(textwrap.dedent(CASSANDRA_YAML_FORMS[form]))
+        (conf / "cassandra.yaml").write_text(textwrap.dedent(CASSANDRA_YAML_FORMS[form]))
+        env = {
+            **node["environment"],
+            **fake_commands(tmp_path, {"docker-entrypoint.sh": RECORD_ARGV, "chown": RECORD_ARGV}),
+            "FAKE_LOG": str(tmp_path / "commands.jsonl"),
+            "CASSANDRA_CONF": str(conf),
+        }
+        entrypoint = host_path(node, node["entrypoint"][-1])
+        for _ in range(2):  # a container restart runs it again on the edited file
+            result = run_script(entrypoint, env, *node["command"])
+            assert result.returncode == 0, result.stderr
+            config = yaml.safe_load((conf / "cassandra.yaml").read_text())
+            assert config["authenticator"] == "PasswordAuthenticator", name
+            assert config["authorizer"] == "CassandraAuthorizer", name
+            assert {k: v for k, v in config.items() if k not in ("authenticator", "authorizer")} == {
+                k: v for k, v in original.items() if k not in ("authenticator", "authorizer")
+            }
+        assert (
+            conf / "jmxremote.password"
+        ).read_text() == f"{values['RINGWARD_JMX_USER']} {values['RINGWARD_JMX_PASSWORD']}\n"
+        assert recorded(tmp_path)[-1] == ["docker-entrypoint.sh", *node["command"]]
+
+
+def test_cassandra_healthcheck_needs_no_cql_login(tmp_path: Path) -> None:
+    """With authentication on, an anonymous cqlsh is refused: health is read over JMX only."""
+    node = next(iter(cassandra_services(compose(generated_env())).values()))
+    programs = {
+        "cqlsh": "import sys; sys.exit('AuthenticationFailed: Remote end requires authentication')",
+        "hostname": "import sys; print('10.9.8.7' if '-i' in sys.argv else 'cassandra-1')",
+        "nodetool": """
+            import sys
+            if "statusbinary" in sys.argv:
+                print("running")
+            elif "status" in sys.argv:
+                print("UN  10.9.8.7  1.2 MiB  16  ?  0c0a  rack1")
+            else:
+                sys.exit(1)
+        """,
+    }
+    env = {**node["environment"], **fake_commands(tmp_path, programs)}
+    result = run_script(host_path(node, node["healthcheck"]["test"][-1]), env)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- issue 25, finding 7: the stack refuses the placeholders of .env.example --------------------------
+
+SECRET_CHECK = ROOT / "deploy" / "check-secrets.sh"
+
+
+def env_example_secrets() -> list[str]:
+    return [name for name in env_example() if SECRET_NAME.search(name)]
+
+
+def secret_check_invocations(service: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """(script path in the container, variable names) for each check-secrets.sh call in a service's command."""
+    command = service.get("command")
+    script = command[-1] if isinstance(command, list) else str(command or "")
+    calls = []
+    for line in script.splitlines():
+        words = line.split()
+        for index, word in enumerate(words):
+            if word.endswith("/check-secrets.sh"):
+                calls.append((word, [w for w in words[index + 1 :] if re.fullmatch(r"[A-Z_][A-Z0-9_]*", w)]))
+    return calls
+
+
+def test_secret_check_refuses_the_placeholders_of_env_example() -> None:
+    names = env_example_secrets()
+    assert names
+    result = run_script(SECRET_CHECK, {"PATH": os.environ["PATH"], **env_example()}, *names)
+    assert result.returncode != 0
+    for name in names:
+        assert f"{name} still holds the placeholder" in result.stderr, name
+    assert "python3 -c" in result.stderr  # and how to generate a value
+
+
+def test_secret_check_accepts_generated_values() -> None:
+    result = run_script(SECRET_CHECK, {"PATH": os.environ["PATH"], **generated_env()}, *env_example_secrets())
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("AIRFLOW_JWT_SECRET", "", "is not set"),
+        ("AIRFLOW_JWT_SECRET", "change-me-later-" + "x" * 32, "placeholder"),
+        ("AIRFLOW_JWT_SECRET", "a" * 31, "shorter than 32 characters"),
+        ("AIRFLOW_API_SECRET_KEY", "a" * 31, "shorter than 32 characters"),
+        ("RINGWARD_CQL_PASSWORD", "a" * 15, "shorter than 16 characters"),
+        ("RINGWARD_CQL_PASSWORD", "p@ssword/with:uri-chars", "characters other than"),
+        ("AIRFLOW_FERNET_KEY", "a" * 44, "is not a Fernet key"),
+    ],
+)
+def test_secret_check_refuses_weak_values(name: str, value: str, problem: str) -> None:
+    env = {"PATH": os.environ["PATH"], **generated_env(), name: value}
+    result = run_script(SECRET_CHECK, env, *env_example_secrets())
+    assert result.returncode != 0
+    refusals = [line for line in result.stderr.splitlines() if line.startswith("refusing to start")]
+    assert len(refusals) == 1, refusals
+    assert refusals[0].startswith(f"refusing to start: {name} ") and problem in refusals[0]
+
+
+def test_airflow_init_checks_every_secret_of_env_example_before_anything_else() -> None:
+    model = compose()
+    init = services(model)["airflow-init"]
+    calls = secret_check_invocations(init)
+    assert len(calls) == 1, calls
+    path, names = calls[0]
+    assert sorted(names) == sorted(env_example_secrets()), "airflow-init must check every secret of .env.example"
+    assert host_path(init, path) == SECRET_CHECK
+    first_command = next(line for line in init["command"][-1].splitlines() if line.strip())
+    assert "check-secrets.sh" in first_command and first_command.rstrip().endswith("|| exit 1")
+    # It sees the values compose was given: with .env.example's, it refuses; with real ones, it passes.
+    result = run_script(SECRET_CHECK, {"PATH": os.environ["PATH"], **init["environment"]}, *names)
+    assert result.returncode != 0 and all(name in result.stderr for name in names)
+    generated = services(compose(generated_env()))["airflow-init"]["environment"]
+    assert run_script(SECRET_CHECK, {"PATH": os.environ["PATH"], **generated}, *names).returncode == 0
+
+
+def test_every_other_service_waits_for_airflow_init() -> None:
+    """A placeholder stops the whole stack: everything but airflow-init's own dependencies waits for it."""
+    model = services(compose())
+    settled = {"service_healthy", "service_completed_successfully"}
+
+    def waits_for(name: str, target: str, seen: frozenset[str] = frozenset()) -> bool:
+        dependencies = model[name].get("depends_on", {})
+        return any(
+            rule["condition"] in settled and (dependency == target or waits_for(dependency, target, seen | {name}))
+            for dependency, rule in dependencies.items()
+            if dependency not in seen
+        )
+
+    needed_by_init = {name for name in model if waits_for("airflow-init", name)}
+    assert needed_by_init == {"postgres"}
+    for name in set(model) - needed_by_init - {"airflow-init"}:
+        assert waits_for(name, "airflow-init"), f"{name} starts without waiting for airflow-init"
+
+
+def test_cassandra_scripts_refuse_the_placeholders_of_env_example(tmp_path: Path) -> None:
+    model = compose()
+    fakes = fake_commands(
+        tmp_path, {name: RECORD_ARGV for name in ("docker-entrypoint.sh", "chown", "cqlsh", "nodetool")}
+    )
+    log = {"FAKE_LOG": str(tmp_path / "commands.jsonl")}
+    for name, node in cassandra_services(model).items():
+        conf = tmp_path / name
+        conf.mkdir()
+        (conf / "cassandra.yaml").write_text("authenticator: AllowAllAuthenticator\n")
+        env = {**node["environment"], **fakes, **log, "CASSANDRA_CONF": str(conf)}
+        result = run_script(host_path(node, node["entrypoint"][-1]), env, *node["command"])
+        assert result.returncode != 0, name
+        assert "RINGWARD_JMX_PASSWORD still holds the placeholder" in result.stderr
+        assert not (conf / "jmxremote.password").exists()
+    _, init = cassandra_init_service(model)
+    result = run_script(host_path(init, init["entrypoint"][-1]), {**init["environment"], **fakes, **log})
+    assert result.returncode != 0
+    for name in ("CASSANDRA_ADMIN_PASSWORD", "RINGWARD_CQL_PASSWORD", "RINGWARD_JMX_PASSWORD"):
+        assert f"{name} still holds the placeholder" in result.stderr
+    assert recorded(tmp_path) == [], "nothing may run before the check"

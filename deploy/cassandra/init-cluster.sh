@@ -1,0 +1,153 @@
+#!/bin/bash
+# cassandra-init: run once every node is up (and again whenever you like: every step is idempotent).
+#
+#   1. Log in as the admin superuser (CASSANDRA_ADMIN_USER / CASSANDRA_ADMIN_PASSWORD). On the first run
+#      that role does not exist yet: log in as the image's default superuser (cassandra/cassandra), create
+#      the admin, and replicate system_auth to every node of the DC (up to 3).
+#   2. Repair system_auth on every node, so that every replica holds the roles.
+#   3. As the admin: disable the default superuser (random password, no superuser, no login), create
+#      ringward_ops, and the role `ringward` (RINGWARD_CQL_PASSWORD) with its grants.
+#
+# Passwords never reach a command line: cqlsh reads them from a credentials file, the statements that set
+# them from a file, nodetool from a password file, all in a private temporary directory.
+#
+# Environment: RINGWARD_CASSANDRA_NODES (comma-separated; CQL goes to the first), RINGWARD_CASSANDRA_DC,
+# CASSANDRA_ADMIN_USER, CASSANDRA_ADMIN_PASSWORD, RINGWARD_CQL_PASSWORD, RINGWARD_JMX_USER,
+# RINGWARD_JMX_PASSWORD, RINGWARD_MANAGED_KEYSPACES (comma- or space-separated; may be empty).
+set -euo pipefail
+
+die() {
+    echo "cassandra-init: $*" >&2
+    exit 1
+}
+
+identifier() {  # a name that goes into CQL unquoted or inside quotes: letters, digits, underscores only
+    [[ "$2" =~ ^[A-Za-z0-9_]{1,48}$ ]] || die "$1 must be letters, digits and underscores (got '$2')"
+}
+
+# No placeholder of .env.example, no weak value: deploy/check-secrets.sh (one folder up).
+bash "$(dirname "${BASH_SOURCE[0]}")/../check-secrets.sh" \
+    CASSANDRA_ADMIN_PASSWORD RINGWARD_CQL_PASSWORD RINGWARD_JMX_PASSWORD
+admin="${CASSANDRA_ADMIN_USER:-ringward_admin}"
+dc="${RINGWARD_CASSANDRA_DC:-dc1}"
+jmx_user="${RINGWARD_JMX_USER:-ringward}"
+IFS=', ' read -r -a nodes <<< "${RINGWARD_CASSANDRA_NODES:-cassandra-1,cassandra-2,cassandra-3}"
+IFS=', ' read -r -a managed <<< "${RINGWARD_MANAGED_KEYSPACES:-}"
+attempts="${RINGWARD_INIT_ATTEMPTS:-24}"
+retry_seconds="${RINGWARD_INIT_RETRY_SECONDS:-5}"
+
+identifier CASSANDRA_ADMIN_USER "${admin}"
+identifier RINGWARD_CASSANDRA_DC "${dc}"
+[[ "${admin}" != cassandra && "${admin}" != ringward ]] || die "CASSANDRA_ADMIN_USER must not be '${admin}'"
+for keyspace in "${managed[@]}"; do
+    identifier RINGWARD_MANAGED_KEYSPACES "${keyspace}"
+done
+(( ${#nodes[@]} > 0 )) || die "RINGWARD_CASSANDRA_NODES is empty"
+host="${nodes[0]}"
+replicas=$(( ${#nodes[@]} < 3 ? ${#nodes[@]} : 3 ))
+replication="{'class': 'NetworkTopologyStrategy', '${dc}': ${replicas}}"
+
+umask 077
+work="$(mktemp -d)"
+trap 'rm -rf "${work}"' EXIT
+
+credentials() {  # file user password: cqlsh's credentials file (read without interpolation)
+    printf '[PlainTextAuthProvider]\nusername = %s\npassword = %s\n' "$2" "$3" > "$1"
+}
+credentials "${work}/admin" "${admin}" "${CASSANDRA_ADMIN_PASSWORD}"
+credentials "${work}/default" cassandra cassandra
+printf '%s %s\n' "${jmx_user}" "${RINGWARD_JMX_PASSWORD}" > "${work}/jmx"
+
+can_login() {
+    cqlsh --credentials="$1" -e "SELECT release_version FROM system.local" "${host}" 9042 > /dev/null 2>&1
+}
+
+cql_file() {  # credentials statements-file
+    cqlsh --credentials="$1" -f "$2" "${host}" 9042
+}
+
+one_row() {  # credentials query: whether the query returns exactly one row (a failed query stops the run)
+    local output
+    output="$(cqlsh --credentials="$1" -e "$2" "${host}" 9042)" || die "this query failed: $2"
+    [[ "${output}" == *"(1 rows)"* ]]
+}
+
+repair_system_auth() {
+    for node in "${nodes[@]}"; do
+        echo "cassandra-init: repairing system_auth on ${node}"
+        nodetool -h "${node}" -p 7199 -u "${jmx_user}" --password-file "${work}/jmx" repair --full system_auth
+    done
+}
+
+# --- 1. log in ---------------------------------------------------------------------------------------
+login=""
+for (( attempt = 1; attempt <= attempts; attempt++ )); do
+    if can_login "${work}/admin"; then
+        login="admin"
+        break
+    elif can_login "${work}/default"; then
+        login="default"
+        break
+    fi
+    sleep "${retry_seconds}"
+done
+
+if [[ "${login}" == default ]]; then
+    echo "cassandra-init: first run: creating the superuser ${admin} and replicating system_auth (${replication})"
+    cat > "${work}/bootstrap.cql" <<CQL
+CREATE ROLE IF NOT EXISTS ${admin} WITH SUPERUSER = true AND LOGIN = true AND PASSWORD = '${CASSANDRA_ADMIN_PASSWORD}';
+ALTER ROLE ${admin} WITH SUPERUSER = true AND LOGIN = true AND PASSWORD = '${CASSANDRA_ADMIN_PASSWORD}';
+ALTER KEYSPACE system_auth WITH replication = ${replication};
+CQL
+    cql_file "${work}/default" "${work}/bootstrap.cql"
+fi
+
+# --- 2. every replica of system_auth holds the roles ---------------------------------------------------
+# Also heals a run that stopped between replicating system_auth and this repair.
+repair_system_auth
+
+if [[ "${login}" != admin ]]; then
+    login=""
+    for (( attempt = 1; attempt <= attempts; attempt++ )); do
+        if can_login "${work}/admin"; then
+            login="admin"
+            break
+        fi
+        sleep "${retry_seconds}"
+    done
+    [[ -n "${login}" ]] || die "cannot log in as ${admin}, and the default superuser is disabled or refused.
+If CASSANDRA_ADMIN_PASSWORD changed in .env since the first run, put the old value back (or reset the
+role's password as another superuser), then run: docker compose run --rm cassandra-init"
+fi
+
+# --- 3. as the admin -------------------------------------------------------------------------------------
+{
+    if one_row "${work}/admin" "SELECT role FROM system_auth.roles WHERE role = 'cassandra'"; then
+        random="$(head -c 96 /dev/urandom | base64 -w 0)"
+        random="${random//[^A-Za-z0-9]/}"
+        echo "ALTER ROLE cassandra WITH PASSWORD = '${random:0:40}' AND SUPERUSER = false AND LOGIN = false;"
+    fi
+    cat <<CQL
+CREATE KEYSPACE IF NOT EXISTS ringward_ops WITH replication = ${replication};
+CREATE ROLE IF NOT EXISTS ringward WITH LOGIN = true AND PASSWORD = '${RINGWARD_CQL_PASSWORD}';
+ALTER ROLE ringward WITH SUPERUSER = false AND LOGIN = true AND PASSWORD = '${RINGWARD_CQL_PASSWORD}';
+-- ringward's grants: this list matches docs/operators-guide.md §2.6 "Permissions".
+GRANT SELECT ON KEYSPACE system_distributed TO ringward;
+GRANT SELECT ON KEYSPACE system_views TO ringward;
+GRANT SELECT ON KEYSPACE system TO ringward;
+GRANT ALL PERMISSIONS ON KEYSPACE ringward_ops TO ringward;
+CQL
+    # Per managed keyspace. A GRANT on a keyspace that does not exist is refused: absent ones are skipped.
+    for keyspace in "${managed[@]}"; do
+        if one_row "${work}/admin" "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = '${keyspace}'"
+        then
+            echo "GRANT ALTER ON KEYSPACE \"${keyspace}\" TO ringward;"
+            echo "GRANT SELECT ON KEYSPACE \"${keyspace}\" TO ringward;"
+        else
+            echo "cassandra-init: skipped keyspace ${keyspace} (RINGWARD_MANAGED_KEYSPACES): it does not exist;" \
+                "create it, then run: docker compose run --rm cassandra-init" >&2
+        fi
+    done
+} > "${work}/roles.cql"
+cql_file "${work}/admin" "${work}/roles.cql"
+echo "cassandra-init: done: ${admin} is the superuser, the default superuser is disabled, ringward has its grants"
