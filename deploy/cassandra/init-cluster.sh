@@ -131,11 +131,12 @@ fi
 CREATE KEYSPACE IF NOT EXISTS ringward_ops WITH replication = ${replication};
 CREATE ROLE IF NOT EXISTS ringward WITH LOGIN = true AND PASSWORD = '${RINGWARD_CQL_PASSWORD}';
 ALTER ROLE ringward WITH SUPERUSER = false AND LOGIN = true AND PASSWORD = '${RINGWARD_CQL_PASSWORD}';
--- ringward's grants: this list matches docs/operators-guide.md §2.6 "Permissions".
-GRANT SELECT ON KEYSPACE system_distributed TO ringward;
-GRANT SELECT ON KEYSPACE system_views TO ringward;
-GRANT SELECT ON KEYSPACE system TO ringward;
+-- ringward's grants: ringward.permissions.grant_statements (docs/operators-guide.md §2.6; a unit test compares).
 GRANT ALL PERMISSIONS ON KEYSPACE ringward_ops TO ringward;
+GRANT SELECT ON TABLE system_distributed.parent_repair_history TO ringward;
+GRANT SELECT ON TABLE system_views.settings TO ringward;
+GRANT SELECT ON TABLE system_views.gossip_info TO ringward;
+GRANT SELECT ON TABLE system_views.disk_usage TO ringward;
 CQL
     # Per managed keyspace. A GRANT on a keyspace that does not exist is refused: absent ones are skipped.
     for keyspace in "${managed[@]}"; do
