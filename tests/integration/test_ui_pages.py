@@ -9,6 +9,7 @@ import sys
 import time
 from fnmatch import fnmatchcase
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from ringward_cassandra.cql import connect
@@ -50,7 +51,8 @@ def _migrate() -> tuple[dict[str, Any], dict[str, Any]]:
         for i in range(50):
             session.execute(f"INSERT INTO {KEYSPACE}.items (id, body) VALUES (%s, %s)", (i, f"item {i}"))
     ti = FakeTaskInstance()
-    context: Any = {"run_id": RUN_ID, "ti": ti}
+    # A real run's context names its DAG; the page serves a record only to its own DAG's run (finding 3).
+    context: Any = {"run_id": RUN_ID, "ti": ti, "dag": SimpleNamespace(dag_id="keyspace_migration")}
     record = MigrationPrecheckOperator(
         task_id="precheck", keyspace=KEYSPACE, replication={"class": "NetworkTopologyStrategy", "dc1": 2}
     ).execute(context)
