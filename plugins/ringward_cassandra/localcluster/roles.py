@@ -19,7 +19,7 @@ from ringward_cassandra.localcluster.errors import LocalClusterError
 from ringward_cassandra.localcluster.security import ADMIN_ROLE, RINGWARD_ROLE, ClusterSecrets
 from ringward_cassandra.localcluster.topology import Topology
 
-__all__ = ["admin_settings", "ensure_roles", "ringward_settings"]
+__all__ = ["admin_settings", "ensure_roles"]
 
 _DONE = ".roles-created"
 
@@ -27,11 +27,6 @@ _DONE = ".roles-created"
 def admin_settings(found: ClusterSecrets) -> dict[str, Any]:
     """`connect`'s settings for the test setup's superuser (keyspaces, data, GRANTs: never ringward's work)."""
     return {"username": ADMIN_ROLE, "password": found.admin_password, "ssl_options": found.ssl_options()}
-
-
-def ringward_settings(found: ClusterSecrets) -> dict[str, Any]:
-    """`connect`'s settings for ringward's own least-privilege role."""
-    return {"username": RINGWARD_ROLE, "password": found.ringward_password, "ssl_options": found.ssl_options()}
 
 
 def ensure_roles(topology: Topology, found: ClusterSecrets, deadline: float, log: Callable[[str], None]) -> bool:
@@ -63,9 +58,10 @@ def ensure_roles(topology: Topology, found: ClusterSecrets, deadline: float, log
             f"CREATE ROLE IF NOT EXISTS {RINGWARD_ROLE} WITH LOGIN = true AND PASSWORD = %s",
             (found.ringward_password,),
         )
-        for statement in grant_statements(RINGWARD_ROLE, []):
+        grants = grant_statements(RINGWARD_ROLE, [])
+        for statement in grants:
             session.execute(statement)
-        log(f"secured cluster: role {RINGWARD_ROLE} with {len(grant_statements(RINGWARD_ROLE, []))} GRANTs")
+        log(f"secured cluster: role {RINGWARD_ROLE} with {len(grants)} GRANTs")
     marker.touch(mode=0o600)
     return True
 
