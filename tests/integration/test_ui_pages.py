@@ -76,7 +76,9 @@ def test_pages_after_a_real_migration(seed_cluster: LocalCluster, task_env: None
     # Migration: the plan from ringward_ops, drawn and tabled; the journal's ranges done.
     url = f"/ringward/api/migration/keyspace_migration/{RUN_ID}"
     assert client.get(url).status_code == 401
-    data = client.get(url, headers=admin).json()
+    response = client.get(url, headers=admin)
+    data = response.json()
+    assert response.status_code == 200, data
     assert data["found"] and data["keyspace"] == KEYSPACE and data["state"] == "altered:1"
     plan = build_plan(ring_from_json(record["ring"]), record["old"], record["new"], keyspace=KEYSPACE)
     assert data["affected_ranges"] == record["affected_ranges"] == len(plan.affected) > 0
