@@ -24,7 +24,9 @@ from ringward.repair._executor import (
     BatchResult,
     RecordUpdate,
     SegmentOutcome,
+    SessionPool,
     SessionResult,
+    ThreadSessionPool,
     run_batch,
 )
 from ringward.repair._payload import decode_batch, decode_segment, encode_batch, encode_segment
@@ -100,11 +102,13 @@ __all__ = [
     "SegmentPlan",
     "SegmentRecord",
     "SegmentState",
+    "SessionPool",
     "SessionResult",
     "SizeEstimate",
     "SizeSplitter",
     "SkippedSegment",
     "StatusConfig",
+    "ThreadSessionPool",
     "allowed_parallelism",
     "apply_overrides",
     "backoff_delay",
