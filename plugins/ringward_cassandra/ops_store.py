@@ -11,16 +11,18 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cassandra import ConsistencyLevel
-from cassandra.cluster import Session
-from cassandra.concurrent import execute_concurrent_with_args
-from cassandra.query import BatchStatement, BatchType, SimpleStatement
 from ringward.errors import MigrationError, RepairError
 from ringward.permissions import OPS_KEYSPACE, ops_keyspace_statement
 from ringward.repair import RecordUpdate, Segment, SegmentRecord, SegmentState
 from ringward.ring import TokenRange
+
+if TYPE_CHECKING:
+    from cassandra.cluster import Session
+
+# The driver is imported where a statement is built, not here: the rows, the bucket arithmetic and the column
+# layout are shared with the in-memory store (memory_ops_store), which must run without the driver.
 
 __all__ = [
     "DEFAULT_HISTORY_TTL",
@@ -253,11 +255,17 @@ class OpsStore:
         return self.session.execute(_quorum(cql), params)
 
     def _read(self, cql: str, params: tuple[object, ...]) -> list[object]:
+        from cassandra import ConsistencyLevel
+        from cassandra.query import SimpleStatement
+
         return list(self.session.execute(SimpleStatement(cql, consistency_level=ConsistencyLevel.QUORUM), params))
 
     # -- leases -------------------------------------------------------------------------------------------
     def acquire_lease(self, resource: str, owner: str, purpose: str) -> None:
         """Take `resource` for `owner`, or raise naming who holds it. Re-acquiring one's own lease is fine."""
+        from cassandra import ConsistencyLevel
+        from cassandra.query import SimpleStatement
+
         result = self.session.execute(
             SimpleStatement(
                 f"INSERT INTO {self.keyspace}.leases (resource, owner, purpose, acquired_at) VALUES (%s, %s, %s, %s) "
@@ -276,6 +284,9 @@ class OpsStore:
         )
 
     def release_lease(self, resource: str, owner: str) -> None:
+        from cassandra import ConsistencyLevel
+        from cassandra.query import SimpleStatement
+
         self.session.execute(
             SimpleStatement(
                 f"DELETE FROM {self.keyspace}.leases WHERE resource = %s IF owner = %s",
@@ -484,6 +495,8 @@ class OpsStore:
         return self._concurrent_read(cql, [(keyspace, names, bucket) for names, bucket in partitions])
 
     def _concurrent_read(self, cql: str, params: Sequence[tuple[object, ...]]) -> list[RepairHistoryRow]:
+        from cassandra.concurrent import execute_concurrent_with_args
+
         if not params:
             return []
         statement = self._statement(cql)
@@ -525,6 +538,8 @@ class OpsStore:
 
         A chunk is emptied before it is written, so a retried plan task never leaves rows of an earlier,
         longer plan behind."""
+        from cassandra.concurrent import execute_concurrent_with_args
+
         ttl = self.history_ttl_seconds if ttl_seconds is None else int(ttl_seconds)
         insert = self._statement(f"INSERT INTO {self.keyspace}.repair_plan (run_id, chunk, position, command) "
                                  f"VALUES (?, ?, ?, ?) USING TTL {ttl}")  # fmt: skip
@@ -553,6 +568,9 @@ class OpsStore:
     def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None:
         """The live progress of a run: one row per top-level key (JSON), written in one single-partition batch
         (atomic), expiring with the history. Keys missing from `progress` keep their last value."""
+        from cassandra import ConsistencyLevel
+        from cassandra.query import BatchStatement, BatchType
+
         if not progress:
             return
         now = datetime.now(UTC)
@@ -596,6 +614,8 @@ class OpsStore:
 
     def _statement(self, cql: str) -> Any:
         """`cql` prepared once per store (QUORUM)."""
+        from cassandra import ConsistencyLevel
+
         prepared = self._prepared.get(cql)
         if prepared is None:
             prepared = self.session.prepare(cql)
@@ -646,7 +666,10 @@ class OpsStore:
         return found
 
 
-def _quorum(cql: str) -> SimpleStatement:
+def _quorum(cql: str) -> Any:
+    from cassandra import ConsistencyLevel
+    from cassandra.query import SimpleStatement
+
     return SimpleStatement(cql, consistency_level=ConsistencyLevel.QUORUM)
 
 
