@@ -527,9 +527,9 @@ def test_a_cluster_that_never_answers_is_reported_after_the_connect_timeout(
 
 def test_nightly_task_reads_the_pause_switch_between_segments() -> None:
     """The repair task's check: the latest press decides; an unreadable switch does not stop a repair."""
-    from ringward_airflow.repair_operators import RepairSegmentsOperator
+    from ringward_airflow.repair_operators import RepairRunOperator
 
-    operator = RepairSegmentsOperator(task_id="repair", batch=[])
+    operator = RepairRunOperator(task_id="repair")
     store = FakeStore()
     assert not operator._paused(store)
     store.set_switch(True, "alice", "disk full on .3")
