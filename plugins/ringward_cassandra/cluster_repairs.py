@@ -7,7 +7,7 @@ are hashes of keyspace, tables and range: the same config on the same ring gives
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -162,8 +162,21 @@ def status_records(plan: ClusterRepairPlan, rows: Iterable[RepairHistoryRow]) ->
 def table_statuses(
     plan: ClusterRepairPlan, records: Mapping[str, SegmentRecord], now: datetime, alarm_share: float
 ) -> list[RepairStatus]:
-    """Repair coverage of every planned table."""
-    return [
-        repair_status(ks, table, plan.segments, records, plan.gc_grace[ks][table], now, alarm_share)
-        for ks, table in plan.tables()
-    ]
+    """Repair coverage of every planned table.
+
+    Tables repaired by the same units with the same gc_grace have the same coverage: it is computed once per
+    such group, over that keyspace's segments only (at fleet size, 200 tables x 2.5 M segments otherwise)."""
+    units: dict[str, dict[tuple[str, ...], list[Segment]]] = {}
+    for segment in plan.segments:
+        units.setdefault(segment.keyspace, {}).setdefault(segment.tables, []).append(segment)
+    computed: dict[tuple[str, tuple[tuple[str, ...], ...], int], RepairStatus] = {}
+    statuses = []
+    for keyspace, table in plan.tables():
+        covering = tuple(sorted(t for t in units.get(keyspace, {}) if not t or table in t))
+        gc_grace = plan.gc_grace[keyspace][table]
+        key = (keyspace, covering, gc_grace)
+        if key not in computed:
+            segments = [s for tables in covering for s in units[keyspace][tables]]
+            computed[key] = repair_status(keyspace, table, segments, records, gc_grace, now, alarm_share)
+        statuses.append(replace(computed[key], table=table))
+    return statuses
