@@ -28,7 +28,7 @@ from ringward.repair._executor import (
     run_batch,
 )
 from ringward.repair._payload import decode_batch, decode_segment, encode_batch, encode_segment
-from ringward.repair._planning import ReplicaMapEntries, SegmentPlan, plan_segments
+from ringward.repair._planning import ReplicaMapCache, ReplicaMapEntries, SegmentPlan, plan_segments
 from ringward.repair._progress import Progress
 from ringward.repair._run import RunPlan, RunState, RunSummary, needs_replan, prepare_run
 from ringward.repair._scheduler import (
@@ -91,6 +91,7 @@ __all__ = [
     "RepairUnit",
     "RepairWindow",
     "ReplicaLocks",
+    "ReplicaMapCache",
     "ReplicaMapEntries",
     "RunPlan",
     "RunState",

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from itertools import pairwise
 from typing import Literal
 
 from ringward.repair._config import RepairConfig
@@ -52,24 +53,60 @@ class RepairUnit:
 
 
 def _segment_id(keyspace: str, tables: tuple[str, ...], token_range: TokenRange) -> str:
+    # The repair history is keyed by this: never change the text hashed or the digest's length.
     key = f"{keyspace}|{','.join(tables)}|{token_range.start}|{token_range.end}"
-    return hashlib.sha256(key.encode()).hexdigest()[:20]
+    return hashlib.sha256(key.encode()).digest()[:10].hex()  # == hexdigest()[:20], without the other 44 chars
+
+
+def _normalised(tables: Sequence[str]) -> tuple[str, ...]:
+    """Sorted and distinct, as a tuple; an already normal tuple is returned as is (the common case)."""
+    if type(tables) is tuple and all(a < b for a, b in pairwise(tables)):
+        return tables
+    return tuple(sorted(set(tables)))
 
 
 @dataclass(frozen=True)
 class Segment:
-    """One repair session: a non-wrapping range of a unit, repaired among `replicas`."""
+    """One repair session: a non-wrapping range of a unit, repaired among `replicas`.
+
+    `segment_id` is computed on first use and kept: a fleet night plans 2.5 million segments, and their
+    sha256 ids are a large share of planning when many are read later or never.
+    """
 
     keyspace: str
     tables: tuple[str, ...]
     range: TokenRange
     replicas: tuple[str, ...]
     estimated_bytes: int | None = None
-    segment_id: str = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tables", tuple(sorted(set(self.tables))))
-        object.__setattr__(self, "segment_id", _segment_id(self.keyspace, self.tables, self.range))
+        object.__setattr__(self, "tables", _normalised(self.tables))
+
+    @classmethod
+    def _planned(
+        cls,
+        keyspace: str,
+        tables: tuple[str, ...],
+        token_range: TokenRange,
+        replicas: tuple[str, ...],
+        estimated_bytes: int | None,
+    ) -> Segment:
+        """A segment from values already in normal form (a unit's sorted tables): skips the checks."""
+        segment = object.__new__(cls)
+        # A frozen dataclass refuses setattr; filling the instance dict is all its __init__ does here.
+        segment.__dict__.update(
+            keyspace=keyspace, tables=tables, range=token_range, replicas=replicas, estimated_bytes=estimated_bytes
+        )
+        return segment
+
+    @property
+    def segment_id(self) -> str:
+        """Stable id (a hash of keyspace, tables and range): the repair history finds the segment by it."""
+        # Cached in the instance dict by hand: functools.cached_property takes a lock on every read in 3.11.
+        known: str | None = self.__dict__.get("segment_id")
+        if known is None:
+            known = self.__dict__["segment_id"] = _segment_id(self.keyspace, self.tables, self.range)
+        return known
 
     @property
     def coordinator(self) -> str:
@@ -81,7 +118,7 @@ class Segment:
         return f"{self.keyspace}.{{{tables}}} {self.range} on {', '.join(self.replicas)}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RepairCommand:
     """Segments of one keyspace and table set with the same replicas, sent as one `nodetool repair`.
 
@@ -100,6 +137,13 @@ class RepairCommand:
         first = _command_key(self.segments[0])
         if any(_command_key(s) != first for s in self.segments):
             raise ValueError("segments of one repair command must share keyspace, tables and replicas")
+
+    @classmethod
+    def _grouped(cls, segments: tuple[Segment, ...]) -> RepairCommand:
+        """A command of segments `group_segments` has already keyed alike: skips re-checking each one."""
+        command = object.__new__(cls)
+        object.__setattr__(command, "segments", segments)
+        return command
 
     @property
     def keyspace(self) -> str:
@@ -141,14 +185,41 @@ def group_segments(segments: Iterable[Segment], max_ranges: int) -> list[RepairC
     """
     if max_ranges < 1:
         raise ValueError("max_ranges must be at least 1")
-    groups: dict[tuple[str, tuple[str, ...], frozenset[str]], list[Segment]] = {}
+    # Segments of one plan share their unit's keyspace and tables and the replica map's tuples, so a
+    # segment's group key is found by the identity of its replica tuple (kept alive in `held`) and built
+    # once per distinct tuple, not once per segment (2.5 million on a fleet night). The key holds the set
+    # as a sorted tuple: unlike a frozenset, the garbage collector stops tracking it. A group of one
+    # segment is kept as the segment itself (on fleet rings almost every replica set is unique).
+    Key = tuple[str, tuple[str, ...], tuple[str, ...]]
+    groups: dict[Key, Segment | list[Segment]] = {}
+    keys_by_unit: dict[tuple[str, tuple[str, ...]], dict[int, Key]] = {}
+    held: list[tuple[str, ...]] = []
+    unit: tuple[str, tuple[str, ...]] | None = None
+    keys: dict[int, Key] = {}
     for segment in segments:
-        groups.setdefault(_command_key(segment), []).append(segment)
-    return [
-        RepairCommand(tuple(members[i : i + max_ranges]))
-        for members in groups.values()
-        for i in range(0, len(members), max_ranges)
-    ]
+        keyspace, tables, replicas = segment.keyspace, segment.tables, segment.replicas
+        if unit is None or keyspace is not unit[0] or tables is not unit[1]:
+            unit = (keyspace, tables)
+            keys = keys_by_unit.setdefault(unit, {})
+        key = keys.get(id(replicas))
+        if key is None:
+            key = keys[id(replicas)] = (keyspace, tables, tuple(sorted(set(replicas))))
+            held.append(replicas)
+        members = groups.get(key)
+        if members is None:
+            groups[key] = segment
+        elif isinstance(members, list):
+            members.append(segment)
+        else:
+            groups[key] = [members, segment]
+    grouped = RepairCommand._grouped
+    commands: list[RepairCommand] = []
+    for members in groups.values():
+        if isinstance(members, list):
+            commands.extend(grouped(tuple(members[i : i + max_ranges])) for i in range(0, len(members), max_ranges))
+        else:
+            commands.append(grouped((members,)))
+    return commands
 
 
 @dataclass(frozen=True)
