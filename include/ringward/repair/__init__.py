@@ -6,8 +6,10 @@ The public API is exactly `__all__`; the private modules behind it may change.
 
 from __future__ import annotations
 
+from ringward.repair._backpressure import NodeBacklog, back_pressure_reason, unit_time_exceeded
 from ringward.repair._config import (
     DEFAULT_CONFIG_PATH,
+    BackPressure,
     FixedSplitter,
     NameFilter,
     RepairConfig,
@@ -77,11 +79,13 @@ __all__ = [
     "DEFAULT_CONFIG_PATH",
     "LOCAL_KEYSPACES",
     "RECENT_RUNS",
+    "BackPressure",
     "BatchEffects",
     "BatchResult",
     "Exclusion",
     "FixedSplitter",
     "NameFilter",
+    "NodeBacklog",
     "Progress",
     "RecordUpdate",
     "RecordedSegment",
@@ -108,6 +112,7 @@ __all__ = [
     "StatusConfig",
     "allowed_parallelism",
     "apply_overrides",
+    "back_pressure_reason",
     "backoff_delay",
     "batch_waves",
     "coverage_entries",
@@ -143,5 +148,6 @@ __all__ = [
     "split_by_liveness",
     "status_config",
     "status_table",
+    "unit_time_exceeded",
     "window_allows_start",
 ]

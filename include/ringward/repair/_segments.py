@@ -8,6 +8,7 @@ tables and range, so the same segment is found again in repair history across ru
 from __future__ import annotations
 
 import hashlib
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -237,12 +238,19 @@ def _selected(name: str, include: Iterable[str], exclude: Iterable[str]) -> bool
     return any(fnmatchcase(name, p) for p in include) and not any(fnmatchcase(name, p) for p in exclude)
 
 
-def select_units(schema: Mapping[str, Sequence[str]], config: RepairConfig) -> list[RepairUnit]:
+def select_units(
+    schema: Mapping[str, Sequence[str]], config: RepairConfig, table_bytes: Mapping[str, int] | None = None
+) -> list[RepairUnit]:
     """One unit per keyspace with its selected tables, from `{keyspace: [table, ...]}`.
 
     Keyspaces and `keyspace.table` names are filtered by the include/exclude patterns; local system
     keyspaces and keyspaces left without tables are dropped. Units name their tables explicitly only
     when some were excluded, so a new table is repaired without a configuration change.
+
+    With `table_bytes` (`{"keyspace.table": bytes}`) and `split_outlier_tables` > 0, a table bigger than
+    that factor x the median size of its keyspace's selected tables (those with a size) becomes its own
+    unit after the unit of the other tables, which then names them explicitly: a huge table cannot hold
+    the small ones back.
     """
     units: list[RepairUnit] = []
     for keyspace in sorted(schema):
@@ -254,6 +262,26 @@ def select_units(schema: Mapping[str, Sequence[str]], config: RepairConfig) -> l
         chosen = [t for t in all_tables if _selected(f"{keyspace}.{t}", config.tables.include, config.tables.exclude)]
         if not chosen:
             continue
+        outliers = _outliers(keyspace, chosen, table_bytes, config.split_outlier_tables)
+        if outliers:
+            rest = tuple(t for t in chosen if t not in outliers)
+            if rest:
+                units.append(RepairUnit(keyspace, rest, config.repair_type))
+            units.extend(RepairUnit(keyspace, (table,), config.repair_type) for table in outliers)
+            continue
         tables = () if chosen == all_tables else tuple(chosen)
         units.append(RepairUnit(keyspace, tables, config.repair_type))
     return units
+
+
+def _outliers(keyspace: str, tables: list[str], table_bytes: Mapping[str, int] | None, factor: float) -> list[str]:
+    """Tables over `factor` x the median size of `tables`; tables without a size are never outliers."""
+    if not table_bytes or factor <= 0 or len(tables) < 2:
+        return []
+    sizes = {t: table_bytes[f"{keyspace}.{t}"] for t in tables if f"{keyspace}.{t}" in table_bytes}
+    if not sizes:
+        return []
+    median = statistics.median(sizes.values())
+    if median <= 0:  # mostly empty tables: every table with data would be an "outlier"
+        return []
+    return [t for t in tables if t in sizes and sizes[t] > factor * median]
