@@ -186,36 +186,40 @@ def group_segments(segments: Iterable[Segment], max_ranges: int) -> list[RepairC
     """
     if max_ranges < 1:
         raise ValueError("max_ranges must be at least 1")
-    # Segments of one plan share their unit's keyspace and tables and the replica map's tuples, so a
-    # segment's group key is found by the identity of its replica tuple (kept alive in `held`) and built
-    # once per distinct tuple, not once per segment (2.5 million on a fleet night). The key holds the set
-    # as a sorted tuple: unlike a frozenset, the garbage collector stops tracking it. A group of one
-    # segment is kept as the segment itself (on fleet rings almost every replica set is unique).
-    Key = tuple[str, tuple[str, ...], tuple[str, ...]]
-    groups: dict[Key, Segment | list[Segment]] = {}
-    keys_by_unit: dict[tuple[str, tuple[str, ...]], dict[int, Key]] = {}
+    # Hot on fleet rings (2.5 million segments a night, almost every replica set unique), so:
+    # - a replica tuple's set is canonicalised (sorted, as a tuple) once per tuple object, found by
+    #   identity: keyspaces sharing a replication share the replica map's tuples (kept alive in `held`);
+    # - each unit (keyspace, tables) has its own dict from canonical set to group, so no key tuple is
+    #   built per segment; `groups` keeps the order in which groups first appear, across units;
+    # - a group of one segment is kept as the segment itself, not a one-element list.
+    canonical: dict[int, tuple[str, ...]] = {}
     held: list[tuple[str, ...]] = []
+    groups: list[Segment | list[Segment]] = []
+    units: dict[tuple[str, tuple[str, ...]], dict[tuple[str, ...], int]] = {}
     unit: tuple[str, tuple[str, ...]] | None = None
-    keys: dict[int, Key] = {}
+    of_unit: dict[tuple[str, ...], int] = {}
     for segment in segments:
         keyspace, tables, replicas = segment.keyspace, segment.tables, segment.replicas
         if unit is None or keyspace is not unit[0] or tables is not unit[1]:
             unit = (keyspace, tables)
-            keys = keys_by_unit.setdefault(unit, {})
-        key = keys.get(id(replicas))
-        if key is None:
-            key = keys[id(replicas)] = (keyspace, tables, tuple(sorted(set(replicas))))
+            of_unit = units.setdefault(unit, {})
+        replica_set = canonical.get(id(replicas))
+        if replica_set is None:
+            replica_set = canonical[id(replicas)] = tuple(sorted(set(replicas)))
             held.append(replicas)
-        members = groups.get(key)
-        if members is None:
-            groups[key] = segment
-        elif isinstance(members, list):
+        index = of_unit.get(replica_set)
+        if index is None:
+            of_unit[replica_set] = len(groups)
+            groups.append(segment)
+            continue
+        members = groups[index]
+        if isinstance(members, list):
             members.append(segment)
         else:
-            groups[key] = [members, segment]
+            groups[index] = [members, segment]
     grouped = RepairCommand._grouped
     commands: list[RepairCommand] = []
-    for members in groups.values():
+    for members in groups:
         if isinstance(members, list):
             commands.extend(grouped(tuple(members[i : i + max_ranges])) for i in range(0, len(members), max_ranges))
         else:
