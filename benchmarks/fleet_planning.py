@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import resource
 import subprocess
 import sys
 import tarfile
@@ -106,7 +107,8 @@ def night(nodes: int, vnodes: int, new: bool) -> dict[str, Any]:
         records[segment_id] = SegmentRecord(segment_id, last_success=last, last_full_success=last)
     due = timed("due_segments", lambda: due_segments(segments, records, NOW, config.min_repair_interval))
     return {"steps": spent, "total": sum(spent.values()), "units": len(units), "segments": len(segments),
-            "commands": commands, "due": len(due), "first_due": due[0].segment_id if due else None}  # fmt: skip
+            "commands": commands, "due": len(due), "first_due": due[0].segment_id if due else None,
+            "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
 
 
 def child(tree: Path, nodes: int, vnodes: int, new: bool) -> dict[str, Any]:
@@ -131,7 +133,7 @@ def export_tree(ref: str, into: Path) -> Path:
 
 def report(label: str, figures: dict[str, Any]) -> None:
     steps = "  ".join(f"{step} {figures['steps'][step]:6.2f} s" for step in STEPS)
-    print(f"  {label:<4} {steps}  total {figures['total']:6.2f} s")
+    print(f"  {label:<4} {steps}  total {figures['total']:6.2f} s  (peak RSS {figures['peak_mib']:,.0f} MiB)")
 
 
 def main() -> None:

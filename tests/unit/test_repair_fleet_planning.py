@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
 import random
 
 from ringward.placement import replica_map
@@ -75,3 +77,13 @@ def test_group_segments_groups_by_replica_set_across_tuple_objects_in_first_seen
     assert all(isinstance(c, RepairCommand) for c in commands)
     # Built through the checked constructor, the same commands compare equal.
     assert commands == [RepairCommand(c.segments) for c in commands]
+
+
+def test_a_replaced_segment_gets_the_id_of_its_new_range_not_the_cached_one() -> None:
+    segment = Segment("ks", (), TokenRange(1, 2), ("x", "y"))
+    assert segment.segment_id == Segment("ks", (), TokenRange(1, 2), ()).segment_id  # cached now
+    moved = dataclasses.replace(segment, range=TokenRange(2, 3))
+    assert moved.segment_id == Segment("ks", (), TokenRange(2, 3), ()).segment_id != segment.segment_id
+    assert "segment_id" not in repr(segment)
+    assert segment == Segment("ks", (), TokenRange(1, 2), ("x", "y"))  # a cached id does not take part
+    assert pickle.loads(pickle.dumps(segment)).segment_id == segment.segment_id

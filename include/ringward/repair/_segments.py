@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from itertools import pairwise
 from typing import Literal
@@ -66,12 +66,16 @@ def _normalised(tables: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(set(tables)))
 
 
-@dataclass(frozen=True)
+_set = object.__setattr__  # how a frozen dataclass fills its own fields
+
+
+@dataclass(frozen=True, slots=True)
 class Segment:
     """One repair session: a non-wrapping range of a unit, repaired among `replicas`.
 
     `segment_id` is computed on first use and kept: a fleet night plans 2.5 million segments, and their
-    sha256 ids are a large share of planning when many are read later or never.
+    sha256 ids are a large share of planning. Slots, not an instance dict: half the objects the garbage
+    collector scans and less memory per segment.
     """
 
     keyspace: str
@@ -79,9 +83,10 @@ class Segment:
     range: TokenRange
     replicas: tuple[str, ...]
     estimated_bytes: int | None = None
+    _id: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tables", _normalised(self.tables))
+        _set(self, "tables", _normalised(self.tables))
 
     @classmethod
     def _planned(
@@ -94,19 +99,21 @@ class Segment:
     ) -> Segment:
         """A segment from values already in normal form (a unit's sorted tables): skips the checks."""
         segment = object.__new__(cls)
-        # A frozen dataclass refuses setattr; filling the instance dict is all its __init__ does here.
-        segment.__dict__.update(
-            keyspace=keyspace, tables=tables, range=token_range, replicas=replicas, estimated_bytes=estimated_bytes
-        )
+        _set(segment, "keyspace", keyspace)
+        _set(segment, "tables", tables)
+        _set(segment, "range", token_range)
+        _set(segment, "replicas", replicas)
+        _set(segment, "estimated_bytes", estimated_bytes)
+        _set(segment, "_id", None)
         return segment
 
     @property
     def segment_id(self) -> str:
         """Stable id (a hash of keyspace, tables and range): the repair history finds the segment by it."""
-        # Cached in the instance dict by hand: functools.cached_property takes a lock on every read in 3.11.
-        known: str | None = self.__dict__.get("segment_id")
+        known = self._id
         if known is None:
-            known = self.__dict__["segment_id"] = _segment_id(self.keyspace, self.tables, self.range)
+            known = _segment_id(self.keyspace, self.tables, self.range)
+            _set(self, "_id", known)
         return known
 
     @property
