@@ -6,8 +6,10 @@ The public API is exactly `__all__`; the private modules behind it may change.
 
 from __future__ import annotations
 
+from ringward.repair._backpressure import NodeBacklog, back_pressure_reason, unit_time_exceeded
 from ringward.repair._config import (
     DEFAULT_CONFIG_PATH,
+    BackPressure,
     FixedSplitter,
     NameFilter,
     RepairConfig,
@@ -30,7 +32,7 @@ from ringward.repair._executor import (
     run_batch,
 )
 from ringward.repair._payload import decode_batch, decode_segment, encode_batch, encode_segment
-from ringward.repair._planning import ReplicaMapEntries, SegmentPlan, plan_segments
+from ringward.repair._planning import ReplicaMapCache, ReplicaMapEntries, SegmentPlan, plan_segments
 from ringward.repair._progress import Progress
 from ringward.repair._run import DueSelection, RunPlan, RunState, RunSummary, needs_replan, prepare_run, select_due
 from ringward.repair._scheduler import (
@@ -79,12 +81,14 @@ __all__ = [
     "DEFAULT_CONFIG_PATH",
     "LOCAL_KEYSPACES",
     "RECENT_RUNS",
+    "BackPressure",
     "BatchEffects",
     "BatchResult",
     "DueSelection",
     "Exclusion",
     "FixedSplitter",
     "NameFilter",
+    "NodeBacklog",
     "Progress",
     "RecordUpdate",
     "RecordedSegment",
@@ -94,6 +98,7 @@ __all__ = [
     "RepairUnit",
     "RepairWindow",
     "ReplicaLocks",
+    "ReplicaMapCache",
     "ReplicaMapEntries",
     "RunPlan",
     "RunState",
@@ -112,6 +117,7 @@ __all__ = [
     "ThreadSessionPool",
     "allowed_parallelism",
     "apply_overrides",
+    "back_pressure_reason",
     "backoff_delay",
     "batch_waves",
     "coverage_entries",
@@ -148,5 +154,6 @@ __all__ = [
     "split_by_liveness",
     "status_config",
     "status_table",
+    "unit_time_exceeded",
     "window_allows_start",
 ]

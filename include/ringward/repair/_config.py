@@ -28,6 +28,7 @@ from ringward.repair._units import parse_bytes, parse_duration
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
+    "BackPressure",
     "FixedSplitter",
     "NameFilter",
     "RepairConfig",
@@ -105,6 +106,14 @@ class RepairWindow(_Strict):
         return self
 
 
+class BackPressure(_Strict):
+    """Node load above which no repair session starts on the node (CEP-37 holds repair off the same way)."""
+
+    max_pending_compactions: int = Field(default=100, gt=0)
+    # CEP-37's name: the most SSTables one table may have on a node before repair waits for compaction.
+    sstable_upper_threshold: int = Field(default=10000, gt=0)
+
+
 def _default_splitter_type(value: object) -> object:
     """A splitter mapping without `type` is the fixed splitter (the CEP-37 default)."""
     if isinstance(value, Mapping) and "type" not in value:
@@ -150,6 +159,14 @@ class RepairConfig(_Strict):
     window: RepairWindow | None = None
     gc_grace_alarm: float = Field(default=0.8, gt=0, le=1)
     schedule: str = "0 1 * * *"
+    # A table bigger than this factor x the median of its keyspace's selected tables is repaired as its
+    # own unit, so it cannot hold the others back (CEP-37 repairs table by table). 0 = never split.
+    split_outlier_tables: float = 10.0
+    # CEP-37's name: repair time one unit may take in a run before the rest of it waits for the next run.
+    table_max_repair_time: Duration | None = timedelta(hours=6)
+    back_pressure: BackPressure = BackPressure()
+    # TTL of the repair history rows; rows of ranges no longer planned (nodes that left) expire after it.
+    history_ttl: Duration = timedelta(days=30)
 
     @field_validator("segment_timeout")
     @classmethod
@@ -163,6 +180,29 @@ class RepairConfig(_Strict):
     def _not_negative(cls, value: timedelta) -> timedelta:
         if value < timedelta(0):
             raise ValueError("must not be negative")
+        return value
+
+    @field_validator("table_max_repair_time")
+    @classmethod
+    def _positive_or_no_limit(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError("must be positive, or null for no limit")
+        return value
+
+    @field_validator("history_ttl")
+    @classmethod
+    def _positive_ttl(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError(
+                "must be positive and longer than the largest gc_grace_seconds (default 10 days), e.g. 30d"
+            )
+        return value
+
+    @field_validator("split_outlier_tables")
+    @classmethod
+    def _off_or_at_least_one(cls, value: float) -> float:
+        if value != 0 and not value >= 1:  # below 1 the median table itself would count as an outlier
+            raise ValueError(f"must be 0 (never split) or a factor of at least 1, got {value}")
         return value
 
     @field_validator("schedule")

@@ -8,9 +8,11 @@ tables and range, so the same segment is found again in repair history across ru
 from __future__ import annotations
 
 import hashlib
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from itertools import pairwise
 from typing import Literal
 
 from ringward.repair._config import RepairConfig
@@ -52,24 +54,67 @@ class RepairUnit:
 
 
 def _segment_id(keyspace: str, tables: tuple[str, ...], token_range: TokenRange) -> str:
+    # The repair history is keyed by this: never change the text hashed or the digest's length.
     key = f"{keyspace}|{','.join(tables)}|{token_range.start}|{token_range.end}"
-    return hashlib.sha256(key.encode()).hexdigest()[:20]
+    return hashlib.sha256(key.encode()).digest()[:10].hex()  # == hexdigest()[:20], without the other 44 chars
 
 
-@dataclass(frozen=True)
+def _normalised(tables: Sequence[str]) -> tuple[str, ...]:
+    """Sorted and distinct, as a tuple; an already normal tuple is returned as is (the common case)."""
+    if type(tables) is tuple and all(a < b for a, b in pairwise(tables)):
+        return tables
+    return tuple(sorted(set(tables)))
+
+
+_set = object.__setattr__  # how a frozen dataclass fills its own fields
+
+
+@dataclass(frozen=True, slots=True)
 class Segment:
-    """One repair session: a non-wrapping range of a unit, repaired among `replicas`."""
+    """One repair session: a non-wrapping range of a unit, repaired among `replicas`.
+
+    `segment_id` is computed on first use and kept: a fleet night plans 2.5 million segments, and their
+    sha256 ids are a large share of planning. Slots, not an instance dict: half the objects the garbage
+    collector scans and less memory per segment.
+    """
 
     keyspace: str
     tables: tuple[str, ...]
     range: TokenRange
     replicas: tuple[str, ...]
     estimated_bytes: int | None = None
-    segment_id: str = field(init=False)
+    _id: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tables", tuple(sorted(set(self.tables))))
-        object.__setattr__(self, "segment_id", _segment_id(self.keyspace, self.tables, self.range))
+        _set(self, "tables", _normalised(self.tables))
+
+    @classmethod
+    def _planned(
+        cls,
+        keyspace: str,
+        tables: tuple[str, ...],
+        token_range: TokenRange,
+        replicas: tuple[str, ...],
+        estimated_bytes: int | None,
+    ) -> Segment:
+        """A segment from values already in normal form (a unit's sorted tables): skips the checks."""
+        segment = object.__new__(cls)
+        _set(segment, "keyspace", keyspace)
+        _set(segment, "tables", tables)
+        _set(segment, "range", token_range)
+        _set(segment, "replicas", replicas)
+        _set(segment, "estimated_bytes", estimated_bytes)
+        _set(segment, "_id", None)
+        return segment
+
+    @property
+    def segment_id(self) -> str:
+        """Stable id (a hash of keyspace, tables and range): the repair history finds the segment by it."""
+        known = self._id
+        if known is None:
+            known = _segment_id(self.keyspace, self.tables, self.range)
+            _set(self, "_id", known)
+        return known
 
     @property
     def coordinator(self) -> str:
@@ -81,7 +126,7 @@ class Segment:
         return f"{self.keyspace}.{{{tables}}} {self.range} on {', '.join(self.replicas)}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RepairCommand:
     """Segments of one keyspace and table set with the same replicas, sent as one `nodetool repair`.
 
@@ -100,6 +145,13 @@ class RepairCommand:
         first = _command_key(self.segments[0])
         if any(_command_key(s) != first for s in self.segments):
             raise ValueError("segments of one repair command must share keyspace, tables and replicas")
+
+    @classmethod
+    def _grouped(cls, segments: tuple[Segment, ...]) -> RepairCommand:
+        """A command of segments `group_segments` has already keyed alike: skips re-checking each one."""
+        command = object.__new__(cls)
+        object.__setattr__(command, "segments", segments)
+        return command
 
     @property
     def keyspace(self) -> str:
@@ -141,14 +193,45 @@ def group_segments(segments: Iterable[Segment], max_ranges: int) -> list[RepairC
     """
     if max_ranges < 1:
         raise ValueError("max_ranges must be at least 1")
-    groups: dict[tuple[str, tuple[str, ...], frozenset[str]], list[Segment]] = {}
+    # Hot on fleet rings (2.5 million segments a night, almost every replica set unique), so:
+    # - a replica tuple's set is canonicalised (sorted, as a tuple) once per tuple object, found by
+    #   identity: keyspaces sharing a replication share the replica map's tuples (kept alive in `held`);
+    # - each unit (keyspace, tables) has its own dict from canonical set to group, so no key tuple is
+    #   built per segment; `groups` keeps the order in which groups first appear, across units;
+    # - a group of one segment is kept as the segment itself, not a one-element list.
+    canonical: dict[int, tuple[str, ...]] = {}
+    held: list[tuple[str, ...]] = []
+    groups: list[Segment | list[Segment]] = []
+    units: dict[tuple[str, tuple[str, ...]], dict[tuple[str, ...], int]] = {}
+    unit: tuple[str, tuple[str, ...]] | None = None
+    of_unit: dict[tuple[str, ...], int] = {}
     for segment in segments:
-        groups.setdefault(_command_key(segment), []).append(segment)
-    return [
-        RepairCommand(tuple(members[i : i + max_ranges]))
-        for members in groups.values()
-        for i in range(0, len(members), max_ranges)
-    ]
+        keyspace, tables, replicas = segment.keyspace, segment.tables, segment.replicas
+        if unit is None or keyspace is not unit[0] or tables is not unit[1]:
+            unit = (keyspace, tables)
+            of_unit = units.setdefault(unit, {})
+        replica_set = canonical.get(id(replicas))
+        if replica_set is None:
+            replica_set = canonical[id(replicas)] = tuple(sorted(set(replicas)))
+            held.append(replicas)
+        index = of_unit.get(replica_set)
+        if index is None:
+            of_unit[replica_set] = len(groups)
+            groups.append(segment)
+            continue
+        members = groups[index]
+        if isinstance(members, list):
+            members.append(segment)
+        else:
+            groups[index] = [members, segment]
+    grouped = RepairCommand._grouped
+    commands: list[RepairCommand] = []
+    for members in groups:
+        if isinstance(members, list):
+            commands.extend(grouped(tuple(members[i : i + max_ranges])) for i in range(0, len(members), max_ranges))
+        else:
+            commands.append(grouped((members,)))
+    return commands
 
 
 @dataclass(frozen=True)
@@ -166,12 +249,19 @@ def _selected(name: str, include: Iterable[str], exclude: Iterable[str]) -> bool
     return any(fnmatchcase(name, p) for p in include) and not any(fnmatchcase(name, p) for p in exclude)
 
 
-def select_units(schema: Mapping[str, Sequence[str]], config: RepairConfig) -> list[RepairUnit]:
+def select_units(
+    schema: Mapping[str, Sequence[str]], config: RepairConfig, table_bytes: Mapping[str, int] | None = None
+) -> list[RepairUnit]:
     """One unit per keyspace with its selected tables, from `{keyspace: [table, ...]}`.
 
     Keyspaces and `keyspace.table` names are filtered by the include/exclude patterns; local system
     keyspaces and keyspaces left without tables are dropped. Units name their tables explicitly only
     when some were excluded, so a new table is repaired without a configuration change.
+
+    With `table_bytes` (`{"keyspace.table": bytes}`) and `split_outlier_tables` > 0, a table bigger than
+    that factor x the median size of its keyspace's selected tables (those with a size) becomes its own
+    unit after the unit of the other tables, which then names them explicitly: a huge table cannot hold
+    the small ones back.
     """
     units: list[RepairUnit] = []
     for keyspace in sorted(schema):
@@ -183,6 +273,26 @@ def select_units(schema: Mapping[str, Sequence[str]], config: RepairConfig) -> l
         chosen = [t for t in all_tables if _selected(f"{keyspace}.{t}", config.tables.include, config.tables.exclude)]
         if not chosen:
             continue
+        outliers = _outliers(keyspace, chosen, table_bytes, config.split_outlier_tables)
+        if outliers:
+            rest = tuple(t for t in chosen if t not in outliers)
+            if rest:
+                units.append(RepairUnit(keyspace, rest, config.repair_type))
+            units.extend(RepairUnit(keyspace, (table,), config.repair_type) for table in outliers)
+            continue
         tables = () if chosen == all_tables else tuple(chosen)
         units.append(RepairUnit(keyspace, tables, config.repair_type))
     return units
+
+
+def _outliers(keyspace: str, tables: list[str], table_bytes: Mapping[str, int] | None, factor: float) -> list[str]:
+    """Tables over `factor` x the median size of `tables`; tables without a size are never outliers."""
+    if not table_bytes or factor <= 0 or len(tables) < 2:
+        return []
+    sizes = {t: table_bytes[f"{keyspace}.{t}"] for t in tables if f"{keyspace}.{t}" in table_bytes}
+    if not sizes:
+        return []
+    median = statistics.median(sizes.values())
+    if median <= 0:  # mostly empty tables: every table with data would be an "outlier"
+        return []
+    return [t for t in tables if t in sizes and sizes[t] > factor * median]

@@ -104,13 +104,22 @@ def due_segments(
     min_repair_interval: timedelta,
 ) -> list[Segment]:
     """Due segments, most urgent first: never repaired, then oldest last success (ties keep plan order)."""
-    due = [s for s in segments if is_due(records.get(s.segment_id), now, min_repair_interval)]
-
-    def urgency(segment: Segment) -> datetime:
-        record = records.get(segment.segment_id)
-        return record.last_success if record and record.last_success else datetime.min.replace(tzinfo=now.tzinfo)
-
-    return sorted(due, key=urgency)
+    # One pass, one history lookup per segment (`is_due`'s rule inlined): a fleet night has 2.5M segments.
+    never = datetime.min.replace(tzinfo=now.tzinfo)
+    due: list[Segment] = []
+    urgency: list[datetime] = []
+    get = records.get
+    for segment in segments:
+        record = get(segment.segment_id)
+        last = None if record is None else record.last_success
+        if last is None:
+            due.append(segment)
+            urgency.append(never)
+        elif now - last >= min_repair_interval:
+            due.append(segment)
+            urgency.append(last)
+    order = sorted(range(len(due)), key=urgency.__getitem__)  # stable: ties keep plan order
+    return [due[i] for i in order]
 
 
 def retries_exhausted(record: SegmentRecord | None, run_id: str, max_retries: int) -> bool:
