@@ -22,6 +22,7 @@ from airflow.sdk.observability.stats import Stats
 from ringward.errors import ClusterError, ConfigurationError, RepairError
 from ringward.repair import (
     BatchEffects,
+    NodeBacklog,
     RecordUpdate,
     RepairCommand,
     RepairConfig,
@@ -32,6 +33,7 @@ from ringward.repair import (
     SessionResult,
     allowed_parallelism,
     apply_overrides,
+    back_pressure_reason,
     decode_segment,
     dump_config,
     encode_segment,
@@ -297,6 +299,7 @@ class RepairRunOperator(BaseOperator):
             enabled=_Every(10.0, lambda: self._still_enabled(context, config) and not self._paused(store), clock),
             stop_requested=lambda: self._stop_if_killed(killed),
             log=self.log.info,
+            held_back=_BackPressure(self._client, config, clock),
             progress=lambda progress: store.record_run_progress(run_id, progress),
         )
         if clock is not None:  # the fleet simulator: sessions and time are virtual
@@ -465,6 +468,34 @@ class _Every:
             self._value = self._read()
             self._at = now
         return self._value
+
+
+class _BackPressure:
+    """Why a command must wait (a participant under back-pressure), from each node's backlog read at most
+    every `ttl` seconds; a node whose backlog cannot be read is not held back (its sessions still run)."""
+
+    def __init__(self, client: Any, config: RepairConfig, clock: Any = None, ttl: float = 300.0) -> None:
+        self._client = client
+        self._config = config
+        self._reads: dict[str, _Every] = {}
+        self._clock = clock
+        self._ttl = ttl
+
+    def _backlog(self, node: str) -> NodeBacklog:
+        try:
+            return self._client.backlog(node)  # type: ignore[no-any-return]
+        except ClusterError:
+            return NodeBacklog()
+
+    def __call__(self, command: RepairCommand) -> str | None:
+        for node in command.replicas:
+            read = self._reads.get(node)
+            if read is None:
+                read = self._reads[node] = _Every(self._ttl, lambda node=node: self._backlog(node), self._clock)
+            reason = back_pressure_reason(node, read(), self._config)
+            if reason is not None:
+                return reason
+        return None
 
 
 class _CachedLiveness:

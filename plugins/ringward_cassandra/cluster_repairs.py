@@ -105,7 +105,18 @@ def plan_cluster(
     catalog = _catalog(source)
     leased = leased or {}
     schema = catalog.tables()
-    units = select_units({ks: sorted(tables) for ks, tables in schema.items()}, config)
+    by_size = isinstance(config.splitter, SizeSplitter)
+    estimates: dict[str, list[SizeEstimate]] = {}
+    table_bytes: dict[str, int] | None = None
+    if by_size and config.split_outlier_tables:  # sizes tell an outlier table (it gets a unit of its own)
+        selected = {u.keyspace for u in select_units({ks: sorted(t) for ks, t in schema.items()}, config)}
+        table_bytes = {}
+        for keyspace in sorted(selected - set(leased or {})):
+            estimates[keyspace] = catalog.size_estimates(keyspace)
+            for row in estimates[keyspace]:
+                name = f"{keyspace}.{row.table}"
+                table_bytes[name] = table_bytes.get(name, 0) + row.mean_partition_size * row.partitions_count
+    units = select_units({ks: sorted(tables) for ks, tables in schema.items()}, config, table_bytes)
     segments: list[Segment] = []
     skipped: list[SkippedSegment] = []
     excluded: dict[str, str] = {}
@@ -119,11 +130,13 @@ def plan_cluster(
         if key not in maps:
             maps[key] = replica_map(ring, replication).entries()
         entries = maps[key]
-        sizes = catalog.size_estimates(unit.keyspace) if isinstance(config.splitter, SizeSplitter) else []
+        if by_size and unit.keyspace not in estimates:
+            estimates[unit.keyspace] = catalog.size_estimates(unit.keyspace)
+        sizes = estimates.get(unit.keyspace, [])
         plan = plan_segments(ring, entries, unit, config, sizes)
         segments.extend(plan.segments)
         skipped.extend(plan.skipped)
-    planned = {u.keyspace for u in units} - set(excluded)
+    planned = {u.keyspace for u in units} - set(excluded)  # a keyspace may have several units (outliers)
     gc_grace = {ks: schema[ks] for ks in planned}
     return ClusterRepairPlan(tuple(segments), tuple(skipped), gc_grace, excluded)
 

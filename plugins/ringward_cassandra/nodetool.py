@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ringward.errors import ClusterError, RepairError, RingwardError
+from ringward.repair import NodeBacklog
 from ringward.ring import TokenRange
 
 from ringward_cassandra.resident_nodetool import ResidentNodetool
@@ -26,6 +27,8 @@ from ringward_cassandra.resident_nodetool import ResidentNodetool
 __all__ = ["NodetoolClient", "RepairOutcome", "parse_describering"]
 
 _REPAIR_STARTED = re.compile(r"Starting repair command #(\d+) \(([0-9a-f-]{36})\)")
+_PENDING_COMPACTIONS = re.compile(r"^pending (?:compaction )?tasks\s*:?\s*(\d+)", re.MULTILINE)
+_CLEANUP_RUNNING = re.compile(r"^\S+\s+Cleanup\s", re.MULTILINE)  # a row of the active compactions table
 _STREAMING = re.compile(r"^\s*(Receiving|Sending) \d+ files", re.MULTILINE)
 _STATUS_LINE = re.compile(r"^([UD][NLJM])\s+(\S+)\s", re.MULTILINE)
 _DESCRIBERING = re.compile(r"start_token:(-?\d+), end_token:(-?\d+), endpoints:\[([^\]]*)\]")
@@ -179,6 +182,20 @@ class NodetoolClient:
     def is_streaming(self, address: str) -> bool:
         output = self.checked(address, ["netstats"])
         return bool(_STREAMING.search(output))
+
+    def backlog(self, address: str) -> NodeBacklog:
+        """What `address` is busy with, for the nightly repair's back-pressure check: pending compactions and a
+        running cleanup (`compactionstats`), streaming (`netstats`), and whether it is joining, leaving or
+        moving (`status`). SSTable counts per table are not read (one `tablestats` per table is too costly)."""
+        compactions = self.checked(address, ["compactionstats"])
+        pending = _PENDING_COMPACTIONS.search(compactions)
+        state = self.status(address).get(address, "UN")
+        return NodeBacklog(
+            pending_compactions=int(pending.group(1)) if pending else 0,
+            streaming=self.is_streaming(address),
+            cleanup_running=bool(_CLEANUP_RUNNING.search(compactions)),
+            pending_ranges=state[1:] in {"J", "L", "M"},
+        )
 
     def repair(
         self,

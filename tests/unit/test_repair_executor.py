@@ -381,3 +381,17 @@ def test_a_night_of_twenty_thousand_commands_runs_in_virtual_time_keeping_the_no
     for spans in intervals.values():
         spans.sort()
         assert all(end <= nxt for (_, end), (nxt, _) in itertools.pairwise(spans))
+
+
+def test_a_unit_over_table_max_repair_time_leaves_its_rest_for_the_next_run() -> None:
+    pool = VirtualPool(seconds=3600)
+    segments = [segment(i, ("a", "b")) for i in range(4)] + [Segment("other", ("t",), TokenRange(1, 2), ("a", "b"))]
+    result = run_batch(
+        segments, {}, config=config(table_max_repair_time="2h", ranges_per_command=1), run_id="run-1",
+        parallelism=1, effects=pool.effects(), run_started=pool.clock,
+    )  # fmt: skip
+    states = [(o.segment.keyspace, o.state) for o in result.outcomes]
+    assert states.count(("ks", SegmentState.DONE)) == 3  # 1 h, 2 h, then 3 h > 2 h: the fourth waits
+    postponed = [o for o in result.outcomes if o.state is SegmentState.POSTPONED]
+    assert len(postponed) == 1 and postponed[0].reason and "table_max_repair_time" in postponed[0].reason
+    assert ("other", SegmentState.DONE) in states  # another unit on the same nodes is not held back

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from ringward.repair._backpressure import unit_time_exceeded
 from ringward.repair._config import RepairConfig
 from ringward.repair._progress import Progress
 from ringward.repair._run import RunSummary
@@ -216,6 +217,9 @@ class _BatchRun:
         self.not_before: dict[str, datetime] = {}
         self.held_reason: dict[str, str] = {}
         self.held_since: dict[str, datetime] = {}
+        # Seconds each node spent in sessions of each unit this run (CEP-37's table_max_repair_time is per
+        # table and node): over the limit, the unit's rest is left for the next run.
+        self.spent: dict[tuple[str, tuple[str, ...], str], float] = {}
         self.node_free_at: dict[str, datetime] = {}
         self.in_session: set[str] = set()
         self.running: dict[str, _Running] = {}  # by the command's key
@@ -335,6 +339,9 @@ class _BatchRun:
         self.in_session.difference_update(command.replicas)
         self.changed = True
         for node in command.replicas:
+            unit = (command.keyspace, command.tables, node)
+            self.spent[unit] = self.spent.get(unit, 0.0) + result.seconds
+        for node in command.replicas:
             if node not in self.node_free_at:
                 self._release(node)
         finished = self.fx.now()
@@ -451,6 +458,12 @@ class _BatchRun:
         down = [n for n in replicas if n not in live]
         if down:
             self._wait_for_node(command, down)
+            return 0
+        spent = max(self.spent.get((command.keyspace, command.tables, n), 0.0) for n in replicas)
+        over = unit_time_exceeded(spent, self.config) if spent else None
+        if over is not None:
+            self._take(command)
+            self._postpone(command, over)
             return 0
         reason = self.fx.held_back(command)
         if reason is not None:

@@ -1,0 +1,41 @@
+"""The back-pressure read of one node: nodetool compactionstats / netstats / status, parsed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ringward.repair import NodeBacklog
+from ringward_cassandra.nodetool import NodetoolClient
+
+COMPACTIONS_5_0 = """\
+concurrent compactors            2
+pending tasks                    230
+compactions completed            17
+id                                   compaction type keyspace table completed total    unit  progress
+5d0c4c40-0f0e-11ef-9c0f-5b6b0f0e0e0e Cleanup         shop     items 1024      2048     bytes 50.00%
+Active compaction remaining time :   0h00m01s
+"""
+COMPACTIONS_4_1 = "pending tasks: 3\n"
+NETSTATS_IDLE = "Mode: NORMAL\nNot sending any streams.\n"
+NETSTATS_STREAMING = "Mode: NORMAL\nRepair 5d0c4c40\n    /127.0.0.3\n        Receiving 4 files, 1024 bytes total\n"
+STATUS = "UN  127.0.0.2  1 MiB  16  ?  id1  rack1\nUJ  127.0.0.5  1 MiB  16  ?  id5  rack1\n"
+
+
+class Scripted(NodetoolClient):
+    def __init__(self, outputs: dict[str, str]) -> None:
+        super().__init__()
+        self.outputs = outputs
+
+    def checked(self, address: str, args: Sequence[str], timeout: float = 600.0) -> str:
+        return self.outputs[args[0]]
+
+
+def test_pending_compactions_cleanup_and_streaming_are_read() -> None:
+    client = Scripted({"compactionstats": COMPACTIONS_5_0, "netstats": NETSTATS_STREAMING, "status": STATUS})
+    assert client.backlog("127.0.0.2") == NodeBacklog(pending_compactions=230, streaming=True, cleanup_running=True)
+
+
+def test_an_idle_node_of_an_older_release_and_a_joining_node() -> None:
+    client = Scripted({"compactionstats": COMPACTIONS_4_1, "netstats": NETSTATS_IDLE, "status": STATUS})
+    assert client.backlog("127.0.0.2") == NodeBacklog(pending_compactions=3)
+    assert client.backlog("127.0.0.5").pending_ranges
