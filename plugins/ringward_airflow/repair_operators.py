@@ -13,6 +13,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -291,6 +292,8 @@ class RepairRunOperator(BaseOperator):
         clock = getattr(self._client, "clock", None)
         total = int(reference.get("due") or 0)
         fingerprint = reference.get("fingerprint")
+        back_pressure = _BackPressure(self._client, config, clock)
+        back_pressure.prefetch(ring.addresses())
         effects = BatchEffects(
             repair=lambda command: self._session(command, config),
             save=lambda updates: store.record_repairs(updates, ttl_seconds=_ttl(config)),
@@ -299,7 +302,7 @@ class RepairRunOperator(BaseOperator):
             enabled=_Every(10.0, lambda: self._still_enabled(context, config) and not self._paused(store), clock),
             stop_requested=lambda: self._stop_if_killed(killed),
             log=self.log.info,
-            held_back=_BackPressure(self._client, config, clock),
+            held_back=back_pressure,
             progress=lambda progress: store.record_run_progress(run_id, progress),
         )
         if clock is not None:  # the fleet simulator: sessions and time are virtual
@@ -487,12 +490,20 @@ class _BackPressure:
         except ClusterError:
             return NodeBacklog()
 
+    def _read(self, node: str) -> _Every:
+        read = self._reads.get(node)
+        if read is None:
+            read = self._reads[node] = _Every(self._ttl, lambda: self._backlog(node), self._clock)
+        return read
+
+    def prefetch(self, nodes: Sequence[str]) -> None:
+        """Read every node's backlog now, 16 at a time, before the run's window starts counting."""
+        with ThreadPoolExecutor(max_workers=16, thread_name_prefix="backlog") as pool:
+            list(pool.map(lambda node: self._read(node)(), nodes))
+
     def __call__(self, command: RepairCommand) -> str | None:
         for node in command.replicas:
-            read = self._reads.get(node)
-            if read is None:
-                read = self._reads[node] = _Every(self._ttl, lambda node=node: self._backlog(node), self._clock)
-            reason = back_pressure_reason(node, read(), self._config)
+            reason = back_pressure_reason(node, self._read(node)(), self._config)
             if reason is not None:
                 return reason
         return None
