@@ -37,7 +37,10 @@ LEGACY_DDL = f"""CREATE TABLE IF NOT EXISTS {SCRATCH}.repair_history (
 
 
 @pytest.fixture(scope="module")
-def scratch_session(seed_cluster: LocalCluster) -> Iterator[Any]:
+def scratch_module(cluster_manager: Any) -> Iterator[Any]:
+    """One scratch keyspace for the module (on the seed cluster, which every test asks for as well: the suite
+    orders tests by the cluster fixture they name)."""
+    cluster_manager.ensure("seed")
     with connect(NODES) as session:
         session.execute(f"DROP KEYSPACE IF EXISTS {SCRATCH}")
         settle_schema(session)
@@ -48,6 +51,11 @@ def scratch_session(seed_cluster: LocalCluster) -> Iterator[Any]:
             yield session
         finally:
             session.execute(f"DROP KEYSPACE IF EXISTS {SCRATCH}")
+
+
+@pytest.fixture
+def scratch_session(seed_cluster: LocalCluster, scratch_module: Any) -> Any:
+    return scratch_module
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=[c.__name__ for c in CHECKS])

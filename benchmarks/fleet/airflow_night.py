@@ -1,0 +1,121 @@
+"""One night of the real `nightly_subrange_repair` DAG, through Airflow (`dag.test()`), on a simulated fleet.
+
+The DAG file is the shipped one; only its two connections differ: `cassandra_default` and `ringward_nodetool`
+name the fleet spec in their extra (`fleet_simulator`), so the hooks hand the operators the simulator's ring,
+catalog, nodetool (sessions in virtual time) and in-memory ops store. Airflow runs the tasks, records the task
+instances and XComs in its metadata database, exactly as on a real cluster.
+
+Prints (or writes with --json) what issue 23 asks of a night at fleet size: Airflow task instances, the largest
+XCom, ops-store rows written/read and the largest partition, the plan task's CPU seconds, the simulated time
+until every due segment was repaired, and whether every table is covered within its gc_grace.
+
+Run: uv run python benchmarks/fleet/airflow_night.py --spec SPEC.json [--json out.json]
+(AIRFLOW_HOME must hold a migrated metadata database; `make test` and the benchmark driver set one up.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+for folder in ("include", "plugins"):
+    if str(ROOT / folder) not in sys.path:
+        sys.path.insert(0, str(ROOT / folder))
+
+DAG_ID = "nightly_subrange_repair"
+
+
+def simulated_connections(spec: Path) -> dict[str, str]:
+    """The two connections of the nightly DAG, pointing at the simulated fleet of `spec`."""
+    extra = {"fleet_simulator": str(spec.resolve())}
+    return {
+        "AIRFLOW_CONN_CASSANDRA_DEFAULT": json.dumps({"conn_type": "cassandra", "host": "fleet", "extra": extra}),
+        "AIRFLOW_CONN_RINGWARD_NODETOOL": json.dumps({"conn_type": "generic", "host": "fleet", "extra": extra}),
+    }
+
+
+def run_night(spec: Path, conf: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run one night on the fleet of `spec` in this process; the figures of the run."""
+    os.environ.update(simulated_connections(spec))
+    os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+    from airflow.dag_processing.dagbag import DagBag
+    from ringward_fleetsim import simulator_for
+
+    dag = DagBag(dag_folder=str(ROOT / "dags" / f"{DAG_ID}.py"), include_examples=False).dags[DAG_ID]
+    simulator = simulator_for(str(spec))
+    started_wall, started_cpu = time.monotonic(), time.process_time()
+    logical_date = datetime.now(UTC)
+    dag_run = dag.test(logical_date=logical_date, run_conf=conf or {})
+    wall, cpu = time.monotonic() - started_wall, time.process_time() - started_cpu
+    tasks, xcoms = _airflow_records(dag_run.run_id)
+    summary = xcoms.get(("plan", "summary"), {}).get("value") or {}
+    repaired = xcoms.get(("repair", "return_value"), {}).get("value") or {}
+    report = xcoms.get(("report", "return_value"), {}).get("value") or {}
+    store = simulator.ops_store()
+    return {
+        "spec": simulator.spec.describe(),
+        "run_id": dag_run.run_id,
+        "state": str(dag_run.state),
+        "task_instances": len(tasks),
+        "task_states": tasks,
+        "largest_xcom_bytes": max((x["bytes"] for x in xcoms.values()), default=0),
+        "largest_xcom": max(xcoms, key=lambda k: xcoms[k]["bytes"], default=None),
+        "planning_cpu_seconds": summary.get("planning_cpu_seconds"),
+        "segments": summary.get("segments"),
+        "due": summary.get("due"),
+        "plan_chunks": summary.get("chunks"),
+        "repair_counts": repaired.get("counts"),
+        "replans": repaired.get("replans"),
+        "simulated_seconds": repaired.get("simulated_seconds"),
+        "run_state": report.get("state"),
+        "tables": len(report.get("tables") or {}),
+        "tables_fully_repaired": sum(1 for v in (report.get("tables") or {}).values() if v == "100.0%"),
+        "ops_store": store.stats(),
+        "wall_seconds": round(wall, 1),
+        "process_cpu_seconds": round(cpu, 1),
+    }
+
+
+def _airflow_records(run_id: str) -> tuple[dict[str, str], dict[tuple[str, str], dict[str, Any]]]:
+    """Task instance states and XComs (with their stored size) of the run, from Airflow's database."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        tis = session.query(TaskInstance).filter(TaskInstance.dag_id == DAG_ID, TaskInstance.run_id == run_id).all()
+        tasks = {f"{ti.task_id}[{ti.map_index}]" if ti.map_index >= 0 else ti.task_id: str(ti.state) for ti in tis}
+        rows = session.query(XComModel).filter(XComModel.dag_id == DAG_ID, XComModel.run_id == run_id).all()
+        xcoms = {
+            (row.task_id, row.key): {"bytes": len(json.dumps(row.value, default=str)), "value": _loaded(row.value)}
+            for row in rows
+        }
+    return tasks, xcoms
+
+
+def _loaded(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spec", type=Path, required=True, help="fleet spec JSON (ringward_fleetsim.FleetSpec)")
+    parser.add_argument("--conf", default="{}", help="the DAG run's conf (JSON)")
+    parser.add_argument("--json", type=Path, help="write the figures there as JSON")
+    args = parser.parse_args()
+    figures = run_night(args.spec, json.loads(args.conf))
+    text = json.dumps(figures, indent=2, default=str)
+    if args.json:
+        args.json.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
