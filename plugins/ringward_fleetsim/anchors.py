@@ -104,7 +104,7 @@ def _result(name: str, cluster: SimCluster, coverage: _Coverage, t: float, wall:
 # CEP-37 AutoRepair (full repair)
 # ---------------------------------------------------------------------------------------------------------
 
-_END, _START, _TICK, _WAKE = 0, 1, 2, 3
+_END, _START, _TICK, _WAKE, _DOWN, _UP = 0, 1, 2, 3, 4, 5
 
 
 @dataclass(slots=True)
@@ -258,6 +258,10 @@ def run_cep37(
             assert turn.item is not None
             units, r, _, reps, _, last, _ = turn.item
             cluster.end(reps, turn.start, turn.end, turn.ok)
+            if cluster.record:
+                keyspace = tables[units[0]].split(".", 1)[0]
+                names = [tables[u].split(".", 1)[1] for u in units]
+                cluster.note(reps, turn.start, turn.end, keyspace, names, (ranges[r],), turn.ok)
             if turn.ok:
                 if last and not turn.range_failed:
                     for unit in units:
@@ -360,8 +364,8 @@ def run_reaper(
         for n in reps:
             lists[n].append(s)
     pointer = [0] * n_nodes
-    free_at = [0.0] * n_nodes  # inf while in a session, then the end of its intensity pause
-    inf = math.inf
+    masks = [sum(1 << n for n in reps) for reps in seg_nodes]
+    blocked = 0  # bit n: node n is in a session, in its intensity pause, or down
     running = [0] * len(keyspaces)
     active_run = 0  # with concurrent_runs False, runs go one by one
     left_in_run = [0] * len(keyspaces)
@@ -371,8 +375,9 @@ def run_reaper(
     seq = 0
     starts: dict[int, tuple[float, float, bool]] = {}
     pause_factor = 1 / intensity - 1
-    waking: set[int] = set()
-    any_down = cluster.any_down
+    busy = bytearray(n_nodes)  # in a session or its pause
+    settled = started_total = 0  # segments started since the last compaction of the lists; in all (less failures)
+    down = bytearray(n_nodes)
     t = 0.0
 
     def push(when: float, kind: int, payload: int) -> None:
@@ -380,81 +385,84 @@ def run_reaper(
         seq += 1
         heapq.heappush(events, (when, seq, kind, payload))
 
-    def down(n: int, now: float) -> bool:
-        if cluster.is_up(n, now):
-            return False
-        if n not in waking:
-            waking.add(n)
-            push(cluster.up_again(n, now), _WAKE, n)
-        return True
+    for window in spec.faults.down:
+        node = cluster.ids[window.address]
+        if window.start <= 0 < window.end:
+            down[node] = 1
+            blocked |= 1 << node
+        else:
+            push(window.start, _DOWN, node)
+        push(window.end, _UP, node)
 
-    def try_start(s: int, now: float) -> bool:
-        run = seg_run[s]
-        if running[run] >= per_run_limit or (not concurrent_runs and run != active_run):
-            return False
+    def start(s: int, now: float) -> None:
+        nonlocal blocked, settled, started_total
+        settled += 1
+        started_total += 1
+        state[s] = 1
+        running[seg_run[s]] += 1
         reps = seg_nodes[s]
         for n in reps:
-            if free_at[n] > now:
-                return False
-        if any_down:
-            for n in reps:
-                if down(n, now):
-                    return False
-        state[s] = 1
-        running[run] += 1
-        for n in reps:
-            free_at[n] = inf
+            busy[n] = 1
+        blocked |= masks[s]
         end, ok = cluster.begin(reps, seg_bytes[s], now)
         starts[s] = (now, end, ok)
         push(end, _END, s)
-        return True
+
+    def eligible(s: int) -> bool:
+        run = seg_run[s]
+        return running[run] < per_run_limit and (concurrent_runs or run == active_run)
 
     def scan(nodes: Sequence[int], now: float) -> None:
+        nonlocal settled
         for n in nodes:
-            if free_at[n] > now or (any_down and down(n, now)):
+            if blocked >> n & 1:
                 continue
             pending = lists[n]
             i = pointer[n]
-            size = len(pending)
-            while i < size and state[pending[i]]:
+            while i < len(pending) and state[pending[i]]:
                 i += 1
             pointer[n] = i
-            looked = skipped = 0
-            while i < size and looked < lookahead:
-                s = pending[i]
-                i += 1
-                if state[s]:
-                    skipped += 1
-                else:
-                    looked += 1
-                    if try_start(s, now):
-                        break  # n is busy now
-            if skipped > 32 and skipped > looked:  # drop started and done segments (a failure re-appends)
-                lists[n] = [s for s in pending[pointer[n] :] if not state[s]]
+            # The first of the next `lookahead` entries that is pending, has all its replicas free and its run a
+            # free slot (the runner's first fit, bounded).
+            chunk = pending[i : i + lookahead]
+            found = next((s for s in chunk if not state[s] and not masks[s] & blocked and eligible(s)), None)
+            if found is not None:
+                start(found, now)
+        if settled > pending_count():  # most list entries are started or done: drop them, once in a while
+            for n in range(n_nodes):
+                lists[n] = [s for s in lists[n][pointer[n] :] if not state[s]]
                 pointer[n] = 0
+            settled = 0
+
+    def pending_count() -> int:
+        return len(seg_nodes) - started_total
 
     def scan_all(now: float) -> None:
         for s in range(len(seg_nodes)):
-            if not state[s]:
-                try_start(s, now)
+            if not state[s] and not masks[s] & blocked and eligible(s):
+                start(s, now)
+
+    def release(nodes: Sequence[int]) -> None:
+        nonlocal blocked
+        for n in nodes:
+            busy[n] = 0
+            if not down[n]:
+                blocked &= ~(1 << n)
 
     scan_all(0.0)
-    done = 0
     while events and coverage.remaining and t <= max_time:
         t, _, kind, payload = heapq.heappop(events)
         if kind == _END:
             s = payload
-            start, end, ok = starts.pop(s)
+            begun, end, ok = starts.pop(s)
             reps = seg_nodes[s]
-            cluster.end(reps, start, end, ok)
+            cluster.end(reps, begun, end, ok)
             run = seg_run[s]
+            if cluster.record:
+                cluster.note(reps, begun, end, keyspaces[run], (), (ranges[seg_range[s]],), ok)
             running[run] -= 1
-            pause = (end - start) * pause_factor
-            for n in reps:
-                free_at[n] = t + pause
             if ok:
                 state[s] = 2
-                done += 1
                 for unit in run_units[run]:
                     coverage.mark(unit, seg_range[s], t)
                 left_in_run[run] -= 1
@@ -464,17 +472,26 @@ def run_reaper(
                     push(t, _WAKE, -1)
             else:
                 state[s] = 0
+                started_total -= 1
                 for n in reps:  # back in the pending lists, retried later in the run
                     lists[n].append(s)
+            pause = (end - begun) * pause_factor
             if pause > 0:
                 push(t + pause, _TICK, s)
             else:
+                release(reps)
                 scan(reps, t)
         elif kind == _TICK:
+            release(seg_nodes[payload])
             scan(seg_nodes[payload], t)
-        elif payload >= 0:
-            waking.discard(payload)
-            scan((payload,), t)
+        elif kind == _DOWN:
+            down[payload] = 1
+            blocked |= 1 << payload
+        elif kind == _UP:
+            down[payload] = 0
+            if not busy[payload]:
+                blocked &= ~(1 << payload)
+                scan((payload,), t)
         else:
             scan_all(t)
     result = _result("Reaper", cluster, coverage, t, time.process_time() - started_wall)

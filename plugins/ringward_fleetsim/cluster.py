@@ -196,6 +196,14 @@ class SimCluster:
             self.active[n] -= 1
             seconds[n] += end - start
 
+    def note(self, nodes: Sequence[int], start: float, end: float, keyspace: str, tables: Sequence[str],
+             ranges: Sequence[TokenRange], ok: bool) -> None:  # fmt: skip
+        """Log one session (when recording)."""
+        if self.record:
+            addresses = tuple(self.addresses[n] for n in nodes)
+            error = None if ok else self.error_of(nodes, start)
+            self.log.append(SessionRecord(start, end, addresses, keyspace, tuple(tables), tuple(ranges), ok, error))
+
     def error_of(self, nodes: Sequence[int], start: float) -> str:
         down = [self.addresses[n] for n in nodes if not self.is_up(n, start)]
         if down:

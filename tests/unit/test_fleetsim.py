@@ -216,3 +216,15 @@ def test_node_seconds_count_every_participant() -> None:
     pool.wait(100)
     assert cluster.stats.node_seconds == pytest.approx([12, 12, 12])
     assert TokenRange(TOKENS[2], TOKENS[0]) == cluster.initial_ring.ranges()[0]
+
+
+def test_anchors_record_their_sessions_when_asked() -> None:
+    cluster = SimCluster(tiny(tables=2), MODEL, record=True)
+    run_reaper(cluster.spec, cluster=cluster, intensity=0.5)
+    assert [(round(r.start), round(r.end), r.ok, r.keyspace) for r in cluster.log] == [
+        (0, 22, True, "ks00"), (44, 66, True, "ks00"), (88, 110, True, "ks00"),
+    ]  # fmt: skip
+    cluster = SimCluster(tiny(tables=2), MODEL, record=True)
+    run_cep37(cluster.spec, cluster=cluster, parallel_repair_count=1, parallel_repair_percentage=0,
+              repair_check_interval=0)  # fmt: skip
+    assert len(cluster.log) == 96 and {r.tables for r in cluster.log} == {("t00",), ("t01",)}
