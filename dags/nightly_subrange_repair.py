@@ -14,10 +14,11 @@ from ringward_airflow.repair_operators import (
     PlanRepairOperator,
     RepairFailureNotifier,
     RepairReportOperator,
-    RepairSegmentsOperator,
+    RepairRunOperator,
 )
 
 CONFIG_PATH = os.environ.get(CONFIG_PATH_ENV) or None
+REPAIR_POOL = "ringward_repair"  # the operator's guide documents it; create it with 1 slot per cluster
 SCHEDULE = load_config(CONFIG_PATH).schedule
 
 DOC = f"""\
@@ -26,10 +27,13 @@ DOC = f"""\
 Repairs every selected table's token ranges in small segments, so each range is repaired within its
 `gc_grace_seconds`; a node takes part in one repair session at a time. Schedule: `{SCHEDULE}`.
 
-1. **plan**: reads the ring and the repair history and picks the segments that are **due** (not repaired
-   within `min_repair_interval`, 24 h by default). Keyspaces under a running migration are skipped.
-2. **repair**: repairs the due segments in batches, one batch after another. Each log line starts with the
-   run's progress: `[done/total share ETA]`.
+1. **plan**: reads the ring and the repair history, picks the segments that are **due** (not repaired
+   within `min_repair_interval`, 24 h by default) and stores them, most urgent first, in `ringward_ops`
+   (XCom holds only a reference). Keyspaces under a running migration are skipped.
+2. **repair**: one task for the whole night, whatever the size of the ring: repairs the stored plan,
+   a node in one session at a time; waits for nodes that are down, holds sessions back from nodes under
+   back-pressure, plans again if the ring changes. Progress (`[done/total share ETA]`) goes to the log
+   and, live, to the ringward Repair page. It runs in the `ringward_repair` pool.
 3. **report**: coverage per table, the run's state (DONE, PARTIAL, DISABLED); fails if segments failed.
 
 **Triggering it by hand.** A manual run repairs what is due *now*. With *Segments to repair* set to
@@ -114,13 +118,6 @@ with DAG(
             description="A duration such as 2h or 45m (or seconds); segments not started by then stay due for the "
             "next run. Empty: the file's window.",
         ),
-        "batch_size": Param(
-            256,
-            type="integer",
-            minimum=1,
-            title="Segments per repair task",
-            description="How many segments one repair task handles; the batches run one after another.",
-        ),
         "config_overrides": Param(
             {},
             type="object",
@@ -130,9 +127,7 @@ with DAG(
     },
 ) as dag:
     plan = PlanRepairOperator(task_id="plan", config_path=CONFIG_PATH)
-    # One task per batch, one batch at a time: node locks hold within a task, not across tasks.
-    repair = RepairSegmentsOperator.partial(task_id="repair", config_path=CONFIG_PATH, max_active_tis_per_dag=1).expand(
-        batch=plan.output
-    )
+    # One worker for the night: the node locks (a node in one session at a time) hold within one task.
+    repair = RepairRunOperator(task_id="repair", config_path=CONFIG_PATH, pool=REPAIR_POOL)
     report = RepairReportOperator(task_id="report", config_path=CONFIG_PATH, trigger_rule="all_done")
     plan >> repair >> report

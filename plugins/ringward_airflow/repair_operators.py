@@ -7,12 +7,13 @@ Constructors only store arguments; hooks are built in `execute`.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from airflow.sdk import BaseNotifier, BaseOperator
@@ -21,6 +22,7 @@ from airflow.sdk.observability.stats import Stats
 from ringward.errors import ClusterError, ConfigurationError, RepairError
 from ringward.repair import (
     BatchEffects,
+    RecordUpdate,
     RepairCommand,
     RepairConfig,
     RunSummary,
@@ -30,17 +32,17 @@ from ringward.repair import (
     SessionResult,
     allowed_parallelism,
     apply_overrides,
-    batch_waves,
-    decode_batch,
+    decode_segment,
     dump_config,
-    encode_batch,
+    encode_segment,
     load_config,
-    prepare_run,
     ring_fingerprint,
     run_batch,
+    select_due,
     status_table,
 )
 from ringward_cassandra.cluster_repairs import plan_cluster, records_by_segment, status_records, table_statuses
+from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, history_bucket
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 
@@ -51,7 +53,7 @@ __all__ = [
     "PlanRepairOperator",
     "RepairFailureNotifier",
     "RepairReportOperator",
-    "RepairSegmentsOperator",
+    "RepairRunOperator",
     "effective_config",
 ]
 
@@ -127,10 +129,11 @@ def _live_nodes(client: Any, ring_addresses: Sequence[str]) -> set[str]:
 
 
 class PlanRepairOperator(BaseOperator):
-    """Plans tonight's run on a fresh ring and schema.
+    """Plans tonight's run on a fresh ring and schema, and stores the plan in ringward_ops.
 
-    Returns the batches (what the repair task is mapped over: waves of encoded segments) and pushes the
-    plan summary (counts, skipped keyspaces, effective config) under the XCom key `summary`.
+    The due segments, most urgent first, go to `ringward_ops.repair_plan` in chunks of PLAN_CHUNK_ROWS;
+    the return value (XCom) is only a reference to them with the counts, a few hundred bytes however large
+    the ring. The plan summary (counts, skipped keyspaces, effective config) is pushed under `summary`.
     """
 
     template_fields: Sequence[str] = ("config_path",)
@@ -139,100 +142,98 @@ class PlanRepairOperator(BaseOperator):
         self,
         *,
         config_path: str | None = None,
-        batch_size: int = 256,
         cassandra_conn_id: str = RingwardCassandraHook.default_conn_name,
         nodetool_conn_id: str = NodetoolHook.default_conn_name,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.config_path = config_path
-        self.batch_size = batch_size
         self.cassandra_conn_id = cassandra_conn_id
         self.nodetool_conn_id = nodetool_conn_id
 
-    def execute(self, context: Any) -> list[Any]:
-        params = context.get("params") or {}
-        config = _config_or_fail(self.config_path, params)
-        batch_size = int(params.get("batch_size") or self.batch_size)
+    def execute(self, context: Any) -> dict[str, Any]:
+        config = _config_or_fail(self.config_path, context.get("params"))
         cassandra = RingwardCassandraHook(self.cassandra_conn_id)
         nodetool = NodetoolHook(self.nodetool_conn_id).client
         nodetool.prepare()  # its JVM boots while the ring and schema are read
         try:
-            return self._plan(context, config, batch_size, cassandra, nodetool)
+            return self._plan(context, config, cassandra, nodetool)
         finally:
             cassandra.close()
             nodetool.close()
 
-    def _plan(
-        self, context: Any, config: RepairConfig, batch_size: int, cassandra: RingwardCassandraHook, nodetool: Any
-    ) -> Any:
+    def _plan(self, context: Any, config: RepairConfig, cassandra: RingwardCassandraHook, nodetool: Any) -> Any:
         run_id = context["run_id"]
+        started = time.process_time()
         ring = cassandra.ring()
         store = cassandra.ops_store()
         leased = {ks: f"held by {lease.owner} ({lease.purpose})" for ks, lease in store.leased_keyspaces().items()}
-        cluster = plan_cluster(cassandra.session, ring, config, leased)
+        cluster = plan_cluster(cassandra.catalog(), ring, config, leased)
         for keyspace, why in cluster.excluded_keyspaces.items():
             self.log.warning("Keyspace %s skipped tonight: under a migration lease, %s", keyspace, why)
-        records = records_by_segment(store.repair_history())
         live = _live_nodes(nodetool, ring.addresses())
-        run = prepare_run(
-            cluster.segments, records, run_id=run_id, now=datetime.now(UTC), live_nodes=live,
-            node_count=len(ring.nodes), config=config,
+        due = select_due(
+            cluster.segments, records_by_segment(store.repair_history()), run_id=run_id, now=cassandra.now(),
+            config=config,
         )  # fmt: skip
-        for segment in run.postponed:
-            self.log.warning("Postponed (replica down): %s", segment.describe())
-            record = _postponed(records.get(segment.segment_id), segment, run_id)
-            store.record_repair(segment.keyspace, segment.tables, segment.range, record, replicas=segment.replicas)
-        batches = batch_waves(run.waves, batch_size) if run.waves else []
+        chunks = store.save_run_plan(run_id, _chunks(due.due), ttl_seconds=_ttl(config))
+        down = sorted(set(ring.addresses()) - live)
         plan = {
             "run_id": run_id,
             "enabled": config.enabled,
             "fingerprint": ring_fingerprint(ring, {}),
-            "parallelism": run.parallelism,
+            "parallelism": allowed_parallelism(config, len(ring.nodes)),
             "segments": len(cluster.segments),
-            "due": run.due_count,
-            "batches": len(batches),
-            "batch_segments": [sum(len(wave) for wave in batch) for batch in batches],
-            "postponed": len(run.postponed),
-            "exhausted": len(run.exhausted),
-            "not_due": len(run.not_due),
+            "due": len(due.due),
+            "chunks": chunks,
+            "exhausted": len(due.exhausted),
+            "not_due": len(due.not_due),
             "skipped_ranges": len(cluster.skipped_ranges),
             "skipped_keyspaces": dict(cluster.excluded_keyspaces),
-            "live_nodes": sorted(live),
+            "down_nodes": down,
+            "planning_cpu_seconds": round(time.process_time() - started, 2),
             "config": dump_config(config),
         }
         if not config.enabled:
             self.log.warning("Repair is disabled (enabled: false): nothing runs tonight.")
+        if down:
+            self.log.warning("Down now: %s; their segments wait for them during the run.", ", ".join(down))
         self.log.info(
-            "Plan: %(segments)d segments, %(due)d due in %(batches)d batches (parallelism %(parallelism)d), "
-            "%(postponed)d postponed, %(not_due)d not due, %(exhausted)d with retries used up",
+            "Plan: %(segments)d segments, %(due)d due in %(chunks)d stored chunks (parallelism %(parallelism)d), "
+            "%(not_due)d not due, %(exhausted)d with retries used up; %(planning_cpu_seconds).1f s CPU",
             plan,
         )
         context["ti"].xcom_push(key=SUMMARY_KEY, value=plan)
-        return [encode_batch(batch) for batch in batches]
+        return {key: plan[key] for key in ("run_id", "chunks", "due", "fingerprint")}
 
 
-def _postponed(record: SegmentRecord | None, segment: Segment, run_id: str) -> SegmentRecord:
-    base = record or SegmentRecord(segment.segment_id)
-    return SegmentRecord(
-        segment.segment_id, SegmentState.POSTPONED, base.last_success, base.last_full_success,
-        base.attempts_in(run_id), base.last_error, base.duration, run_id,
-    )  # fmt: skip
+def _chunks(segments: Sequence[Segment]) -> list[list[str]]:
+    encoded = [json.dumps(encode_segment(s), separators=(",", ":")) for s in segments]
+    return [encoded[i : i + PLAN_CHUNK_ROWS] for i in range(0, len(encoded), PLAN_CHUNK_ROWS)]
 
 
-class RepairSegmentsOperator(BaseOperator):
-    """Repairs one batch (waves of segments) with `nodetool repair -full -st -et KS TABLES`.
+def _ttl(config: RepairConfig) -> int:
+    ttl = getattr(config, "history_ttl", None)
+    return int(ttl.total_seconds()) if ttl is not None else DEFAULT_HISTORY_TTL
 
-    Run mapped with `max_active_tis_per_dag=1`: the per-node locks hold within a task, so batches must
-    not overlap. On kill (SIGTERM) it stops starting segments, aborts running sessions and fails.
+
+class RepairRunOperator(BaseOperator):
+    """Repairs the whole stored plan of the run: one task per night, whatever the ring.
+
+    Reads the plan chunk by chunk (`WINDOW_CHUNKS` at a time) with the history of the partitions they touch,
+    and runs them through the executor (`nodetool repair -full -st -et KS TABLES`, a node in one session at
+    a time, held back under back-pressure, waiting for nodes that are down). If the ring changed since the
+    plan, what is left is planned again on the new ring (segments repaired in this run are kept). Live
+    progress goes to ringward_ops.repair_progress. Idempotent: a retry skips segments done in this run.
+    On kill (SIGTERM) it stops starting sessions, aborts running ones and fails.
     """
 
-    template_fields: Sequence[str] = ("batch", "config_path")
+    template_fields: Sequence[str] = ("config_path",)
+    WINDOW_CHUNKS = 10
 
     def __init__(
         self,
         *,
-        batch: Sequence[Sequence[Sequence[Any]]],
         config_path: str | None = None,
         plan_task_id: str = "plan",
         cassandra_conn_id: str = RingwardCassandraHook.default_conn_name,
@@ -240,7 +241,6 @@ class RepairSegmentsOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.batch = batch
         self.config_path = config_path
         self.plan_task_id = plan_task_id
         self.cassandra_conn_id = cassandra_conn_id
@@ -253,17 +253,19 @@ class RepairSegmentsOperator(BaseOperator):
     _aborted = False
 
     def execute(self, context: Any) -> dict[str, Any]:
-        params = context.get("params") or {}
-        config = _config_or_fail(self.config_path, params)
-        segments = [segment for wave in decode_batch(self.batch) for segment in wave]
+        config = _config_or_fail(self.config_path, context.get("params"))
+        reference = context["ti"].xcom_pull(task_ids=self.plan_task_id) or {}
+        plan = context["ti"].xcom_pull(task_ids=self.plan_task_id, key=SUMMARY_KEY) or {}
+        if not reference:
+            raise AirflowFailException("The plan task left no plan. Fix: clear the DAG run from the plan task.")
         killed = self._killed = threading.Event()
         self._coordinators = frozenset()
         self._aborted = False
         self._client = NodetoolHook(self.nodetool_conn_id).client
-        self._client.prepare()  # its JVM boots while the ring and history are read
+        self._client.prepare()  # its JVM boots while the ring and plan are read
         cassandra = RingwardCassandraHook(self.cassandra_conn_id)
         try:
-            result = self._run(context, config, segments, cassandra, killed)
+            result = self._run(context, config, reference, plan, cassandra, killed)
         finally:
             cassandra.close()
             self._client.close()
@@ -271,46 +273,104 @@ class RepairSegmentsOperator(BaseOperator):
             raise AirflowException("Repair task killed: running sessions were aborted; the rest stays due.")
         return result
 
+    def _windows(self, store: Any, run_id: str, chunks: int) -> Iterator[list[Segment]]:
+        for first in range(0, chunks, self.WINDOW_CHUNKS):
+            rows = [row for c in range(first, min(chunks, first + self.WINDOW_CHUNKS))
+                    for row in store.run_plan_chunk(run_id, c)]  # fmt: skip
+            yield [decode_segment(json.loads(row)) for row in rows]
+
     def _run(
-        self, context: Any, config: RepairConfig, segments: list[Segment], cassandra: Any, killed: threading.Event
-    ) -> dict[str, Any]:
+        self, context: Any, config: RepairConfig, reference: Mapping[str, Any], plan: Mapping[str, Any],
+        cassandra: Any, killed: threading.Event,
+    ) -> dict[str, Any]:  # fmt: skip
         run_id = context["run_id"]
         ring = cassandra.ring()
         store = cassandra.ops_store()
-        plan = context["ti"].xcom_pull(task_ids=self.plan_task_id, key=SUMMARY_KEY) or {}
-        if plan.get("fingerprint") not in (None, ring_fingerprint(ring, {})):
-            raise AirflowFailException(
-                "The ring changed since the plan task ran; its segments may no longer match the replicas. "
-                "Fix: clear the DAG run from the plan task (or wait for the next run) to plan again."
-            )
-        wanted = {s.segment_id for s in segments}
-        records = {k: v for k, v in records_by_segment(store.repair_history()).items() if k in wanted}
-        live = _CachedLiveness(self._client, ring.addresses())
-
+        clock = getattr(self._client, "clock", None)
+        total = int(reference.get("due") or 0)
+        fingerprint = reference.get("fingerprint")
         effects = BatchEffects(
             repair=lambda command: self._session(command, config),
-            save=store.record_repairs,
-            live_nodes=live,
-            enabled=lambda: self._still_enabled(context, config) and not self._paused(store),
+            save=lambda updates: store.record_repairs(updates, ttl_seconds=_ttl(config)),
+            live_nodes=_CachedLiveness(self._client, ring.addresses(), clock=clock),
+            # The kill switch (file) and the pause switch (a CQL read): looked at every 10 s, not every poll.
+            enabled=_Every(10.0, lambda: self._still_enabled(context, config) and not self._paused(store), clock),
             stop_requested=lambda: self._stop_if_killed(killed),
             log=self.log.info,
+            progress=lambda progress: store.record_run_progress(run_id, progress),
         )
-        started = datetime.now(UTC)
-        # Progress of the whole run: this batch's segments count after those of the batches before it.
-        sizes = plan.get("batch_segments") or []
-        before = sizes[: max(0, int(getattr(context["ti"], "map_index", 0) or 0))]
-        result = run_batch(
-            segments, records, config=config, run_id=run_id, effects=effects, run_started=started,
-            parallelism=allowed_parallelism(config, len(ring.nodes)),
-            run_total=sum(sizes) if sizes else None, done_before=sum(before),
-        )  # fmt: skip
-        stopped = f"; stopped: {result.stop_reason}" if result.stop_reason else ""
-        self.log.info("Batch %s%s", result.summary.line(), stopped)
-        return {
-            "counts": {state.value: n for state, n in result.summary.counts.items()},
-            "stop_reason": result.stop_reason,
-            "failed": [o.segment.describe() for o in result.outcomes if o.state is SegmentState.FAILED],
-        }
+        if clock is not None:  # the fleet simulator: sessions and time are virtual
+            effects.sessions = self._client.session_pool()
+            effects.now, effects.sleep = clock.now, clock.sleep
+        started = effects.now()
+        counts: Counter[str] = Counter()
+        failed: list[str] = []
+        done_before = 0
+        stop_reason = None
+        replans = 0
+        plan_id, chunks = run_id, int(reference.get("chunks") or 0)
+        windows = self._windows(store, plan_id, chunks)
+        while (segments := next(windows, None)) is not None:
+            current = ring_fingerprint(cassandra.ring(), {})
+            if fingerprint is not None and current != fingerprint:
+                replans += 1
+                self.log.warning("The ring changed since the plan: planning what is left again on the new ring.")
+                plan_id, chunks, left = self._replan(context, config, cassandra, store, run_id, replans)
+                fingerprint, total = current, done_before + left
+                windows = self._windows(store, plan_id, chunks)
+                continue
+            records = self._history(store, segments)
+            result = run_batch(
+                segments, records, config=config, run_id=run_id, effects=effects, run_started=started,
+                parallelism=allowed_parallelism(config, len(ring.nodes)), run_total=total, done_before=done_before,
+            )  # fmt: skip
+            done_before += len(segments)
+            counts.update(o.state.value for o in result.outcomes)
+            failed.extend(o.segment.describe() for o in result.outcomes if o.state is SegmentState.FAILED)
+            if result.stop_reason:
+                stop_reason = result.stop_reason
+                self._postpone_rest(windows, store, config, run_id)
+                break
+        self.log.info("Run: %s%s", dict(counts), f"; stopped: {stop_reason}" if stop_reason else "")
+        simulated = (effects.now() - started).total_seconds() if clock is not None else None
+        return {"counts": dict(counts), "stop_reason": stop_reason, "failed": failed[:100],
+                "failed_count": len(failed), "replans": replans, "simulated_seconds": simulated}  # fmt: skip
+
+    def _history(self, store: Any, segments: Sequence[Segment]) -> dict[str, SegmentRecord]:
+        """The records of `segments` only, from the history partitions their ranges fall in."""
+        wanted = {s.segment_id for s in segments}
+        partitions: dict[tuple[str, tuple[str, ...]], set[int]] = {}
+        for segment in segments:
+            partitions.setdefault((segment.keyspace, segment.tables), set()).add(history_bucket(segment.range.start))
+        rows = [row for (keyspace, tables), buckets in partitions.items()
+                for row in store.history_of(keyspace, tables, buckets)]  # fmt: skip
+        return {k: v for k, v in records_by_segment(rows).items() if k in wanted}
+
+    def _replan(
+        self, context: Any, config: RepairConfig, cassandra: Any, store: Any, run_id: str, replans: int
+    ) -> tuple[str, int, int]:
+        """Plan what is still due on the current ring (segments repaired in this run are not due again) and
+        store it under a plan id of its own: (plan id, chunks, due segments)."""
+        ring = cassandra.ring()
+        leased = {ks: "under a migration lease" for ks in store.leased_keyspaces()}
+        cluster = plan_cluster(cassandra.catalog(), ring, config, leased)
+        records = records_by_segment(store.repair_history())
+        fresh = {sid: r for sid, r in records.items() if not (r.run_id == run_id and r.state is SegmentState.DONE)}
+        done_now = set(records) - set(fresh)
+        due = select_due([s for s in cluster.segments if s.segment_id not in done_now], fresh, run_id=run_id,
+                         now=cassandra.now(), config=config)  # fmt: skip
+        plan_id = f"{run_id}#replan{replans}"
+        chunks = store.save_run_plan(plan_id, _chunks(due.due), ttl_seconds=_ttl(config))
+        self.log.info("Re-planned on the new ring: %d segments due in %d chunks.", len(due.due), chunks)
+        return plan_id, chunks, len(due.due)
+
+    def _postpone_rest(self, windows: Iterator[list[Segment]], store: Any, config: RepairConfig, run_id: str) -> None:
+        """Windows never reached (the run was stopped) stay due next run; recorded as postponed in this run."""
+        for segments in windows:
+            records = self._history(store, segments)
+            updates = [RecordUpdate(s, _postponed(records.get(s.segment_id), s, run_id)) for s in segments]
+            for i in range(0, len(updates), 500):
+                store.record_repairs(updates[i : i + 500], ttl_seconds=_ttl(config))
 
     def _still_enabled(self, context: Any, config: RepairConfig) -> bool:
         """The kill switch, re-read from the configuration file between segments."""
@@ -371,6 +431,14 @@ class RepairSegmentsOperator(BaseOperator):
         return True
 
 
+def _postponed(record: SegmentRecord | None, segment: Segment, run_id: str) -> SegmentRecord:
+    base = record or SegmentRecord(segment.segment_id)
+    return SegmentRecord(
+        segment.segment_id, SegmentState.POSTPONED, base.last_success, base.last_full_success,
+        base.attempts_in(run_id), base.last_error, base.duration, run_id,
+    )  # fmt: skip
+
+
 def _repair_error(output: str) -> str:
     """The line of nodetool's output that says why the repair failed (not the Java stack trace)."""
     lines = [line.strip() for line in output.splitlines() if line.strip() and not line.startswith(("\t", " "))]
@@ -381,21 +449,42 @@ def _repair_error(output: str) -> str:
 _COORDINATORS_LOCK = threading.Lock()
 
 
-class _CachedLiveness:
-    """Who is up, refreshed at most every `ttl` seconds (each look costs a nodetool JVM start)."""
+class _Every:
+    """`read()`, called again only once `seconds` have passed on the wall clock or the simulator's `clock`."""
 
-    def __init__(self, client: Any, addresses: Sequence[str], ttl: float = 15.0) -> None:
+    def __init__(self, seconds: float, read: Any, clock: Any = None) -> None:
+        self._seconds = seconds
+        self._read = read
+        self._now = (lambda: clock.now().timestamp()) if clock is not None else time.monotonic
+        self._at = -float("inf")
+        self._value: Any = None
+
+    def __call__(self) -> Any:
+        now = self._now()
+        if now - self._at >= self._seconds:
+            self._value = self._read()
+            self._at = now
+        return self._value
+
+
+class _CachedLiveness:
+    """Who is up, refreshed at most every `ttl` seconds (each look costs a nodetool JVM start), on the
+    wall clock or the fleet simulator's `clock`."""
+
+    def __init__(self, client: Any, addresses: Sequence[str], ttl: float = 15.0, clock: Any = None) -> None:
         self._client = client
         self._addresses = list(addresses)
         self._ttl = ttl
-        self._at = -ttl
+        self._seconds = (lambda: clock.now().timestamp()) if clock is not None else time.monotonic
+        self._at = -float("inf")
         self._live: set[str] = set()
 
     def __call__(self) -> set[str]:
-        if time.monotonic() - self._at >= self._ttl:
+        now = self._seconds()
+        if now - self._at >= self._ttl:
             self._live = _live_nodes(self._client, self._addresses)
-            self._at = time.monotonic()
-        return set(self._live)
+            self._at = now
+        return self._live
 
 
 class RepairReportOperator(BaseOperator):
@@ -413,12 +502,14 @@ class RepairReportOperator(BaseOperator):
         *,
         config_path: str | None = None,
         plan_task_id: str = "plan",
+        repair_task_id: str = "repair",
         cassandra_conn_id: str = RingwardCassandraHook.default_conn_name,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.config_path = config_path
         self.plan_task_id = plan_task_id
+        self.repair_task_id = repair_task_id
         self.cassandra_conn_id = cassandra_conn_id
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -434,17 +525,17 @@ class RepairReportOperator(BaseOperator):
 
     def _report(self, context: Any, plan: Mapping[str, Any], config: RepairConfig, cassandra: Any) -> dict[str, Any]:
         run_id = context["run_id"]
-        now = datetime.now(UTC)
+        now = cassandra.now()
         store = cassandra.ops_store()
         rows = store.repair_history()
-        cluster = plan_cluster(cassandra.session, cassandra.ring(), config, plan.get("skipped_keyspaces"))
+        cluster = plan_cluster(cassandra.catalog(), cassandra.ring(), config, plan.get("skipped_keyspaces"))
         summary = run_summary(plan, [r.record for r in rows if r.record.run_id == run_id])
         records = status_records(cluster, rows)  # repairs recorded under any splitter count
         statuses = table_statuses(cluster, records, now, config.gc_grace_alarm)
         metrics = {
             **summary.metrics(),
             "LongestUnrepairedSec": longest_unrepaired_seconds(cluster.segments, records, now),
-            "ClusterRepairTimeInSec": round(_run_seconds(context, now)),
+            "ClusterRepairTimeInSec": round(_run_seconds(context, now, self.repair_task_id)),
         }
         for name, value in metrics.items():
             Stats.gauge(f"{METRIC_PREFIX}.{name}", value)
@@ -495,7 +586,14 @@ def longest_unrepaired_seconds(segments: Sequence[Segment], records: Mapping[str
     return round(max(ages, default=0.0))
 
 
-def _run_seconds(context: Any, now: datetime) -> float:
+def _run_seconds(context: Any, now: datetime, repair_task_id: str = "repair") -> float:
+    simulated = (context["ti"].xcom_pull(task_ids=repair_task_id) or {}).get("simulated_seconds")
+    if simulated is not None:  # the fleet simulator's run: virtual seconds, not the DAG run's wall time
+        return float(simulated)
+    return _wall_seconds(context, now)
+
+
+def _wall_seconds(context: Any, now: datetime) -> float:
     started = getattr(context.get("dag_run"), "start_date", None)
     return (now - started).total_seconds() if started else 0.0
 

@@ -7,9 +7,9 @@ are hashes of keyspace, tables and range: the same config on the same ring gives
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from ringward.placement import replica_map
 from ringward.repair import (
@@ -26,13 +26,16 @@ from ringward.repair import (
     repair_status,
     select_units,
 )
+from ringward.replication import Replication
 from ringward.ring import Ring
 
 from ringward_cassandra.ops_store import RepairHistoryRow
 from ringward_cassandra.schema import keyspace_names, keyspace_replication, table_gc_grace
 
 __all__ = [
+    "ClusterCatalog",
     "ClusterRepairPlan",
+    "CqlCatalog",
     "plan_cluster",
     "records_by_segment",
     "size_estimates",
@@ -61,22 +64,62 @@ class ClusterRepairPlan:
         return sorted(covered)
 
 
+class ClusterCatalog(Protocol):
+    """What the nightly repair reads of a cluster besides its ring: the real one through CQL (CqlCatalog),
+    or the fleet simulator's."""
+
+    def tables(self) -> dict[str, dict[str, int]]: ...  # {keyspace: {table: gc_grace_seconds}}
+
+    def replication(self, keyspace: str) -> Replication: ...
+
+    def size_estimates(self, keyspace: str) -> list[SizeEstimate]: ...
+
+
+class CqlCatalog:
+    """The catalog of a live cluster, read through a driver session."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    def tables(self) -> dict[str, dict[str, int]]:
+        return {ks: table_gc_grace(self.session, ks) for ks in keyspace_names(self.session)}
+
+    def replication(self, keyspace: str) -> Replication:
+        return keyspace_replication(self.session, keyspace)
+
+    def size_estimates(self, keyspace: str) -> list[SizeEstimate]:
+        return size_estimates(self.session, keyspace)
+
+
+def _catalog(source: Any) -> ClusterCatalog:
+    return source if hasattr(source, "replication") and hasattr(source, "tables") else CqlCatalog(source)
+
+
 def plan_cluster(
-    session: Any, ring: Ring, config: RepairConfig, leased: Mapping[str, str] | None = None
+    source: Any, ring: Ring, config: RepairConfig, leased: Mapping[str, str] | None = None
 ) -> ClusterRepairPlan:
-    """Plan every keyspace and table `config` selects; keyspaces in `leased` (name -> why) are left out."""
+    """Plan every keyspace and table `config` selects; keyspaces in `leased` (name -> why) are left out.
+
+    `source`: a ClusterCatalog, or a driver session (read through CqlCatalog). Keyspaces with the same
+    replication share one replica map (at fleet size each map is a second of CPU)."""
+    catalog = _catalog(source)
     leased = leased or {}
-    schema = {ks: table_gc_grace(session, ks) for ks in keyspace_names(session)}
+    schema = catalog.tables()
     units = select_units({ks: sorted(tables) for ks, tables in schema.items()}, config)
     segments: list[Segment] = []
     skipped: list[SkippedSegment] = []
     excluded: dict[str, str] = {}
+    maps: dict[str, Any] = {}
     for unit in units:
         if unit.keyspace in leased:
             excluded[unit.keyspace] = leased[unit.keyspace]
             continue
-        entries = replica_map(ring, keyspace_replication(session, unit.keyspace)).entries()
-        sizes = size_estimates(session, unit.keyspace) if isinstance(config.splitter, SizeSplitter) else []
+        replication = catalog.replication(unit.keyspace)
+        key = replication.to_cql()
+        if key not in maps:
+            maps[key] = replica_map(ring, replication).entries()
+        entries = maps[key]
+        sizes = catalog.size_estimates(unit.keyspace) if isinstance(config.splitter, SizeSplitter) else []
         plan = plan_segments(ring, entries, unit, config, sizes)
         segments.extend(plan.segments)
         skipped.extend(plan.skipped)
@@ -119,8 +162,21 @@ def status_records(plan: ClusterRepairPlan, rows: Iterable[RepairHistoryRow]) ->
 def table_statuses(
     plan: ClusterRepairPlan, records: Mapping[str, SegmentRecord], now: datetime, alarm_share: float
 ) -> list[RepairStatus]:
-    """Repair coverage of every planned table."""
-    return [
-        repair_status(ks, table, plan.segments, records, plan.gc_grace[ks][table], now, alarm_share)
-        for ks, table in plan.tables()
-    ]
+    """Repair coverage of every planned table.
+
+    Tables repaired by the same units with the same gc_grace have the same coverage: it is computed once per
+    such group, over that keyspace's segments only (at fleet size, 200 tables x 2.5 M segments otherwise)."""
+    units: dict[str, dict[tuple[str, ...], list[Segment]]] = {}
+    for segment in plan.segments:
+        units.setdefault(segment.keyspace, {}).setdefault(segment.tables, []).append(segment)
+    computed: dict[tuple[str, tuple[tuple[str, ...], ...], int], RepairStatus] = {}
+    statuses = []
+    for keyspace, table in plan.tables():
+        covering = tuple(sorted(t for t in units.get(keyspace, {}) if not t or table in t))
+        gc_grace = plan.gc_grace[keyspace][table]
+        key = (keyspace, covering, gc_grace)
+        if key not in computed:
+            segments = [s for tables in covering for s in units[keyspace][tables]]
+            computed[key] = repair_status(keyspace, table, segments, records, gc_grace, now, alarm_share)
+        statuses.append(replace(computed[key], table=table))
+    return statuses

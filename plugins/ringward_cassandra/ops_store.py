@@ -8,21 +8,27 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cassandra import ConsistencyLevel
-from cassandra.cluster import Session
-from cassandra.query import SimpleStatement
-from ringward.errors import MigrationError
+from ringward.errors import MigrationError, RepairError
 from ringward.permissions import OPS_KEYSPACE, ops_keyspace_statement
 from ringward.repair import RecordUpdate, Segment, SegmentRecord, SegmentState
 from ringward.ring import TokenRange
 
+if TYPE_CHECKING:
+    from cassandra.cluster import Session
+
+# The driver is imported where a statement is built, not here: the rows, the bucket arithmetic and the column
+# layout are shared with the in-memory store (memory_ops_store), which must run without the driver.
+
 __all__ = [
+    "DEFAULT_HISTORY_TTL",
+    "HISTORY_BUCKETS",
     "OPS_KEYSPACE",
+    "PLAN_CHUNK_ROWS",
     "REPAIR_SWITCH",
     "JournalEntry",
     "Lease",
@@ -31,6 +37,8 @@ __all__ = [
     "RepairHistoryRow",
     "RepairRunRow",
     "SwitchEvent",
+    "bucket_bounds",
+    "history_bucket",
 ]
 
 
@@ -44,11 +52,6 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS {ks}.migrations (
         migration_id text PRIMARY KEY, keyspace_name text, old_replication text, new_replication text,
         state text, plan text, updated_at timestamp)""",
-    """CREATE TABLE IF NOT EXISTS {ks}.repair_history (
-        keyspace_name text, table_names text, range_start bigint, range_end bigint,
-        last_success timestamp, last_full_success timestamp, last_attempt timestamp, attempts int,
-        last_error text, seconds double, run_id text, state text,
-        PRIMARY KEY ((keyspace_name), table_names, range_start, range_end))""",
     """CREATE TABLE IF NOT EXISTS {ks}.repair_runs (
         run_id text PRIMARY KEY, state text, summary text, config text, updated_at timestamp)""",
     # The nightly repair's pause switch, pressed in the UI: every press is a row (who, when, why); the latest
@@ -61,19 +64,54 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS {ks}.controller_pauses (
         migration_id text, controller text, saved text, paused_at timestamp, restored_at timestamp,
         PRIMARY KEY ((migration_id), controller))""",
+    # Repair history, one partition per (keyspace, tables, bucket): `bucket` is the top 8 bits of the range's
+    # start token (history_bucket), so a 256k-range keyspace makes 256 partitions of ~1,000 rows per unit, and
+    # a plan chunk reads only the partitions it touches. Every write carries a TTL (history_ttl): the rows of
+    # ranges no longer planned (nodes that left) expire instead of piling up.
+    """CREATE TABLE IF NOT EXISTS {ks}.repair_segments (
+        keyspace_name text, table_names text, bucket int, range_start bigint, range_end bigint,
+        last_success timestamp, last_full_success timestamp, last_attempt timestamp, attempts int,
+        last_error text, seconds double, run_id text, state text, started_at timestamp, finished_at timestamp,
+        coordinator text, replicas text, updated_at timestamp,
+        PRIMARY KEY ((keyspace_name, table_names, bucket), range_start, range_end))""",
+    # A nightly run's plan: its repair commands (opaque JSON) in priority order, PLAN_CHUNK_ROWS per partition;
+    # XCom carries only a reference (run id, chunk count).
+    """CREATE TABLE IF NOT EXISTS {ks}.repair_plan (
+        run_id text, chunk int, position int, command text,
+        PRIMARY KEY ((run_id, chunk), position))""",
+    # A running run's live progress (one row per top-level key of the progress mapping, JSON values).
+    """CREATE TABLE IF NOT EXISTS {ks}.repair_progress (
+        run_id text, name text, value text, updated_at timestamp,
+        PRIMARY KEY ((run_id), name))""",
 ]
 
-_TABLES = {statement.split("{ks}.", 1)[1].split(" ", 1)[0] for statement in _SCHEMA}
+_TABLE_ORDER = [statement.split("{ks}.", 1)[1].split(" ", 1)[0] for statement in _SCHEMA]
+_TABLES = set(_TABLE_ORDER)
+# Tables added after the first release: a keyspace without them is still ringward's (an older version's); they
+# are created by the next ensure_schema, and readers of them treat their absence as "nothing recorded".
+_ADDED_LATER = {"repair_switch", "controller_pauses", "repair_segments", "repair_plan", "repair_progress"}
+# The history table of the first layout (one partition per keyspace, never pruned). No longer created or written;
+# on a cluster upgraded from that layout it is read until its rows are rewritten in repair_segments.
+LEGACY_HISTORY = "repair_history"
 
 REPAIR_SWITCH = "nightly_subrange_repair"
+DEFAULT_HISTORY_TTL = 30 * 24 * 3600  # seconds: a range not repaired (nor planned) for 30 days is forgotten
+PLAN_CHUNK_ROWS = 5000  # repair commands per repair_plan partition
+HISTORY_BUCKETS = 256
+_BUCKET_SHIFT = 56  # 64-bit tokens, top 8 bits
+_READ_CONCURRENCY = 32
+_WRITE_CONCURRENCY = 64
 
-# Columns added to repair_history after its first release (ALTER TABLE ADD on existing clusters).
-_REPAIR_HISTORY_EXTRA = {
-    "started_at": "timestamp",  # bounds of the last session: proves no node ran two sessions at once
-    "finished_at": "timestamp",
-    "coordinator": "text",
-    "replicas": "text",
-}
+
+def history_bucket(token: int) -> int:
+    """The history partition of a range starting at `token`: its top 8 bits as an unsigned value (0..255)."""
+    return (token + 2**63) >> _BUCKET_SHIFT
+
+
+def bucket_bounds(bucket: int) -> tuple[int, int]:
+    """[first, last] start token of `bucket` (both inclusive)."""
+    first = (bucket << _BUCKET_SHIFT) - 2**63
+    return first, first + (1 << _BUCKET_SHIFT) - 1
 
 
 @dataclass(frozen=True)
@@ -107,6 +145,7 @@ class RepairHistoryRow:
     finished_at: datetime | None
     coordinator: str | None
     replicas: tuple[str, ...]
+    updated_at: datetime | None = None  # when the row was last written (None: a row of the legacy table)
 
 
 @dataclass(frozen=True)
@@ -147,46 +186,68 @@ def _utc(moment: datetime | None) -> datetime | None:
 
 
 class OpsStore:
-    """Reads and writes ringward_ops through a driver session (writes at QUORUM, leases with Paxos)."""
+    """Reads and writes ringward_ops through a driver session (writes at QUORUM, leases with Paxos).
 
-    def __init__(self, session: Session, lease_ttl_seconds: int = 48 * 3600) -> None:
+    `keyspace` is ringward_ops unless a test gives a scratch keyspace; `history_ttl_seconds` is the TTL of the
+    repair history rows, the run plans and the run progress (each write renews it)."""
+
+    def __init__(
+        self,
+        session: Session,
+        lease_ttl_seconds: int = 48 * 3600,
+        *,
+        history_ttl_seconds: int = DEFAULT_HISTORY_TTL,
+        keyspace: str = OPS_KEYSPACE,
+    ) -> None:
         self.session = session
         self.lease_ttl_seconds = lease_ttl_seconds
+        self.history_ttl_seconds = int(history_ttl_seconds)
+        self.keyspace = keyspace
+        self._known_tables: set[str] | None = None
+        self._prepared: dict[str, Any] = {}
 
     def ensure_schema(self, datacenters: Iterable[tuple[str, int]]) -> None:
-        """Create the keyspace (NTS, up to RF 3 per DC) and tables once; safe to call every time.
+        """Create the keyspace (NTS, up to RF 3 per DC) and the missing tables; cheap to call every time.
 
-        The keyspace is created only when it is missing: on a cluster with authorization an administrator
-        creates it (`ringward grants`) and ringward's role, which may not create keyspaces, only its tables.
+        One read of system_schema when nothing is missing (no DDL, no schema agreement wait). The keyspace is
+        created only when it is missing: on a cluster with authorization an administrator creates it
+        (`ringward grants`) and ringward's role, which may not create keyspaces, only its tables.
         """
-        if not self._keyspace_exists():
-            self.session.execute(ops_keyspace_statement(dict(datacenters)).rstrip(";"))
-        for statement in _SCHEMA:
-            self.session.execute(statement.format(ks=OPS_KEYSPACE))
-        self.session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
-        self._add_repair_history_columns()
-
-    def _add_repair_history_columns(self) -> None:
-        self.session.cluster.refresh_table_metadata(OPS_KEYSPACE, "repair_history")
-        existing = self.session.cluster.metadata.keyspaces[OPS_KEYSPACE].tables["repair_history"].columns
-        missing = {name: kind for name, kind in _REPAIR_HISTORY_EXTRA.items() if name not in existing}
-        for name, kind in missing.items():
-            self.session.execute(f"ALTER TABLE {OPS_KEYSPACE}.repair_history ADD {name} {kind}")
+        tables = self._table_names()
+        if not tables and not self._keyspace_exists():
+            statement = ops_keyspace_statement(dict(datacenters)).rstrip(";")
+            self.session.execute(statement.replace(f" {OPS_KEYSPACE} ", f" {self.keyspace} ", 1))
+        missing = [(name, statement) for name, statement in zip(_TABLE_ORDER, _SCHEMA, strict=True)
+                   if name not in tables]  # fmt: skip
+        for _, statement in missing:
+            self.session.execute(statement.format(ks=self.keyspace))
         if missing:
             self.session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
+        self._known_tables = tables | {name for name, _ in missing}
 
     def exists(self) -> bool:
         """Whether ringward_ops and its tables have been created (reading it must not create it: refusals
         change nothing). The keyspace alone is not enough: an administrator creates it before the GRANTs,
-        ringward its tables on first use."""
+        ringward its tables on first use. Tables added by later versions are not required (an upgraded
+        cluster's store exists before its next ensure_schema)."""
+        self._known_tables = None
+        return self._tables() >= _TABLES - _ADDED_LATER
+
+    def _table_names(self) -> set[str]:
         rows = self.session.execute(
-            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (OPS_KEYSPACE,)
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (self.keyspace,)
         )
-        return {row.table_name for row in rows} >= _TABLES
+        return {row.table_name for row in rows}
+
+    def _tables(self) -> set[str]:
+        """The store's tables, read once per store (ensure_schema keeps it current)."""
+        if self._known_tables is None:
+            self._known_tables = self._table_names()
+        return self._known_tables
 
     def _keyspace_exists(self) -> bool:
         rows = self.session.execute(
-            "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s", (OPS_KEYSPACE,)
+            "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s", (self.keyspace,)
         )
         return bool(list(rows))
 
@@ -194,14 +255,20 @@ class OpsStore:
         return self.session.execute(_quorum(cql), params)
 
     def _read(self, cql: str, params: tuple[object, ...]) -> list[object]:
+        from cassandra import ConsistencyLevel
+        from cassandra.query import SimpleStatement
+
         return list(self.session.execute(SimpleStatement(cql, consistency_level=ConsistencyLevel.QUORUM), params))
 
     # -- leases -------------------------------------------------------------------------------------------
     def acquire_lease(self, resource: str, owner: str, purpose: str) -> None:
         """Take `resource` for `owner`, or raise naming who holds it. Re-acquiring one's own lease is fine."""
+        from cassandra import ConsistencyLevel
+        from cassandra.query import SimpleStatement
+
         result = self.session.execute(
             SimpleStatement(
-                f"INSERT INTO {OPS_KEYSPACE}.leases (resource, owner, purpose, acquired_at) VALUES (%s, %s, %s, %s) "
+                f"INSERT INTO {self.keyspace}.leases (resource, owner, purpose, acquired_at) VALUES (%s, %s, %s, %s) "
                 f"IF NOT EXISTS USING TTL {self.lease_ttl_seconds}",
                 consistency_level=ConsistencyLevel.QUORUM,
                 serial_consistency_level=ConsistencyLevel.SERIAL,
@@ -213,13 +280,16 @@ class OpsStore:
         raise MigrationError(
             f"{resource} is held by {result.owner} ({result.purpose}, since {result.acquired_at}).",
             "Wait for that run to finish, or, if it is dead, release it with "
-            f"`DELETE FROM {OPS_KEYSPACE}.leases WHERE resource = '{resource}' IF owner = '{result.owner}'`.",
+            f"`DELETE FROM {self.keyspace}.leases WHERE resource = '{resource}' IF owner = '{result.owner}'`.",
         )
 
     def release_lease(self, resource: str, owner: str) -> None:
+        from cassandra import ConsistencyLevel
+        from cassandra.query import SimpleStatement
+
         self.session.execute(
             SimpleStatement(
-                f"DELETE FROM {OPS_KEYSPACE}.leases WHERE resource = %s IF owner = %s",
+                f"DELETE FROM {self.keyspace}.leases WHERE resource = %s IF owner = %s",
                 consistency_level=ConsistencyLevel.QUORUM,
                 serial_consistency_level=ConsistencyLevel.SERIAL,
             ),
@@ -227,7 +297,7 @@ class OpsStore:
         )
 
     def lease(self, resource: str) -> Lease | None:
-        rows = self._read(f"SELECT * FROM {OPS_KEYSPACE}.leases WHERE resource = %s", (resource,))
+        rows = self._read(f"SELECT * FROM {self.keyspace}.leases WHERE resource = %s", (resource,))
         if not rows:
             return None
         row = rows[0]
@@ -235,7 +305,7 @@ class OpsStore:
 
     def leased_keyspaces(self) -> dict[str, Lease]:
         """Keyspaces under migration: keyspace -> lease (resources are `keyspace:<name>`)."""
-        rows = self.session.execute(f"SELECT * FROM {OPS_KEYSPACE}.leases")
+        rows = self.session.execute(f"SELECT * FROM {self.keyspace}.leases")
         return {
             row.resource.split(":", 1)[1]: Lease(row.resource, row.owner, row.purpose, row.acquired_at)
             for row in rows
@@ -247,21 +317,21 @@ class OpsStore:
         self, migration_id: str, keyspace: str, old: str, new: str, state: str, plan: dict[str, object]
     ) -> None:
         self._write(
-            f"INSERT INTO {OPS_KEYSPACE}.migrations (migration_id, keyspace_name, old_replication, new_replication, "
+            f"INSERT INTO {self.keyspace}.migrations (migration_id, keyspace_name, old_replication, new_replication, "
             "state, plan, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
             (migration_id, keyspace, old, new, state, json.dumps(plan), datetime.now(UTC)),
         )
 
     def migration(self, migration_id: str) -> dict[str, object] | None:
         """The record a migration's precheck stored, for a rerun of the same DAG run to resume with."""
-        rows = self._read(f"SELECT plan FROM {OPS_KEYSPACE}.migrations WHERE migration_id = %s", (migration_id,))
+        rows = self._read(f"SELECT plan FROM {self.keyspace}.migrations WHERE migration_id = %s", (migration_id,))
         return json.loads(rows[0].plan) if rows else None  # type: ignore[attr-defined]
 
     def migrations_of(self, keyspace: str) -> list[tuple[str, str, datetime | None, dict[str, Any]]]:
         """Every recorded migration of `keyspace`: (id, state, updated_at, record). The table is small (one
         row per migration), so it is read whole rather than indexed by keyspace."""
         rows = self._read(
-            f"SELECT migration_id, keyspace_name, state, plan, updated_at FROM {OPS_KEYSPACE}.migrations", ()
+            f"SELECT migration_id, keyspace_name, state, plan, updated_at FROM {self.keyspace}.migrations", ()
         )
         return [
             (r.migration_id, r.state or "", _utc(r.updated_at), json.loads(r.plan or "{}"))  # type: ignore[attr-defined]
@@ -272,7 +342,7 @@ class OpsStore:
     def migrations(self) -> list[MigrationRow]:
         """Every recorded migration, latest first (the table holds one small row per migration)."""
         rows = self._read(
-            f"SELECT migration_id, keyspace_name, state, plan, updated_at FROM {OPS_KEYSPACE}.migrations", ()
+            f"SELECT migration_id, keyspace_name, state, plan, updated_at FROM {self.keyspace}.migrations", ()
         )
         found = [
             MigrationRow(r.migration_id, r.keyspace_name or "", r.state or "", _utc(r.updated_at),  # type: ignore[attr-defined]
@@ -283,7 +353,7 @@ class OpsStore:
 
     def journal_of(self, migration_id: str) -> list[JournalEntry]:
         """Every journal entry of a migration, all stages, in (stage, range) order."""
-        rows = self._read(f"SELECT * FROM {OPS_KEYSPACE}.migration_journal WHERE migration_id = %s", (migration_id,))
+        rows = self._read(f"SELECT * FROM {self.keyspace}.migration_journal WHERE migration_id = %s", (migration_id,))
         return [
             JournalEntry(row.step, TokenRange(row.range_start, row.range_end), row.status, row.coordinator or "",  # type: ignore[attr-defined]
                          row.attempts or 0, row.seconds or 0.0, row.detail or "")  # type: ignore[attr-defined]
@@ -291,18 +361,18 @@ class OpsStore:
         ]  # fmt: skip
 
     def migration_state(self, migration_id: str) -> str | None:
-        rows = self._read(f"SELECT state FROM {OPS_KEYSPACE}.migrations WHERE migration_id = %s", (migration_id,))
+        rows = self._read(f"SELECT state FROM {self.keyspace}.migrations WHERE migration_id = %s", (migration_id,))
         return str(rows[0].state) if rows else None  # type: ignore[attr-defined]
 
     def set_migration_state(self, migration_id: str, state: str) -> None:
         self._write(
-            f"UPDATE {OPS_KEYSPACE}.migrations SET state = %s, updated_at = %s WHERE migration_id = %s",
+            f"UPDATE {self.keyspace}.migrations SET state = %s, updated_at = %s WHERE migration_id = %s",
             (state, datetime.now(UTC), migration_id),
         )
 
     def journal(self, migration_id: str, step: str) -> dict[TokenRange, JournalEntry]:
         rows = self._read(
-            f"SELECT * FROM {OPS_KEYSPACE}.migration_journal WHERE migration_id = %s AND step = %s",
+            f"SELECT * FROM {self.keyspace}.migration_journal WHERE migration_id = %s AND step = %s",
             (migration_id, step),
         )
         entries = {}
@@ -316,7 +386,7 @@ class OpsStore:
 
     def record_journal(self, migration_id: str, entry: JournalEntry) -> None:
         self._write(
-            f"INSERT INTO {OPS_KEYSPACE}.migration_journal (migration_id, step, range_start, range_end, status, "
+            f"INSERT INTO {self.keyspace}.migration_journal (migration_id, step, range_start, range_end, status, "
             "coordinator, attempts, seconds, detail, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (migration_id, entry.step, entry.range.start, entry.range.end, entry.status, entry.coordinator,
              entry.attempts, entry.seconds, entry.detail[-2000:], datetime.now(UTC)),
@@ -326,7 +396,7 @@ class OpsStore:
     def record_controller_pause(self, migration_id: str, controller: str, saved: object) -> None:
         """What `controller` looked like before the migration paused it (JSON), not yet restored."""
         self._write(
-            f"INSERT INTO {OPS_KEYSPACE}.controller_pauses (migration_id, controller, saved, paused_at, restored_at) "
+            f"INSERT INTO {self.keyspace}.controller_pauses (migration_id, controller, saved, paused_at, restored_at) "
             "VALUES (%s, %s, %s, %s, null)",
             (migration_id, controller, json.dumps(saved), datetime.now(UTC)),
         )
@@ -334,7 +404,7 @@ class OpsStore:
     def controller_pause(self, migration_id: str, controller: str) -> tuple[Any, bool] | None:
         """(saved settings, restored yet) of a pause, None when the migration never paused `controller`."""
         rows = self._read(
-            f"SELECT saved, restored_at FROM {OPS_KEYSPACE}.controller_pauses WHERE migration_id = %s "
+            f"SELECT saved, restored_at FROM {self.keyspace}.controller_pauses WHERE migration_id = %s "
             "AND controller = %s",
             (migration_id, controller),
         )
@@ -344,7 +414,8 @@ class OpsStore:
 
     def mark_controller_restored(self, migration_id: str, controller: str) -> None:
         self._write(
-            f"UPDATE {OPS_KEYSPACE}.controller_pauses SET restored_at = %s WHERE migration_id = %s AND controller = %s",
+            f"UPDATE {self.keyspace}.controller_pauses SET restored_at = %s WHERE migration_id = %s "
+            "AND controller = %s",
             (datetime.now(UTC), migration_id, controller),
         )
 
@@ -359,15 +430,24 @@ class OpsStore:
         started_at: datetime | None = None,
         finished_at: datetime | None = None,
         replicas: tuple[str, ...] = (),
+        ttl_seconds: int | None = None,
     ) -> None:
-        """Upsert one segment's history; session bounds are written only when given (None keeps them)."""
-        self._write(*_history_upsert(keyspace, tables, token_range, record, started_at, finished_at, replicas))
+        """Upsert one segment's history; session bounds are written only when given (None keeps them).
 
-    def record_repairs(self, updates: Iterable[RecordUpdate]) -> None:
+        The row lives `ttl_seconds` (default: the store's history TTL) from this write. Cells not written keep
+        the TTL of the write that set them: session bounds older than the TTL are forgotten, the row is not."""
+        ttl = self.history_ttl_seconds if ttl_seconds is None else ttl_seconds
+        statement = _history_upsert(self.keyspace, keyspace, tables, token_range, record, started_at, finished_at,
+                                    replicas, ttl, datetime.now(UTC))  # fmt: skip
+        self._write(*statement)
+
+    def record_repairs(self, updates: Iterable[RecordUpdate], ttl_seconds: int | None = None) -> None:
         """Upsert the history of several segments (one command's) with concurrent writes; any failure raises."""
+        ttl = self.history_ttl_seconds if ttl_seconds is None else ttl_seconds
+        now = datetime.now(UTC)
         statements = [
-            _history_upsert(u.segment.keyspace, u.segment.tables, u.segment.range, u.record, u.started, u.finished,
-                            u.segment.replicas)
+            _history_upsert(self.keyspace, u.segment.keyspace, u.segment.tables, u.segment.range, u.record,
+                            u.started, u.finished, u.segment.replicas, ttl, now)
             for u in updates
         ]  # fmt: skip
         if len(statements) == 1:
@@ -378,23 +458,148 @@ class OpsStore:
             future.result()
 
     def repair_history(self, keyspace: str | None = None) -> list[RepairHistoryRow]:
-        """Every recorded segment (of one keyspace, or of all)."""
+        """Every recorded segment (of one keyspace, or of all): a scan, for status pages and tools, not for the
+        nightly path (which reads `history_of` the partitions it needs).
+
+        On a cluster upgraded from the first layout the legacy table is read too, until its rows are rewritten:
+        a row of repair_segments wins over the legacy row of the same (keyspace, tables, range)."""
+        rows: list[RepairHistoryRow] = []
+        if "repair_segments" in self._tables():
+            if keyspace is None:
+                rows = [_history_row(r) for r in self._read(f"SELECT * FROM {self.keyspace}.repair_segments", ())]
+            else:
+                keys = self._read(f"SELECT DISTINCT keyspace_name, table_names, bucket FROM {self.keyspace}."
+                                  "repair_segments", ())  # fmt: skip
+                partitions = [(k.table_names, k.bucket) for k in keys if k.keyspace_name == keyspace]  # type: ignore[attr-defined]
+                rows = self._read_partitions(keyspace, partitions)
+        return _merged(rows, self._legacy_history(keyspace))
+
+    def history_of(self, keyspace: str, tables: Sequence[str], buckets: Iterable[int]) -> list[RepairHistoryRow]:
+        """The history of the segments of (keyspace, tables) whose ranges start in `buckets`: only those
+        partitions, read concurrently (and, on an upgraded cluster, the same token slices of the legacy table)."""
+        names = ",".join(tables)
+        wanted = sorted(set(buckets))
+        rows = self._read_partitions(keyspace, [(names, b) for b in wanted]) if "repair_segments" in self._tables() \
+            else []  # fmt: skip
+        legacy: list[RepairHistoryRow] = []
+        if LEGACY_HISTORY in self._tables() and wanted:
+            cql = (f"SELECT * FROM {self.keyspace}.{LEGACY_HISTORY} WHERE keyspace_name = ? AND table_names = ? "
+                   "AND range_start >= ? AND range_start <= ?")  # fmt: skip
+            legacy = self._concurrent_read(cql, [(keyspace, names, *bucket_bounds(b)) for b in wanted])
+        return _merged(rows, legacy)
+
+    def _read_partitions(self, keyspace: str, partitions: Sequence[tuple[str, int]]) -> list[RepairHistoryRow]:
+        cql = (
+            f"SELECT * FROM {self.keyspace}.repair_segments WHERE keyspace_name = ? AND table_names = ? AND bucket = ?"
+        )
+        return self._concurrent_read(cql, [(keyspace, names, bucket) for names, bucket in partitions])
+
+    def _concurrent_read(self, cql: str, params: Sequence[tuple[object, ...]]) -> list[RepairHistoryRow]:
+        from cassandra.concurrent import execute_concurrent_with_args
+
+        if not params:
+            return []
+        statement = self._statement(cql)
+        rows: list[RepairHistoryRow] = []
+        results = execute_concurrent_with_args(
+            self.session, statement, params, concurrency=_READ_CONCURRENCY, raise_on_first_error=True
+        )
+        for _, result in results:
+            rows.extend(_history_row(r) for r in result)
+        return rows
+
+    def _legacy_history(self, keyspace: str | None) -> list[RepairHistoryRow]:
+        # The first layout's table is read until every row of it has been rewritten in repair_segments (one
+        # cycle of the nightly repair after the upgrade); then an operator drops it (docs/operators-guide.md §6.5).
+        if LEGACY_HISTORY not in self._tables():
+            return []
         if keyspace is None:
-            rows = self._read(f"SELECT * FROM {OPS_KEYSPACE}.repair_history", ())
+            rows = self._read(f"SELECT * FROM {self.keyspace}.{LEGACY_HISTORY}", ())
         else:
-            rows = self._read(f"SELECT * FROM {OPS_KEYSPACE}.repair_history WHERE keyspace_name = %s", (keyspace,))
+            rows = self._read(f"SELECT * FROM {self.keyspace}.{LEGACY_HISTORY} WHERE keyspace_name = %s", (keyspace,))
         return [_history_row(row) for row in rows]
+
+    def forget_repair_history(self, keyspace: str) -> None:
+        """Delete every history row of `keyspace` (tests and tools; the nightly path lets rows expire)."""
+        if "repair_segments" in self._tables():
+            keys = self._read(f"SELECT DISTINCT keyspace_name, table_names, bucket FROM {self.keyspace}."
+                              "repair_segments", ())  # fmt: skip
+            for key in keys:
+                if key.keyspace_name == keyspace:  # type: ignore[attr-defined]
+                    self._write(f"DELETE FROM {self.keyspace}.repair_segments WHERE keyspace_name = %s AND "
+                                "table_names = %s AND bucket = %s", (keyspace, key.table_names, key.bucket))  # type: ignore[attr-defined]  # fmt: skip
+        if LEGACY_HISTORY in self._tables():
+            self._write(f"DELETE FROM {self.keyspace}.{LEGACY_HISTORY} WHERE keyspace_name = %s", (keyspace,))
+
+    # -- run plans --------------------------------------------------------------------------------------
+    def save_run_plan(self, run_id: str, chunks: Iterable[Sequence[str]], ttl_seconds: int | None = None) -> int:
+        """Store a run's plan: chunk i's commands (opaque strings, in order) in partition (run_id, i), at most
+        PLAN_CHUNK_ROWS each, with concurrent inserts. Returns the chunk count (what the XCom reference holds).
+
+        A chunk is emptied before it is written, so a retried plan task never leaves rows of an earlier,
+        longer plan behind."""
+        from cassandra.concurrent import execute_concurrent_with_args
+
+        ttl = self.history_ttl_seconds if ttl_seconds is None else int(ttl_seconds)
+        insert = self._statement(f"INSERT INTO {self.keyspace}.repair_plan (run_id, chunk, position, command) "
+                                 f"VALUES (?, ?, ?, ?) USING TTL {ttl}")  # fmt: skip
+        clear = self._statement(f"DELETE FROM {self.keyspace}.repair_plan WHERE run_id = ? AND chunk = ?")
+        count = 0
+        for index, chunk in enumerate(chunks):
+            commands = list(chunk)
+            _check_chunk(run_id, index, commands)
+            self.session.execute(clear, (run_id, index))
+            rows = [(run_id, index, position, command) for position, command in enumerate(commands)]
+            if rows:
+                execute_concurrent_with_args(self.session, insert, rows, concurrency=_WRITE_CONCURRENCY,
+                                             raise_on_first_error=True)  # fmt: skip
+            count += 1
+        return count
+
+    def run_plan_chunk(self, run_id: str, chunk: int) -> list[str]:
+        """The commands of chunk `chunk` of run `run_id`'s plan, in position order ([] when none is stored)."""
+        rows = self.session.execute(
+            self._statement(f"SELECT command FROM {self.keyspace}.repair_plan WHERE run_id = ? AND chunk = ?"),
+            (run_id, int(chunk)),
+        )
+        return [str(row.command) for row in rows]
+
+    # -- runs and their progress ------------------------------------------------------------------------
+    def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None:
+        """The live progress of a run: one row per top-level key (JSON), written in one single-partition batch
+        (atomic), expiring with the history. Keys missing from `progress` keep their last value."""
+        from cassandra import ConsistencyLevel
+        from cassandra.query import BatchStatement, BatchType
+
+        if not progress:
+            return
+        now = datetime.now(UTC)
+        insert = self._statement(f"INSERT INTO {self.keyspace}.repair_progress (run_id, name, value, updated_at) "
+                                 f"VALUES (?, ?, ?, ?) USING TTL {self.history_ttl_seconds}")  # fmt: skip
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=ConsistencyLevel.QUORUM)
+        for name, value in progress.items():
+            batch.add(insert, (run_id, str(name), json.dumps(value, default=str), now))
+        self.session.execute(batch)
+
+    def run_progress(self, run_id: str) -> dict[str, Any] | None:
+        """The last progress recorded for `run_id`; None when none was (or the table does not exist yet)."""
+        if "repair_progress" not in self._tables():
+            return None
+        rows = self._read(f"SELECT name, value FROM {self.keyspace}.repair_progress WHERE run_id = %s", (run_id,))
+        if not rows:
+            return None
+        return {r.name: json.loads(r.value) for r in rows}  # type: ignore[attr-defined]
 
     def record_repair_run(self, run_id: str, state: str, summary: dict[str, object], config: dict[str, object]) -> None:
         self._write(
-            f"INSERT INTO {OPS_KEYSPACE}.repair_runs (run_id, state, summary, config, updated_at) "
+            f"INSERT INTO {self.keyspace}.repair_runs (run_id, state, summary, config, updated_at) "
             "VALUES (%s, %s, %s, %s, %s)",
             (run_id, state, json.dumps(summary, default=str), json.dumps(config, default=str), datetime.now(UTC)),
         )
 
     def repair_runs(self) -> list[RepairRunRow]:
         """Recorded runs, latest first."""
-        rows = self._read(f"SELECT * FROM {OPS_KEYSPACE}.repair_runs", ())
+        rows = self._read(f"SELECT * FROM {self.keyspace}.repair_runs", ())
         runs = [
             RepairRunRow(r.run_id, r.state, json.loads(r.summary or "{}"), json.loads(r.config or "{}"),  # type: ignore[attr-defined]
                          _utc(r.updated_at))  # type: ignore[attr-defined]
@@ -402,12 +607,28 @@ class OpsStore:
         ]  # fmt: skip
         return sorted(runs, key=lambda run: run.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)
 
+    def latest_repair_run(self) -> RepairRunRow | None:
+        """The latest recorded run (the table holds one small row per run)."""
+        runs = self.repair_runs()
+        return runs[0] if runs else None
+
+    def _statement(self, cql: str) -> Any:
+        """`cql` prepared once per store (QUORUM)."""
+        from cassandra import ConsistencyLevel
+
+        prepared = self._prepared.get(cql)
+        if prepared is None:
+            prepared = self.session.prepare(cql)
+            prepared.consistency_level = ConsistencyLevel.QUORUM
+            self._prepared[cql] = prepared
+        return prepared
+
     # -- the repair pause switch --------------------------------------------------------------------------
     def switch_events(self, name: str = REPAIR_SWITCH, limit: int = 20) -> list[SwitchEvent]:
         """The latest presses of a switch, newest first; none (or no table yet) means never pressed: running."""
         if not self._has_table("repair_switch"):
             return []
-        rows = self._read(f"SELECT * FROM {OPS_KEYSPACE}.repair_switch WHERE name = %s LIMIT {int(limit)}", (name,))
+        rows = self._read(f"SELECT * FROM {self.keyspace}.repair_switch WHERE name = %s LIMIT {int(limit)}", (name,))
         return [
             SwitchEvent(bool(r.paused), _utc(r.changed_at), r.changed_by or "", r.reason or "")  # type: ignore[attr-defined]
             for r in rows
@@ -421,29 +642,39 @@ class OpsStore:
     def set_switch(self, paused: bool, changed_by: str, reason: str = "", name: str = REPAIR_SWITCH) -> SwitchEvent:
         """Record a press (creating the table on a cluster whose ringward_ops predates it)."""
         if not self._has_table("repair_switch"):
-            self.session.execute(_SCHEMA[-1].format(ks=OPS_KEYSPACE))
+            self.session.execute(_SCHEMA[_TABLE_ORDER.index("repair_switch")].format(ks=self.keyspace))
             self.session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
         event = SwitchEvent(paused, datetime.now(UTC), changed_by, reason[:500])
         self._write(
-            f"INSERT INTO {OPS_KEYSPACE}.repair_switch (name, changed_at, paused, changed_by, reason) "
+            f"INSERT INTO {self.keyspace}.repair_switch (name, changed_at, paused, changed_by, reason) "
             "VALUES (%s, %s, %s, %s, %s)",
             (name, event.changed_at, paused, changed_by, event.reason),
         )
         return event
 
     def _has_table(self, table: str) -> bool:
+        """Whether `table` exists; a table seen once is not looked up again (the switch is read often)."""
+        if self._known_tables is not None and table in self._known_tables:
+            return True
         rows = self.session.execute(
             "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
-            (OPS_KEYSPACE, table),
+            (self.keyspace, table),
         )
-        return bool(list(rows))
+        found = bool(list(rows))
+        if found and self._known_tables is not None:
+            self._known_tables.add(table)
+        return found
 
 
-def _quorum(cql: str) -> SimpleStatement:
+def _quorum(cql: str) -> Any:
+    from cassandra import ConsistencyLevel
+    from cassandra.query import SimpleStatement
+
     return SimpleStatement(cql, consistency_level=ConsistencyLevel.QUORUM)
 
 
 def _history_upsert(
+    ops_keyspace: str,
     keyspace: str,
     tables: tuple[str, ...],
     token_range: TokenRange,
@@ -451,23 +682,65 @@ def _history_upsert(
     started_at: datetime | None,
     finished_at: datetime | None,
     replicas: tuple[str, ...],
+    ttl_seconds: int,
+    now: datetime,
 ) -> tuple[str, tuple[object, ...]]:
+    columns = history_columns(keyspace, tables, token_range, record, started_at, finished_at, replicas, now)
+    names = ", ".join(columns)
+    marks = ", ".join(["%s"] * len(columns))
+    return (f"INSERT INTO {ops_keyspace}.repair_segments ({names}) VALUES ({marks}) USING TTL {int(ttl_seconds)}",
+            tuple(columns.values()))  # fmt: skip
+
+
+def history_columns(
+    keyspace: str,
+    tables: tuple[str, ...],
+    token_range: TokenRange,
+    record: SegmentRecord,
+    started_at: datetime | None,
+    finished_at: datetime | None,
+    replicas: tuple[str, ...],
+    now: datetime,
+) -> dict[str, object]:
+    """The repair_segments columns one history write sets (columns left out keep their value): shared with the
+    in-memory store, so both write the same cells."""
     columns: dict[str, object] = {
-        "keyspace_name": keyspace, "table_names": ",".join(tables), "range_start": token_range.start,
-        "range_end": token_range.end, "last_success": record.last_success,
+        "keyspace_name": keyspace, "table_names": ",".join(tables), "bucket": history_bucket(token_range.start),
+        "range_start": token_range.start, "range_end": token_range.end, "last_success": record.last_success,
         "last_full_success": record.last_full_success, "attempts": record.attempts,
         "last_error": (record.last_error or "")[-2000:] or None, "seconds": record.duration,
-        "run_id": record.run_id, "state": record.state.value,
+        "run_id": record.run_id, "state": record.state.value, "updated_at": now,
     }  # fmt: skip
     if record.state is SegmentState.RUNNING:
-        columns["last_attempt"] = started_at or datetime.now(UTC)
+        columns["last_attempt"] = started_at or now
     if started_at is not None:
         columns.update(started_at=started_at, finished_at=finished_at, coordinator=replicas[0] if replicas else None)
     if replicas:
         columns["replicas"] = ",".join(replicas)
-    names = ", ".join(columns)
-    marks = ", ".join(["%s"] * len(columns))
-    return f"INSERT INTO {OPS_KEYSPACE}.repair_history ({names}) VALUES ({marks})", tuple(columns.values())
+    return columns
+
+
+def _check_chunk(run_id: str, index: int, commands: Sequence[str]) -> None:
+    if len(commands) > PLAN_CHUNK_ROWS:
+        raise RepairError(
+            f"Chunk {index} of run {run_id}'s plan has {len(commands)} commands; a chunk holds at most "
+            f"{PLAN_CHUNK_ROWS}.",
+            "Cut the plan into chunks of at most PLAN_CHUNK_ROWS commands before saving it.",
+        )
+    for position, command in enumerate(commands):
+        if not isinstance(command, str):
+            raise RepairError(
+                f"Command {position} of chunk {index} of run {run_id}'s plan is a {type(command).__name__}, "
+                "not a string.",
+                "Save each command as its JSON string (json.dumps) and decode it after run_plan_chunk.",
+            )
+
+
+def _merged(rows: Iterable[RepairHistoryRow], legacy: Iterable[RepairHistoryRow]) -> list[RepairHistoryRow]:
+    """`rows` plus the legacy rows of (keyspace, tables, range)s `rows` does not hold: the new table wins."""
+    found = list(rows)
+    seen = {(r.keyspace, r.tables, r.range) for r in found}
+    return found + [r for r in legacy if (r.keyspace, r.tables, r.range) not in seen]
 
 
 def _history_row(row: Any) -> RepairHistoryRow:
@@ -492,7 +765,7 @@ def _history_row(row: Any) -> RepairHistoryRow:
         keyspace=get("keyspace_name"), tables=tables, range=token_range, record=record,
         started_at=_utc(get("started_at")), finished_at=_utc(get("finished_at")),
         coordinator=get("coordinator"),
-        replicas=tuple(r for r in (get("replicas") or "").split(",") if r),
+        replicas=tuple(r for r in (get("replicas") or "").split(",") if r), updated_at=_utc(get("updated_at")),
     )  # fmt: skip
 
 

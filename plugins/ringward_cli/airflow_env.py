@@ -101,7 +101,22 @@ def ensure_airflow_db(env: dict[str, str]) -> None:
     if marker.exists():
         return
     subprocess.run([_airflow_binary(), "db", "migrate"], env=env, check=True, stdout=subprocess.DEVNULL)
+    ensure_repair_pool(env)
     marker.touch()
+
+
+REPAIR_POOL_COMMAND = (
+    "pools",
+    "set",
+    "ringward_repair",
+    "1",
+    "ringward repairs: one repair task per cluster at a time",
+)
+
+
+def ensure_repair_pool(env: Mapping[str, str]) -> None:
+    """The `ringward_repair` pool the nightly repair task runs in (a task in a missing pool never starts)."""
+    subprocess.run([_airflow_binary(), *REPAIR_POOL_COMMAND], env=dict(env), check=True, stdout=subprocess.DEVNULL)
 
 
 def _airflow_binary() -> str:

@@ -35,7 +35,10 @@ def test_nightly_repair_wiring() -> None:
     dag = DagBag(dag_folder=str(DAGS_FOLDER / "nightly_subrange_repair.py")).dags["nightly_subrange_repair"]
     assert dag.max_active_runs == 1 and dag.catchup is False
     assert [t.task_id for t in dag.topological_sort()] == ["plan", "repair", "report"]
-    assert dag.get_task("repair").max_active_tis_per_dag == 1  # node locks hold within one task only
+    repair = dag.get_task("repair")
+    # One unmapped worker per night, whatever the ring (node locks hold within one task), in the guide's pool.
+    assert type(repair).__name__ == "RepairRunOperator" and not repair.is_mapped
+    assert repair.pool == "ringward_repair"
     assert dag.get_task("report").trigger_rule == "all_done"
     assert {"config_overrides", "enabled", "keyspaces", "max_duration"} <= set(dag.params)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from ringward_cli.airflow_env import ensure_repair_pool
 
 ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "admin", "ringward-test"
@@ -87,6 +88,7 @@ class AirflowStack:
         airflow = str(Path(sys.executable).parent / "airflow")
         (self.home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
         subprocess.run([airflow, "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
+        ensure_repair_pool(self.env)
         for name in COMPONENTS:
             with (self.home / f"{name}.log").open("wb") as log:  # the child keeps its own descriptor
                 self.processes[name] = subprocess.Popen(

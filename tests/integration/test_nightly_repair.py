@@ -78,7 +78,7 @@ def create_keyspace(session: Any, keyspace: str, factor: int) -> None:
     )
     session.execute(f"CREATE TABLE {keyspace}.t (k int PRIMARY KEY, v text)")
     if OPS_KEYSPACE in session.cluster.metadata.keyspaces:
-        session.execute(f"DELETE FROM {OPS_KEYSPACE}.repair_history WHERE keyspace_name = %s", (keyspace,))
+        OpsStore(session).forget_repair_history(keyspace)  # repair_segments, and a legacy repair_history if any
     settle_schema(session)
 
 

@@ -66,7 +66,7 @@ def test_pages_after_a_real_migration(seed_cluster: LocalCluster, task_env: None
     from ringward.plan import build_plan
     from ringward.repair import RECENT_RUNS, parse_config
     from ringward.ring_sources import ring_from_json
-    from ringward_airflow.repair_operators import RepairSegmentsOperator
+    from ringward_airflow.repair_operators import RepairRunOperator
     from ringward_cassandra.ops_store import OpsStore
 
     record, repaired = _migrate()
@@ -131,7 +131,7 @@ def test_pages_after_a_real_migration(seed_cluster: LocalCluster, task_env: None
     with connect(NODES) as session:
         store = OpsStore(session)
         assert store.switch_events(limit=1)[0].changed_by == "admin"
-        operator = RepairSegmentsOperator(task_id="repair", batch=[])
+        operator = RepairRunOperator(task_id="repair")
         assert operator._paused(store)  # what the nightly task checks between segments
         client.post("/ringward/api/repair/switch", headers=admin, data={"action": "resume", "confirm": "yes"})
         assert not operator._paused(store)

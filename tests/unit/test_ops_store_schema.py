@@ -42,7 +42,7 @@ def test_an_existing_keyspace_is_not_created_again_only_the_tables() -> None:
     session = _Schema(keyspace=True, tables=set())
     OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
     assert not any("CREATE KEYSPACE" in statement for statement in session.statements)
-    assert sum("CREATE TABLE IF NOT EXISTS ringward_ops." in statement for statement in session.statements) == 7
+    assert sum("CREATE TABLE IF NOT EXISTS ringward_ops." in statement for statement in session.statements) == 9
 
 
 def test_a_missing_keyspace_is_created_as_the_grants_command_prints_it() -> None:
@@ -51,3 +51,37 @@ def test_a_missing_keyspace_is_created_as_the_grants_command_prints_it() -> None
     session = _Schema(keyspace=False, tables=set())
     OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
     assert session.statements[0] == ops_keyspace_statement({"dc1": 3}).rstrip(";")
+
+
+def test_ensure_schema_on_a_complete_store_runs_no_ddl_and_waits_for_nothing() -> None:
+    """Several tasks call it: with every table there (and the legacy repair_history of an upgraded cluster), it
+    reads system_schema once and changes nothing."""
+    from ringward_cassandra.ops_store import _TABLES
+
+    session = _Schema(keyspace=True, tables=set(_TABLES) | {"repair_history"})
+    waits: list[int] = []
+    session.cluster.control_connection.wait_for_schema_agreement = lambda wait_time: waits.append(wait_time)
+    OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
+    assert session.statements == [] and waits == []
+
+
+def test_an_upgraded_store_gets_only_its_missing_tables() -> None:
+    old = {"leases", "migration_journal", "migrations", "repair_history", "repair_runs", "repair_switch",
+           "controller_pauses"}  # fmt: skip
+    session = _Schema(keyspace=True, tables=old)
+    assert OpsStore(session).exists()  # type: ignore[arg-type]  # an older version's store is a store (its UI must not say "none")
+    OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
+    created = sorted(s.split("ringward_ops.", 1)[1].split(" ", 1)[0] for s in session.statements)
+    assert created == ["repair_plan", "repair_progress", "repair_segments"]
+    assert not any("ALTER" in s or "repair_history" in s for s in session.statements)
+
+
+def test_history_bucket_is_the_unsigned_top_byte_of_the_start_token() -> None:
+    from ringward_cassandra.ops_store import bucket_bounds, history_bucket
+
+    assert history_bucket(-(2**63)) == 0 and history_bucket(2**63 - 1) == 255
+    assert history_bucket(-1) == 127 and history_bucket(0) == 128
+    for bucket in (0, 1, 127, 128, 254, 255):
+        first, last = bucket_bounds(bucket)
+        assert history_bucket(first) == history_bucket(last) == bucket
+        assert bucket == 0 or history_bucket(first - 1) == bucket - 1

@@ -252,3 +252,132 @@ def test_progress_counts_the_whole_run_and_leads_each_line() -> None:
     assert finished[0].startswith("[257/579 44.4% ETA ")
     assert finished[-1].startswith("[260/579 44.9% ETA ")
     assert all(len(line) < 120 for line in lines), lines  # short: the progress is never off-screen
+
+
+class VirtualPool:
+    """Sessions in virtual time: each command takes `seconds`; the clock jumps to the next completion."""
+
+    def __init__(self, seconds: float = 10.0, fail: set[str] | None = None) -> None:
+        self.clock = datetime(2026, 1, 1, tzinfo=UTC)
+        self.seconds = seconds
+        self.fail = fail or set()
+        self.live = set(NODES)
+        self.down_until: dict[str, datetime] = {}
+        self.running: list[tuple[datetime, RepairCommand]] = []
+        self.started: list[tuple[datetime, RepairCommand]] = []
+
+    def now(self) -> datetime:
+        return self.clock
+
+    def sleep(self, seconds: float) -> None:
+        self.clock += timedelta(seconds=seconds)
+
+    def live_nodes(self) -> set[str]:
+        return {n for n in NODES if self.down_until.get(n, self.clock) <= self.clock}
+
+    def submit(self, command: RepairCommand) -> None:
+        self.started.append((self.clock, command))
+        self.running.append((self.clock + timedelta(seconds=self.seconds), command))
+
+    def wait(self, timeout: float) -> list[tuple[RepairCommand, SessionResult]]:
+        deadline = self.clock + timedelta(seconds=timeout)
+        ends = sorted(end for end, _ in self.running)
+        if not ends or ends[0] > deadline:
+            self.clock = deadline
+            return []
+        self.clock = ends[0]
+        done = [(c, SessionResult(c.segments[0].segment_id not in self.fail, self.seconds))
+                for end, c in self.running if end <= self.clock]  # fmt: skip
+        self.running = [(end, c) for end, c in self.running if end > self.clock]
+        return done
+
+    def close(self) -> None:
+        pass
+
+    def effects(self, **overrides: object) -> BatchEffects:
+        fields: dict[str, object] = {
+            "sessions": self, "now": self.now, "sleep": self.sleep, "live_nodes": self.live_nodes,
+            "log": lambda line: None,
+        }  # fmt: skip
+        fields.update(overrides)
+        return BatchEffects(**fields)  # type: ignore[arg-type]
+
+
+def virtual_run(segments: list[Segment], pool: VirtualPool, parallelism: int = 3, **overrides: object):  # type: ignore[no-untyped-def]
+    return run_batch(
+        segments, {}, config=config(), run_id="run-1", parallelism=parallelism, effects=pool.effects(**overrides),
+        run_started=pool.clock,
+    )  # fmt: skip
+
+
+def test_a_node_back_within_the_run_gets_its_segments_repaired_in_the_same_run() -> None:
+    pool = VirtualPool(seconds=60)
+    pool.down_until["c"] = pool.clock + timedelta(minutes=5)
+    segments = [segment(i, ("a", "b")) for i in range(10)] + [segment(20, ("b", "c"))]
+    result = virtual_run(segments, pool)
+    assert {o.state for o in result.outcomes} == {SegmentState.DONE}
+    started_c = [at for at, c in pool.started if "c" in c.replicas]
+    assert started_c and started_c[0] >= datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+
+
+def test_a_node_still_down_when_nothing_else_is_left_postpones_its_segments() -> None:
+    pool = VirtualPool(seconds=60)
+    pool.down_until["c"] = pool.clock + timedelta(days=1)
+    result = virtual_run([segment(0, ("a", "b")), segment(1, ("b", "c"))], pool)
+    by_index = {o.segment.range.start // 100: o for o in result.outcomes}
+    assert by_index[0].state is SegmentState.DONE
+    assert by_index[1].state is SegmentState.POSTPONED and by_index[1].reason == "replica down: c"
+    assert pool.clock < datetime(2026, 1, 1, 1, tzinfo=UTC)  # did not wait a day for c
+
+
+def test_back_pressure_holds_a_command_back_then_lets_it_run() -> None:
+    pool = VirtualPool(seconds=60)
+    release = pool.clock + timedelta(minutes=12)
+    lines: list[str] = []
+
+    def held_back(command: RepairCommand) -> str | None:
+        return "b has 230 pending compactions (limit 100)" if "b" in command.replicas and pool.clock < release else None
+
+    result = virtual_run([segment(0, ("a", "b")), segment(1, ("c", "d"))], pool, held_back=held_back,
+                         log=lines.append)  # fmt: skip
+    assert {o.state for o in result.outcomes} == {SegmentState.DONE}
+    assert next(at for at, c in pool.started if "b" in c.replicas) >= release
+    assert sum("230 pending compactions" in line for line in lines) == 1  # said once, not every look
+
+
+def test_back_pressure_that_never_clears_postpones_after_two_hours_saying_why() -> None:
+    pool = VirtualPool(seconds=60)
+    result = virtual_run([segment(0, ("a", "b"))], pool, held_back=lambda command: "a is running cleanup")
+    (outcome,) = result.outcomes
+    assert outcome.state is SegmentState.POSTPONED and outcome.reason and "a is running cleanup" in outcome.reason
+    assert timedelta(hours=2) <= pool.clock - datetime(2026, 1, 1, tzinfo=UTC) < timedelta(hours=3)
+
+
+def test_live_progress_reports_done_failed_and_running_per_node() -> None:
+    pool = VirtualPool(seconds=30)
+    seen: list[dict[str, object]] = []
+    segments = [segment(i, (NODES[i % 3], NODES[3 + i % 3])) for i in range(12)]
+    virtual_run(segments, pool, progress=seen.append)
+    assert seen and seen[-1]["final"] is True
+    assert seen[-1]["done"] == 12 and seen[-1]["failed"] == 0 and seen[-1]["total"] == 12
+    per_node = seen[-1]["per_node"]
+    assert isinstance(per_node, dict) and sum(c["done"] for c in per_node.values()) == 24  # two replicas each
+    assert any(s["running"] for s in seen[:-1]) or len(seen) == 1
+
+
+def test_a_night_of_twenty_thousand_commands_runs_in_virtual_time_keeping_the_node_rule() -> None:
+    nodes = [f"n{i}" for i in range(100)]
+    pool = VirtualPool(seconds=5)
+    segments = [segment(i, tuple(nodes[(i * 7 + k * 13) % 100] for k in range(3))) for i in range(20_000)]
+    result = run_batch(
+        segments, {}, config=config(ranges_per_command=1), run_id="run-1", parallelism=5,
+        effects=pool.effects(live_nodes=lambda: set(nodes)), run_started=pool.clock,
+    )  # fmt: skip
+    assert result.summary.counts[SegmentState.DONE] == 20_000
+    intervals: dict[str, list[tuple[datetime, datetime]]] = {}
+    for at, command in pool.started:
+        for node in command.replicas:
+            intervals.setdefault(node, []).append((at, at + timedelta(seconds=5)))
+    for spans in intervals.values():
+        spans.sort()
+        assert all(end <= nxt for (_, end), (nxt, _) in itertools.pairwise(spans))

@@ -114,14 +114,14 @@ def test_the_failure_notifier_logs_the_failed_task(capsys: pytest.CaptureFixture
 
 
 def test_on_kill_only_flags_and_the_batch_loop_aborts_the_running_sessions() -> None:
-    from ringward_airflow.repair_operators import RepairSegmentsOperator
+    from ringward_airflow.repair_operators import RepairRunOperator
 
     calls: list[tuple[str, str | None]] = []
     client = SimpleNamespace(
         terminate_all=lambda: calls.append(("terminate_all", None)),
         abort_repairs=lambda address: calls.append(("abort_repairs", address)),
     )
-    operator = RepairSegmentsOperator(task_id="repair", batch=[])
+    operator = RepairRunOperator(task_id="repair")
     operator.on_kill()  # before execute: nothing to stop
     killed = threading.Event()
     operator._client, operator._killed = client, killed

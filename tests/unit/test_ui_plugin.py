@@ -66,6 +66,7 @@ class FakeStore:
     history: list[RepairHistoryRow] = field(default_factory=list)
     runs: list[RepairRunRow] = field(default_factory=list)
     events: list[SwitchEvent] = field(default_factory=list)
+    progress: dict[str, dict[str, Any]] = field(default_factory=dict)  # run id -> its live progress
 
     def migrations(self) -> list[MigrationRow]:
         return list(self.migration_rows)
@@ -78,6 +79,9 @@ class FakeStore:
 
     def repair_runs(self) -> list[RepairRunRow]:
         return list(self.runs)
+
+    def run_progress(self, run_id: str) -> dict[str, Any] | None:
+        return self.progress.get(run_id)
 
     def switch_events(self, name: str = "nightly_subrange_repair", limit: int = 20) -> list[SwitchEvent]:
         return self.events[:limit]
@@ -172,8 +176,15 @@ def _world() -> FakeSource:
                              segment.replicas)
         )  # fmt: skip
     store.history = history
-    store.runs = [RepairRunRow("scheduled__2026-11-22T02:00:00+00:00", "DONE", {"tables": {"app.events": "40.0%"}},
+    store.runs = [RepairRunRow("scheduled__2026-11-22T02:00:00+00:00", "DONE",
+                               {"tables": {"app.events": "40.0%"}, "metrics": {"FailedTokenRangesCount": 0}},
                                {}, now - timedelta(days=1))]  # fmt: skip
+    # The running run's progress as its repair worker stores it.
+    store.progress[nightly] = {
+        "done": 2, "failed": 1, "postponed": 0, "total": 6, "running": {"127.0.0.2": 1},
+        "per_node": {"127.0.0.2": {"done": 2, "failed": 0}, "127.0.0.3": {"done": 0, "failed": 1}},
+        "eta_seconds": 600.0, "updated_at": (now - timedelta(seconds=5)).isoformat(),
+    }  # fmt: skip
     source.runs = {
         ("keyspace_migration", RUN_ID): RunInfo(
             "keyspace_migration", RUN_ID, "running", now, None, {"step_1.verify_preview": {"mismatches": 0}},
@@ -317,27 +328,62 @@ def test_migration_page_of_a_run_without_a_plan_says_so(client: tuple[Any, FakeS
     assert svg.status_code == 404
 
 
-def test_repair_page_tables_progress_segments_and_filter(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
+def test_repair_page_shows_the_stored_report_and_the_live_progress_without_planning(
+    client: tuple[Any, FakeSource, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     test_client, world, tokens = client
     admin = bearer(tokens["admin"])
+
+    def no_planning(config: Any) -> ClusterRepairPlan:
+        raise AssertionError("the Repair page must not plan the cluster")
+
+    def no_history() -> list[RepairHistoryRow]:
+        raise AssertionError("the Repair page must not scan the repair history")
+
+    monkeypatch.setattr(world, "repair_plan", no_planning)
+    monkeypatch.setattr(world.store, "repair_history", no_history)
     data = test_client.get("/ringward/api/repair", headers=admin).json()
-    assert [t["table"] for t in data["tables"]] == ["app.events"]
-    events = data["tables"][0]
-    assert events["failing"] == 1 and events["health"] == "OVERDUE"  # most ranges were never repaired
+    previous = world.store.runs[0].run_id
+    assert data["tables"] == [{"table": "app.events", "repaired": "40.0%", "run_id": previous,
+                               "recorded_at": world.store.runs[0].updated_at.isoformat()}]  # fmt: skip
+    assert data["latest_run"]["run_id"] == previous and data["latest_run"]["state"] == "DONE"
     run = data["current_run"]
-    assert (run["finished"], run["total"], run["percent"]) == (3, 6, 50.0) and run["eta_seconds"] > 0
-    assert len(data["segments"]) == 3
-    failing = test_client.get("/ringward/api/repair?failing=1", headers=admin).json()["segments"]
-    assert [s["state"] for s in failing] == ["FAILED"] and failing[0][
-        "last_error"
-    ] == "Repair session failed: node down"
-    assert failing[0]["replicas"] == list(world.store.history[2].replicas)
+    assert run["run_id"] == "scheduled__2026-11-23T02:00:00+00:00" and run["state"] == "running"
+    progress = run["progress"]
+    assert (progress["finished"], progress["total"], progress["percent"], progress["running"]) == (3, 6, 50.0, 1)
+    assert progress["eta_seconds"] == 600.0 and progress["eta"] != "-"
+    # Per node, what needs a look first: the node with a failure, then the busy one.
+    assert [(n["node"], n["running"], n["done"], n["failed"]) for n in progress["nodes"]] == [
+        ("127.0.0.3", 0, 0, 1), ("127.0.0.2", 1, 2, 0)]  # fmt: skip
 
     page = test_client.get("/ringward/repair", headers=admin).text
-    assert "<b>3/6</b> segments (50.0%)" in page and "aria-valuenow='50.0'" in page
-    assert "app.events" in page and "running (not paused)" in page
+    assert "<b id='progress'>3/6</b> segments (50.0%)" in page and "aria-valuenow='50.0'" in page
+    assert "2 done, 1 failed, 0 postponed, 1 running" in page and "<meta http-equiv='refresh' content='15'>" in page
+    assert "app.events" in page and "40.0%" in page and "running (not paused)" in page
+    assert "FailedTokenRangesCount" in page
     svg = test_client.get("/ringward/api/repair/coverage.svg", headers=admin).text
-    assert "app.events" in svg and svg.count('class="arc"') == len(world.repair_plan(load_config(None)).segments)
+    assert "app.events: 40.0%" in svg and svg.count("class='bar'") == 1
+
+    # A run without stored progress yet, and a finished run: no figures made up, no reload.
+    world.store.progress.clear()
+    page = test_client.get("/ringward/repair", headers=admin).text
+    assert "no progress recorded for this run" in page
+    key = ("nightly_subrange_repair", None)
+    world.runs[key] = replace(world.runs[key], state="success")
+    assert "http-equiv='refresh'" not in test_client.get("/ringward/repair", headers=admin).text
+
+
+def test_repair_page_escapes_what_it_reads_from_the_store(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    evil = "<script>alert(1)</script>"
+    world.store.runs[0] = replace(world.store.runs[0], state=evil,
+                                  summary={"tables": {"app.events": evil}, "metrics": {evil: evil}})  # fmt: skip
+    nightly = "scheduled__2026-11-23T02:00:00+00:00"
+    world.store.progress[nightly] = {"done": 1, "total": 2, "per_node": {evil: {"done": 1}}, "updated_at": evil}
+    page = test_client.get("/ringward/repair", headers=admin).text
+    svg = test_client.get("/ringward/api/repair/coverage.svg", headers=admin).text
+    assert evil not in page and evil not in svg and "&lt;script&gt;" in page and "&lt;script&gt;" in svg
 
 
 def test_repair_page_lists_only_what_the_nightly_repair_covers_and_says_what_it_leaves_out(
@@ -351,13 +397,15 @@ def test_repair_page_lists_only_what_the_nightly_repair_covers_and_says_what_it_
     })  # fmt: skip
     world.replication.update({"ringward_ops": Replication.parse(NEW), "solo": Replication.parse(OLD)})
 
-    # No run limited the scope: the configuration's selection (everything but system_traces) is listed.
+    # No run limited the scope: the configuration's selection (everything but system_traces) is listed; tables
+    # no report covered yet say so (the page does not plan: solo.notes at RF 1 is listed, never reported).
     data = test_client.get("/ringward/api/repair", headers=admin).json()
-    assert [t["table"] for t in data["tables"]] == ["app.events", "ringward_ops.leases", "ringward_ops.repair_history"]
+    assert [t["table"] for t in data["tables"]] == ["app.events", "ringward_ops.leases", "ringward_ops.repair_history",
+                                                    "solo.notes"]  # fmt: skip
+    assert [t["repaired"] for t in data["tables"]] == ["40.0%", None, None, None]
     excluded = {e["name"]: e["reason"] for e in data["excluded"]}
-    assert set(excluded) == {"system", "system_traces", "solo.notes"}
+    assert set(excluded) == {"system", "system_traces"}
     assert "node-local" in excluded["system"] and "exclude ['system_traces']" in excluded["system_traces"]
-    assert excluded["solo.notes"] == "no segment to repair: single replica (RF 1): nothing to compare"
 
     # The latest run repaired only `app` (its parameters): ringward_ops is not overdue, it is left out, by that run.
     scoped = parse_config({"keyspaces": {"include": ["app"]}})
@@ -369,9 +417,14 @@ def test_repair_page_lists_only_what_the_nightly_repair_covers_and_says_what_it_
     assert reason.startswith(f"all 2 tables: outside the scope of the latest run (latest: {latest},")
     page = test_client.get("/ringward/repair", headers=admin).text
     tables = page[page.index("id='tables'") : page.index("</table>", page.index("id='tables'"))]
-    assert "ringward_ops" not in tables and "system" not in tables and "OVERDUE" in tables  # app.events
+    assert "ringward_ops" not in tables and "system" not in tables and "40.0%" in tables  # app.events
     assert "Not repaired by the nightly repair: 4 keyspace(s) or table(s)" in page
     assert "<td>ringward_ops</td>" in page and "node-local system keyspace" in page
+    # A keyspace the latest run skipped (a migration's lease) is named with the reason the report stored.
+    world.store.runs[0] = replace(world.store.runs[0], summary={**world.store.runs[0].summary,
+                                  "skipped_keyspaces": {"app": "held by m-1 (keyspace_migration)"}})  # fmt: skip
+    reason = {e["name"]: e["reason"] for e in test_client.get("/ringward/api/repair", headers=admin).json()["excluded"]}
+    assert reason["app"] == f"skipped by the latest run ({latest}): held by m-1 (keyspace_migration)"
 
 
 def test_repair_config_problems_are_shown_not_swallowed(
@@ -474,9 +527,9 @@ def test_a_cluster_that_never_answers_is_reported_after_the_connect_timeout(
 
 def test_nightly_task_reads_the_pause_switch_between_segments() -> None:
     """The repair task's check: the latest press decides; an unreadable switch does not stop a repair."""
-    from ringward_airflow.repair_operators import RepairSegmentsOperator
+    from ringward_airflow.repair_operators import RepairRunOperator
 
-    operator = RepairSegmentsOperator(task_id="repair", batch=[])
+    operator = RepairRunOperator(task_id="repair")
     store = FakeStore()
     assert not operator._paused(store)
     store.set_switch(True, "alice", "disk full on .3")
@@ -924,14 +977,16 @@ def test_an_unreadable_ringward_ops_row_is_named_with_the_fix(
 
         return [json.loads("{not json")]
 
-    def bad_state() -> list[RepairHistoryRow]:
-        return [SegmentState("BOGUS")]  # type: ignore[list-item]
+    def bad_runs() -> list[RepairRunRow]:
+        import json
+
+        return [json.loads("{not json")]
 
     monkeypatch.setattr(world.store, "migrations", bad_json)
-    monkeypatch.setattr(world.store, "repair_history", bad_state)
+    monkeypatch.setattr(world.store, "repair_runs", bad_runs)
     for url, table in ((MIGRATION, "migrations"), (f"/ringward/api/migration/keyspace_migration/{RUN_ID}",
-                       "migrations"), ("/ringward/repair", "repair_history"), ("/ringward/api/repair",
-                       "repair_history")):  # fmt: skip
+                       "migrations"), ("/ringward/repair", "repair_runs"), ("/ringward/api/repair",
+                       "repair_runs")):  # fmt: skip
         response = test_client.get(url, headers=admin)
         assert response.status_code == 409, (url, response.status_code)
         text = html.unescape(response.text)

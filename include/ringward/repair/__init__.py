@@ -24,13 +24,15 @@ from ringward.repair._executor import (
     BatchResult,
     RecordUpdate,
     SegmentOutcome,
+    SessionPool,
     SessionResult,
+    ThreadSessionPool,
     run_batch,
 )
 from ringward.repair._payload import decode_batch, decode_segment, encode_batch, encode_segment
 from ringward.repair._planning import ReplicaMapEntries, SegmentPlan, plan_segments
 from ringward.repair._progress import Progress
-from ringward.repair._run import RunPlan, RunState, RunSummary, needs_replan, prepare_run
+from ringward.repair._run import DueSelection, RunPlan, RunState, RunSummary, needs_replan, prepare_run, select_due
 from ringward.repair._scheduler import (
     ReplicaLocks,
     allowed_parallelism,
@@ -79,6 +81,7 @@ __all__ = [
     "RECENT_RUNS",
     "BatchEffects",
     "BatchResult",
+    "DueSelection",
     "Exclusion",
     "FixedSplitter",
     "NameFilter",
@@ -100,11 +103,13 @@ __all__ = [
     "SegmentPlan",
     "SegmentRecord",
     "SegmentState",
+    "SessionPool",
     "SessionResult",
     "SizeEstimate",
     "SizeSplitter",
     "SkippedSegment",
     "StatusConfig",
+    "ThreadSessionPool",
     "allowed_parallelism",
     "apply_overrides",
     "backoff_delay",
@@ -138,6 +143,7 @@ __all__ = [
     "retries_exhausted",
     "ring_fingerprint",
     "run_batch",
+    "select_due",
     "select_units",
     "split_by_liveness",
     "status_config",

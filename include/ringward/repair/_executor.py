@@ -7,20 +7,29 @@ command (Cassandra repairs them in one session); each keeps its own record. Fail
 with exponential backoff until `max_retries`; a segment with a replica down is postponed to the next run.
 Every state change is handed to `effects.save` at once, so a killed or retried task finds the history
 where it left it.
+
+The loop owns no threads and no clock: commands go to an injected `SessionPool` (threads running nodetool
+in production, virtual time in the fleet simulator) and time comes from `effects.now`/`effects.sleep`.
+It is built for fleet-size nights (millions of segments): a command waiting on a busy node costs one
+look per scan, and scans stop after `_SCAN_LIMIT` waiting commands, so starting a session does not cost
+O(pending). Segments with a replica down wait, indexed by the down node, and run once it is back; only
+what is still blocked when nothing else is left is postponed to the next run.
 """
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
 from ringward.repair._config import RepairConfig
 from ringward.repair._progress import Progress
 from ringward.repair._run import RunSummary
-from ringward.repair._scheduler import intensity_pause, next_runnable, window_allows_start
+from ringward.repair._scheduler import intensity_pause, window_allows_start
 from ringward.repair._segments import RepairCommand, Segment, group_segments
 from ringward.repair._state import (
     SegmentRecord,
@@ -32,9 +41,24 @@ from ringward.repair._state import (
     retries_exhausted,
 )
 
-__all__ = ["BatchEffects", "BatchResult", "RecordUpdate", "SegmentOutcome", "SessionResult", "run_batch"]
+__all__ = [
+    "BatchEffects",
+    "BatchResult",
+    "RecordUpdate",
+    "SegmentOutcome",
+    "SessionPool",
+    "SessionResult",
+    "ThreadSessionPool",
+    "run_batch",
+]
 
 _POLL_SECONDS = 0.5
+_MAX_IDLE_SLEEP = 5.0  # nothing runs and nothing may start yet: look again at least this often
+_SCAN_LIMIT = 256  # waiting commands looked at per scan: beyond, the next scan gets its turn
+_VERBOSE_UP_TO = 5000  # a line per segment for nights up to this size; beyond, a progress line a minute
+_PROGRESS_EVERY = timedelta(seconds=60)
+_BACK_PRESSURE_RETRY = timedelta(minutes=5)
+_BACK_PRESSURE_GIVE_UP = timedelta(hours=2)  # held back this long: left for the next run, saying why
 
 
 @dataclass(frozen=True)
@@ -44,6 +68,44 @@ class SessionResult:
     succeeded: bool
     seconds: float
     error: str | None = None
+
+
+class SessionPool(Protocol):
+    """Where repair commands run. `wait` blocks up to `timeout` seconds of the pool's own clock and returns
+    the commands that finished since the last call, with their results."""
+
+    def submit(self, command: RepairCommand) -> None: ...
+
+    def wait(self, timeout: float) -> list[tuple[RepairCommand, SessionResult]]: ...
+
+    def close(self) -> None: ...
+
+
+class ThreadSessionPool:
+    """The production pool: `repair` (one `nodetool repair` of a command) in worker threads."""
+
+    def __init__(self, repair: Callable[[RepairCommand], SessionResult], workers: int) -> None:
+        self._repair = repair
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="repair")
+        self._running: dict[Future[SessionResult], RepairCommand] = {}
+
+    def _session(self, command: RepairCommand) -> SessionResult:
+        try:
+            return self._repair(command)
+        except Exception as error:  # a runner bug or a lost connection must not kill the whole run
+            return SessionResult(False, 0.0, f"{type(error).__name__}: {error}")
+
+    def submit(self, command: RepairCommand) -> None:
+        self._running[self._pool.submit(self._session, command)] = command
+
+    def wait(self, timeout: float) -> list[tuple[RepairCommand, SessionResult]]:
+        if not self._running:
+            return []
+        done, _ = wait(list(self._running), timeout=timeout, return_when=FIRST_COMPLETED)
+        return [(self._running.pop(future), future.result()) for future in done]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
 
 @dataclass(frozen=True)
@@ -72,21 +134,36 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _never_held_back(command: RepairCommand) -> str | None:
+    return None
+
+
+def _unsupported_repair(command: RepairCommand) -> SessionResult:
+    raise NotImplementedError("BatchEffects needs `repair` or `sessions`")
+
+
 @dataclass
 class BatchEffects:
-    """The outside world of a batch. `repair` runs one repair command (in a worker thread); `save` stores the
-    records of one command's segments together (one round of writes, not one per segment); `live_nodes` says
-    who is up; `enabled` re-reads the kill switch;
-    `stop_requested` is set when the task is killed."""
+    """The outside world of a batch.
 
-    repair: Callable[[RepairCommand], SessionResult]
-    save: Callable[[Sequence[RecordUpdate]], None]
-    live_nodes: Callable[[], set[str]]
+    `repair` runs one repair command (in a worker thread of a `ThreadSessionPool`), unless `sessions` gives
+    the pool itself (the fleet simulator's virtual-time pool); `save` stores the records of one command's
+    segments together; `live_nodes` says who is up; `enabled` re-reads the kill switch; `stop_requested` is
+    set when the task is killed; `held_back` says why a command must not start now (back-pressure on a
+    participant: pending compactions, streaming, cleanup), or None; `progress` receives the run's live
+    progress (the shape the Repair page reads) at most once a minute and at the end."""
+
+    repair: Callable[[RepairCommand], SessionResult] = _unsupported_repair
+    save: Callable[[Sequence[RecordUpdate]], None] = lambda updates: None
+    live_nodes: Callable[[], set[str]] = set
     enabled: Callable[[], bool] = lambda: True
     stop_requested: Callable[[], bool] = lambda: False
     now: Callable[[], datetime] = _utc_now
     sleep: Callable[[float], None] = time.sleep
     log: Callable[[str], None] = print
+    sessions: SessionPool | None = None
+    held_back: Callable[[RepairCommand], str | None] = _never_held_back
+    progress: Callable[[dict[str, Any]], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -118,7 +195,18 @@ class _BatchRun:
         run_started: datetime,
         progress: Progress,
     ) -> None:
-        self.pending = group_segments(segments, config.ranges_per_command)
+        commands = group_segments(segments, config.ranges_per_command)
+        # The plan's order is its priority: a command keeps its place while it waits (busy node, backoff).
+        self.queue: list[RepairCommand | None] = list(commands)
+        self.position = {_key(c): i for i, c in enumerate(commands)}
+        self.head = 0  # queue[:head] holds no command
+        self.rank = dict(self.position)  # the plan's order, for commands that leave the queue and come back
+        self.again: dict[str, RepairCommand] = {}  # put back (retries, held back): looked at first
+        # Commands found waiting on a busy node are parked on it and looked at again only once it is free:
+        # a scan never walks the same blocked commands again and again.
+        self.parked: dict[str, list[RepairCommand]] = {}
+        self.ready: list[tuple[int, RepairCommand]] = []  # heap by rank: parked commands whose node is free
+        self.waiting = len(commands)  # commands not started, wherever they wait
         self.records = dict(records)
         self.config = config
         self.run_id = run_id
@@ -126,11 +214,25 @@ class _BatchRun:
         self.fx = effects
         self.run_started = run_started
         self.not_before: dict[str, datetime] = {}
+        self.held_reason: dict[str, str] = {}
+        self.held_since: dict[str, datetime] = {}
         self.node_free_at: dict[str, datetime] = {}
-        self.running: dict[Future[SessionResult], _Running] = {}  # keyed by the command's session
+        self.in_session: set[str] = set()
+        self.running: dict[str, _Running] = {}  # by the command's key
+        self.blocked_by: dict[str, list[RepairCommand]] = {}  # down node -> commands waiting for it
         self.outcomes: dict[str, SegmentOutcome] = {}
         self.progress = progress
+        self.verbose = progress.total <= _VERBOSE_UP_TO
         self.stop_reason: str | None = None
+        self.live: set[str] = set()
+        # A scan that started nothing is repeated only once something changed: a session ended, a command
+        # came back, the live set changed, or a backoff or rest it saw ends (`rescan_at`).
+        self.changed = True
+        self.rescan_at: datetime | None = None
+        self.failed = 0
+        self.postponed = 0
+        self.per_node: dict[str, dict[str, int]] = {}
+        self.last_report: datetime | None = None
 
     # -- decisions ----------------------------------------------------------------------------------------
     def _why_stop(self) -> str | None:
@@ -142,18 +244,66 @@ class _BatchRun:
             return "the repair window closed"
         return None
 
-    def _busy_nodes(self, now: datetime) -> set[str]:
-        busy = {node for job in self.running.values() for node in job.command.replicas}
-        return busy | {node for node, free_at in self.node_free_at.items() if free_at > now}
+    # -- queue --------------------------------------------------------------------------------------------
+    def _take(self, command: RepairCommand) -> None:
+        """Take a command out of the plan's queue or the put-back list (the ready heap is popped by the scan)."""
+        key = _key(command)
+        if self.again.pop(key, None) is not None:
+            return
+        index = self.position.get(key)
+        if index is None or index >= len(self.queue) or self.queue[index] is not command:
+            return
+        self.queue[index] = None
+        while self.head < len(self.queue) and self.queue[self.head] is None:
+            self.head += 1
+
+    def _compact(self) -> None:
+        """Drop the holes left by started commands, so scans do not walk over them (order kept). Never
+        during a scan: the scan walks the list it started on."""
+        holes = sum(1 for c in self.queue[self.head : self.head + 4096] if c is None)
+        if holes < 2048:  # sampled: compact once at least half of the queue's front is holes
+            return
+        kept: list[RepairCommand | None] = [c for c in self.queue[self.head :] if c is not None]
+        self.queue = kept
+        self.position = {_key(c): i for i, c in enumerate(kept) if c is not None}
+        self.head = 0
+
+    def _put_back(self, command: RepairCommand) -> None:
+        """A command to start again (a retry, or a node back): it waits ahead of the plan's queue."""
+        self.again[_key(command)] = command
+        self.changed = True
+
+    def _park(self, command: RepairCommand, node: str) -> None:
+        self._take(command)
+        self.parked.setdefault(node, []).append(command)
+
+    def _release(self, node: str) -> None:
+        for command in self.parked.pop(node, ()):
+            heapq.heappush(self.ready, (self.rank[_key(command)], command))
+
+    def _waiting_for_nodes(self) -> int:
+        return sum(len(commands) for commands in self.blocked_by.values())
 
     # -- state changes --------------------------------------------------------------------------------------
     def _finish(self, outcome: SegmentOutcome) -> None:
         self.outcomes[outcome.segment.segment_id] = outcome
         self.progress.advance()
-        detail = f" ({outcome.reason})" if outcome.reason else ""
-        self.fx.log(f"{self.progress.brief()} {outcome.state.value} {outcome.segment.describe()}{detail}")
+        state = outcome.state
+        if state is SegmentState.FAILED:
+            self.failed += 1
+        elif state is SegmentState.POSTPONED:
+            self.postponed += 1
+        if state in (SegmentState.DONE, SegmentState.FAILED):
+            key = "done" if state is SegmentState.DONE else "failed"
+            for node in outcome.segment.replicas:
+                counts = self.per_node.setdefault(node, {"done": 0, "failed": 0})
+                counts[key] += 1
+        if self.verbose or state is SegmentState.FAILED:
+            detail = f" ({outcome.reason})" if outcome.reason else ""
+            self.fx.log(f"{self.progress.brief()} {state.value} {outcome.segment.describe()}{detail}")
 
     def _postpone(self, command: RepairCommand, reason: str) -> None:
+        self.waiting -= 1
         updates = []
         for segment in command.segments:
             previous = self.records.get(segment.segment_id) or SegmentRecord(segment.segment_id)
@@ -165,32 +315,34 @@ class _BatchRun:
         for update in updates:
             self._finish(SegmentOutcome(update.segment, SegmentState.POSTPONED, update.record, reason=reason))
 
-    def _start(self, pool: ThreadPoolExecutor, command: RepairCommand, now: datetime) -> None:
-        self.pending.remove(command)
+    def _start(self, pool: SessionPool, command: RepairCommand, now: datetime) -> None:
+        self._take(command)
+        self.waiting -= 1
         records = {
             s.segment_id: record_start(self.records.get(s.segment_id), s.segment_id, self.run_id)
             for s in command.segments
         }
         self._store([RecordUpdate(s, records[s.segment_id], now) for s in command.segments])
         attempt = records[command.segments[0].segment_id].attempts_in(self.run_id)
-        self.fx.log(f"{self.progress.brief()} start {command.describe()} attempt {attempt}")
-        self.running[pool.submit(self._session, command)] = _Running(command, records, now)
+        if self.verbose:
+            self.fx.log(f"{self.progress.brief()} start {command.describe()} attempt {attempt}")
+        self.in_session.update(command.replicas)
+        self.running[_key(command)] = _Running(command, records, now)
+        pool.submit(command)
 
-    def _session(self, command: RepairCommand) -> SessionResult:
-        try:
-            return self.fx.repair(command)
-        except Exception as error:  # a runner bug or a lost connection must not kill the whole batch
-            return SessionResult(False, 0.0, f"{type(error).__name__}: {error}")
-
-    def _completed(self, future: Future[SessionResult]) -> None:
-        job = self.running.pop(future)
-        result = future.result()
+    def _completed(self, command: RepairCommand, result: SessionResult) -> None:
+        job = self.running.pop(_key(command))
+        self.in_session.difference_update(command.replicas)
+        self.changed = True
+        for node in command.replicas:
+            if node not in self.node_free_at:
+                self._release(node)
         finished = self.fx.now()
-        command = job.command
         if result.succeeded:
             pause = intensity_pause(result.seconds, self.config.intensity)
-            for node in command.replicas:
-                self.node_free_at[node] = finished + pause
+            if pause:
+                for node in command.replicas:
+                    self.node_free_at[node] = finished + pause
             done = [
                 RecordUpdate(s, record_success(job.records[s.segment_id], finished, result.seconds,
                                                self.config.repair_type), job.started, finished)
@@ -211,51 +363,186 @@ class _BatchRun:
                 self._finish(SegmentOutcome(segment, SegmentState.FAILED, records[segment.segment_id], job.started,
                                             finished, result.error))  # fmt: skip
             return
+        self.waiting += 1
+        self._put_back(command)
         if self._why_stop() is not None:
-            self.pending.insert(0, command)  # left for the next run with the other unstarted segments
-            return
+            return  # left for the next run with the other unstarted segments
         delay = backoff_delay(first.attempts_in(self.run_id) + 1, self.config.retry_backoff.total_seconds())
         self.not_before[_key(command)] = finished + timedelta(seconds=delay)
-        self.fx.log(f"retry {command.describe()} in {delay:.0f}s after: {(result.error or '')[-300:]}")
-        self.pending.insert(0, command)
+        if self.verbose:
+            self.fx.log(f"retry {command.describe()} in {delay:.0f}s after: {(result.error or '')[-300:]}")
 
     def _store(self, updates: Sequence[RecordUpdate]) -> None:
         for update in updates:
             self.records[update.segment.segment_id] = update.record
         self.fx.save(updates)
 
+    # -- nodes going down and coming back -------------------------------------------------------------------
+    def _wait_for_node(self, command: RepairCommand, down: list[str]) -> None:
+        self._take(command)
+        self.blocked_by.setdefault(down[0], []).append(command)
+
+    def _release_recovered(self) -> None:
+        for node in [n for n in self.blocked_by if n in self.live]:
+            for command in self.blocked_by.pop(node):
+                still_down = [n for n in command.replicas if n not in self.live]
+                if still_down:
+                    self.blocked_by.setdefault(still_down[0], []).append(command)
+                else:
+                    self._put_back(command)
+
+    def _postpone_blocked(self) -> None:
+        for node, commands in sorted(self.blocked_by.items()):
+            for command in commands:
+                down = ", ".join(sorted(set(command.replicas) - self.live)) or node
+                self._postpone(command, f"replica down: {down}")
+        self.blocked_by.clear()
+
     # -- loop ---------------------------------------------------------------------------------------------
-    def _start_what_fits(self, pool: ThreadPoolExecutor) -> None:
+    def _start_what_fits(self, pool: SessionPool) -> None:
         now = self.fx.now()
         room = self.parallelism - len(self.running)
-        ready = [c for c in self.pending if self.not_before.get(_key(c), now) <= now]
-        if room <= 0 or not ready:
+        if room <= 0 or not self.waiting:
             return
         live = self.fx.live_nodes()
-        for command in [c for c in ready if not live.issuperset(c.replicas)]:
-            self.pending.remove(command)
-            down = ", ".join(sorted(set(command.replicas) - live))
-            self._postpone(command, f"replica down: {down}")
-        ready = [c for c in ready if c in self.pending]
-        for command in next_runnable(ready, self._busy_nodes(now), room):
-            self._start(pool, command, now)
+        if live != self.live:
+            self.live = live
+            self.changed = True
+        if not self.changed and (self.rescan_at is None or now < self.rescan_at):
+            return
+        self.changed = False
+        self._compact()
+        self._release_recovered()
+        resting = {node: free_at for node, free_at in self.node_free_at.items() if free_at > now}
+        for node in set(self.node_free_at) - set(resting):  # rested: what waited on them may start
+            if node not in self.in_session:
+                self._release(node)
+        self.node_free_at = resting
+        busy = self.in_session | set(resting) if resting else self.in_session
+        self.rescan_at = min(resting.values()) if resting else None
+        if len(live) - len(busy) < 2:  # no session fits: every repair needs two free replicas
+            return
+        looked = 0
+        for command, from_ready in self._candidates():
+            looked += 1
+            replicas = command.replicas
+            if not busy.isdisjoint(replicas):
+                self._park(command, next(n for n in replicas if n in busy))
+            else:
+                room -= self._consider(pool, command, from_ready, live, now)
+                if room:
+                    busy = busy | set(replicas) if busy is not self.in_session else self.in_session
+            if room <= 0 or looked >= _SCAN_LIMIT:
+                break
+        if looked >= _SCAN_LIMIT:
+            self.changed = True  # commands beyond what this scan looked at may fit
+
+    def _consider(self, pool: SessionPool, command: RepairCommand, from_ready: bool, live: set[str],
+                  now: datetime) -> int:  # fmt: skip
+        """Start `command` if nothing holds it back (1), else file it where it waits (0)."""
+        replicas = command.replicas
+        key = _key(command)
+        wake = self.not_before.get(key)
+        if wake is not None and wake > now:
+            self.rescan_at = wake if self.rescan_at is None else min(self.rescan_at, wake)
+            if from_ready:
+                self._put_back(command)
+            return 0
+        down = [n for n in replicas if n not in live]
+        if down:
+            self._wait_for_node(command, down)
+            return 0
+        reason = self.fx.held_back(command)
+        if reason is not None:
+            since = self.held_since.setdefault(key, now)
+            if now - since >= _BACK_PRESSURE_GIVE_UP:
+                self._take(command)
+                self._postpone(command, f"held back since {since:%H:%M} UTC: {reason}")
+                return 0
+            self.not_before[key] = wake = now + _BACK_PRESSURE_RETRY
+            self.rescan_at = wake if self.rescan_at is None else min(self.rescan_at, wake)
+            if self.held_reason.get(key) != reason:
+                self.fx.log(f"held back {command.describe()}: {reason}")
+            self.held_reason[key] = reason
+            if from_ready:
+                self._put_back(command)
+            return 0
+        self._start(pool, command, now)
+        return 1
+
+    def _candidates(self) -> Iterator[tuple[RepairCommand, bool]]:
+        """Waiting commands in the order they may start, and whether each came off the ready heap: those put
+        back first, then parked ones whose node is free (in plan order), then the plan's queue."""
+        for command in list(self.again.values()):
+            yield command, False
+        while self.ready:
+            yield heapq.heappop(self.ready)[1], True
+        queue = self.queue
+        index = self.head
+        while index < len(queue):
+            queued = queue[index]
+            index += 1
+            if queued is not None:
+                yield queued, False
+
+    def _leftovers(self) -> list[RepairCommand]:
+        parked = [c for commands in self.parked.values() for c in commands]
+        ready = [c for _, c in sorted(self.ready, key=lambda entry: entry[0])]
+        queued = [c for c in self.queue[self.head :] if c is not None]
+        return [*self.again.values(), *ready, *parked, *queued]
+
+    def _idle_sleep(self) -> None:
+        """Nothing runs: sleep until the earliest backoff ends, at most `_MAX_IDLE_SLEEP`."""
+        now = self.fx.now()
+        wakes = [self.not_before[_key(c)] for c in self._leftovers()[:_SCAN_LIMIT] if _key(c) in self.not_before]
+        seconds = min([(w - now).total_seconds() for w in wakes if w > now] or [_POLL_SECONDS])
+        self.fx.sleep(min(_MAX_IDLE_SLEEP, max(_POLL_SECONDS, seconds)))
+
+    def _report(self, final: bool = False) -> None:
+        now = self.fx.now()
+        if not final and self.last_report is not None and now - self.last_report < _PROGRESS_EVERY:
+            return
+        self.last_report = now
+        if not self.verbose:
+            self.fx.log(f"{self.progress.brief()} {len(self.running)} sessions running, {self.failed} failed, "
+                        f"{self.postponed} postponed")  # fmt: skip
+        if self.fx.progress is None:
+            return
+        running: dict[str, int] = {}
+        for job in self.running.values():
+            for node in job.command.replicas:
+                running[node] = running.get(node, 0) + 1
+        self.fx.progress({
+            "done": self.progress.done - self.failed - self.postponed, "failed": self.failed,
+            "postponed": self.postponed, "total": self.progress.total, "running": running,
+            "waiting_for_nodes": self._waiting_for_nodes(), "per_node": self.per_node,
+            "eta_seconds": self.progress.eta_seconds, "updated_at": now.isoformat(), "final": final,
+        })  # fmt: skip
 
     def run(self) -> BatchResult:
-        with ThreadPoolExecutor(max_workers=self.parallelism, thread_name_prefix="repair") as pool:
-            while self.pending or self.running:
+        pool = self.fx.sessions or ThreadSessionPool(self.fx.repair, self.parallelism)
+        try:
+            while self.waiting or self.running:
                 self.stop_reason = self.stop_reason or self._why_stop()
                 if self.stop_reason is None:
                     self._start_what_fits(pool)
                 elif not self.running:
                     break
                 if self.running:
-                    done, _ = wait(list(self.running), timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        self._completed(future)
-                elif self.pending:
-                    self.fx.sleep(_POLL_SECONDS)
-        for command in list(self.pending):
+                    for command, result in pool.wait(_POLL_SECONDS):
+                        self._completed(command, result)
+                elif self.waiting > self._waiting_for_nodes():
+                    self._idle_sleep()
+                else:  # only commands waiting for a node that is down: the next run's
+                    break
+                self._report()
+        finally:
+            if self.fx.sessions is None:
+                pool.close()
+        for command in self._leftovers():
             self._postpone(command, self.stop_reason or "not started")
+        self._postpone_blocked()
+        self._report(final=True)
         return BatchResult(tuple(self.outcomes.values()), self.stop_reason)
 
 
@@ -290,7 +577,10 @@ def run_batch(
             todo.append(segment)
     started = done_before + len(settled)
     total = max(run_total, started + len(todo)) if run_total is not None else len(segments)
-    progress = Progress(total, "repair", "segments", done=started if run_total is not None else len(settled))
+    progress = Progress(
+        total, "repair", "segments", clock=lambda: effects.now().timestamp(),
+        done=started if run_total is not None else len(settled),
+    )  # fmt: skip
     result = _BatchRun(todo, records, config, run_id, parallelism, effects, run_started, progress).run()
     return BatchResult((*settled, *result.outcomes), result.stop_reason)
 

@@ -17,7 +17,7 @@ from ringward.repair._scheduler import allowed_parallelism, plan_waves, split_by
 from ringward.repair._segments import Segment
 from ringward.repair._state import SegmentRecord, SegmentState, due_segments, retries_exhausted
 
-__all__ = ["RunPlan", "RunState", "RunSummary", "needs_replan", "prepare_run"]
+__all__ = ["DueSelection", "RunPlan", "RunState", "RunSummary", "needs_replan", "prepare_run", "select_due"]
 
 
 def needs_replan(stored_fingerprint: str | None, current_fingerprint: str) -> bool:
@@ -66,6 +66,37 @@ def prepare_run(
     runnable, postponed = split_by_liveness([s for s in due if s.segment_id not in exhausted_ids], live_nodes)
     waves = tuple(tuple(wave) for wave in plan_waves(runnable, parallelism))
     return RunPlan(run_id, parallelism, waves, tuple(postponed), tuple(exhausted), not_due)
+
+
+@dataclass(frozen=True)
+class DueSelection:
+    """Tonight's segments sorted by reason: `due` (most urgent first) runs; the others are reported."""
+
+    due: tuple[Segment, ...]
+    not_due: tuple[Segment, ...]  # repaired within min_repair_interval (or repair disabled)
+    exhausted: tuple[Segment, ...]  # retries of this run used up: reported, tried again next run
+
+
+def select_due(
+    segments: Sequence[Segment],
+    records: Mapping[str, SegmentRecord],
+    *,
+    run_id: str,
+    now: datetime,
+    config: RepairConfig,
+) -> DueSelection:
+    """What the run repairs, most urgent first. Unlike `prepare_run` it builds no waves and leaves nodes that
+    are down to the executor (it waits for them during the run): at fleet size the plan is only this list."""
+    if not config.enabled:
+        return DueSelection((), tuple(segments), ())
+    due = due_segments(segments, records, now, config.min_repair_interval)
+    exhausted = tuple(s for s in due if retries_exhausted(records.get(s.segment_id), run_id, config.max_retries))
+    if exhausted:
+        gone = {s.segment_id for s in exhausted}
+        due = [s for s in due if s.segment_id not in gone]
+    chosen = {s.segment_id for s in due} | {s.segment_id for s in exhausted}
+    not_due = tuple(s for s in segments if s.segment_id not in chosen)
+    return DueSelection(tuple(due), not_due, exhausted)
 
 
 class RunState(Enum):

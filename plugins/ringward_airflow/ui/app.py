@@ -233,21 +233,23 @@ def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAP
         return guarded(build, "", as_json=True)
 
     # -- repair ---------------------------------------------------------------------------------------
+    # The repair page reads what the nightly repair stored (its reports and live progress): no planning, no
+    # history scan, so the page's 15 s reload costs a few small reads whatever the cluster's size.
     @app.get("/repair", response_class=HTMLResponse, dependencies=REPAIR_READ)
-    def repair_html(src: SourceDep, table: str | None = None, failing: bool = False) -> Any:
+    def repair_html(src: SourceDep) -> Any:
         def build() -> Any:
-            data, svg = repair_view(src, table, failing)
-            return HTMLResponse(pages.repair_page(data, svg, table=table))
+            data, svg = repair_view(src)
+            return HTMLResponse(pages.repair_page(data, svg))
 
         return guarded(build, "Nightly subrange repair", as_json=False)
 
     @app.get("/api/repair", dependencies=REPAIR_READ)
-    def repair_json(src: SourceDep, table: str | None = None, failing: bool = False) -> Any:
-        return guarded(lambda: JSONResponse(_jsonable(repair_view(src, table, failing)[0])), "", as_json=True)
+    def repair_json(src: SourceDep) -> Any:
+        return guarded(lambda: JSONResponse(_jsonable(repair_view(src)[0])), "", as_json=True)
 
     @app.get("/api/repair/coverage.svg", dependencies=REPAIR_READ)
-    def repair_svg(src: SourceDep, table: str | None = None) -> Any:
-        return guarded(lambda: Response(repair_view(src, table)[1], media_type=SVG), "", as_json=True)
+    def repair_svg(src: SourceDep) -> Any:
+        return guarded(lambda: Response(repair_view(src)[1], media_type=SVG), "", as_json=True)
 
     @app.post("/api/repair/switch", dependencies=REPAIR_EDIT)
     def repair_switch(

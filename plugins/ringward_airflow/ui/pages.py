@@ -205,7 +205,7 @@ def _timings(run: dict[str, Any] | None) -> str:
                                                    tid="timings") + hidden)  # fmt: skip
 
 
-def repair_page(data: dict[str, Any], svg: str, *, table: str | None) -> str:
+def repair_page(data: dict[str, Any], svg: str) -> str:
     parts = ["<h1>Nightly subrange repair</h1>"]
     switch = data["switch"]
     if switch["paused"]:
@@ -235,14 +235,22 @@ def repair_page(data: dict[str, Any], svg: str, *, table: str | None) -> str:
     elif "error" in current:
         parts.append(f"<p class='warn'>{escape(current['error'])}</p>")
     else:
-        parts.append(f"<p id='progress'>{escape(current['run_id'])} ({escape(current['state'])}): "
-                     f"<b>{current['finished']}/{current['total']}</b> segments ({current['percent']}%), ETA "
-                     f"{escape(current['eta'])}; {_e(current['counts'])}</p>" + _bar(current["percent"]))  # fmt: skip
+        parts.append(_progress(current))
+    latest = data["latest_run"]
+    parts.append("<h2>Latest report</h2>")
+    if latest is None:
+        parts.append("<p class='muted' id='latest-run'>No run has reported yet.</p>")
+    else:
+        parts.append(f"<p id='latest-run'>{escape(latest['run_id'])}: <b>{escape(latest['state'])}</b>, recorded "
+                     f"{_e(latest['updated_at'])}</p>")  # fmt: skip
+        if latest["metrics"]:
+            parts.append(_table(["metric", "value"], [[escape(str(k)), _e(v)] for k, v in latest["metrics"].items()],
+                                tid="metrics"))  # fmt: skip
     parts.append("<h2>Tables</h2>")
-    rows = [[f"<a href='?table={escape(t['table'])}'>{escape(t['table'])}</a>", _e(t["repaired"]), _e(t["oldest"]),
-             _e(t["deadline"]), _e(t["failing"]), _health(t["health"])] for t in data["tables"]]  # fmt: skip
-    parts.append(_table(["table", "repaired within gc_grace", "oldest range", "deadline", "failing segments",
-                         "health"], rows, tid="tables"))  # fmt: skip
+    rows = [[escape(t["table"]), _e(t["repaired"]) if t["repaired"] is not None else
+             "<span class='muted'>not reported yet</span>", _e(t["run_id"]), _e(t["recorded_at"])]
+            for t in data["tables"]]  # fmt: skip
+    parts.append(_table(["table", "repaired within gc_grace", "reported by run", "recorded"], rows, tid="tables"))
     excluded = data.get("excluded") or []
     if excluded:
         parts.append(f"<details id='excluded'><summary>Not repaired by the nightly repair: {len(excluded)} "
@@ -251,15 +259,6 @@ def repair_page(data: dict[str, Any], svg: str, *, table: str | None) -> str:
                                                               for e in excluded], tid="excluded-table")
                      + "</details>")  # fmt: skip
     parts.append(f"<div class='svg' id='coverage'>{svg}</div>")
-    only = data["failing_only"]
-    link = "<a href='?'>show all</a>" if only else f"<a href='?failing=1'>only failing ({data['failing_total']})</a>"
-    parts.append(f"<h2>Segments</h2><p>{link}</p>")
-    segments = data["segments"]
-    rows = [[_state(s["state"]), escape(s["keyspace"] + "." + ("{" + ",".join(s["tables"]) + "}" if s["tables"]
-             else "*")), _range(s["range"]), _e(s["replicas"]), _e(s["coordinator"]), _e(s["seconds"]),
-             _e(s["attempts"]), _e(s["last_error"]), _e(s["run_id"])] for s in segments[:1000]]  # fmt: skip
-    parts.append(_table(["state", "unit", "range", "replicas", "coordinator", "seconds", "attempts", "last error",
-                         "run"], rows, tid="segments"))  # fmt: skip
     parts.append("<h2>Recent runs</h2>")
     parts.append(_table(["run", "state", "recorded", "tables"], [[_e(r["run_id"]), _e(r["state"]),
                         _e(r["updated_at"]), _e(r["tables"])] for r in data["runs"]], tid="runs"))  # fmt: skip
@@ -267,8 +266,34 @@ def repair_page(data: dict[str, Any], svg: str, *, table: str | None) -> str:
     parts.append(_table(["when", "who", "action", "reason"], [[_e(e["changed_at"]), _e(e["changed_by"]),
                         "pause" if e["paused"] else "resume", _e(e["reason"])] for e in switch["events"]],
                         tid="switch-events"))  # fmt: skip
-    running = current is not None and current.get("state") == "running"
+    running = current is not None and current.get("state") in ("running", "queued")
     return _page("ringward repair", "".join(parts), refresh=15 if running else None)
+
+
+NODE_ROWS = 200  # nodes listed under the current run (failing and busy first); the JSON has all
+
+
+def _progress(current: dict[str, Any]) -> str:
+    head = f"<p id='run'>{escape(current['run_id'])} ({escape(current['state'])})"
+    progress = current.get("progress")
+    if progress is None:
+        return head + ": <span class='muted'>no progress recorded for this run</span></p>"
+    parts = [
+        head + f": <b id='progress'>{progress['finished']}/{progress['total']}</b> segments ({progress['percent']}%)"
+        f": {progress['done']} done, {progress['failed']} failed, {progress['postponed']} postponed, "
+        f"{progress['running']} running; ETA <span id='eta'>{escape(progress['eta'])}</span>; updated "
+        f"{_e(progress['updated_at'])}</p>",
+        _bar(progress["percent"]),
+    ]
+    nodes = progress["nodes"]
+    if nodes:
+        rows = [[escape(n["node"]), str(n["running"]), str(n["done"]),
+                 f"<span class='bad'>{n['failed']}</span>" if n["failed"] else "0"]
+                for n in nodes[:NODE_ROWS]]  # fmt: skip
+        shown = "" if len(nodes) <= NODE_ROWS else f" (the first {NODE_ROWS} of {len(nodes)}, failing and busy first)"
+        parts.append(f"<details id='nodes'><summary>Segments per node{shown}</summary>"
+                     + _table(["node", "running", "done", "failed"], rows, tid="per-node") + "</details>")  # fmt: skip
+    return "".join(parts)
 
 
 def _health(health: str) -> str:

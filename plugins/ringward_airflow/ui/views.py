@@ -2,7 +2,7 @@
 
 Built with ringward's own code from what ringward stores: the migration's plan is rebuilt from the ring and
 settings its precheck stored in ringward_ops (so any API server draws it), progress comes from the journal,
-repair coverage from repair_history, the ring from the live cluster.
+repair coverage from the nightly runs' stored reports and live progress, the ring from the live cluster.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
+from html import escape
 from typing import Any, TypeVar
 
 from ringward.errors import RingwardError
@@ -20,8 +21,6 @@ from ringward.migration_record import MigrationRecord
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import (
     Exclusion,
-    SegmentState,
-    coverage_entries,
     format_duration,
     load_config,
     repair_scope,
@@ -29,8 +28,7 @@ from ringward.repair import (
 )
 from ringward.ring_picture import render_ring_svg
 from ringward.ring_sources import ring_from_json
-from ringward.svg import render_placement_svg, render_repair_svg
-from ringward_cassandra.cluster_repairs import status_records, table_statuses
+from ringward.svg import render_placement_svg
 from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
 
 from ringward_airflow.ui.source import Source
@@ -281,7 +279,8 @@ def _cleanup(xcoms: dict[str, Any], state: str) -> dict[str, Any]:
 
 
 def _repair_config(runs: list[Any]) -> tuple[Any, str | None]:
-    """(the configuration to plan segments with, a note when the last run's could not be used).
+    """(the configuration whose selection and kill switch the page shows, a note when the last run's could not
+    be used).
 
     A configuration file that cannot be read raises its ConfigurationError (the page says which and why)."""
     base = load_config(os.environ.get(CONFIG_PATH_ENV) or None)
@@ -290,74 +289,44 @@ def _repair_config(runs: list[Any]) -> tuple[Any, str | None]:
     return chosen.config, chosen.note
 
 
-def _scope(source: Source, config: Any, plan: Any, runs: list[Any]) -> tuple[set[tuple[str, str]], list[Exclusion]]:
-    """The keyspace.table pairs the nightly repair covers (the configuration's selection, narrowed to what
-    the recent runs selected) and what it leaves out, with the reason; selected tables without a segment (every
-    range has one replica) are left out too, with the planner's reason."""
-    covered, excluded = repair_scope(source.schema(), config, [(run.run_id, run.config) for run in runs])
-    planned = set(plan.tables())
-    skipped: dict[str, str] = {}
-    for item in plan.skipped_ranges:
-        skipped.setdefault(item.keyspace, item.reason)
-    for keyspace, reason in sorted(plan.excluded_keyspaces.items()):
-        excluded.append(Exclusion(keyspace, None, f"skipped: {reason}"))
-    unplanned = [pair for pair in covered if pair not in planned and pair[0] not in plan.excluded_keyspaces]
-    for keyspace in sorted({ks for ks, _ in unplanned}):
-        tables = [t for ks, t in unplanned if ks == keyspace]
-        why = f"no segment to repair: {skipped.get(keyspace, 'no range needs a session')}"
-        if len(tables) == 1:
-            excluded.append(Exclusion(keyspace, tables[0], why))
-        else:
-            excluded.append(Exclusion(keyspace, None, f"{len(tables)} tables, {why}"))
-    return set(covered) & planned, excluded
-
-
-def repair_view(source: Source, table: str | None = None, failing_only: bool = False) -> tuple[dict[str, Any], str]:
-    """(the page's data, the ring coloured by repair age of `table`, default the least covered)."""
-    now = datetime.now(UTC)
+def repair_view(source: Source) -> tuple[dict[str, Any], str]:
+    """(the page's data, a picture of each table's coverage) from what the nightly repair stored: the reports of
+    its runs (ringward_ops.repair_runs: per-table coverage, metrics) and the live progress of the running run
+    (ringward_ops.repair_progress). Nothing is planned here, nor the repair history scanned: a request costs a
+    few small reads whatever the size of the cluster (the page reloads every 15 s while a run goes on)."""
     store = source.ops()
     runs = _stored("repair_runs", store.repair_runs) if store else []
-    history = _stored("repair_history", store.repair_history) if store else []
     events = _stored("repair_switch", lambda: store.switch_events(REPAIR_SWITCH)) if store else []
     config, config_note = _repair_config(runs)
-    plan = source.repair_plan(config)
-    covered, excluded = _scope(source, config, plan, runs)
-    records = status_records(plan, history)  # repairs under any splitter count
-    statuses = [s for s in table_statuses(plan, records, now, config.gc_grace_alarm)
-                if (s.keyspace, s.table) in covered]  # fmt: skip
-    tables = [
-        {"table": f"{s.keyspace}.{s.table}", "repaired": s.repaired_percent, "repaired_share": s.repaired_share,
-         "oldest": "never" if s.never_repaired else (_seconds(s.oldest_age.total_seconds()) if s.oldest_age else "-"),
-         "oldest_success": _iso(s.oldest_success), "deadline": _iso(s.deadline),
-         "never_repaired": s.never_repaired, "failing": s.failing_segments, "health": s.health}
-        for s in statuses
-    ]  # fmt: skip
-    chosen = _chosen(statuses, table)
-    svg = "<svg xmlns='http://www.w3.org/2000/svg' width='400' height='40'><text x='10' y='25'>no table to repair"
-    svg += "</text></svg>"
-    if chosen is not None:
-        mine = [s for s in plan.segments if s.keyspace == chosen.keyspace and
-                (not s.tables or chosen.table in s.tables)]  # fmt: skip
-        entries = coverage_entries(mine, records, chosen.gc_grace_seconds, now)
-        title = f"{chosen.keyspace}.{chosen.table}: {chosen.repaired_percent} repaired within gc_grace"
-        svg = render_repair_svg(entries, title=title)
+    # The tables in scope: the schema the driver keeps (no query), the configuration's selection, narrowed to
+    # what the recent runs selected.
+    covered, excluded = repair_scope(source.schema(), config, [(run.run_id, run.config) for run in runs])
+    latest = runs[0] if runs else None
+    if latest is not None:
+        for keyspace, why in sorted(dict(latest.summary.get("skipped_keyspaces") or {}).items()):
+            excluded.append(Exclusion(keyspace, None, f"skipped by the latest run ({latest.run_id}): {why}"))
+    reported = _reported_coverage(runs)
+    tables = []
+    for keyspace, table in covered:
+        name = f"{keyspace}.{table}"
+        found = reported.get(name)
+        tables.append({
+            "table": name, "repaired": found[0] if found else None, "run_id": found[1] if found else None,
+            "recorded_at": _iso(found[2]) if found else None,
+        })  # fmt: skip
     run = _dag_run(source, REPAIR_DAG, None)
-    current = _current_run(run, history, now)
-    segments = [
-        {"keyspace": r.keyspace, "tables": list(r.tables), "range": [r.range.start, r.range.end],
-         "state": r.record.state.value, "replicas": list(r.replicas), "coordinator": r.coordinator,
-         "seconds": r.record.duration, "attempts": r.record.attempts, "last_error": r.record.last_error,
-         "run_id": r.record.run_id, "started_at": _iso(r.started_at), "finished_at": _iso(r.finished_at),
-         "last_full_success": _iso(r.record.last_full_success)}
-        for r in sorted(history, key=lambda r: (r.keyspace, r.tables, r.range.start))
-        if not failing_only or r.record.state is SegmentState.FAILED
-    ]  # fmt: skip
+    progress = None
+    if store is not None and run is not None and "error" not in run:
+        progress = _stored("repair_progress", lambda: store.run_progress(run["run_id"]))
     paused = bool(events and events[0].paused)
     data = {
         "ops_keyspace": store is not None,
-        "tables": tables, "coverage_table": f"{chosen.keyspace}.{chosen.table}" if chosen else None,
-        "current_run": current, "segments": segments, "failing_only": failing_only,
-        "failing_total": sum(1 for r in history if r.record.state is SegmentState.FAILED),
+        "latest_run": None if latest is None else {
+            "run_id": latest.run_id, "state": latest.state, "updated_at": _iso(latest.updated_at),
+            "metrics": latest.summary.get("metrics") or {},
+        },
+        "tables": tables,
+        "current_run": _current_run(run, progress),
         "switch": {"paused": paused, "events": [
             {"paused": e.paused, "changed_at": _iso(e.changed_at), "changed_by": e.changed_by, "reason": e.reason}
             for e in events]},
@@ -367,45 +336,89 @@ def repair_view(source: Source, table: str | None = None, failing_only: bool = F
         "runs": [{"run_id": r.run_id, "state": r.state, "updated_at": _iso(r.updated_at),
                   "tables": r.summary.get("tables", {})} for r in runs[:10]],
     }  # fmt: skip
-    return data, svg
+    return data, coverage_svg(tables)
 
 
-def _chosen(statuses: list[Any], table: str | None) -> Any:
-    if not statuses:
+def _reported_coverage(runs: list[Any]) -> dict[str, tuple[str, str, datetime | None]]:
+    """keyspace.table -> (repaired share as the report wrote it, run id, recorded at), from the latest run whose
+    report lists the table (a run limited to some keyspaces leaves the others' last figure standing)."""
+    found: dict[str, tuple[str, str, datetime | None]] = {}
+    for run in runs:  # latest first
+        reported = run.summary.get("tables") or {}
+        if not isinstance(reported, dict):
+            continue
+        for name, share in reported.items():
+            found.setdefault(str(name), (str(share), run.run_id, run.updated_at))
+    return found
+
+
+def _percent(share: str | None) -> float | None:
+    """ "40.0%" -> 40.0; None or "n/a" -> None."""
+    try:
+        return float(str(share).rstrip("%"))
+    except ValueError:
         return None
-    if table:
-        for status in statuses:
-            if f"{status.keyspace}.{status.table}" == table:
-                return status
-    return min(statuses, key=lambda s: s.repaired_share if s.repaired_share is not None else 2.0)
 
 
-_FINISHED = {SegmentState.DONE.value, SegmentState.FAILED.value}
+def coverage_svg(tables: list[dict[str, Any]]) -> str:
+    """One bar per table: the share of its ranges repaired within gc_grace, as the latest report gave it."""
+    width, row = 640, 22
+    height = 40 + row * max(1, len(tables))
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' font-family='Helvetica, Arial, "
+        "sans-serif' font-size='12'>",
+        "<text x='10' y='20' font-weight='bold'>Repaired within gc_grace, per table (latest report)</text>",
+    ]
+    if not tables:
+        parts.append("<text x='10' y='45'>no table to repair</text>")
+    for i, t in enumerate(tables):
+        y = 32 + i * row
+        percent = _percent(t["repaired"])
+        label = t["repaired"] if t["repaired"] is not None else "not reported yet"
+        colour = "#bbb" if percent is None else "#2b7a2b" if percent >= 100 else "#b9770e" if percent >= 50 \
+            else "#c0392b"  # fmt: skip
+        fill = 0 if percent is None else max(0.0, min(percent, 100.0)) * 3
+        parts.append(
+            f"<g class='table'><title>{escape(t['table'])}: {escape(label)}</title>"
+            f"<text x='10' y='{y + 14}'>{escape(t['table'])}</text>"
+            f"<rect x='250' y='{y + 2}' width='300' height='14' fill='#eee' stroke='#bbb'/>"
+            f"<rect class='bar' x='250' y='{y + 2}' width='{fill:.1f}' height='14' fill='{colour}'/>"
+            f"<text x='{560}' y='{y + 14}'>{escape(label)}</text></g>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
 
 
-def _current_run(run: dict[str, Any] | None, history: list[Any], now: datetime) -> dict[str, Any] | None:
-    """The latest nightly run: segments finished of those its plan found due, and an ETA at the pace so far."""
+def _current_run(run: dict[str, Any] | None, progress: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The latest nightly run (Airflow's) with the progress its repair task last stored: segments done, failed
+    and postponed of the total, sessions running per node, the ETA the worker estimated."""
     if run is None or "error" in run:
         return run
-    plan = (run.get("xcoms") or {}).get("plan:summary") or {}
-    mine = [r for r in history if r.record.run_id == run["run_id"]]
-    states = Counter(r.record.state.value for r in mine)
-    due = int(plan.get("due", 0))
-    finished = sum(n for state, n in states.items() if state in _FINISHED)
-    total = max(due, finished)
-    starts = [r.started_at for r in mine if r.started_at]
-    elapsed = (now - min(starts)).total_seconds() if starts else None
     running = run["state"] in ("running", "queued")
-    eta = None
-    if running and finished and elapsed and total > finished:
-        eta = elapsed / finished * (total - finished)
-    return {
-        "run_id": run["run_id"], "state": run["state"], "start": run["start"], "end": run["end"],
-        "due": due, "total": total, "finished": finished, "counts": dict(states),
-        "percent": round(100.0 * finished / total, 1) if total else 100.0,
-        "elapsed_seconds": elapsed, "eta_seconds": eta, "eta": _seconds(eta) if running else "-",
-        "planned_segments": plan.get("segments"), "batches": plan.get("batches"),
+    current: dict[str, Any] = {"run_id": run["run_id"], "state": run["state"], "start": run["start"], "end": run["end"],
+                               "progress": None}  # fmt: skip
+    if not progress:
+        return current
+    done, failed = int(progress.get("done") or 0), int(progress.get("failed") or 0)
+    total = int(progress.get("total") or 0)
+    eta = progress.get("eta_seconds")
+    running_per_node = dict(progress.get("running") or {})
+    per_node = dict(progress.get("per_node") or {})
+    nodes = [
+        {"node": node, "running": int(running_per_node.get(node) or 0),
+         "done": int((per_node.get(node) or {}).get("done") or 0),
+         "failed": int((per_node.get(node) or {}).get("failed") or 0)}
+        for node in sorted(set(running_per_node) | set(per_node))
+    ]  # fmt: skip
+    nodes.sort(key=lambda n: (-n["failed"], -n["running"], n["node"]))  # what needs a look first
+    current["progress"] = {
+        "done": done, "failed": failed, "postponed": int(progress.get("postponed") or 0), "total": total,
+        "finished": done + failed, "running": sum(n["running"] for n in nodes),
+        "percent": round(100.0 * (done + failed) / total, 1) if total else 100.0,
+        "eta_seconds": eta, "eta": _seconds(float(eta)) if running and eta is not None else "-",
+        "updated_at": progress.get("updated_at"), "nodes": nodes,
     }  # fmt: skip
+    return current
 
 
 # -- cluster ---------------------------------------------------------------------------------------------

@@ -1,0 +1,249 @@
+"""An in-memory ringward_ops for the fleet simulator: the nightly path's subset of `OpsStore`, same layout.
+
+Tables keep Cassandra's shape: partitions of rows ordered by clustering key, cells with their own expiry (an
+INSERT ... USING TTL sets the TTL of the cells it writes and of the row; cells it leaves out keep theirs; a
+None value deletes the cell). Time is the injected clock's, so TTLs hold in virtual time. Counters say what
+the fleet benchmark reports: rows written and read per table and the largest partition per table.
+
+Imports no Cassandra driver (the simulator runs without one); the row types, the bucket arithmetic and the
+history columns are `ops_store`'s own, so both stores write the same cells.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+from ringward.repair import RecordUpdate, SegmentRecord
+from ringward.ring import TokenRange
+
+from ringward_cassandra.ops_store import (
+    DEFAULT_HISTORY_TTL,
+    REPAIR_SWITCH,
+    Lease,
+    RepairHistoryRow,
+    RepairRunRow,
+    SwitchEvent,
+    _check_chunk,
+    _history_row,
+    history_columns,
+)
+
+__all__ = ["MemoryOpsStore"]
+
+Clock = Callable[[], datetime]
+Key = tuple[Any, ...]
+_MARKER = "\x00row"  # the row marker an INSERT writes: the row lives while it (or any cell) does
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _millis(moment: Any) -> Any:
+    """Timestamps as Cassandra keeps them (milliseconds), so both stores answer the same values."""
+    if isinstance(moment, datetime):
+        return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+    return moment
+
+
+class _Table:
+    """One table: partition key -> clustering key -> column -> (value, expires at or None)."""
+
+    def __init__(self, name: str, descending: bool = False) -> None:
+        self.name = name
+        self.descending = descending
+        self.partitions: dict[Key, dict[Key, dict[str, tuple[Any, datetime | None]]]] = {}
+
+    def upsert(self, partition: Key, clustering: Key, cells: Mapping[str, Any], expires: datetime | None) -> None:
+        row = self.partitions.setdefault(partition, {}).setdefault(clustering, {})
+        row[_MARKER] = (True, expires)
+        for column, value in cells.items():
+            if value is None:
+                row.pop(column, None)  # a null written is a tombstone
+            else:
+                row[column] = (_millis(value), expires)
+
+    def rows(self, partition: Key, now: datetime) -> list[dict[str, Any]]:
+        """The live rows of a partition in clustering order (expired rows are purged, as compaction would)."""
+        stored = self.partitions.get(partition)
+        if not stored:
+            return []
+        live: list[tuple[Key, dict[str, Any]]] = []
+        for clustering in list(stored):
+            cells = {c: v for c, (v, expires) in stored[clustering].items() if expires is None or expires > now}
+            if not cells:
+                del stored[clustering]
+                continue
+            cells.pop(_MARKER, None)
+            live.append((clustering, cells))
+        if not stored:
+            del self.partitions[partition]
+        live.sort(key=lambda item: item[0], reverse=self.descending)
+        return [cells for _, cells in live]
+
+    def delete(self, partition: Key) -> None:
+        self.partitions.pop(partition, None)
+
+    def largest(self, now: datetime) -> int:
+        return max((len(self.rows(p, now)) for p in list(self.partitions)), default=0)
+
+
+class MemoryOpsStore:
+    """The nightly repair's ops store in memory (see `OpsStore` for what each method means)."""
+
+    def __init__(self, *, clock: Clock = _utc_now, history_ttl_seconds: int = DEFAULT_HISTORY_TTL) -> None:
+        self.clock = clock
+        self.history_ttl_seconds = int(history_ttl_seconds)
+        self._created = False
+        self._tables = {
+            name: _Table(name, descending=name == "repair_switch")
+            for name in ("repair_segments", "repair_plan", "repair_progress", "repair_runs", "repair_switch")
+        }
+        self._leases: dict[str, Lease] = {}
+        self._written: Counter[str] = Counter()
+        self._read: Counter[str] = Counter()
+
+    # -- schema -----------------------------------------------------------------------------------------
+    def ensure_schema(self, datacenters: Iterable[tuple[str, int]] = ()) -> None:
+        self._created = True
+
+    def exists(self) -> bool:
+        return self._created
+
+    # -- counters ---------------------------------------------------------------------------------------
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Rows written and read per table, the largest live partition (rows) and the live partitions per table."""
+        now = self.clock()
+        return {
+            "rows_written": dict(self._written),
+            "rows_read": dict(self._read),
+            "largest_partition": {name: t.largest(now) for name, t in self._tables.items() if t.partitions},
+            "partitions": {name: len(t.partitions) for name, t in self._tables.items() if t.partitions},
+        }
+
+    def _upsert(self, table: str, partition: Key, clustering: Key, cells: Mapping[str, Any], ttl: int | None) -> None:
+        expires = self.clock() + timedelta(seconds=ttl) if ttl else None  # TTL 0: none, as in CQL
+        self._tables[table].upsert(partition, clustering, cells, expires)
+        self._written[table] += 1
+
+    def _rows(self, table: str, partition: Key) -> list[dict[str, Any]]:
+        rows = self._tables[table].rows(partition, self.clock())
+        self._read[table] += len(rows)
+        return rows
+
+    # -- repair history ---------------------------------------------------------------------------------
+    def record_repair(
+        self,
+        keyspace: str,
+        tables: tuple[str, ...],
+        token_range: TokenRange,
+        record: SegmentRecord,
+        *,
+        started_at: datetime | None = None,
+        finished_at: datetime | None = None,
+        replicas: tuple[str, ...] = (),
+        ttl_seconds: int | None = None,
+    ) -> None:
+        ttl = self.history_ttl_seconds if ttl_seconds is None else ttl_seconds
+        columns = history_columns(keyspace, tables, token_range, record, started_at, finished_at, replicas,
+                                  self.clock())  # fmt: skip
+        partition = (columns["keyspace_name"], columns["table_names"], columns["bucket"])
+        self._upsert("repair_segments", partition, (token_range.start, token_range.end), columns, ttl)
+
+    def record_repairs(self, updates: Iterable[RecordUpdate], ttl_seconds: int | None = None) -> None:
+        for u in updates:
+            segment = u.segment
+            self.record_repair(segment.keyspace, segment.tables, segment.range, u.record, started_at=u.started,
+                               finished_at=u.finished, replicas=segment.replicas, ttl_seconds=ttl_seconds)  # fmt: skip
+
+    def repair_history(self, keyspace: str | None = None) -> list[RepairHistoryRow]:
+        table = self._tables["repair_segments"]
+        partitions = sorted(p for p in table.partitions if keyspace is None or p[0] == keyspace)
+        return [_history_row(SimpleNamespace(**row)) for p in partitions for row in self._rows("repair_segments", p)]
+
+    def history_of(self, keyspace: str, tables: Sequence[str], buckets: Iterable[int]) -> list[RepairHistoryRow]:
+        names = ",".join(tables)
+        return [
+            _history_row(SimpleNamespace(**row))
+            for bucket in sorted(set(buckets))
+            for row in self._rows("repair_segments", (keyspace, names, bucket))
+        ]
+
+    # -- run plans --------------------------------------------------------------------------------------
+    def save_run_plan(self, run_id: str, chunks: Iterable[Sequence[str]], ttl_seconds: int | None = None) -> int:
+        ttl = self.history_ttl_seconds if ttl_seconds is None else int(ttl_seconds)
+        count = 0
+        for index, chunk in enumerate(chunks):
+            commands = list(chunk)
+            _check_chunk(run_id, index, commands)
+            self._tables["repair_plan"].delete((run_id, index))
+            for position, command in enumerate(commands):
+                self._upsert("repair_plan", (run_id, index), (position,), {"command": command}, ttl)
+            count += 1
+        return count
+
+    def run_plan_chunk(self, run_id: str, chunk: int) -> list[str]:
+        return [str(row["command"]) for row in self._rows("repair_plan", (run_id, int(chunk)))]
+
+    # -- runs and their progress ------------------------------------------------------------------------
+    def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None:
+        now = self.clock()
+        for name, value in progress.items():
+            cells = {"name": str(name), "value": json.dumps(value, default=str), "updated_at": now}
+            self._upsert("repair_progress", (run_id,), (str(name),), cells, self.history_ttl_seconds)
+
+    def run_progress(self, run_id: str) -> dict[str, Any] | None:
+        rows = self._rows("repair_progress", (run_id,))
+        if not rows:
+            return None
+        return {row["name"]: json.loads(row["value"]) for row in rows}
+
+    def record_repair_run(self, run_id: str, state: str, summary: dict[str, object], config: dict[str, object]) -> None:
+        cells = {"state": state, "summary": json.dumps(summary, default=str), "config": json.dumps(config, default=str),
+                 "updated_at": self.clock()}  # fmt: skip
+        self._upsert("repair_runs", (run_id,), (), cells, None)
+
+    def repair_runs(self) -> list[RepairRunRow]:
+        runs = []
+        for (run_id,) in list(self._tables["repair_runs"].partitions):
+            for row in self._rows("repair_runs", (run_id,)):
+                runs.append(RepairRunRow(run_id, row.get("state", ""), json.loads(row.get("summary") or "{}"),
+                                         json.loads(row.get("config") or "{}"), row.get("updated_at")))  # fmt: skip
+        return sorted(runs, key=lambda run: run.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+
+    def latest_repair_run(self) -> RepairRunRow | None:
+        runs = self.repair_runs()
+        return runs[0] if runs else None
+
+    # -- leases (none unless a test or the simulator adds one) --------------------------------------------
+    def add_lease(self, keyspace: str, owner: str, purpose: str) -> Lease:
+        lease = Lease(f"keyspace:{keyspace}", owner, purpose, self.clock())
+        self._leases[keyspace] = lease
+        return lease
+
+    def release_keyspace_lease(self, keyspace: str) -> None:
+        self._leases.pop(keyspace, None)
+
+    def leased_keyspaces(self) -> dict[str, Lease]:
+        return dict(self._leases)
+
+    # -- the repair pause switch ------------------------------------------------------------------------
+    def switch_events(self, name: str = REPAIR_SWITCH, limit: int = 20) -> list[SwitchEvent]:
+        rows = self._rows("repair_switch", (name,))[: int(limit)]
+        return [SwitchEvent(bool(r["paused"]), r["changed_at"], r.get("changed_by", ""), r.get("reason", ""))
+                for r in rows]  # fmt: skip
+
+    def repair_paused(self, name: str = REPAIR_SWITCH) -> bool:
+        events = self.switch_events(name, limit=1)
+        return bool(events and events[0].paused)
+
+    def set_switch(self, paused: bool, changed_by: str, reason: str = "", name: str = REPAIR_SWITCH) -> SwitchEvent:
+        event = SwitchEvent(paused, _millis(self.clock()), changed_by, reason[:500])
+        cells = {"changed_at": event.changed_at, "paused": paused, "changed_by": changed_by, "reason": event.reason}
+        self._upsert("repair_switch", (name,), (event.changed_at,), cells, None)
+        return event

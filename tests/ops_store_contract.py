@@ -1,0 +1,184 @@
+"""The ops store contract of the nightly path: the same assertions for `OpsStore` (on the real cluster, in
+tests/integration/test_ops_store_contract.py) and `MemoryOpsStore` (tests/unit/test_ops_store_contract.py).
+
+Each check takes a `Harness`: the store, a way to let time pass (the memory store's clock moves; the real
+store's test sleeps) and a prefix that makes the check's keyspace names and run ids its own. Timestamps given
+to the store are whole seconds (Cassandra keeps milliseconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from ringward.errors import RepairError
+from ringward.repair import RecordUpdate, Segment, SegmentRecord, SegmentState
+from ringward.ring import TokenRange
+from ringward_cassandra.ops_store import PLAN_CHUNK_ROWS, bucket_bounds, history_bucket
+
+
+@dataclass
+class Harness:
+    store: Any  # OpsStore or MemoryOpsStore
+    advance: Callable[[float], None]  # let `seconds` pass for the store
+    prefix: str  # unique per check: keyspace names and run ids start with it
+
+    def name(self, suffix: str) -> str:
+        return f"{self.prefix}_{suffix}"
+
+
+STARTED = datetime(2026, 11, 23, 2, 0, 0, tzinfo=UTC)
+FINISHED = datetime(2026, 11, 23, 2, 0, 42, tzinfo=UTC)
+REPLICAS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+TABLES = ("events", "users")
+
+
+def _segment(keyspace: str, start: int, end: int, tables: tuple[str, ...] = TABLES) -> Segment:
+    return Segment(keyspace, tables, TokenRange(start, end), REPLICAS)
+
+
+def _done(segment: Segment, run_id: str) -> SegmentRecord:
+    return SegmentRecord(segment.segment_id, SegmentState.DONE, FINISHED, FINISHED, 1, None, 42.0, run_id)
+
+
+# Ranges starting in three buckets: the first two share bucket 0; one wraps around the ring.
+def _ranges() -> list[tuple[int, int]]:
+    low, _ = bucket_bounds(0)
+    mid, _ = bucket_bounds(128)
+    _, top = bucket_bounds(255)
+    return [(low, low + 1000), (low + 1000, low + 2000), (mid + 5, mid + 900), (top - 10, low)]
+
+
+def check_history_round_trip_and_partitions(h: Harness) -> None:
+    keyspace, run_id = h.name("ks"), h.name("run")
+    segments = [_segment(keyspace, start, end) for start, end in _ranges()]
+    for segment in segments:
+        h.store.record_repair(keyspace, segment.tables, segment.range, _done(segment, run_id), started_at=STARTED,
+                              finished_at=FINISHED, replicas=segment.replicas)  # fmt: skip
+    rows = {row.range: row for row in h.store.repair_history(keyspace)}
+    assert set(rows) == {s.range for s in segments}
+    for segment in segments:
+        row = rows[segment.range]
+        assert row.keyspace == keyspace and row.tables == TABLES and row.replicas == REPLICAS
+        assert row.record == _done(segment, run_id)  # segment id recomputed from keyspace, tables and range
+        assert (row.started_at, row.finished_at, row.coordinator) == (STARTED, FINISHED, REPLICAS[0])
+        assert row.updated_at is not None
+    # Only the partitions asked for: bucket 0 holds the first two ranges, 255 the wrap-around one.
+    assert {r.range for r in h.store.history_of(keyspace, TABLES, [0])} == {segments[0].range, segments[1].range}
+    assert {r.range for r in h.store.history_of(keyspace, TABLES, [255, 128])} == {s.range for s in segments[2:]}
+    assert h.store.history_of(keyspace, TABLES, [7]) == []
+    assert h.store.history_of(keyspace, ("events",), [0]) == []  # another unit (tables) is another partition
+    assert h.store.history_of(keyspace, list(TABLES), []) == []
+    assert all(history_bucket(r.range.start) in (0, 128, 255) for r in rows.values())
+    assert h.store.repair_history(h.name("other")) == []
+    assert {r.range for r in h.store.repair_history() if r.keyspace == keyspace} == set(rows)
+
+
+def check_upsert_keeps_what_it_does_not_write(h: Harness) -> None:
+    """Session bounds given once stay when a later write leaves them out; a cleared error is gone."""
+    keyspace, run_id = h.name("ks"), h.name("run")
+    segment = _segment(keyspace, *_ranges()[2])
+    failed = SegmentRecord(segment.segment_id, SegmentState.FAILED, None, None, 1, "boom", 3.0, run_id)
+    h.store.record_repair(keyspace, segment.tables, segment.range, failed, started_at=STARTED, finished_at=FINISHED,
+                          replicas=segment.replicas)  # fmt: skip
+    postponed = SegmentRecord(segment.segment_id, SegmentState.POSTPONED, None, None, 1, None, 3.0, run_id)
+    h.store.record_repair(keyspace, segment.tables, segment.range, postponed)
+    (row,) = h.store.history_of(keyspace, TABLES, [history_bucket(segment.range.start)])
+    assert row.record == postponed and row.record.last_error is None
+    assert (row.started_at, row.finished_at, row.coordinator, row.replicas) == (STARTED, FINISHED, REPLICAS[0],
+                                                                                 REPLICAS)  # fmt: skip
+
+
+def check_record_repairs_writes_every_update(h: Harness) -> None:
+    keyspace, run_id = h.name("ks"), h.name("run")
+    segments = [_segment(keyspace, start, end, ("t",)) for start, end in _ranges()]
+    h.store.record_repairs([RecordUpdate(s, _done(s, run_id), STARTED, FINISHED) for s in segments])
+    h.store.record_repairs([RecordUpdate(segments[0], _done(segments[0], run_id))])  # one update: one write
+    rows = h.store.history_of(keyspace, ("t",), range(256))
+    assert sorted(r.range.start for r in rows) == sorted(s.range.start for s in segments)
+    assert all(r.record.state is SegmentState.DONE and r.started_at == STARTED for r in rows)
+
+
+def check_history_rows_expire(h: Harness) -> None:
+    """A row not rewritten within its TTL is gone (a node that left stops being planned); a rewrite renews it."""
+    keyspace, run_id = h.name("ks"), h.name("run")
+    gone, kept, renewed = (_segment(keyspace, s, e) for s, e in _ranges()[:3])
+    for segment in (gone, renewed):
+        h.store.record_repair(keyspace, segment.tables, segment.range, _done(segment, run_id), ttl_seconds=2)
+    h.store.record_repair(keyspace, kept.tables, kept.range, _done(kept, run_id), ttl_seconds=3600)
+    h.advance(1)
+    h.store.record_repair(keyspace, renewed.tables, renewed.range, _done(renewed, run_id), ttl_seconds=3600)
+    h.advance(2.5)
+    assert {r.range for r in h.store.repair_history(keyspace)} == {kept.range, renewed.range}
+    assert {r.range for r in h.store.history_of(keyspace, TABLES, [0])} == {kept.range}
+
+
+def check_run_plan_round_trip(h: Harness) -> None:
+    run_id = h.name("run")
+    chunks = [[f'{{"c": {i}}}' for i in range(7)], ['{"c": "only"}'], []]
+    assert h.store.save_run_plan(run_id, iter(chunks), ttl_seconds=3600) == 3
+    assert [h.store.run_plan_chunk(run_id, i) for i in range(3)] == chunks
+    assert h.store.run_plan_chunk(run_id, 3) == [] and h.store.run_plan_chunk(h.name("other"), 0) == []
+    # A retried plan task saves a shorter plan: nothing of the earlier one is left in a chunk it rewrites.
+    assert h.store.save_run_plan(run_id, [["a", "b"]], ttl_seconds=3600) == 1
+    assert h.store.run_plan_chunk(run_id, 0) == ["a", "b"]
+    with pytest.raises(RepairError, match="at most 5000"):
+        h.store.save_run_plan(h.name("big"), [["x"] * (PLAN_CHUNK_ROWS + 1)], ttl_seconds=3600)
+    # Plans expire with their TTL.
+    h.store.save_run_plan(h.name("short"), [["x"]], ttl_seconds=1)
+    h.advance(2)
+    assert h.store.run_plan_chunk(h.name("short"), 0) == []
+
+
+def check_run_progress_round_trip(h: Harness) -> None:
+    run_id = h.name("run")
+    assert h.store.run_progress(run_id) is None
+    progress = {
+        "done": 10, "failed": 1, "postponed": 2, "total": 40, "running": {"127.0.0.2": 1},
+        "per_node": {"127.0.0.2": {"done": 10, "failed": 1}}, "eta_seconds": 120.5,
+        "updated_at": "2026-11-23T02:10:00+00:00",
+    }  # fmt: skip
+    h.store.record_run_progress(run_id, progress)
+    assert h.store.run_progress(run_id) == progress
+    h.store.record_run_progress(run_id, {**progress, "done": 11, "running": {}, "eta_seconds": None})
+    assert h.store.run_progress(run_id) == {**progress, "done": 11, "running": {}, "eta_seconds": None}
+    assert h.store.run_progress(h.name("other")) is None
+
+
+def check_repair_runs_latest_first(h: Harness) -> None:
+    first, second = h.name("run1"), h.name("run2")
+    h.store.record_repair_run(first, "DONE", {"tables": {"app.events": "40.0%"}}, {"enabled": True})
+    h.advance(1.1)
+    h.store.record_repair_run(second, "PARTIAL", {"tables": {"app.events": "55.5%"}, "metrics": {"x": 1}}, {})
+    mine = [r for r in h.store.repair_runs() if r.run_id in (first, second)]
+    assert [r.run_id for r in mine] == [second, first]
+    latest = h.store.latest_repair_run()
+    assert latest is not None and latest.run_id == second and latest.state == "PARTIAL"
+    assert latest.summary == {"tables": {"app.events": "55.5%"}, "metrics": {"x": 1}} and latest.config == {}
+    assert latest.updated_at is not None and mine[1].config == {"enabled": True}
+
+
+def check_pause_switch(h: Harness) -> None:
+    name = h.name("switch")
+    assert h.store.switch_events(name) == [] and not h.store.repair_paused(name)
+    h.store.set_switch(True, "alice", "disk full", name=name)
+    h.advance(1.1)
+    h.store.set_switch(False, "bob", name=name)
+    events = h.store.switch_events(name)
+    assert [(e.paused, e.changed_by, e.reason) for e in events] == [(False, "bob", ""), (True, "alice", "disk full")]
+    assert not h.store.repair_paused(name) and len(h.store.switch_events(name, limit=1)) == 1
+
+
+CHECKS = [
+    check_history_round_trip_and_partitions,
+    check_upsert_keeps_what_it_does_not_write,
+    check_record_repairs_writes_every_update,
+    check_history_rows_expire,
+    check_run_plan_round_trip,
+    check_run_progress_round_trip,
+    check_repair_runs_latest_first,
+    check_pause_switch,
+]
