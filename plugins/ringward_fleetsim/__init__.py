@@ -13,6 +13,7 @@ from ringward_fleetsim.cluster import (
     VirtualClock,
     VirtualSessionPool,
 )
+from ringward_fleetsim.simulator import Simulator, simulator_for
 from ringward_fleetsim.spec import Faults, FleetSpec, NodeDown, NodeJoin, SimCatalog, TableSpec
 
 __all__ = [
@@ -27,9 +28,11 @@ __all__ = [
     "SimCatalog",
     "SimCluster",
     "SimNodetool",
+    "Simulator",
     "TableSpec",
     "VirtualClock",
     "VirtualSessionPool",
     "run_cep37",
     "run_reaper",
+    "simulator_for",
 ]

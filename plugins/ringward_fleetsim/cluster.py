@@ -118,6 +118,7 @@ class SimCluster:
         for down in spec.faults.down:
             self._down[self.ids[down.address]].append((down.start, down.end))
         self.any_down = bool(spec.faults.down)
+        self._faulty = frozenset(self.ids[d.address] for d in spec.faults.down)  # nodes with a down window
         self.failure_rate = spec.faults.session_failure_rate
         self._rng = random.Random(f"{spec.seed}:session-failures")
         per_token: dict[str, dict[str, float]] = {}
@@ -168,7 +169,7 @@ class SimCluster:
         k = 1 + max([active[n] for n in nodes])
         duration = model.seconds(bytes_per_replica, sessions, k)
         ok = True
-        if self.any_down:
+        if self.any_down and not self._faulty.isdisjoint(nodes):
             for n in nodes:
                 if not self.is_up(n, t):
                     duration, ok = model.command_overhead, False
@@ -287,6 +288,7 @@ class SimNodetool:
 
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
+        self.clock = cluster.clock  # the repair worker runs sessions and time virtually when it finds one
         self.pools: list[VirtualSessionPool] = []
 
     def status(self, address: str | None = None) -> dict[str, str]:

@@ -228,3 +228,16 @@ def test_anchors_record_their_sessions_when_asked() -> None:
     run_cep37(cluster.spec, cluster=cluster, parallel_repair_count=1, parallel_repair_percentage=0,
               repair_check_interval=0)  # fmt: skip
     assert len(cluster.log) == 96 and {r.tables for r in cluster.log} == {("t00",), ("t01",)}
+
+
+def test_simulator_for_gives_the_hooks_one_cluster_per_spec_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from ringward_fleetsim import simulator_for
+
+    path = tmp_path / "small.json"
+    FleetSpec.small().dump(path)
+    simulator = simulator_for(str(path))
+    assert simulator_for(str(path)) is simulator
+    assert simulator.ring().addresses() == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+    assert simulator.catalog().tables()["ar_a"] == {"t1": 864000, "t2": 864000}
+    assert simulator.nodetool().clock is simulator.clock and simulator.clock.now() == EPOCH
+    assert simulator.ops_store() is simulator.ops_store()
