@@ -137,7 +137,7 @@ def run_ringward(
         due = due_segments(plan.segments, records, clock.now(), config.min_repair_interval)
         plan.planning_cpu_seconds += time.process_time() - started
         pool = nodetool.session_pool()
-        effects = BatchEffects(  # type: ignore[call-arg]  # `sessions`: the executor rewrite
+        effects = BatchEffects(
             repair=_no_threads,
             save=save,
             live_nodes=nodetool.live_nodes,
