@@ -1,0 +1,38 @@
+"""Fleet simulator: a synthetic Cassandra cluster in virtual time, for ringward's nightly repair and the
+two anchors (CEP-37 AutoRepair, Reaper). Pure Python: ringward.* only, no Airflow, driver or Spark."""
+
+from __future__ import annotations
+
+from ringward_fleetsim.anchors import SchedulerResult, run_cep37, run_reaper
+from ringward_fleetsim.cluster import (
+    EPOCH,
+    DurationModel,
+    SessionRecord,
+    SimCluster,
+    SimNodetool,
+    VirtualClock,
+    VirtualSessionPool,
+)
+from ringward_fleetsim.simulator import Simulator, simulator_for
+from ringward_fleetsim.spec import Faults, FleetSpec, NodeDown, NodeJoin, SimCatalog, TableSpec
+
+__all__ = [
+    "EPOCH",
+    "DurationModel",
+    "Faults",
+    "FleetSpec",
+    "NodeDown",
+    "NodeJoin",
+    "SchedulerResult",
+    "SessionRecord",
+    "SimCatalog",
+    "SimCluster",
+    "SimNodetool",
+    "Simulator",
+    "TableSpec",
+    "VirtualClock",
+    "VirtualSessionPool",
+    "run_cep37",
+    "run_reaper",
+    "simulator_for",
+]

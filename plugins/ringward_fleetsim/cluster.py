@@ -1,0 +1,319 @@
+"""Virtual time, the duration model, faults, the virtual SessionPool and the simulated nodetool.
+
+Duration of one repair command (docs/design/nightly-at-fleet-size.md), started at t:
+
+    command_overhead + sessions x session_overhead
+      + k x bytes_per_replica / validation_rate          (Merkle trees: every replica reads its copy)
+      + k x mismatch_share x bytes_per_replica / stream_rate
+
+`sessions` = the command's distinct replica sets (1 for a RepairCommand: its segments share them);
+`bytes_per_replica` = the data of the command's tables in its ranges, which every replica holds in full;
+`k` = 1 + the most sessions any participant is already in at t (processor sharing: a node in k sessions
+gives each 1/k of its rates). Approximation: k is fixed when the session starts (a session is not sped up
+or slowed down when others start or finish later). Overheads are latency, not node throughput: not shared.
+
+Faults: a session with a participant down at its start fails after `command_overhead`; one whose
+participant goes down while it runs fails at that moment; otherwise it fails with probability
+`session_failure_rate` (seeded), at its modelled end (the whole duration is spent).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from ringward.repair import RepairCommand, SessionResult
+from ringward.ring import Ring, TokenRange
+
+from ringward_fleetsim.spec import RING_TOKENS, FleetSpec, SimCatalog
+
+__all__ = ["EPOCH", "DurationModel", "SessionRecord", "SimCluster", "SimNodetool", "VirtualClock", "VirtualSessionPool"]
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+MiB = 2**20
+
+
+class VirtualClock:
+    """Simulated time: `now()` is EPOCH + `t` seconds; `sleep` advances it at once."""
+
+    def __init__(self, start: datetime = EPOCH) -> None:
+        self.start = start
+        self.t = 0.0
+
+    def now(self) -> datetime:
+        return self.start + timedelta(seconds=self.t)
+
+    def sleep(self, seconds: float) -> None:
+        self.t += max(0.0, seconds)
+
+    def advance_to(self, t: float) -> None:
+        self.t = max(self.t, t)
+
+
+@dataclass(frozen=True)
+class DurationModel:
+    command_overhead: float = 1.5  # s per repair command: nodetool/JMX round trip + prepare
+    session_overhead: float = 0.5  # s per repair session (distinct replica set) in the command
+    validation_rate: float = 64 * MiB  # bytes/s one node reads and hashes for Merkle trees
+    stream_rate: float = 24 * MiB  # bytes/s one node streams
+    mismatch_share: float = 0.01  # share of the compared data that differs and is streamed
+
+    def seconds(self, bytes_per_replica: float, sessions: int = 1, k: float = 1.0) -> float:
+        data = k * bytes_per_replica * (1 / self.validation_rate + self.mismatch_share / self.stream_rate)
+        return self.command_overhead + sessions * self.session_overhead + data
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    start: float
+    end: float
+    nodes: tuple[str, ...]
+    keyspace: str
+    tables: tuple[str, ...]
+    ranges: tuple[TokenRange, ...]
+    ok: bool
+    error: str | None = None
+
+
+@dataclass
+class _Stats:
+    sessions: int = 0
+    failed: int = 0
+    node_seconds: list[float] = field(default_factory=list)  # session-seconds per node id
+
+
+class SimCluster:
+    """The simulated cluster: ring (with joins), catalog, fault state, node concurrency, session log.
+
+    Nodes are numbered (`ids`) for speed; the anchors use the numeric API (`begin`/`end`), the virtual
+    pool the command API. `record=False` keeps only counters (a fleet night is millions of sessions).
+    """
+
+    def __init__(
+        self,
+        spec: FleetSpec,
+        model: DurationModel | None = None,
+        clock: VirtualClock | None = None,
+        record: bool = True,
+    ) -> None:
+        self.spec = spec
+        self.model = model or DurationModel()
+        self.clock = clock or VirtualClock()
+        self.record = record
+        self.initial_ring = Ring.of(spec.initial_nodes())
+        self.catalog = SimCatalog(spec, self.initial_ring)
+        self._joins = sorted(
+            ((j.at, spec.joined_node(j, i)) for i, j in enumerate(spec.faults.joins)), key=lambda pair: pair[0]
+        )
+        self._rings: dict[int, Ring] = {0: self.initial_ring}
+        addresses = [n.address for n in self.initial_ring.nodes] + [n.address for _, n in self._joins]
+        self.ids = {address: i for i, address in enumerate(addresses)}
+        self.addresses = addresses
+        self.active = [0] * len(addresses)
+        self._down: list[list[tuple[float, float]]] = [[] for _ in addresses]
+        for down in spec.faults.down:
+            self._down[self.ids[down.address]].append((down.start, down.end))
+        self.any_down = bool(spec.faults.down)
+        self._faulty = frozenset(self.ids[d.address] for d in spec.faults.down)  # nodes with a down window
+        self.failure_rate = spec.faults.session_failure_rate
+        self._rng = random.Random(f"{spec.seed}:session-failures")
+        per_token: dict[str, dict[str, float]] = {}
+        for table in self.catalog.table_specs():
+            per_token.setdefault(table.keyspace, {})[table.name] = table.bytes / RING_TOKENS
+        self._per_token = per_token
+        self._unit_per_token: dict[tuple[str, tuple[str, ...]], float] = {}
+        self.stats = _Stats(node_seconds=[0.0] * len(addresses))
+        self.log: list[SessionRecord] = []
+
+    # -- topology and faults ------------------------------------------------------------------------------
+    def ring(self, t: float | None = None) -> Ring:
+        """The ring at `t` (default: now): joined nodes appear from their join time."""
+        t = self.clock.t if t is None else t
+        joined = sum(1 for at, _ in self._joins if at <= t)
+        if joined not in self._rings:
+            self._rings[joined] = Ring.of([*self.initial_ring.nodes, *(n for _, n in self._joins[:joined])])
+        return self._rings[joined]
+
+    def is_up(self, node: int, t: float) -> bool:
+        return not any(start <= t < end for start, end in self._down[node])
+
+    def up_again(self, node: int, t: float) -> float:
+        """When `node` (down at t) is up again."""
+        while True:
+            ends = [end for start, end in self._down[node] if start <= t < end]
+            if not ends:
+                return t
+            t = max(ends)
+
+    def status(self, t: float | None = None) -> dict[str, str]:
+        t = self.clock.t if t is None else t
+        return {n.address: "UN" if self.is_up(self.ids[n.address], t) else "DN" for n in self.ring(t).nodes}
+
+    def bytes_per_token(self, keyspace: str, tables: Sequence[str] = ()) -> float:
+        key = (keyspace, tuple(tables))
+        value = self._unit_per_token.get(key)
+        if value is None:
+            sizes = self._per_token[keyspace]
+            value = self._unit_per_token[key] = sum(sizes[t] for t in tables) if tables else sum(sizes.values())
+        return value
+
+    # -- sessions -----------------------------------------------------------------------------------------
+    def begin(self, nodes: Sequence[int], bytes_per_replica: float, t: float, sessions: int = 1) -> tuple[float, bool]:
+        """Start a session on `nodes` at `t`: (end time, succeeded). Call `end(nodes, ...)` at the end time."""
+        model = self.model
+        active = self.active
+        k = 1 + max([active[n] for n in nodes])
+        duration = model.seconds(bytes_per_replica, sessions, k)
+        ok = True
+        if self.any_down and not self._faulty.isdisjoint(nodes):
+            for n in nodes:
+                if not self.is_up(n, t):
+                    duration, ok = model.command_overhead, False
+                    break
+            if ok:
+                end = t + duration
+                for n in nodes:
+                    for start, _ in self._down[n]:
+                        if t < start < end:
+                            end, ok = start, False
+                duration = end - t
+        if ok and self.failure_rate and self._rng.random() < self.failure_rate:
+            ok = False
+        for n in nodes:
+            active[n] += 1
+        return t + duration, ok
+
+    def end(self, nodes: Sequence[int], start: float, end: float, ok: bool) -> None:
+        stats = self.stats
+        stats.sessions += 1
+        if not ok:
+            stats.failed += 1
+        seconds = stats.node_seconds
+        for n in nodes:
+            self.active[n] -= 1
+            seconds[n] += end - start
+
+    def note(self, nodes: Sequence[int], start: float, end: float, keyspace: str, tables: Sequence[str],
+             ranges: Sequence[TokenRange], ok: bool) -> None:  # fmt: skip
+        """Log one session (when recording)."""
+        if self.record:
+            addresses = tuple(self.addresses[n] for n in nodes)
+            error = None if ok else self.error_of(nodes, start)
+            self.log.append(SessionRecord(start, end, addresses, keyspace, tuple(tables), tuple(ranges), ok, error))
+
+    def error_of(self, nodes: Sequence[int], start: float) -> str:
+        down = [self.addresses[n] for n in nodes if not self.is_up(n, start)]
+        if down:
+            return f"Endpoint not alive: {', '.join(down)}"
+        return "repair session failed (simulated)"
+
+
+@dataclass
+class _Running:
+    end: float
+    seq: int
+    command: RepairCommand
+    nodes: tuple[int, ...]
+    start: float
+    ok: bool
+
+    def __lt__(self, other: _Running) -> bool:
+        return (self.end, self.seq) < (other.end, other.seq)
+
+
+class VirtualSessionPool:
+    """The executor's SessionPool in virtual time: `submit` starts a command now, `wait(timeout)` advances
+    the clock to the earliest of now + timeout and the next completion and returns what finished."""
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+        self._heap: list[_Running] = []
+        self._seq = 0
+        self.closed = False
+
+    def submit(self, command: RepairCommand) -> None:
+        if self.closed:
+            raise RuntimeError("the session pool is closed")
+        cluster = self.cluster
+        t = cluster.clock.t
+        nodes = tuple(cluster.ids[a] for a in command.replicas)
+        width = sum(r.width() for r in command.ranges)
+        bytes_per_replica = width * cluster.bytes_per_token(command.keyspace, command.tables)
+        end, ok = cluster.begin(nodes, bytes_per_replica, t)
+        self._seq += 1
+        heapq.heappush(self._heap, _Running(end, self._seq, command, nodes, t, ok))
+
+    @property
+    def running(self) -> int:
+        return len(self._heap)
+
+    def wait(self, timeout: float) -> list[tuple[RepairCommand, SessionResult]]:
+        clock = self.cluster.clock
+        target = clock.t + max(0.0, timeout) if math.isfinite(timeout) else math.inf
+        if self._heap:
+            target = min(target, self._heap[0].end)
+        if math.isfinite(target):
+            clock.advance_to(target)
+        done: list[tuple[RepairCommand, SessionResult]] = []
+        while self._heap and self._heap[0].end <= clock.t:
+            job = heapq.heappop(self._heap)
+            done.append((job.command, self._finish(job)))
+        return done
+
+    def _finish(self, job: _Running) -> SessionResult:
+        cluster = self.cluster
+        cluster.end(job.nodes, job.start, job.end, job.ok)
+        error = None if job.ok else cluster.error_of(job.nodes, job.start)
+        if cluster.record:
+            cluster.log.append(
+                SessionRecord(job.start, job.end, job.command.replicas, job.command.keyspace, job.command.tables,
+                              job.command.ranges, job.ok, error)
+            )  # fmt: skip
+        return SessionResult(job.ok, job.end - job.start, error)
+
+    def close(self) -> None:
+        """Closing abandons what still runs (their nodes are released)."""
+        for job in self._heap:
+            self.cluster.end(job.nodes, job.start, self.cluster.clock.t, False)
+        self._heap.clear()
+        self.closed = True
+
+
+class SimNodetool:
+    """What the nightly repair asks nodetool, answered by the simulated cluster at the clock's now."""
+
+    def __init__(self, cluster: SimCluster) -> None:
+        self.cluster = cluster
+        self.clock = cluster.clock  # the repair worker runs sessions and time virtually when it finds one
+        self.pools: list[VirtualSessionPool] = []
+
+    def status(self, address: str | None = None) -> dict[str, str]:
+        return self.cluster.status()
+
+    def live_nodes(self) -> set[str]:
+        return {a for a, state in self.status().items() if state == "UN"}
+
+    def prepare(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def terminate_all(self) -> None:
+        return None
+
+    def abort_repairs(self, address: str) -> None:
+        return None
+
+    def session_pool(self) -> VirtualSessionPool:
+        pool = VirtualSessionPool(self.cluster)
+        self.pools.append(pool)
+        return pool
+
+
+def node_ids(cluster: SimCluster, addresses: Iterable[str]) -> tuple[int, ...]:
+    return tuple(cluster.ids[a] for a in addresses)

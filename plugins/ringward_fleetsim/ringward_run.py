@@ -1,0 +1,177 @@
+"""ringward's own nightly repair on the simulator: planned by the real pure code, executed by the real
+executor (`ringward.repair.run_batch`) through the virtual SessionPool and clock."""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ringward.placement import replica_map
+from ringward.repair import (
+    BatchEffects,
+    RecordUpdate,
+    RepairCommand,
+    RepairConfig,
+    Segment,
+    SegmentRecord,
+    SegmentState,
+    SessionResult,
+    SizeSplitter,
+    allowed_parallelism,
+    due_segments,
+    plan_segments,
+    run_batch,
+    select_units,
+)
+
+from ringward_fleetsim.anchors import DAY, SchedulerResult, _Coverage
+from ringward_fleetsim.cluster import DurationModel, SimCluster, SimNodetool
+from ringward_fleetsim.spec import FleetSpec
+
+__all__ = ["RingwardPlan", "executor_takes_sessions", "plan_ringward", "run_ringward"]
+
+
+def executor_takes_sessions() -> bool:
+    """Whether ringward's executor accepts an injected SessionPool (`BatchEffects.sessions`)."""
+    return any(f.name == "sessions" for f in dataclasses.fields(BatchEffects))
+
+
+@dataclass
+class RingwardPlan:
+    segments: list[Segment]
+    planning_cpu_seconds: float
+    unit_tables: dict[str, tuple[str, ...]]  # keyspace -> tables it repairs ("ks.table" names)
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_ringward(cluster: SimCluster, config: RepairConfig) -> RingwardPlan:
+    """Every unit's segments on the ring at t = 0, as the plan task computes them. `planning_cpu_seconds`
+    counts ringward's code only (units, replica maps, segments), not the simulated catalog's reads."""
+    ring = cluster.ring(0.0)
+    catalog = cluster.catalog
+    schema = {ks: sorted(tables) for ks, tables in catalog.tables().items()}
+    segments: list[Segment] = []
+    unit_tables: dict[str, tuple[str, ...]] = {}
+    sized = isinstance(config.splitter, SizeSplitter)
+    cpu = 0.0
+    started = time.process_time()
+    units = select_units(schema, config)
+    cpu += time.process_time() - started
+    for unit in units:
+        replication = catalog.replication(unit.keyspace)
+        estimates = catalog.size_estimates(unit.keyspace) if sized else []
+        started = time.process_time()
+        entries = replica_map(ring, replication).entries()
+        segments.extend(plan_segments(ring, entries, unit, config, estimates).segments)
+        cpu += time.process_time() - started
+        del estimates
+        unit_tables[unit.keyspace] = tuple(f"{unit.keyspace}.{t}" for t in (unit.tables or schema[unit.keyspace]))
+    return RingwardPlan(segments, cpu, unit_tables)
+
+
+def run_ringward(
+    spec: FleetSpec,
+    config: RepairConfig | None = None,
+    model: DurationModel | None = None,
+    *,
+    nights: int = 30,
+    night_every: float = DAY,
+    cluster: SimCluster | None = None,
+) -> SchedulerResult:
+    """Nightly runs (one every `night_every` seconds, or as soon as the last one ended) until every
+    (table, ring range) was repaired once, or `nights` runs. Each run: the due segments (never repaired
+    first) -> `run_batch` with the virtual pool; history kept in memory between runs."""
+    if not executor_takes_sessions():
+        raise NotImplementedError(
+            "ringward's executor does not take a SessionPool yet (BatchEffects.sessions): merge main once "
+            "the executor rewrite has landed"
+        )
+    config = config or RepairConfig()
+    cluster = cluster or SimCluster(spec, model, record=False)
+    wall = time.process_time()
+    plan = plan_ringward(cluster, config)
+    ring = cluster.initial_ring
+    tokens = ring.sorted_tokens
+    tables = [name for names in plan.unit_tables.values() for name in names]
+    unit_of = {name: i for i, name in enumerate(tables)}
+    coverage = _Coverage(tables, len(tokens), ())
+    pieces: dict[tuple[str, int], int] = {}
+    where: dict[str, tuple[str, int]] = {}
+    for segment in plan.segments:
+        key = (segment.keyspace, _ring_range(tokens, segment.range.end))
+        pieces[key] = pieces.get(key, 0) + 1
+        where[segment.segment_id] = key
+    for keyspace, names in plan.unit_tables.items():  # ranges with no segment (RF 1, ignored DCs): nothing to do
+        for r in range(len(tokens)):
+            if (keyspace, r) not in pieces:
+                for name in names:
+                    coverage.mark(unit_of[name], r, 0.0)
+    records: dict[str, SegmentRecord] = {}
+    nodetool = SimNodetool(cluster)
+    clock = cluster.clock
+
+    def save(updates: Sequence[RecordUpdate]) -> None:
+        for update in updates:
+            previous = records.get(update.segment.segment_id)
+            records[update.segment.segment_id] = update.record
+            if update.record.state is SegmentState.DONE and (
+                previous is None or previous.state is not SegmentState.DONE
+            ):
+                key = where[update.segment.segment_id]
+                pieces[key] -= 1
+                if pieces[key] == 0:
+                    for name in plan.unit_tables[key[0]]:
+                        coverage.mark(unit_of[name], key[1], clock.t)
+
+    parallelism = allowed_parallelism(config, len(ring.nodes))
+    runs = 0
+    for night in range(nights):
+        clock.advance_to(night * night_every)
+        if coverage.remaining == 0:
+            break
+        runs += 1
+        started = time.process_time()
+        due = due_segments(plan.segments, records, clock.now(), config.min_repair_interval)
+        plan.planning_cpu_seconds += time.process_time() - started
+        pool = nodetool.session_pool()
+        effects = BatchEffects(
+            repair=_no_threads,
+            save=save,
+            live_nodes=nodetool.live_nodes,
+            now=clock.now,
+            sleep=clock.sleep,
+            log=lambda line: None,
+            sessions=pool,
+        )
+        run_batch(due, records, config=config, run_id=f"night-{night}", parallelism=parallelism, effects=effects,
+                  run_started=clock.now())  # fmt: skip
+        pool.close()
+    result = SchedulerResult(
+        name="ringward",
+        coverage_seconds=max(coverage.done_at.values(), default=0.0) if coverage.remaining == 0 else None,
+        sessions=cluster.stats.sessions,
+        failed_sessions=cluster.stats.failed,
+        node_session_seconds=dict(zip(cluster.addresses, cluster.stats.node_seconds, strict=True)),
+        table_covered=dict(coverage.done_at),
+        uncovered_ranges=coverage.remaining,
+        wall_seconds=time.process_time() - wall,
+        planning_cpu_seconds=plan.planning_cpu_seconds,
+    )
+    result.notes.append(
+        f"segments {len(plan.segments)}, parallelism {parallelism}, runs {runs}, planning CPU "
+        f"{plan.planning_cpu_seconds:.1f}s, ranges_per_command {config.ranges_per_command}"
+    )
+    return result
+
+
+def _ring_range(tokens: Sequence[int], end: int) -> int:
+    """Index (in `Ring.ranges()` order) of the ring range a piece ending at `end` lies in."""
+    index = bisect.bisect_left(tokens, end)
+    return index % len(tokens)
+
+
+def _no_threads(command: RepairCommand) -> SessionResult:
+    raise RuntimeError("the simulator runs repair commands through its SessionPool, not effects.repair")
