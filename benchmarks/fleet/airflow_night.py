@@ -48,7 +48,7 @@ def run_night(spec: Path, conf: dict[str, Any] | None = None) -> dict[str, Any]:
     from airflow.dag_processing.dagbag import DagBag
     from ringward_fleetsim import simulator_for
 
-    dag = DagBag(dag_folder=str(ROOT / "dags" / f"{DAG_ID}.py"), include_examples=False).dags[DAG_ID]
+    dag = DagBag(dag_folder=str(ROOT / "dags" / f"{DAG_ID}.py")).dags[DAG_ID]
     simulator = simulator_for(str(spec))
     started_wall, started_cpu = time.monotonic(), time.process_time()
     logical_date = datetime.now(UTC)

@@ -22,6 +22,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.observability.stats import Stats
 from ringward.errors import ClusterError, ConfigurationError, RepairError
 from ringward.repair import (
+    RING_CHANGED,
     BatchEffects,
     NodeBacklog,
     RecordUpdate,
@@ -317,27 +318,35 @@ class RepairRunOperator(BaseOperator):
         replans = 0
         plan_id, chunks = run_id, int(reference.get("chunks") or 0)
         windows = self._windows(store, plan_id, chunks)
+        # The ring is looked at every minute during a window, and between windows.
+        effects.ring_changed = _ring_watch(cassandra, fingerprint, clock)
         while (segments := next(windows, None)) is not None:
-            current = ring_fingerprint(cassandra.ring(), {})
-            if fingerprint is not None and current != fingerprint:
-                replans += 1
-                self.log.warning("The ring changed since the plan: planning what is left again on the new ring.")
-                plan_id, chunks, left = self._replan(context, config, cassandra, store, run_id, replans)
-                fingerprint, total = current, done_before + left
-                windows = self._windows(store, plan_id, chunks)
-                continue
-            records = self._history(store, segments)
-            result = run_batch(
-                segments, records, config=config, run_id=run_id, effects=effects, run_started=started,
-                parallelism=allowed_parallelism(config, len(ring.nodes)), run_total=total, done_before=done_before,
-            )  # fmt: skip
-            done_before += len(segments)
-            counts.update(o.state.value for o in result.outcomes)
-            failed.extend(o.segment.describe() for o in result.outcomes if o.state is SegmentState.FAILED)
-            if result.stop_reason:
-                stop_reason = result.stop_reason
-                self._postpone_rest(windows, store, config, run_id)
-                break
+            if ring_fingerprint(cassandra.ring(), {}) != fingerprint:
+                segments = []  # the rest of the old plan is not run: planned again below
+            else:
+                records = self._history(store, segments)
+                result = run_batch(
+                    segments, records, config=config, run_id=run_id, effects=effects, run_started=started,
+                    parallelism=allowed_parallelism(config, len(ring.nodes)), run_total=total,
+                    done_before=done_before,
+                )  # fmt: skip
+                done_before += len(result.outcomes)
+                counts.update(o.state.value for o in result.outcomes)
+                failed.extend(o.segment.describe() for o in result.outcomes if o.state is SegmentState.FAILED)
+                if result.stop_reason and result.stop_reason != RING_CHANGED:
+                    stop_reason = result.stop_reason
+                    self._postpone_rest(windows, store, config, run_id)
+                    break
+                if result.stop_reason is None:
+                    continue
+            replans += 1
+            self.log.warning("The ring changed since the plan: planning what is left again on the new ring.")
+            ring = cassandra.ring()
+            fingerprint = ring_fingerprint(ring, {})
+            plan_id, chunks, left = self._replan(context, config, cassandra, store, run_id, replans)
+            total = done_before + left
+            windows = self._windows(store, plan_id, chunks)
+            effects.ring_changed = _ring_watch(cassandra, fingerprint, clock)
         self.log.info("Run: %s%s", dict(counts), f"; stopped: {stop_reason}" if stop_reason else "")
         simulated = (effects.now() - started).total_seconds() if clock is not None else None
         return {"counts": dict(counts), "stop_reason": stop_reason, "failed": failed[:100],
@@ -485,6 +494,12 @@ class _Every:
             self._value = self._read()
             self._at = now
         return self._value
+
+
+def _ring_watch(cassandra: Any, fingerprint: str | None, clock: Any) -> _Every:
+    """Whether the ring moved away from `fingerprint`, looked at once a minute."""
+    return _Every(60.0, lambda: fingerprint is not None and ring_fingerprint(cassandra.ring(), {}) != fingerprint,
+                  clock)  # fmt: skip
 
 
 class _BackPressure:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from ringward.repair import RepairCommand, SessionResult
+from ringward.repair import NodeBacklog, RepairCommand, SessionResult
 from ringward.ring import Ring, TokenRange
 
 from ringward_fleetsim.spec import RING_TOKENS, FleetSpec, SimCatalog
@@ -151,7 +151,10 @@ class SimCluster:
 
     def status(self, t: float | None = None) -> dict[str, str]:
         t = self.clock.t if t is None else t
-        return {n.address: "UN" if self.is_up(self.ids[n.address], t) else "DN" for n in self.ring(t).nodes}
+        ring = self.ring(t)
+        # Only nodes with a down window can be down; the rest are up (asked once per scheduler step).
+        down = {a for a, i in self.ids.items() if self._down[i] and not self.is_up(i, t)} if self.any_down else set()
+        return {n.address: "DN" if n.address in down else "UN" for n in ring.nodes}
 
     def bytes_per_token(self, keyspace: str, tables: Sequence[str] = ()) -> float:
         key = (keyspace, tuple(tables))
@@ -290,12 +293,16 @@ class SimNodetool:
         self.cluster = cluster
         self.clock = cluster.clock  # the repair worker runs sessions and time virtually when it finds one
         self.pools: list[VirtualSessionPool] = []
+        self._live: tuple[float, set[str]] | None = None
 
     def status(self, address: str | None = None) -> dict[str, str]:
         return self.cluster.status()
 
     def live_nodes(self) -> set[str]:
-        return {a for a, state in self.status().items() if state == "UN"}
+        t = self.cluster.clock.t
+        if self._live is None or self._live[0] != t:
+            self._live = (t, {a for a, state in self.status().items() if state == "UN"})
+        return self._live[1]
 
     def prepare(self) -> None:
         return None
@@ -308,6 +315,10 @@ class SimNodetool:
 
     def abort_repairs(self, address: str) -> None:
         return None
+
+    def backlog(self, address: str) -> NodeBacklog:
+        """What the back-pressure check reads; the simulated nodes have no backlog."""
+        return NodeBacklog()
 
     def session_pool(self) -> VirtualSessionPool:
         pool = VirtualSessionPool(self.cluster)

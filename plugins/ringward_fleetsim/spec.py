@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ringward.repair import SizeEstimate
+from ringward.repair import NodeBacklog, SizeEstimate
 from ringward.replication import Replication
 from ringward.ring import MAX_TOKEN, MIN_TOKEN, Node, Ring
 
@@ -255,13 +255,7 @@ class SimCatalog:
                 )
         return rows
 
-    def backlog(self, address: str) -> Any:
-        """Back-pressure inputs of one node: the simulator's nodes are always healthy (no backlog)."""
+    def backlog(self, address: str) -> NodeBacklog:
+        """Back-pressure inputs of one node: the simulator's nodes have no backlog."""
         self.ring.node(address)
-        values = {"pending_compactions": 0, "max_sstables_per_table": 0, "streaming": False, "cleanup_running": False,
-                  "pending_ranges": 0}  # fmt: skip
-        try:  # another helper adds ringward.repair.NodeBacklog; until then, the dict
-            from ringward.repair import NodeBacklog  # type: ignore[attr-defined]
-        except ImportError:
-            return values
-        return NodeBacklog(**values)
+        return NodeBacklog()

@@ -22,6 +22,7 @@ from ringward.repair._config import (
 )
 from ringward.repair._estimates import SizeEstimate
 from ringward.repair._executor import (
+    RING_CHANGED,
     BatchEffects,
     BatchResult,
     RecordUpdate,
@@ -81,6 +82,7 @@ __all__ = [
     "DEFAULT_CONFIG_PATH",
     "LOCAL_KEYSPACES",
     "RECENT_RUNS",
+    "RING_CHANGED",
     "BackPressure",
     "BatchEffects",
     "BatchResult",

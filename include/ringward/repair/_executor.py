@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
@@ -43,6 +44,7 @@ from ringward.repair._state import (
 )
 
 __all__ = [
+    "RING_CHANGED",
     "BatchEffects",
     "BatchResult",
     "RecordUpdate",
@@ -54,12 +56,15 @@ __all__ = [
 ]
 
 _POLL_SECONDS = 0.5
+_BUSY_WAIT_SECONDS = 2.0  # sessions run and none may start: wait this long for one to end (switches read after)
 _MAX_IDLE_SLEEP = 5.0  # nothing runs and nothing may start yet: look again at least this often
+_RELEASE_PER_NODE = 16  # parked commands let go when their node is free again, per release
 _SCAN_LIMIT = 256  # waiting commands looked at per scan: beyond, the next scan gets its turn
 _VERBOSE_UP_TO = 5000  # a line per segment for nights up to this size; beyond, a progress line a minute
 _PROGRESS_EVERY = timedelta(seconds=60)
 _BACK_PRESSURE_RETRY = timedelta(minutes=5)
 _BACK_PRESSURE_GIVE_UP = timedelta(hours=2)  # held back this long: left for the next run, saying why
+RING_CHANGED = "the ring changed: what is left is planned again"
 
 
 @dataclass(frozen=True)
@@ -165,12 +170,14 @@ class BatchEffects:
     sessions: SessionPool | None = None
     held_back: Callable[[RepairCommand], str | None] = _never_held_back
     progress: Callable[[dict[str, Any]], None] | None = None
+    ring_changed: Callable[[], bool] = lambda: False
 
 
 @dataclass(frozen=True)
 class BatchResult:
     outcomes: tuple[SegmentOutcome, ...]
     stop_reason: str | None  # why segments were left unstarted (window closed, kill switch, killed)
+    unstarted: tuple[Segment, ...] = ()  # left without a record: the ring changed (RING_CHANGED)
 
     @property
     def summary(self) -> RunSummary:
@@ -205,7 +212,7 @@ class _BatchRun:
         self.again: dict[str, RepairCommand] = {}  # put back (retries, held back): looked at first
         # Commands found waiting on a busy node are parked on it and looked at again only once it is free:
         # a scan never walks the same blocked commands again and again.
-        self.parked: dict[str, list[RepairCommand]] = {}
+        self.parked: dict[str, deque[RepairCommand]] = {}
         self.ready: list[tuple[int, RepairCommand]] = []  # heap by rank: parked commands whose node is free
         self.waiting = len(commands)  # commands not started, wherever they wait
         self.records = dict(records)
@@ -237,6 +244,7 @@ class _BatchRun:
         self.postponed = 0
         self.per_node: dict[str, dict[str, int]] = {}
         self.last_report: datetime | None = None
+        self.unstarted: list[Segment] = []
 
     # -- decisions ----------------------------------------------------------------------------------------
     def _why_stop(self) -> str | None:
@@ -246,6 +254,8 @@ class _BatchRun:
             return "repair disabled by the kill switch (enabled: false, or paused in the ringward UI)"
         if not window_allows_start(self.fx.now(), self.config.window, self.run_started):
             return "the repair window closed"
+        if self.fx.ring_changed():
+            return RING_CHANGED
         return None
 
     # -- queue --------------------------------------------------------------------------------------------
@@ -279,11 +289,26 @@ class _BatchRun:
 
     def _park(self, command: RepairCommand, node: str) -> None:
         self._take(command)
-        self.parked.setdefault(node, []).append(command)
+        self.parked.setdefault(node, deque()).append(command)
 
     def _release(self, node: str) -> None:
-        for command in self.parked.pop(node, ()):
+        """Let the first `_RELEASE_PER_NODE` commands waiting on `node` be looked at again (in plan order).
+        Near saturation most would only be parked again on another busy node: releasing all of them at every
+        session end costs O(waiting) per session. The rest wait for the node's next release."""
+        waiting = self.parked.get(node)
+        if not waiting:
+            return
+        for _ in range(min(_RELEASE_PER_NODE, len(waiting))):
+            command = waiting.popleft()
             heapq.heappush(self.ready, (self.rank[_key(command)], command))
+        if not waiting:
+            del self.parked[node]
+
+    def _release_all(self) -> None:
+        """Nothing runs: no node is busy, every parked command may be looked at."""
+        for node in list(self.parked):
+            for command in self.parked.pop(node):
+                heapq.heappush(self.ready, (self.rank[_key(command)], command))
 
     def _waiting_for_nodes(self) -> int:
         return sum(len(commands) for commands in self.blocked_by.values())
@@ -504,6 +529,13 @@ class _BatchRun:
         queued = [c for c in self.queue[self.head :] if c is not None]
         return [*self.again.values(), *ready, *parked, *queued]
 
+    def _wait_seconds(self) -> float:
+        """How long to wait for a session to end: briefly while commands may still start (a backoff or rest
+        ending), longer when nothing can start before a session ends (the simulator's polls cost CPU)."""
+        if len(self.running) < self.parallelism and (self.changed or self.rescan_at is not None):
+            return _POLL_SECONDS
+        return _BUSY_WAIT_SECONDS
+
     def _idle_sleep(self) -> None:
         """Nothing runs: sleep until the earliest backoff ends, at most `_MAX_IDLE_SLEEP`."""
         now = self.fx.now()
@@ -542,9 +574,13 @@ class _BatchRun:
                 elif not self.running:
                     break
                 if self.running:
-                    for command, result in pool.wait(_POLL_SECONDS):
+                    for command, result in pool.wait(self._wait_seconds()):
                         self._completed(command, result)
                 elif self.waiting > self._waiting_for_nodes():
+                    if self.parked:
+                        self._release_all()
+                        self.changed = True
+                        continue
                     self._idle_sleep()
                 else:  # only commands waiting for a node that is down: the next run's
                     break
@@ -552,11 +588,15 @@ class _BatchRun:
         finally:
             if self.fx.sessions is None:
                 pool.close()
-        for command in self._leftovers():
-            self._postpone(command, self.stop_reason or "not started")
-        self._postpone_blocked()
+        if self.stop_reason == RING_CHANGED:  # the caller plans them again on the new ring: no record, no outcome
+            self.unstarted = [s for c in self._leftovers() for s in c.segments]
+            self.unstarted += [s for cs in self.blocked_by.values() for c in cs for s in c.segments]
+        else:
+            for command in self._leftovers():
+                self._postpone(command, self.stop_reason or "not started")
+            self._postpone_blocked()
         self._report(final=True)
-        return BatchResult(tuple(self.outcomes.values()), self.stop_reason)
+        return BatchResult(tuple(self.outcomes.values()), self.stop_reason, tuple(self.unstarted))
 
 
 def run_batch(
@@ -595,7 +635,7 @@ def run_batch(
         done=started if run_total is not None else len(settled),
     )  # fmt: skip
     result = _BatchRun(todo, records, config, run_id, parallelism, effects, run_started, progress).run()
-    return BatchResult((*settled, *result.outcomes), result.stop_reason)
+    return BatchResult((*settled, *result.outcomes), result.stop_reason, result.unstarted)
 
 
 def _key(command: RepairCommand) -> str:
