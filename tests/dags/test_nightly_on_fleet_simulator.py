@@ -50,17 +50,20 @@ def test_a_night_on_the_seed_clusters_twin_repairs_every_table(tmp_path: Path) -
     assert figures["simulated_seconds"] > 0
 
 
+SIXTY = {"nodes": 60, "vnodes": 16, "dcs": 3, "keyspaces": 2, "tables": 3, "seed": 5,
+         "table_bytes_median": 3 * 2**30}  # small tables: a night well under table_max_repair_time (6 h)  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def sixty_nodes() -> FleetSpec:
-    return FleetSpec.fleet(nodes=60, vnodes=16, dcs=3, keyspaces=2, tables=3, seed=5)
+    return FleetSpec.fleet(**SIXTY)  # type: ignore[arg-type]
 
 
 def test_sixty_nodes_with_one_down_for_ten_minutes_still_three_tasks_and_everything_repaired(
     tmp_path: Path, sixty_nodes: FleetSpec
 ) -> None:
     down = sixty_nodes.initial_nodes()[7].address
-    spec = FleetSpec.fleet(nodes=60, vnodes=16, dcs=3, keyspaces=2, tables=3, seed=5,
-                           faults=Faults(down=(NodeDown(down, 60.0, 660.0),)))  # fmt: skip
+    spec = FleetSpec.fleet(**SIXTY, faults=Faults(down=(NodeDown(down, 60.0, 660.0),)))  # type: ignore[arg-type]
     figures = night(tmp_path, spec)
     assert_bounded(figures)
     assert figures["due"] > 1000 and figures["plan_chunks"] >= 1
@@ -72,8 +75,8 @@ def test_sixty_nodes_with_one_down_for_ten_minutes_still_three_tasks_and_everyth
 
 def test_a_node_joining_mid_run_is_planned_again_without_failing(tmp_path: Path, sixty_nodes: FleetSpec) -> None:
     first = sixty_nodes.initial_nodes()[0]
-    spec = FleetSpec.fleet(nodes=60, vnodes=16, dcs=3, keyspaces=2, tables=3, seed=5,
-                           faults=Faults(joins=(NodeJoin("10.9.9.9", first.datacenter, first.rack, at=120.0),)))  # fmt: skip
+    join = NodeJoin("10.9.9.9", first.datacenter, first.rack, at=120.0)
+    spec = FleetSpec.fleet(**SIXTY, faults=Faults(joins=(join,)))  # type: ignore[arg-type]
     # Small windows of the plan, so the worker looks at the ring again soon after the join.
     figures = night(tmp_path, spec, {"config_overrides": {"ranges_per_command": 1}})
     assert_bounded(figures)
