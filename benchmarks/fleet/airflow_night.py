@@ -78,9 +78,20 @@ def run_night(spec: Path, conf: dict[str, Any] | None = None) -> dict[str, Any]:
         "tables": len(report.get("tables") or {}),
         "tables_fully_repaired": sum(1 for v in (report.get("tables") or {}).values() if v == "100.0%"),
         "ops_store": store.stats(),
+        "sessions": sessions_of(store.repair_history()) if len(simulator.ring().nodes) <= 12 else None,
         "wall_seconds": round(wall, 1),
         "process_cpu_seconds": round(cpu, 1),
     }
+
+
+def sessions_of(rows: Any) -> list[list[Any]]:
+    """The repair sessions a history shows: the segments that started together on one coordinator, as
+    [keyspace, [tables], coordinator, [[start, end], ...]], sorted (to compare two clusters' nights)."""
+    sessions: dict[tuple[Any, ...], list[list[int]]] = {}
+    for row in rows:
+        key = (row.keyspace, tuple(row.tables), row.coordinator, row.started_at.isoformat() if row.started_at else "")
+        sessions.setdefault(key, []).append([row.range.start, row.range.end])
+    return sorted([k[0], list(k[1]), k[2], sorted(ranges)] for k, ranges in sessions.items())
 
 
 def _airflow_records(run_id: str) -> tuple[dict[str, str], dict[tuple[str, str], dict[str, Any]]]:

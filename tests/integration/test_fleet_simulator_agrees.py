@@ -1,0 +1,96 @@
+"""On the seed ring, the fleet simulator and the real local cluster agree (issue 23): the same keyspaces and
+tables give the same segments and repair commands, and one night of the real nightly DAG on each (through
+`ringward airflow dags test` on the cluster, through benchmarks/fleet/airflow_night.py on the simulator)
+runs the same sessions (the same ranges together on the same coordinator) and covers every table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ringward.repair import SegmentState, group_segments, parse_config
+from ringward_cassandra.cluster_repairs import CqlCatalog, plan_cluster
+from ringward_cassandra.cql import connect
+from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.ops_store import OPS_KEYSPACE, OpsStore
+from ringward_cassandra.ring_reader import ring_from_cluster
+from ringward_fleetsim import FleetSpec, Simulator
+from schema_agreement import settle_schema
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "fleet"))
+from airflow_night import sessions_of  # noqa: E402
+
+NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+RINGWARD = str(Path(sys.executable).parent / "ringward")
+
+
+def _create(session: Any, spec: FleetSpec) -> None:
+    for table in spec.table_specs():
+        if table.name == spec.table_list()[0]:
+            session.execute(f"DROP KEYSPACE IF EXISTS {table.keyspace}")
+            session.execute(f"CREATE KEYSPACE {table.keyspace} WITH replication = "
+                            f"{{'class': 'NetworkTopologyStrategy', 'dc1': {spec.rf_per_dc}}}")  # fmt: skip
+        session.execute(f"CREATE TABLE {table.qualified} (k int PRIMARY KEY, v text) "
+                        f"WITH gc_grace_seconds = {table.gc_grace}")  # fmt: skip
+    if OPS_KEYSPACE in session.cluster.metadata.keyspaces:
+        for keyspace in spec.keyspace_list():
+            OpsStore(session).forget_repair_history(keyspace)
+    settle_schema(session)
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+
+
+def test_segments_sessions_and_coverage_agree_with_the_seed_cluster(seed_cluster: LocalCluster, tmp_path: Path) -> None:
+    spec = FleetSpec.small()
+    keyspaces = spec.keyspace_list()
+    config = parse_config({"keyspaces": {"include": keyspaces}})
+    simulator = Simulator(spec)
+    with connect(NODES) as session:
+        _create(session, spec)
+        ring = ring_from_cluster(session)
+        real_plan = plan_cluster(CqlCatalog(session), ring, config)
+    # The same ring: the simulator's small spec carries the seed cluster's tokens.
+    assert {n.address: sorted(n.tokens) for n in ring.nodes} == {
+        n.address: sorted(n.tokens) for n in simulator.ring().nodes
+    }
+    sim_plan = plan_cluster(simulator.catalog(), simulator.ring(), config)
+    assert [(s.segment_id, s.replicas) for s in real_plan.segments] == [
+        (s.segment_id, s.replicas) for s in sim_plan.segments
+    ]
+    assert real_plan.tables() == sim_plan.tables() and len(real_plan.tables()) == 6
+    commands = [c.ranges for c in group_segments(real_plan.segments, config.ranges_per_command)]
+    assert commands == [c.ranges for c in group_segments(sim_plan.segments, config.ranges_per_command)]
+
+    # One night of the real DAG on each.
+    conf = {"keyspaces": keyspaces}
+    real = subprocess.run([RINGWARD, "airflow", "dags", "test", "nightly_subrange_repair", "--conf", json.dumps(conf)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env())  # fmt: skip
+    assert real.returncode == 0, (real.stdout + real.stderr)[-3000:]
+    with connect(NODES) as session:
+        store = OpsStore(session)
+        rows = [row for keyspace in keyspaces for row in store.repair_history(keyspace)]
+    assert {r.record.state for r in rows} == {SegmentState.DONE}
+    assert sorted(r.record.segment_id for r in rows) == sorted(s.segment_id for s in real_plan.segments)
+
+    spec_path, out = tmp_path / "spec.json", tmp_path / "night.json"
+    spec.dump(spec_path)
+    from ringward_cli.airflow_env import airflow_environment, ensure_airflow_db
+
+    env = airflow_environment(ROOT)
+    ensure_airflow_db(env)
+    night = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "fleet" / "airflow_night.py"), "--spec", str(spec_path),
+         "--json", str(out), "--conf", json.dumps(conf)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert night.returncode == 0, (night.stdout + night.stderr)[-3000:]
+    figures = json.loads(out.read_text())
+    assert figures["run_state"] == "DONE" and figures["tables_fully_repaired"] == figures["tables"] == 6
+    assert figures["sessions"] == sessions_of(rows)  # the same ranges together, on the same coordinator
