@@ -96,13 +96,15 @@ def _current_topology(home: Path) -> str:
 
 
 def ensure_airflow_db(env: dict[str, str]) -> None:
-    """Run `airflow db migrate` once per AIRFLOW_HOME (a marker file records it)."""
+    """Run `airflow db migrate` and create the repair pool once per AIRFLOW_HOME (marker files record it)."""
     marker = Path(env["AIRFLOW_HOME"]) / ".db-migrated"
-    if marker.exists():
-        return
-    subprocess.run([_airflow_binary(), "db", "migrate"], env=env, check=True, stdout=subprocess.DEVNULL)
-    ensure_repair_pool(env)
-    marker.touch()
+    if not marker.exists():
+        subprocess.run([_airflow_binary(), "db", "migrate"], env=env, check=True, stdout=subprocess.DEVNULL)
+        marker.touch()
+    pool_marker = Path(env["AIRFLOW_HOME"]) / ".repair-pool"  # also for homes migrated before the pool existed
+    if not pool_marker.exists():
+        ensure_repair_pool(env)
+        pool_marker.touch()
 
 
 REPAIR_POOL_COMMAND = (
