@@ -61,7 +61,9 @@ def _secure(cassandra: dict[str, Any], spark: dict[str, Any], nodetool: dict[str
 
 def airflow_environment(home: Path | None = None, topology: str | None = None) -> dict[str, str]:
     home = home or project_home()
-    airflow_home = home / ".airflow"
+    # RINGWARD_AIRFLOW_HOME: another home for another Airflow (`make test-airflow-3.4`): a newer Airflow migrates
+    # the database past what the locked one can read.
+    airflow_home = Path(os.environ.get("RINGWARD_AIRFLOW_HOME") or home / ".airflow")
     airflow_home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.update(
