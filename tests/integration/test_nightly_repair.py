@@ -115,7 +115,8 @@ def outage(cluster_manager: Any) -> Iterator[Outage]:
     try:
         with connect(up) as session:
             write_rows(session, "nightly_rf3")
-        during = run_dag(conf("nightly_rf2"))
+        # A short wait for the down node (the default waits 8 h): the run waits, then leaves its segments.
+        during = run_dag(conf("nightly_rf2", wait_for_down_nodes=20))
         during_run = latest_run(up)
     finally:
         restart(cluster, down)
@@ -141,6 +142,7 @@ def restart(cluster: Any, address: str, attempts: int = 3) -> None:
 def test_a_node_down_postpones_its_segments_and_the_run_is_partial(outage: Outage) -> None:
     assert outage.during.returncode == 0, output(outage.during)[-3000:]
     assert outage.during_run.state == "PARTIAL"
+    assert f"wait for {outage.down} (down): waiting up to 0:00:20" in output(outage.during)
     rows = [r for r in history(outage.seeds, "nightly_rf2") if r.record.run_id == outage.during_run.run_id]
     with_down = [r for r in rows if outage.down in r.replicas]
     without = [r for r in rows if outage.down not in r.replicas]

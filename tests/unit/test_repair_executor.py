@@ -85,7 +85,8 @@ class FakeCluster:
 
 
 def config(**fields: object):  # type: ignore[no-untyped-def]
-    return parse_config({"retry_backoff": 0, "parallel_repair_count": 3, **fields})
+    # No wait for down nodes by default: FakeCluster's tests sleep on the wall clock.
+    return parse_config({"retry_backoff": 0, "parallel_repair_count": 3, "wait_for_down_nodes": 0, **fields})
 
 
 def run(segments: list[Segment], cluster: FakeCluster, records=None, parallelism: int = 3, **fields: object):  # type: ignore[no-untyped-def]
@@ -304,10 +305,16 @@ class VirtualPool:
         return BatchEffects(**fields)  # type: ignore[arg-type]
 
 
-def virtual_run(segments: list[Segment], pool: VirtualPool, parallelism: int = 3, **overrides: object):  # type: ignore[no-untyped-def]
+def virtual_run(
+    segments: list[Segment],
+    pool: VirtualPool,
+    parallelism: int = 3,  # type: ignore[no-untyped-def]
+    settings: dict[str, object] | None = None,
+    **overrides: object,
+):
     return run_batch(
-        segments, {}, config=config(), run_id="run-1", parallelism=parallelism, effects=pool.effects(**overrides),
-        run_started=pool.clock,
+        segments, {}, config=config(**(settings or {})), run_id="run-1", parallelism=parallelism,
+        effects=pool.effects(**overrides), run_started=pool.clock,
     )  # fmt: skip
 
 
@@ -321,14 +328,48 @@ def test_a_node_back_within_the_run_gets_its_segments_repaired_in_the_same_run()
     assert started_c and started_c[0] >= datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
 
 
-def test_a_node_still_down_when_nothing_else_is_left_postpones_its_segments() -> None:
+def test_a_node_still_down_when_nothing_else_is_left_postpones_its_segments_when_told_not_to_wait() -> None:
     pool = VirtualPool(seconds=60)
     pool.down_until["c"] = pool.clock + timedelta(days=1)
-    result = virtual_run([segment(0, ("a", "b")), segment(1, ("b", "c"))], pool)
+    result = virtual_run([segment(0, ("a", "b")), segment(1, ("b", "c"))], pool, settings={"wait_for_down_nodes": 0})
     by_index = {o.segment.range.start // 100: o for o in result.outcomes}
     assert by_index[0].state is SegmentState.DONE
     assert by_index[1].state is SegmentState.POSTPONED and by_index[1].reason == "replica down: c"
     assert pool.clock < datetime(2026, 1, 1, 1, tzinfo=UTC)  # did not wait a day for c
+
+
+def test_the_run_waits_for_a_node_that_comes_back_within_wait_for_down_nodes() -> None:
+    """Only c's segment is left after a minute; c is back at 3 h: repaired in this run, not the next."""
+    pool = VirtualPool(seconds=60)
+    back = pool.clock + timedelta(hours=3)
+    pool.down_until["c"] = back
+    lines: list[str] = []
+    result = virtual_run([segment(0, ("a", "b")), segment(1, ("b", "c"))], pool,
+                         settings={"wait_for_down_nodes": "8h"}, log=lines.append)  # fmt: skip
+    assert {o.state for o in result.outcomes} == {SegmentState.DONE}
+    started_c = [at for at, c in pool.started if "c" in c.replicas]
+    assert started_c and back <= started_c[0] <= back + timedelta(seconds=60)  # seen within a poll
+    assert any("wait for c (down): waiting up to 8:00:00" in line for line in lines), lines
+
+
+def test_the_run_stops_waiting_for_a_down_node_after_wait_for_down_nodes() -> None:
+    pool = VirtualPool(seconds=60)
+    pool.down_until["c"] = pool.clock + timedelta(days=1)
+    result = virtual_run([segment(0, ("a", "b")), segment(1, ("b", "c"))], pool, settings={"wait_for_down_nodes": "2h"})
+    by_index = {o.segment.range.start // 100: o for o in result.outcomes}
+    assert by_index[0].state is SegmentState.DONE
+    assert by_index[1].state is SegmentState.POSTPONED and by_index[1].reason == "replica down: c"
+    waited_from = datetime(2026, 1, 1, 0, 1, tzinfo=UTC)  # a-b's session ended: only c's segment left
+    assert waited_from + timedelta(hours=2) <= pool.clock <= waited_from + timedelta(hours=2, minutes=1)
+
+
+def test_the_wait_for_down_nodes_ends_with_the_repair_window() -> None:
+    pool = VirtualPool(seconds=60)
+    pool.down_until["c"] = pool.clock + timedelta(days=1)
+    result = virtual_run([segment(0, ("a", "b")), segment(1, ("b", "c"))], pool,
+                         settings={"wait_for_down_nodes": "8h", "window": {"max_duration": "30m"}})  # fmt: skip
+    assert result.stop_reason == "the repair window closed"
+    assert pool.clock <= datetime(2026, 1, 1, 0, 31, tzinfo=UTC)
 
 
 def test_back_pressure_holds_a_command_back_then_lets_it_run() -> None:

@@ -164,6 +164,10 @@ class RepairConfig(_Strict):
     split_outlier_tables: float = 10.0
     # CEP-37's name: repair time one unit may take in a run before the rest of it waits for the next run.
     table_max_repair_time: Duration | None = timedelta(hours=6)
+    # Once only commands waiting for a node that is down remain, the run waits this long for it (polling who is
+    # up) before leaving them for the next run: a node back from a restart is repaired the same night, as
+    # Reaper's run (which stays open) and CEP-37 (which repairs a node once it is back) would. 0 = do not wait.
+    wait_for_down_nodes: Duration = timedelta(hours=8)
     back_pressure: BackPressure = BackPressure()
     # TTL of the repair history rows; rows of ranges no longer planned (nodes that left) expire after it.
     history_ttl: Duration = timedelta(days=30)
@@ -175,7 +179,7 @@ class RepairConfig(_Strict):
             raise ValueError("must be positive")
         return value
 
-    @field_validator("retry_backoff", "min_repair_interval")
+    @field_validator("retry_backoff", "min_repair_interval", "wait_for_down_nodes")
     @classmethod
     def _not_negative(cls, value: timedelta) -> timedelta:
         if value < timedelta(0):

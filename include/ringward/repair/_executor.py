@@ -57,6 +57,7 @@ __all__ = [
 
 _POLL_SECONDS = 0.5
 _BUSY_WAIT_SECONDS = 2.0  # sessions run and none may start: wait this long for one to end (switches read after)
+_DOWN_NODE_POLL_SECONDS = 30.0  # only commands for down nodes left: look at who is up this often
 _MAX_IDLE_SLEEP = 5.0  # nothing runs and nothing may start yet: look again at least this often
 _RELEASE_PER_NODE = 16  # parked commands let go when their node is free again, per release
 _SCAN_LIMIT = 256  # waiting commands looked at per scan: beyond, the next scan gets its turn
@@ -245,6 +246,7 @@ class _BatchRun:
         self.per_node: dict[str, dict[str, int]] = {}
         self.last_report: datetime | None = None
         self.unstarted: list[Segment] = []
+        self.down_wait_started: datetime | None = None  # since when only commands for down nodes are left
 
     # -- decisions ----------------------------------------------------------------------------------------
     def _why_stop(self) -> str | None:
@@ -549,6 +551,21 @@ class _BatchRun:
         seconds = min([(w - now).total_seconds() for w in wakes if w > now] or [_POLL_SECONDS])
         self.fx.sleep(min(_MAX_IDLE_SLEEP, max(_POLL_SECONDS, seconds)))
 
+    def _waited_for_down_nodes(self) -> bool:
+        """Sleep a while when all that is left waits for nodes that are down, until `wait_for_down_nodes` has
+        passed (the next scan sees a node back and puts its commands back); False once it has."""
+        now = self.fx.now()
+        if self.down_wait_started is None:
+            self.down_wait_started = now
+            if self.config.wait_for_down_nodes:
+                nodes = ", ".join(sorted(self.blocked_by))
+                self.fx.log(f"{self.progress.brief()} {self._waiting_for_nodes()} repair commands wait for {nodes} "
+                            f"(down): waiting up to {self.config.wait_for_down_nodes} for it to come back")  # fmt: skip
+        if now - self.down_wait_started >= self.config.wait_for_down_nodes:
+            return False
+        self.fx.sleep(_DOWN_NODE_POLL_SECONDS)
+        return True
+
     def _report(self, final: bool = False) -> None:
         now = self.fx.now()
         if not final and self.last_report is not None and now - self.last_report < _PROGRESS_EVERY:
@@ -580,6 +597,7 @@ class _BatchRun:
                 elif not self.running:
                     break
                 if self.running:
+                    self.down_wait_started = None
                     for command, result in pool.wait(self._wait_seconds()):
                         self._completed(command, result)
                 elif self.waiting > self._waiting_for_nodes():
@@ -588,8 +606,8 @@ class _BatchRun:
                         self.changed = True
                         continue
                     self._idle_sleep()
-                else:  # only commands waiting for a node that is down: the next run's
-                    break
+                elif not self._waited_for_down_nodes():  # only commands waiting for a node that is down
+                    break  # left for the next run
                 self._report()
         finally:
             if self.fx.sessions is None:
