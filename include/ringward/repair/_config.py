@@ -166,6 +166,19 @@ class RepairTypes(_Strict):
     preview: RepairTypeSettings = RepairTypeSettings()
     paxos: RepairTypeSettings = RepairTypeSettings()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _type_defaults(cls, data: object) -> object:
+        """A type given in part keeps its own defaults (`full: {job_threads: 2}` leaves full on)."""
+        if not isinstance(data, Mapping):
+            return data
+        filled = dict(data)
+        for kind, defaults in _TYPE_DEFAULTS.items():
+            given = filled.get(kind)
+            if isinstance(given, Mapping):
+                filled[kind] = {**defaults, **given}
+        return filled
+
     @model_validator(mode="after")
     def _settings_fit_the_type(self) -> RepairTypes:
         for kind in REPAIR_TYPES:
@@ -180,6 +193,9 @@ class RepairTypes(_Strict):
 
     def settings(self, kind: RepairType) -> RepairTypeSettings:
         return getattr(self, kind)  # type: ignore[no-any-return]
+
+
+_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {"full": {"enabled": True}, "incremental": {"min_free_disk_ratio": 0.2}}
 
 
 def _legacy_repair_type(data: object) -> object:
