@@ -10,21 +10,23 @@ materialized views or CDC) take their readings as arguments: no IO here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from ringward.repair._config import RepairConfig, RepairType, RepairTypeSettings
 from ringward.repair._run import DueSelection, select_due
-from ringward.repair._segments import Segment
+from ringward.repair._segments import RepairCommand, RepairUnit, Segment
 from ringward.repair._state import SegmentRecord
 
 __all__ = [
     "TableFeatures",
     "TypeDue",
     "disk_headroom_reason",
+    "headroom_held_back",
     "history_key",
     "incremental_skip_reason",
+    "incremental_unit",
     "joined_nodes",
     "prioritised",
     "repair_flags",
@@ -167,3 +169,42 @@ def disk_headroom_reason(node: str, free_ratio: float | None, min_free_ratio: fl
             f"{min_free_ratio:.0%}; free space (or add disk) before incremental repair runs on it."
         )
     return None
+
+
+def incremental_unit(
+    unit: RepairUnit, all_tables: Sequence[str], features: Mapping[str, TableFeatures]
+) -> tuple[RepairUnit | None, list[str]]:
+    """`unit` as incremental repair may take it: without the tables `incremental_skip_reason` refuses (named
+    explicitly then), or None when none is left; with the reasons of each table left out. `features` is keyed
+    by "keyspace.table"; a table missing from it has neither views nor CDC."""
+    tables = unit.tables or tuple(sorted(set(all_tables)))
+    reasons: list[str] = []
+    kept: list[str] = []
+    for table in tables:
+        name = f"{unit.keyspace}.{table}"
+        reason = incremental_skip_reason(name, features.get(name, TableFeatures()))
+        if reason is None:
+            kept.append(table)
+        else:
+            reasons.append(reason)
+    if not reasons:
+        return RepairUnit(unit.keyspace, unit.tables, "incremental", unit.nodes), []
+    if not kept:
+        return None, reasons
+    return RepairUnit(unit.keyspace, tuple(kept), "incremental", unit.nodes), reasons
+
+
+def headroom_held_back(
+    free_ratio: Callable[[str], float | None], min_free_ratio: float | None
+) -> Callable[[RepairCommand], str | None]:
+    """A `held_back` check for the executor (BatchEffects.held_back) before each incremental session: the
+    first replica of the command short of disk headroom, with `free_ratio(node)` the injected reading."""
+
+    def check(command: RepairCommand) -> str | None:
+        for node in command.replicas:
+            reason = disk_headroom_reason(node, free_ratio(node), min_free_ratio)
+            if reason is not None:
+                return reason
+        return None
+
+    return check
