@@ -25,12 +25,15 @@ from ringward_cassandra.ops_store import (
     DEFAULT_HISTORY_TTL,
     REPAIR_SWITCH,
     Lease,
+    PreviewFinding,
     RepairHistoryRow,
     RepairRunRow,
     SwitchEvent,
     _check_chunk,
     _history_row,
     history_columns,
+    preview_columns,
+    preview_finding,
 )
 
 __all__ = ["MemoryOpsStore"]
@@ -102,7 +105,14 @@ class MemoryOpsStore:
         self._created = False
         self._tables = {
             name: _Table(name, descending=name == "repair_switch")
-            for name in ("repair_segments", "repair_plan", "repair_progress", "repair_runs", "repair_switch")
+            for name in (
+                "repair_segments",
+                "repair_plan",
+                "repair_progress",
+                "repair_runs",
+                "repair_switch",
+                "repair_previews",
+            )
         }
         self._leases: dict[str, Lease] = {}
         self._written: Counter[str] = Counter()
@@ -219,6 +229,18 @@ class MemoryOpsStore:
     def latest_repair_run(self) -> RepairRunRow | None:
         runs = self.repair_runs()
         return runs[0] if runs else None
+
+    # -- preview findings -------------------------------------------------------------------------------
+    def record_preview(self, finding: PreviewFinding, ttl_seconds: int | None = None) -> None:
+        cells = preview_columns(finding)
+        clustering = (cells["found_at"], cells["table_name"], cells["range_start"])
+        ttl = self.history_ttl_seconds if ttl_seconds is None else ttl_seconds
+        self._upsert("repair_previews", (finding.keyspace,), clustering, cells, ttl)
+
+    def preview_findings(self, keyspace: str | None = None) -> list[PreviewFinding]:
+        keys = [(keyspace,)] if keyspace is not None else list(self._tables["repair_previews"].partitions)
+        found = [preview_finding(row) for key in keys for row in self._rows("repair_previews", key)]
+        return sorted(found, key=lambda f: f.found_at, reverse=True)
 
     # -- leases (none unless a test or the simulator adds one) --------------------------------------------
     def add_lease(self, keyspace: str, owner: str, purpose: str) -> Lease:

@@ -34,6 +34,7 @@ __all__ = [
     "Lease",
     "MigrationRow",
     "OpsStore",
+    "PreviewFinding",
     "RepairHistoryRow",
     "RepairRunRow",
     "SwitchEvent",
@@ -79,6 +80,13 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS {ks}.repair_plan (
         run_id text, chunk int, position int, command text,
         PRIMARY KEY ((run_id, chunk), position))""",
+    # What preview repairs found: per keyspace, latest first, one row per (command, table) out of sync. The Repair
+    # page shows them; a preview never counts as a repair (its history is its own type's).
+    """CREATE TABLE IF NOT EXISTS {ks}.repair_previews (
+        keyspace_name text, found_at timestamp, table_name text, range_start bigint, ranges text,
+        out_of_sync_ranges int, run_id text, coordinator text,
+        PRIMARY KEY ((keyspace_name), found_at, table_name, range_start))
+        WITH CLUSTERING ORDER BY (found_at DESC, table_name ASC, range_start ASC)""",
     # A running run's live progress (one row per top-level key of the progress mapping, JSON values).
     """CREATE TABLE IF NOT EXISTS {ks}.repair_progress (
         run_id text, name text, value text, updated_at timestamp,
@@ -89,7 +97,9 @@ _TABLE_ORDER = [statement.split("{ks}.", 1)[1].split(" ", 1)[0] for statement in
 _TABLES = set(_TABLE_ORDER)
 # Tables added after the first release: a keyspace without them is still ringward's (an older version's); they
 # are created by the next ensure_schema, and readers of them treat their absence as "nothing recorded".
-_ADDED_LATER = {"repair_switch", "controller_pauses", "repair_segments", "repair_plan", "repair_progress"}
+_ADDED_LATER = {
+    "repair_switch", "controller_pauses", "repair_segments", "repair_plan", "repair_progress", "repair_previews",
+}  # fmt: skip
 # The history table of the first layout (one partition per keyspace, never pruned). No longer created or written;
 # on a cluster upgraded from that layout it is read until its rows are rewritten in repair_segments.
 LEGACY_HISTORY = "repair_history"
@@ -176,6 +186,40 @@ class RepairRunRow:
     summary: dict[str, object]
     config: dict[str, object]
     updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class PreviewFinding:
+    """A preview repair's finding: of the command's `ranges`, `out_of_sync_ranges` differ among the replicas of
+    `keyspace.table` (nodetool's summary counts them; it does not say which ones)."""
+
+    keyspace: str
+    table: str
+    ranges: tuple[TokenRange, ...]
+    out_of_sync_ranges: int
+    found_at: datetime
+    run_id: str | None = None
+    coordinator: str | None = None
+
+
+def preview_columns(finding: PreviewFinding) -> dict[str, object]:
+    """The repair_previews cells of one finding (shared with the in-memory store)."""
+    return {
+        "keyspace_name": finding.keyspace, "found_at": finding.found_at, "table_name": finding.table,
+        "range_start": finding.ranges[0].start if finding.ranges else 0,
+        "ranges": ",".join(f"{r.start}:{r.end}" for r in finding.ranges),
+        "out_of_sync_ranges": finding.out_of_sync_ranges, "run_id": finding.run_id, "coordinator": finding.coordinator,
+    }  # fmt: skip
+
+
+def preview_finding(row: Mapping[str, Any]) -> PreviewFinding:
+    pairs = [part.split(":") for part in (row.get("ranges") or "").split(",") if part]
+    return PreviewFinding(
+        keyspace=row["keyspace_name"], table=row["table_name"],
+        ranges=tuple(TokenRange(int(start), int(end)) for start, end in pairs),
+        out_of_sync_ranges=int(row.get("out_of_sync_ranges") or 0), found_at=_utc(row["found_at"]) or row["found_at"],
+        run_id=row.get("run_id"), coordinator=row.get("coordinator"),
+    )  # fmt: skip
 
 
 def _utc(moment: datetime | None) -> datetime | None:
@@ -611,6 +655,27 @@ class OpsStore:
         """The latest recorded run (the table holds one small row per run)."""
         runs = self.repair_runs()
         return runs[0] if runs else None
+
+    # -- preview findings -------------------------------------------------------------------------------
+    def record_preview(self, finding: PreviewFinding, ttl_seconds: int | None = None) -> None:
+        """Keep what a preview found (for `history_ttl`, like the history)."""
+        ttl = self.history_ttl_seconds if ttl_seconds is None else ttl_seconds
+        columns = preview_columns(finding)
+        names, marks = ", ".join(columns), ", ".join(["%s"] * len(columns))
+        self._write(f"INSERT INTO {self.keyspace}.repair_previews ({names}) VALUES ({marks}) USING TTL {int(ttl)}",
+                    tuple(columns.values()))  # fmt: skip
+
+    def preview_findings(self, keyspace: str | None = None) -> list[PreviewFinding]:
+        """Preview findings (of one keyspace, or all), latest first; none before the table exists."""
+        if "repair_previews" not in self._tables():
+            return []
+        if keyspace is None:
+            rows = self._read(f"SELECT * FROM {self.keyspace}.repair_previews", ())
+        else:
+            rows = self._read(f"SELECT * FROM {self.keyspace}.repair_previews WHERE keyspace_name = %s", (keyspace,))
+        names = ("keyspace_name", "found_at", "table_name", "ranges", "out_of_sync_ranges", "run_id", "coordinator")
+        found = [preview_finding({name: getattr(row, name, None) for name in names}) for row in rows]
+        return sorted(found, key=lambda f: f.found_at, reverse=True)
 
     def _statement(self, cql: str) -> Any:
         """`cql` prepared once per store (QUORUM)."""
