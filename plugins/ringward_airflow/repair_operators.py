@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import BaseNotifier, BaseOperator
@@ -40,13 +40,14 @@ from ringward.repair import (
     dump_config,
     encode_segment,
     load_config,
+    repair_flags,
     ring_fingerprint,
     run_batch,
     select_due,
     status_table,
 )
 from ringward_cassandra.cluster_repairs import plan_cluster, records_by_segment, status_records, table_statuses
-from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, history_bucket
+from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, PreviewFinding, history_bucket
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 
@@ -114,11 +115,24 @@ def effective_config(config_path: str | None, params: Mapping[str, Any] | None) 
 
 
 def _config_or_fail(config_path: str | None, params: Mapping[str, Any] | None) -> RepairConfig:
-    """A bad configuration fails the task at once: retrying cannot fix it."""
+    """A bad configuration fails the task at once: retrying cannot fix it. The run's type is the one enabled
+    type (the DAG runs one type per run until the history store keeps each type's history)."""
     try:
-        return effective_config(config_path, params)
+        return one_type_run(effective_config(config_path, params))
     except ConfigurationError as error:
         raise AirflowFailException(str(error)) from None
+
+
+def one_type_run(config: RepairConfig) -> RepairConfig:
+    """`config` for its one enabled type (`for_type`); several enabled types are refused, naming the fix."""
+    types = config.enabled_types
+    if len(types) > 1:
+        raise ConfigurationError(
+            f"Repair types {', '.join(types)} are all enabled; this DAG runs one repair type per run (the history "
+            "store keeps the full repair's history only).",
+            "Enable one type in repair_types, or trigger the DAG with the `repair_type` param set to one type.",
+        )
+    return config.for_type(types[0]) if types else config
 
 
 def _live_nodes(client: Any, ring_addresses: Sequence[str]) -> set[str]:
@@ -297,7 +311,7 @@ class RepairRunOperator(BaseOperator):
         back_pressure = _BackPressure(self._client, config, clock)
         back_pressure.prefetch(ring.addresses())
         effects = BatchEffects(
-            repair=lambda command: self._session(command, config),
+            repair=lambda command: self._session(command, config, store, run_id),
             save=lambda updates: store.record_repairs(updates, ttl_seconds=_ttl(config)),
             live_nodes=_CachedLiveness(self._client, ring.addresses(), clock=clock),
             # The kill switch (the file, when it changed) between segments; the pause switch (a CQL read) every 2 s.
@@ -422,14 +436,18 @@ class RepairRunOperator(BaseOperator):
             return True
         return False
 
-    def _session(self, command: RepairCommand, config: RepairConfig) -> SessionResult:
+    def _session(
+        self, command: RepairCommand, config: RepairConfig, store: Any = None, run_id: str | None = None
+    ) -> SessionResult:
         coordinator = command.coordinator
+        kind = config.session_type
         with _COORDINATORS_LOCK:
             self._coordinators = self._coordinators | {coordinator}
         try:
             outcome = self._client.repair(
                 coordinator, command.keyspace, command.ranges, tables=command.tables,
-                preview=config.repair_type == "preview", hosts=command.replicas if config.ignore_dcs else (),
+                flags=repair_flags(kind, config.repair_types.settings(kind)),
+                hosts=command.replicas if config.ignore_dcs else (),
                 timeout=config.segment_timeout.total_seconds(),
             )  # fmt: skip
         except ClusterError as error:  # timed out: the nodetool process is gone, the session may not be
@@ -439,7 +457,27 @@ class RepairRunOperator(BaseOperator):
             with _COORDINATORS_LOCK:
                 self._coordinators = self._coordinators - {coordinator}
         error = None if outcome.succeeded else _repair_error(outcome.output)
+        if store is not None and getattr(outcome, "out_of_sync", None):
+            self._keep_preview_finding(store, run_id, command, outcome.out_of_sync, config)
         return SessionResult(outcome.succeeded, outcome.seconds, error)
+
+    def _keep_preview_finding(
+        self, store: Any, run_id: str | None, command: RepairCommand, out_of_sync: Mapping[str, int],
+        config: RepairConfig,
+    ) -> None:  # fmt: skip
+        """What a preview found, kept for the Repair page; a store that cannot keep it does not fail the session."""
+        found_at = datetime.now(UTC)
+        for name, ranges in out_of_sync.items():
+            keyspace, _, table = name.partition(".")
+            finding = PreviewFinding(keyspace, table, tuple(command.ranges), ranges, found_at, run_id,
+                                     command.coordinator)  # fmt: skip
+            self.log.warning(
+                "Preview: %d range(s) of %s out of sync among %s", ranges, name, ", ".join(command.replicas)
+            )
+            try:
+                store.record_preview(finding, ttl_seconds=_ttl(config))
+            except Exception as error:  # the finding is in the log line above
+                self.log.warning("Preview finding not stored (%s): %s", type(error).__name__, error)
 
     def on_kill(self) -> None:
         # Airflow 3.3 calls this from the SIGTERM handler and lets execute() go on. Only set the flag here:

@@ -776,6 +776,10 @@ def history_columns(
         "last_error": (record.last_error or "")[-2000:] or None, "seconds": record.duration,
         "run_id": record.run_id, "state": record.state.value, "updated_at": now,
     }  # fmt: skip
+    if record.repair_type != "full":
+        # repair_segments is the full repair's history: another type's success never moves its cadence (a preview
+        # night must not delay the next full repair). Each type's own history is not stored yet.
+        del columns["last_success"]
     if record.state is SegmentState.RUNNING:
         columns["last_attempt"] = started_at or now
     if started_at is not None:

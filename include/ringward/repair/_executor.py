@@ -348,7 +348,9 @@ class _BatchRun:
         self._take(command)
         self.waiting -= 1
         records = {
-            s.segment_id: record_start(self.records.get(s.segment_id), s.segment_id, self.run_id)
+            s.segment_id: record_start(
+                self.records.get(s.segment_id), s.segment_id, self.run_id, self.config.repair_type
+            )
             for s in command.segments
         }
         self._store([RecordUpdate(s, records[s.segment_id], now) for s in command.segments])

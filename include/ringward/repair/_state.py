@@ -67,9 +67,12 @@ class SegmentRecord:
         return self.attempts if self.run_id == run_id else 0
 
 
-def record_start(record: SegmentRecord | None, segment_id: str, run_id: str) -> SegmentRecord:
-    """The record as a session starts; attempts restart at each new run."""
-    base = record or SegmentRecord(segment_id)
+def record_start(
+    record: SegmentRecord | None, segment_id: str, run_id: str, repair_type: str | None = None
+) -> SegmentRecord:
+    """The record as a session starts; attempts restart at each new run. A first record is of `repair_type`
+    (None: full), so the session's success moves its cadence."""
+    base = record or SegmentRecord(segment_id, repair_type=repair_type or "full")
     return replace(base, state=SegmentState.RUNNING, attempts=base.attempts_in(run_id) + 1, run_id=run_id)
 
 
