@@ -22,6 +22,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.observability.stats import Stats
 from ringward.errors import ClusterError, ConfigurationError, RepairError
 from ringward.repair import (
+    REPAIR_TYPES,
     RING_CHANGED,
     BatchEffects,
     NodeBacklog,
@@ -109,6 +110,7 @@ def effective_config(config_path: str | None, params: Mapping[str, Any] | None) 
     common = {field: params[name] for name, field in COMMON_PARAMS.items() if params.get(name) is not None}
     if params.get("scope") == "all":
         common["min_repair_interval"] = 0
+        common.update({f"repair_types.{kind}.min_repair_interval": 0 for kind in REPAIR_TYPES})
     elif params.get("scope") not in (None, "due"):
         raise ConfigurationError(f"Param `scope` is {params['scope']!r}.", "Choose due or all.")
     return apply_overrides(config, common)

@@ -17,6 +17,7 @@ from ringward_airflow.repair_operators import (
     _repair_error,
     effective_config,
     longest_unrepaired_seconds,
+    one_type_run,
     run_summary,
 )
 
@@ -146,3 +147,38 @@ def test_the_form_words_map_to_config_values(tmp_path: Path) -> None:
         effective_config(str(path), {"enabled": "maybe"})
     with pytest.raises(ConfigurationError, match="`scope`"):
         effective_config(str(path), {"scope": "some"})
+
+
+def test_one_repair_type_per_run_with_its_own_cadence_and_scope_all_overrides_it(tmp_path: Path) -> None:
+    path = tmp_path / "repair.yaml"
+    path.write_text("repair_types:\n  full: {enabled: false}\n  paxos: {enabled: true, min_repair_interval: 1h}\n")
+    paxos = one_type_run(effective_config(str(path), {}))
+    assert paxos.repair_type == "paxos" and paxos.min_repair_interval == timedelta(hours=1)
+    assert one_type_run(effective_config(str(path), {"scope": "all"})).min_repair_interval == timedelta(0)
+    path.write_text("repair_types:\n  incremental: {enabled: true}\n")
+    with pytest.raises(ConfigurationError, match="full, incremental") as refused:
+        one_type_run(effective_config(str(path), {}))
+    assert "repair_type" in refused.value.fix
+    assert one_type_run(effective_config(str(path), {"repair_type": "incremental"})).session_type == "incremental"
+
+
+def test_a_session_runs_its_types_flags_and_keeps_a_previews_finding() -> None:
+    from ringward.repair import RepairCommand, parse_config
+    from ringward_airflow.repair_operators import RepairRunOperator
+    from ringward_cassandra.memory_ops_store import MemoryOpsStore
+
+    seen: list[dict[str, object]] = []
+
+    def repair(address: str, keyspace: str, ranges: object, **options: object) -> SimpleNamespace:
+        seen.append(options)
+        return SimpleNamespace(succeeded=True, seconds=1.0, output="", out_of_sync={"ks.t": 2})
+
+    operator = RepairRunOperator(task_id="repair")
+    operator._client = SimpleNamespace(repair=repair)
+    store = MemoryOpsStore()
+    command = RepairCommand((Segment("ks", ("t",), TokenRange(0, 10), ("n1", "n2")),))
+    config = one_type_run(parse_config({"repair_type": "preview", "repair_types": {"preview": {"job_threads": 2}}}))
+    assert operator._session(command, config, store, "night-1").succeeded
+    assert seen[0]["flags"] == ["-full", "--preview", "-j", "2"]
+    (finding,) = store.preview_findings("ks")
+    assert (finding.table, finding.out_of_sync_ranges, finding.run_id) == ("t", 2, "night-1")
