@@ -40,6 +40,7 @@ from ringward.repair import (
     decode_segment,
     dump_config,
     encode_segment,
+    live_metrics,
     load_config,
     repair_flags,
     ring_fingerprint,
@@ -321,7 +322,7 @@ class RepairRunOperator(BaseOperator):
             stop_requested=lambda: self._stop_if_killed(killed),
             log=self.log.info,
             held_back=back_pressure,
-            progress=lambda progress: store.record_run_progress(run_id, progress),
+            progress=lambda progress: self._progress(store, run_id, progress, plan),
         )
         if clock is not None:  # the fleet simulator: sessions and time are virtual
             effects.sessions = self._client.session_pool()
@@ -367,6 +368,13 @@ class RepairRunOperator(BaseOperator):
         simulated = (effects.now() - started).total_seconds() if clock is not None else None
         return {"counts": dict(counts), "stop_reason": stop_reason, "failed": failed[:100],
                 "failed_count": len(failed), "replans": replans, "simulated_seconds": simulated}  # fmt: skip
+
+    def _progress(self, store: Any, run_id: str, progress: Mapping[str, Any], plan: Mapping[str, Any]) -> None:
+        """The batch's progress, each minute: stored for the Repair page and sent as live gauges."""
+        store.record_run_progress(run_id, progress)
+        skipped = int(plan.get("not_due", 0) or 0) + int(plan.get("exhausted", 0) or 0)
+        for name, value in live_metrics(progress, skipped).items():
+            Stats.gauge(f"{METRIC_PREFIX}.{name}", value)
 
     def _history(self, store: Any, segments: Sequence[Segment]) -> dict[str, SegmentRecord]:
         """The records of `segments` only, from the history partitions their ranges fall in."""

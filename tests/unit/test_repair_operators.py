@@ -182,3 +182,17 @@ def test_a_session_runs_its_types_flags_and_keeps_a_previews_finding() -> None:
     assert seen[0]["flags"] == ["-full", "--preview", "-j", "2"]
     (finding,) = store.preview_findings("ks")
     assert (finding.table, finding.out_of_sync_ranges, finding.run_id) == ("t", 2, "night-1")
+
+
+def test_progress_is_stored_and_sent_as_live_gauges(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ringward_airflow import repair_operators
+    from ringward_airflow.repair_operators import RepairRunOperator
+    from ringward_cassandra.memory_ops_store import MemoryOpsStore
+
+    gauges: dict[str, int] = {}
+    monkeypatch.setattr(repair_operators.Stats, "gauge", lambda name, value, *a, **k: gauges.__setitem__(name, value))
+    store = MemoryOpsStore()
+    progress = {"done": 4, "failed": 0, "postponed": 1, "total": 9, "sessions": 2, "final": False}
+    RepairRunOperator(task_id="repair")._progress(store, "night-1", progress, {"not_due": 3, "exhausted": 1})
+    assert store.run_progress("night-1") == progress
+    assert gauges["ringward.repair.RepairsInProgress"] == 2 and gauges["ringward.repair.SkippedTokenRangesCount"] == 4

@@ -22,6 +22,7 @@ from ringward.repair import (
     incremental_skip_reason,
     incremental_unit,
     joined_nodes,
+    live_metrics,
     load_config,
     parse_config,
     prioritised,
@@ -256,3 +257,16 @@ def test_headroom_holds_back_an_incremental_session_on_a_full_replica() -> None:
     reason = check(command)
     assert reason is not None and reason.startswith("n2:")
     assert headroom_held_back(free.get, 0.1)(command) is None
+
+
+# -- live metrics ----------------------------------------------------------------------------------------------
+
+
+def test_live_metrics_follow_the_progress_report() -> None:
+    progress = {"done": 7, "failed": 1, "postponed": 2, "total": 20, "sessions": 3, "final": False}
+    assert live_metrics(progress, skipped=5) == {
+        "SucceededTokenRangesCount": 7, "FailedTokenRangesCount": 1, "SkippedTokenRangesCount": 5,
+        "PostponedTokenRangesCount": 2, "RepairsInProgress": 3,
+    }  # fmt: skip
+    assert live_metrics({**progress, "final": True})["RepairsInProgress"] == 0
+    assert live_metrics({})["SucceededTokenRangesCount"] == 0

@@ -40,7 +40,16 @@ from ringward.repair._executor import (
 from ringward.repair._payload import decode_batch, decode_segment, encode_batch, encode_segment
 from ringward.repair._planning import ReplicaMapCache, ReplicaMapEntries, SegmentPlan, plan_segments
 from ringward.repair._progress import Progress
-from ringward.repair._run import DueSelection, RunPlan, RunState, RunSummary, needs_replan, prepare_run, select_due
+from ringward.repair._run import (
+    DueSelection,
+    RunPlan,
+    RunState,
+    RunSummary,
+    live_metrics,
+    needs_replan,
+    prepare_run,
+    select_due,
+)
 from ringward.repair._scheduler import (
     ReplicaLocks,
     allowed_parallelism,
@@ -165,6 +174,7 @@ __all__ = [
     "intensity_pause",
     "is_due",
     "joined_nodes",
+    "live_metrics",
     "load_config",
     "needs_replan",
     "next_runnable",
