@@ -192,6 +192,8 @@ class PlanRepairOperator(BaseOperator):
         cluster = plan_cluster(cassandra.catalog(), ring, config, leased)
         for keyspace, why in cluster.excluded_keyspaces.items():
             self.log.warning("Keyspace %s skipped tonight: under a migration lease, %s", keyspace, why)
+        for why in cluster.excluded_tables.values():
+            self.log.warning("%s", why)
         live = _live_nodes(nodetool, ring.addresses())
         due = select_due(
             cluster.segments, records_by_segment(store.repair_history()), run_id=run_id, now=cassandra.now(),
@@ -211,6 +213,7 @@ class PlanRepairOperator(BaseOperator):
             "not_due": len(due.not_due),
             "skipped_ranges": len(cluster.skipped_ranges),
             "skipped_keyspaces": dict(cluster.excluded_keyspaces),
+            "skipped_tables": dict(cluster.excluded_tables),
             "down_nodes": down,
             "planning_cpu_seconds": round(time.process_time() - started, 2),
             "config": dump_config(config),
