@@ -25,6 +25,7 @@ from ringward.repair import (
     REPAIR_TYPES,
     RING_CHANGED,
     BatchEffects,
+    DueSelection,
     NodeBacklog,
     RecordUpdate,
     RepairCommand,
@@ -40,12 +41,14 @@ from ringward.repair import (
     decode_segment,
     dump_config,
     encode_segment,
+    joined_nodes,
     live_metrics,
     load_config,
     repair_flags,
     ring_fingerprint,
     run_batch,
     select_due,
+    select_due_by_type,
     status_table,
 )
 from ringward_cassandra.cluster_repairs import plan_cluster, records_by_segment, status_records, table_statuses
@@ -195,10 +198,16 @@ class PlanRepairOperator(BaseOperator):
         for why in cluster.excluded_tables.values():
             self.log.warning("%s", why)
         live = _live_nodes(nodetool, ring.addresses())
-        due = select_due(
+        host_ids = {node.address: node.host_id for node in ring.nodes if node.host_id}
+        joined = joined_nodes(host_ids, _last_host_ids(store))
+        if joined and config.repair_new_nodes:
+            self.log.warning("Joined since the last run, repaired tonight: %s", ", ".join(sorted(joined)))
+        # One type per run (one_type_run): its history is the store's (keyed by segment id, the full type's).
+        typed = select_due_by_type(
             cluster.segments, records_by_segment(store.repair_history()), run_id=run_id, now=cassandra.now(),
-            config=config,
+            config=config, joined=joined,
         )  # fmt: skip
+        due = typed[0].selection if typed else DueSelection((), tuple(cluster.segments), ())
         chunks = store.save_run_plan(run_id, _chunks(due.due), ttl_seconds=_ttl(config))
         down = sorted(set(ring.addresses()) - live)
         plan = {
@@ -217,6 +226,9 @@ class PlanRepairOperator(BaseOperator):
             "down_nodes": down,
             "planning_cpu_seconds": round(time.process_time() - started, 2),
             "config": dump_config(config),
+            "repair_type": config.session_type,
+            "host_ids": host_ids,
+            "forced": typed[0].forced if typed else 0,
         }
         if not config.enabled:
             self.log.warning("Repair is disabled (enabled: false): nothing runs tonight.")
@@ -229,6 +241,16 @@ class PlanRepairOperator(BaseOperator):
         )
         context["ti"].xcom_push(key=SUMMARY_KEY, value=plan)
         return {key: plan[key] for key in ("run_id", "chunks", "due", "fingerprint")}
+
+
+def _last_host_ids(store: Any) -> list[str]:
+    """Host ids of the ring the last recorded run planned on (none recorded: nothing counts as joined)."""
+    try:
+        last = store.latest_repair_run()
+    except Exception:  # an unreadable run record must not stop tonight's plan; nobody counts as joined
+        return []
+    ids = (last.summary.get("host_ids") if last is not None else None) or {}
+    return [str(value) for value in ids.values()] if isinstance(ids, Mapping) else []
 
 
 def _chunks(segments: Sequence[Segment]) -> list[list[str]]:
@@ -668,6 +690,8 @@ class RepairReportOperator(BaseOperator):
             "state": state,
             "metrics": metrics,
             "skipped_keyspaces": plan.get("skipped_keyspaces", {}),
+            "repair_type": plan.get("repair_type", "full"),
+            "host_ids": plan.get("host_ids", {}),
             "tables": {f"{s.keyspace}.{s.table}": s.repaired_percent for s in statuses},
         }
         store.record_repair_run(run_id, state, report, plan.get("config", {}))

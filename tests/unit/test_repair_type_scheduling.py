@@ -180,7 +180,7 @@ def test_types_are_due_on_their_own_cadence() -> None:
 
 
 def test_disabled_repair_runs_no_type() -> None:
-    config = parse_config({"enabled": False})
+    config = parse_config({"enabled": False, "force_repair_hosts": ["n1"]})
     (full,) = select_due_by_type([seg(0, "n1")], {}, run_id="r", now=NOW, config=config)
     assert full.selection.due == () and len(full.selection.not_due) == 1
 

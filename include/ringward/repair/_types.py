@@ -110,6 +110,8 @@ def select_due_by_type(
     retries in this run are used up. Due segments on `priority_hosts` come first.
     """
     forced_hosts = set(config.force_repair_hosts) | (set(joined) if config.repair_new_nodes else set())
+    if not config.enabled:  # the kill switch wins over every forced host
+        forced_hosts = set()
     plans: list[TypeDue] = []
     for kind in config.enabled_types:
         typed = config.for_type(kind)
