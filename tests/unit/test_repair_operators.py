@@ -196,3 +196,15 @@ def test_progress_is_stored_and_sent_as_live_gauges(monkeypatch: pytest.MonkeyPa
     RepairRunOperator(task_id="repair")._progress(store, "night-1", progress, {"not_due": 3, "exhausted": 1})
     assert store.run_progress("night-1") == progress
     assert gauges["ringward.repair.RepairsInProgress"] == 2 and gauges["ringward.repair.SkippedTokenRangesCount"] == 4
+
+
+def test_the_last_runs_host_ids_tell_who_joined() -> None:
+    from ringward_airflow.repair_operators import _last_host_ids
+    from ringward_cassandra.memory_ops_store import MemoryOpsStore
+
+    store = MemoryOpsStore()
+    assert _last_host_ids(store) == []  # no run recorded: nobody counts as joined
+    store.record_repair_run("night-1", "DONE", {"host_ids": {"10.0.0.1": "h1", "10.0.0.2": "h2"}}, {})
+    assert sorted(_last_host_ids(store)) == ["h1", "h2"]
+    broken = SimpleNamespace(latest_repair_run=lambda: (_ for _ in ()).throw(RuntimeError("read timeout")))
+    assert _last_host_ids(broken) == []
