@@ -32,6 +32,7 @@ from ringward_cassandra.ops_store import (
     _check_chunk,
     _history_row,
     history_columns,
+    history_table,
     preview_columns,
     preview_finding,
 )
@@ -112,6 +113,7 @@ class MemoryOpsStore:
                 "repair_runs",
                 "repair_switch",
                 "repair_previews",
+                "repair_type_segments",
             )
         }
         self._leases: dict[str, Lease] = {}
@@ -163,7 +165,10 @@ class MemoryOpsStore:
         columns = history_columns(keyspace, tables, token_range, record, started_at, finished_at, replicas,
                                   self.clock())  # fmt: skip
         partition = (columns["keyspace_name"], columns["table_names"], columns["bucket"])
-        self._upsert("repair_segments", partition, (token_range.start, token_range.end), columns, ttl)
+        table = history_table(record)
+        if table != "repair_segments":
+            partition = (record.repair_type, *partition)
+        self._upsert(table, partition, (token_range.start, token_range.end), columns, ttl)
 
     def record_repairs(self, updates: Iterable[RecordUpdate], ttl_seconds: int | None = None) -> None:
         for u in updates:
@@ -171,13 +176,26 @@ class MemoryOpsStore:
             self.record_repair(segment.keyspace, segment.tables, segment.range, u.record, started_at=u.started,
                                finished_at=u.finished, replicas=segment.replicas, ttl_seconds=ttl_seconds)  # fmt: skip
 
-    def repair_history(self, keyspace: str | None = None) -> list[RepairHistoryRow]:
+    def repair_history(self, keyspace: str | None = None, repair_type: str = "full") -> list[RepairHistoryRow]:
+        if repair_type != "full":
+            table = self._tables["repair_type_segments"]
+            partitions = sorted(p for p in table.partitions if p[0] == repair_type and keyspace in (None, p[1]))
+            return [_history_row(SimpleNamespace(**row)) for p in partitions
+                    for row in self._rows("repair_type_segments", p)]  # fmt: skip
         table = self._tables["repair_segments"]
         partitions = sorted(p for p in table.partitions if keyspace is None or p[0] == keyspace)
         return [_history_row(SimpleNamespace(**row)) for p in partitions for row in self._rows("repair_segments", p)]
 
-    def history_of(self, keyspace: str, tables: Sequence[str], buckets: Iterable[int]) -> list[RepairHistoryRow]:
+    def history_of(
+        self, keyspace: str, tables: Sequence[str], buckets: Iterable[int], repair_type: str = "full"
+    ) -> list[RepairHistoryRow]:
         names = ",".join(tables)
+        if repair_type != "full":
+            return [
+                _history_row(SimpleNamespace(**row))
+                for bucket in sorted(set(buckets))
+                for row in self._rows("repair_type_segments", (repair_type, keyspace, names, bucket))
+            ]
         return [
             _history_row(SimpleNamespace(**row))
             for bucket in sorted(set(buckets))

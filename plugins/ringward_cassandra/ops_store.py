@@ -75,6 +75,14 @@ _SCHEMA = [
         last_error text, seconds double, run_id text, state text, started_at timestamp, finished_at timestamp,
         coordinator text, replicas text, updated_at timestamp,
         PRIMARY KEY ((keyspace_name, table_names, bucket), range_start, range_end))""",
+    # The history of the other repair types (incremental, preview, paxos): the same rows, the type in the partition
+    # key, so each type has its own cadence and a preview never moves the full repair's.
+    """CREATE TABLE IF NOT EXISTS {ks}.repair_type_segments (
+        repair_type text, keyspace_name text, table_names text, bucket int, range_start bigint, range_end bigint,
+        last_success timestamp, last_full_success timestamp, last_attempt timestamp, attempts int,
+        last_error text, seconds double, run_id text, state text, started_at timestamp, finished_at timestamp,
+        coordinator text, replicas text, updated_at timestamp,
+        PRIMARY KEY ((repair_type, keyspace_name, table_names, bucket), range_start, range_end))""",
     # A nightly run's plan: its repair commands (opaque JSON) in priority order, PLAN_CHUNK_ROWS per partition;
     # XCom carries only a reference (run id, chunk count).
     """CREATE TABLE IF NOT EXISTS {ks}.repair_plan (
@@ -99,6 +107,7 @@ _TABLES = set(_TABLE_ORDER)
 # are created by the next ensure_schema, and readers of them treat their absence as "nothing recorded".
 _ADDED_LATER = {
     "repair_switch", "controller_pauses", "repair_segments", "repair_plan", "repair_progress", "repair_previews",
+    "repair_type_segments",
 }  # fmt: skip
 # The history table of the first layout (one partition per keyspace, never pruned). No longer created or written;
 # on a cluster upgraded from that layout it is read until its rows are rewritten in repair_segments.
@@ -501,12 +510,14 @@ class OpsStore:
         for future in futures:
             future.result()
 
-    def repair_history(self, keyspace: str | None = None) -> list[RepairHistoryRow]:
+    def repair_history(self, keyspace: str | None = None, repair_type: str = "full") -> list[RepairHistoryRow]:
         """Every recorded segment (of one keyspace, or of all): a scan, for status pages and tools, not for the
         nightly path (which reads `history_of` the partitions it needs).
 
         On a cluster upgraded from the first layout the legacy table is read too, until its rows are rewritten:
         a row of repair_segments wins over the legacy row of the same (keyspace, tables, range)."""
+        if repair_type != "full":
+            return self._type_history(repair_type, keyspace)
         rows: list[RepairHistoryRow] = []
         if "repair_segments" in self._tables():
             if keyspace is None:
@@ -518,11 +529,20 @@ class OpsStore:
                 rows = self._read_partitions(keyspace, partitions)
         return _merged(rows, self._legacy_history(keyspace))
 
-    def history_of(self, keyspace: str, tables: Sequence[str], buckets: Iterable[int]) -> list[RepairHistoryRow]:
+    def history_of(
+        self, keyspace: str, tables: Sequence[str], buckets: Iterable[int], repair_type: str = "full"
+    ) -> list[RepairHistoryRow]:
         """The history of the segments of (keyspace, tables) whose ranges start in `buckets`: only those
-        partitions, read concurrently (and, on an upgraded cluster, the same token slices of the legacy table)."""
+        partitions, read concurrently (and, on an upgraded cluster, the same token slices of the legacy table).
+        A type other than full reads its own history (repair_type_segments)."""
         names = ",".join(tables)
         wanted = sorted(set(buckets))
+        if repair_type != "full":
+            if "repair_type_segments" not in self._tables():
+                return []
+            cql = (f"SELECT * FROM {self.keyspace}.repair_type_segments WHERE repair_type = ? AND keyspace_name = ? "
+                   "AND table_names = ? AND bucket = ?")  # fmt: skip
+            return self._concurrent_read(cql, [(repair_type, keyspace, names, b) for b in wanted])
         rows = self._read_partitions(keyspace, [(names, b) for b in wanted]) if "repair_segments" in self._tables() \
             else []  # fmt: skip
         legacy: list[RepairHistoryRow] = []
@@ -552,6 +572,13 @@ class OpsStore:
             rows.extend(_history_row(r) for r in result)
         return rows
 
+    def _type_history(self, repair_type: str, keyspace: str | None) -> list[RepairHistoryRow]:
+        """Every recorded segment of one non-full type (a scan: status pages and tools)."""
+        if "repair_type_segments" not in self._tables():
+            return []
+        rows = [_history_row(r) for r in self._read(f"SELECT * FROM {self.keyspace}.repair_type_segments", ())]
+        return [r for r in rows if r.record.repair_type == repair_type and (keyspace is None or r.keyspace == keyspace)]
+
     def _legacy_history(self, keyspace: str | None) -> list[RepairHistoryRow]:
         # The first layout's table is read until every row of it has been rewritten in repair_segments (one
         # cycle of the nightly repair after the upgrade); then an operator drops it (docs/operators-guide.md §6.5).
@@ -572,6 +599,14 @@ class OpsStore:
                 if key.keyspace_name == keyspace:  # type: ignore[attr-defined]
                     self._write(f"DELETE FROM {self.keyspace}.repair_segments WHERE keyspace_name = %s AND "
                                 "table_names = %s AND bucket = %s", (keyspace, key.table_names, key.bucket))  # type: ignore[attr-defined]  # fmt: skip
+        if "repair_type_segments" in self._tables():
+            keys = self._read(f"SELECT DISTINCT repair_type, keyspace_name, table_names, bucket FROM {self.keyspace}."
+                              "repair_type_segments", ())  # fmt: skip
+            for key in keys:
+                if key.keyspace_name == keyspace:  # type: ignore[attr-defined]
+                    self._write(f"DELETE FROM {self.keyspace}.repair_type_segments WHERE repair_type = %s AND "
+                                "keyspace_name = %s AND table_names = %s AND bucket = %s",
+                                (key.repair_type, keyspace, key.table_names, key.bucket))  # type: ignore[attr-defined]  # fmt: skip
         if LEGACY_HISTORY in self._tables():
             self._write(f"DELETE FROM {self.keyspace}.{LEGACY_HISTORY} WHERE keyspace_name = %s", (keyspace,))
 
@@ -753,8 +788,14 @@ def _history_upsert(
     columns = history_columns(keyspace, tables, token_range, record, started_at, finished_at, replicas, now)
     names = ", ".join(columns)
     marks = ", ".join(["%s"] * len(columns))
-    return (f"INSERT INTO {ops_keyspace}.repair_segments ({names}) VALUES ({marks}) USING TTL {int(ttl_seconds)}",
+    table = history_table(record)
+    return (f"INSERT INTO {ops_keyspace}.{table} ({names}) VALUES ({marks}) USING TTL {int(ttl_seconds)}",
             tuple(columns.values()))  # fmt: skip
+
+
+def history_table(record: SegmentRecord) -> str:
+    """Where a record's history is kept: repair_segments for full, repair_type_segments for the other types."""
+    return "repair_segments" if record.repair_type == "full" else "repair_type_segments"
 
 
 def history_columns(
@@ -776,10 +817,8 @@ def history_columns(
         "last_error": (record.last_error or "")[-2000:] or None, "seconds": record.duration,
         "run_id": record.run_id, "state": record.state.value, "updated_at": now,
     }  # fmt: skip
-    if record.repair_type != "full":
-        # repair_segments is the full repair's history: another type's success never moves its cadence (a preview
-        # night must not delay the next full repair). Each type's own history is not stored yet.
-        del columns["last_success"]
+    if record.repair_type != "full":  # its own history (repair_type_segments): a preview never moves full's
+        columns["repair_type"] = record.repair_type
     if record.state is SegmentState.RUNNING:
         columns["last_attempt"] = started_at or now
     if started_at is not None:
@@ -829,6 +868,7 @@ def _history_row(row: Any) -> RepairHistoryRow:
         last_error=get("last_error"),
         duration=get("seconds"),
         run_id=get("run_id"),
+        repair_type=get("repair_type") or "full",
     )
     return RepairHistoryRow(
         keyspace=get("keyspace_name"), tables=tables, range=token_range, record=record,
