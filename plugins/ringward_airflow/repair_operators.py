@@ -41,6 +41,7 @@ from ringward.repair import (
     decode_segment,
     dump_config,
     encode_segment,
+    history_key,
     joined_nodes,
     live_metrics,
     load_config,
@@ -202,10 +203,12 @@ class PlanRepairOperator(BaseOperator):
         joined = joined_nodes(host_ids, _last_host_ids(store))
         if joined and config.repair_new_nodes:
             self.log.warning("Joined since the last run, repaired tonight: %s", ", ".join(sorted(joined)))
-        # One type per run (one_type_run): its history is the store's (keyed by segment id, the full type's).
+        # One type per run (one_type_run), on its own history.
+        kind = config.session_type
+        history = records_by_segment(store.repair_history(**_of_type(config)))
         typed = select_due_by_type(
-            cluster.segments, records_by_segment(store.repair_history()), run_id=run_id, now=cassandra.now(),
-            config=config, joined=joined,
+            cluster.segments, {history_key(sid, kind): record for sid, record in history.items()}, run_id=run_id,
+            now=cassandra.now(), config=config, joined=joined,
         )  # fmt: skip
         due = typed[0].selection if typed else DueSelection((), tuple(cluster.segments), ())
         chunks = store.save_run_plan(run_id, _chunks(due.due), ttl_seconds=_ttl(config))
@@ -297,6 +300,7 @@ class RepairRunOperator(BaseOperator):
     _client: Any = None
     _coordinators: frozenset[str] = frozenset()
     _aborted = False
+    _type: Mapping[str, str] = {}  # the store's history arguments for the run's type (`_of_type`)
 
     def execute(self, context: Any) -> dict[str, Any]:
         config = _config_or_fail(self.config_path, context.get("params"))
@@ -332,6 +336,7 @@ class RepairRunOperator(BaseOperator):
         run_id = context["run_id"]
         ring = cassandra.ring()
         store = cassandra.ops_store()
+        self._type = _of_type(config)
         clock = getattr(self._client, "clock", None)
         total = int(reference.get("due") or 0)
         fingerprint = reference.get("fingerprint")
@@ -408,7 +413,7 @@ class RepairRunOperator(BaseOperator):
         for segment in segments:
             partitions.setdefault((segment.keyspace, segment.tables), set()).add(history_bucket(segment.range.start))
         rows = [row for (keyspace, tables), buckets in partitions.items()
-                for row in store.history_of(keyspace, tables, buckets)]  # fmt: skip
+                for row in store.history_of(keyspace, tables, buckets, **self._type)]  # fmt: skip
         return {k: v for k, v in records_by_segment(rows).items() if k in wanted}
 
     def _replan(
@@ -419,7 +424,7 @@ class RepairRunOperator(BaseOperator):
         ring = cassandra.ring()
         leased = {ks: "under a migration lease" for ks in store.leased_keyspaces()}
         cluster = plan_cluster(cassandra.catalog(), ring, config, leased)
-        records = records_by_segment(store.repair_history())
+        records = records_by_segment(store.repair_history(**_of_type(config)))
         fresh = {sid: r for sid, r in records.items() if not (r.run_id == run_id and r.state is SegmentState.DONE)}
         done_now = set(records) - set(fresh)
         due = select_due([s for s in cluster.segments if s.segment_id not in done_now], fresh, run_id=run_id,
@@ -433,7 +438,8 @@ class RepairRunOperator(BaseOperator):
         """Windows never reached (the run was stopped) stay due next run; recorded as postponed in this run."""
         for segments in windows:
             records = self._history(store, segments)
-            updates = [RecordUpdate(s, _postponed(records.get(s.segment_id), s, run_id)) for s in segments]
+            updates = [RecordUpdate(s, _postponed(records.get(s.segment_id), s, run_id, config.session_type))
+                       for s in segments]  # fmt: skip
             for i in range(0, len(updates), 500):
                 store.record_repairs(updates[i : i + 500], ttl_seconds=_ttl(config))
 
@@ -533,12 +539,17 @@ class RepairRunOperator(BaseOperator):
         return True
 
 
-def _postponed(record: SegmentRecord | None, segment: Segment, run_id: str) -> SegmentRecord:
-    base = record or SegmentRecord(segment.segment_id)
+def _postponed(record: SegmentRecord | None, segment: Segment, run_id: str, repair_type: str = "full") -> SegmentRecord:
+    base = record or SegmentRecord(segment.segment_id, repair_type=repair_type)
     return SegmentRecord(
         segment.segment_id, SegmentState.POSTPONED, base.last_success, base.last_full_success,
-        base.attempts_in(run_id), base.last_error, base.duration, run_id,
+        base.attempts_in(run_id), base.last_error, base.duration, run_id, base.repair_type,
     )  # fmt: skip
+
+
+def _of_type(config: RepairConfig) -> dict[str, str]:
+    """The store's history arguments for the run's type: none for full (the history every store has)."""
+    return {} if config.session_type == "full" else {"repair_type": config.session_type}
 
 
 def _repair_error(output: str) -> str:
@@ -673,7 +684,8 @@ class RepairReportOperator(BaseOperator):
         store = cassandra.ops_store()
         rows = store.repair_history()
         cluster = plan_cluster(cassandra.catalog(), cassandra.ring(), config, plan.get("skipped_keyspaces"))
-        summary = run_summary(plan, [r.record for r in rows if r.record.run_id == run_id])
+        run_rows = store.repair_history(**_of_type(config)) if config.session_type != "full" else rows
+        summary = run_summary(plan, [r.record for r in run_rows if r.record.run_id == run_id])
         records = status_records(cluster, rows)  # repairs recorded under any splitter count
         statuses = table_statuses(cluster, records, now, config.gc_grace_alarm)
         metrics = {
