@@ -498,9 +498,28 @@ class RepairRunOperator(BaseOperator):
             with _COORDINATORS_LOCK:
                 self._coordinators = self._coordinators - {coordinator}
         error = None if outcome.succeeded else _repair_error(outcome.output)
-        if store is not None and getattr(outcome, "out_of_sync", None):
-            self._keep_preview_finding(store, run_id, command, outcome.out_of_sync, config)
+        found = getattr(outcome, "out_of_sync", None)
+        if store is not None and found:
+            self._keep_preview_finding(store, run_id, command, found, config)
+        if found and kind == "preview" and config.repair_types.preview.repair_out_of_sync:
+            return self._repair_found(command, config, outcome.seconds)
         return SessionResult(outcome.succeeded, outcome.seconds, error)
+
+    def _repair_found(self, command: RepairCommand, config: RepairConfig, preview_seconds: float) -> SessionResult:
+        """A full repair of a command a preview found out of sync (`repair_out_of_sync`): logged, not written
+        to the full history (the full schedule is unchanged). Its failure fails the session, so it is retried."""
+        self.log.warning("Repairing %s (full): the preview found it out of sync.", command.describe())
+        try:
+            outcome = self._client.repair(
+                command.coordinator, command.keyspace, command.ranges, tables=command.tables,
+                flags=repair_flags("full", config.repair_types.full),
+                hosts=command.replicas if config.ignore_dcs else (), timeout=config.segment_timeout.total_seconds(),
+            )  # fmt: skip
+        except ClusterError as error:
+            self._client.abort_repairs(command.coordinator)
+            return SessionResult(False, preview_seconds + config.segment_timeout.total_seconds(), str(error))
+        error = None if outcome.succeeded else _repair_error(outcome.output)
+        return SessionResult(outcome.succeeded, preview_seconds + outcome.seconds, error)
 
     def _keep_preview_finding(
         self, store: Any, run_id: str | None, command: RepairCommand, out_of_sync: Mapping[str, int],

@@ -208,3 +208,28 @@ def test_the_last_runs_host_ids_tell_who_joined() -> None:
     assert sorted(_last_host_ids(store)) == ["h1", "h2"]
     broken = SimpleNamespace(latest_repair_run=lambda: (_ for _ in ()).throw(RuntimeError("read timeout")))
     assert _last_host_ids(broken) == []
+
+
+def test_a_preview_with_repair_out_of_sync_repairs_what_it_found_in_full() -> None:
+    from ringward.repair import RepairCommand, parse_config
+    from ringward_airflow.repair_operators import RepairRunOperator
+
+    seen: list[object] = []
+
+    def repair(address: str, keyspace: str, ranges: object, **options: object) -> SimpleNamespace:
+        seen.append(options["flags"])
+        found = {"ks.t": 1} if len(seen) == 1 else {}
+        return SimpleNamespace(succeeded=True, seconds=2.0, output="", out_of_sync=found)
+
+    operator = RepairRunOperator(task_id="repair")
+    operator._client = SimpleNamespace(repair=repair)
+    command = RepairCommand((Segment("ks", ("t",), TokenRange(0, 10), ("n1", "n2")),))
+    config = one_type_run(parse_config({"repair_type": "preview", "repair_types": {
+        "preview": {"repair_out_of_sync": True}, "full": {"parallelism": "sequential"}}}))  # fmt: skip
+    result = operator._session(command, config)
+    assert seen == [["-full", "--preview"], ["-full", "-seq"]] and result.succeeded and result.seconds == 4.0
+    seen.clear()
+    seen.append("in sync")  # a second preview of the same command finds nothing: no repair
+    plain = one_type_run(parse_config({"repair_type": "preview"}))
+    operator._session(command, plain)
+    assert len(seen) == 2
