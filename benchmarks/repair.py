@@ -39,7 +39,12 @@ from ringward_cassandra.cql import connect  # noqa: E402
 from ringward_cassandra.localcluster import LocalCluster  # noqa: E402
 from ringward_cassandra.nodetool import NodetoolClient  # noqa: E402
 from ringward_cassandra.ring_reader import ring_from_cluster  # noqa: E402
-from ringward_cli.airflow_env import airflow_environment, ensure_airflow_db  # noqa: E402
+from ringward_cli.airflow_env import (  # noqa: E402
+    airflow_environment,
+    ensure_airflow_db,
+    fail_stale_test_runs,
+    hold_dags_test_lock,
+)
 
 KEYSPACES = ["bench_a", "bench_b"]
 TABLES = ["t1", "t2", "t3"]
@@ -87,8 +92,13 @@ def run_dag(parallel: int, subranges: int) -> DagTiming:
     conf = {"config_overrides": overrides(parallel, subranges)}
     command = [str(Path(sys.executable).with_name("airflow")), "dags", "test", "nightly_subrange_repair",
                "--conf", json.dumps(conf)]  # fmt: skip
+    fail_stale_test_runs(env)  # a benchmark killed mid-run left its run `running` in the project's home
+    lock = hold_dags_test_lock(env)
     started = time.monotonic()
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    try:
+        result = subprocess.run(command, env=env, capture_output=True, text=True)
+    finally:
+        os.close(lock)
     seconds = time.monotonic() - started
     if "state=success" not in result.stdout + result.stderr:
         raise RuntimeError((result.stdout + result.stderr)[-4000:])

@@ -225,7 +225,7 @@ def migration_dag(dag_id: str, *, rollback: bool) -> DAG:
 
 def _wire() -> None:
     """Every task after the precheck, in the DAG being defined."""
-    not_dry_run = ShortCircuitOperator(
+    continue_unless_dry_run = ShortCircuitOperator(
         task_id="continue_unless_dry_run",
         # Runs after a failed precheck too, to skip the rest (not upstream_failed); the `refused` task fails the run.
         trigger_rule="all_done",
@@ -239,7 +239,7 @@ def _wire() -> None:
         "[Open the migration page: ring picture, range table, progress](/{{ migration_page(dag.dag_id, run_id) }})"
         "\n\n{{ plan.get('approval_md') or plan['summary'] }}",
     )
-    not_dry_run >> approval_needed
+    continue_unless_dry_run >> approval_needed
     # AutoRepair and Reaper schedules off from here to the end of the run (restore_repair_controllers).
     pause_controllers = PauseRepairControllersOperator(task_id="pause_repair_controllers")
     approved >> pause_controllers

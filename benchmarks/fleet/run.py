@@ -9,7 +9,7 @@ Prints per scheduler: simulated time until every (table, range) was repaired onc
 whether every table was covered within its gc_grace, the simulation's CPU time; the ratios ringward/CEP-37
 and ringward/Reaper; ringward's planning CPU seconds.
 
-Run: uv run python benchmarks/fleet/run.py [--medium | --small | --spec FILE] [--no-fault]
+Run: uv run python benchmarks/fleet/run.py [--medium | --small | --spec FILE] [--keyspaces N] [--no-fault]
      [--only cep37,reaper,ringward] [--json OUT]
 """
 
@@ -41,6 +41,8 @@ def build_spec(args: argparse.Namespace) -> FleetSpec:
         spec = FleetSpec.fleet(nodes=100, vnodes=16, table_bytes_median=FleetSpec().table_bytes_median // 10)
     else:
         spec = FleetSpec.fleet()
+    if args.keyspaces is not None:
+        spec = dataclasses.replace(spec, keyspaces=args.keyspaces, keyspace_names=())
     if args.no_fault:
         return spec
     victim = spec.initial_nodes()[0].address
@@ -58,6 +60,7 @@ def main() -> int:
     size.add_argument("--small", action="store_true", help="the local seed cluster")
     size.add_argument("--spec", help="a FleetSpec JSON file")
     parser.add_argument("--no-fault", action="store_true", help="no node down")
+    parser.add_argument("--keyspaces", type=int, help="this many keyspaces instead of the spec's")
     parser.add_argument("--only", default="cep37,reaper,ringward")
     parser.add_argument("--config", help="ringward repair configuration YAML (default: the shipped one)")
     parser.add_argument("--json", help="write the figures here")

@@ -12,11 +12,16 @@ and the resumed workload has already left `queued_tasks`), decides the task was 
 UP_FOR_RETRY; the resumed run's own state updates then fail with 404 (its try was replaced). Airflow 3.3.2
 guards only the case where the task instance is still SCHEDULED.
 
-This executor counts the workloads it has handed to its workers per key. A result that arrives while a newer
-workload of the same key is still in flight belongs to the superseded process (the deferral or the parking,
-whose state the task already reported through the Execution API), so it is dropped instead of reported. The
-counting changes nothing else: every other result is passed on unchanged. Remove this class once Airflow
-releases the fix for the QUEUED and RUNNING cases.
+`RingwardLocalExecutor` counts the workloads it has handed to its workers per key. A result that arrives while
+a newer workload of the same key is still in flight belongs to the superseded process (the deferral or the
+parking, whose state the task already reported through the Execution API), so it is dropped instead of
+reported. The counting changes nothing else: every other result is passed on unchanged.
+
+Airflow 3.4's own LocalExecutor carries the fix (it counts dispatches per key and keeps the key running until
+the last one ends; its `_finish_dispatch`) and reports results as `(pid, key, state, exc)` instead of
+`(key, state, exc)`. Subclassing it would undo its own bookkeeping, so `LocalExecutor` here is Airflow's class
+itself wherever the installed Airflow has the fix, and ringward's subclass only where it lacks it. The check is
+on the feature, not the version string, so a backport to a 3.3.x is picked up as well.
 """
 
 from __future__ import annotations
@@ -28,10 +33,30 @@ from typing import Any
 from airflow.executors.local_executor import LocalExecutor as _AirflowLocalExecutor
 from airflow.executors.workloads import ExecuteTask
 
-__all__ = ["LocalExecutor"]
+__all__ = ["LocalExecutor", "RingwardLocalExecutor", "airflow_counts_dispatches", "select_local_executor"]
 
 
-class LocalExecutor(_AirflowLocalExecutor):
+def airflow_counts_dispatches(executor_class: type) -> bool:
+    """True when an Airflow LocalExecutor class already counts dispatches per key (Airflow 3.4's fix)."""
+    return callable(getattr(executor_class, "_finish_dispatch", None))
+
+
+def _unpack_result(result: Sequence[Any]) -> tuple[Any, Any, Any]:
+    """`(key, state, exc)` from a worker's result: Airflow 3.3's 3-tuple or the `(pid, key, state, exc)` of 3.4."""
+    if len(result) == 4:
+        _pid, key, state, exc = result
+    elif len(result) == 3:
+        key, state, exc = result
+    else:
+        raise TypeError(
+            f"Unexpected LocalExecutor result {result!r}: expected (key, state, exc) or (pid, key, state, exc). "
+            "The installed Airflow's LocalExecutor changed its result shape; set AIRFLOW__CORE__EXECUTOR="
+            "LocalExecutor (Airflow's own) until ringward_airflow.executor supports it."
+        )
+    return key, state, exc
+
+
+class RingwardLocalExecutor(_AirflowLocalExecutor):
     """LocalExecutor that drops the end event of a task workload superseded by a newer one of the same key."""
 
     def start(self) -> None:
@@ -46,7 +71,10 @@ class LocalExecutor(_AirflowLocalExecutor):
 
     def _read_results(self) -> None:
         while not self.result_queue.empty():
-            key, state, _error = self.result_queue.get()
+            key, state, _error = _unpack_result(self.result_queue.get())
+            if state is None:
+                # The 4-tuple shape's "a worker picked the workload up": not an end, and nothing to report.
+                continue
             if self._superseded(key):
                 self.log.info(
                     "Dropping the end (%s) of a superseded workload of %s: the task resumed under the same "
@@ -67,3 +95,11 @@ class LocalExecutor(_AirflowLocalExecutor):
             del in_flight[key]
             return False
         return True
+
+
+def select_local_executor(airflow_class: type[_AirflowLocalExecutor]) -> type[_AirflowLocalExecutor]:
+    """Airflow's own LocalExecutor where it has the fix, ringward's subclass where it lacks it."""
+    return airflow_class if airflow_counts_dispatches(airflow_class) else RingwardLocalExecutor
+
+
+LocalExecutor = select_local_executor(_AirflowLocalExecutor)

@@ -346,7 +346,8 @@ class RepairRunOperator(BaseOperator):
         effects = BatchEffects(
             repair=lambda command: self._session(command, config, store, run_id),
             save=lambda updates: store.record_repairs(updates, ttl_seconds=_ttl(config)),
-            live_nodes=_CachedLiveness(self._client, ring.addresses(), clock=clock),
+            # Who is up, looked at every 15 s at most: each look costs a nodetool JVM start.
+            live_nodes=_Every(15.0, lambda: _live_nodes(self._client, ring.addresses()), clock),
             # The kill switch (the file, when it changed) between segments; the pause switch (a CQL read) every 2 s.
             enabled=lambda: self._still_enabled(context, config) and not paused(),
             stop_requested=lambda: self._stop_if_killed(killed),
@@ -639,26 +640,6 @@ class _BackPressure:
             if reason is not None:
                 return reason
         return None
-
-
-class _CachedLiveness:
-    """Who is up, refreshed at most every `ttl` seconds (each look costs a nodetool JVM start), on the
-    wall clock or the fleet simulator's `clock`."""
-
-    def __init__(self, client: Any, addresses: Sequence[str], ttl: float = 15.0, clock: Any = None) -> None:
-        self._client = client
-        self._addresses = list(addresses)
-        self._ttl = ttl
-        self._seconds = (lambda: clock.now().timestamp()) if clock is not None else time.monotonic
-        self._at = -float("inf")
-        self._live: set[str] = set()
-
-    def __call__(self) -> set[str]:
-        now = self._seconds()
-        if now - self._at >= self._ttl:
-            self._live = _live_nodes(self._client, self._addresses)
-            self._at = now
-        return self._live
 
 
 class RepairReportOperator(BaseOperator):

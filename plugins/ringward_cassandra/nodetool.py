@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import selectors
 import signal
 import subprocess
 import tempfile
@@ -17,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ringward.errors import ClusterError, RepairError, RingwardError
 from ringward.repair import NodeBacklog
@@ -74,7 +76,7 @@ class NodetoolClient:
     java_options: tuple[str, ...] = ()
     java_binary: str = "java"
     _resident: ResidentNodetool | None = field(default=None, repr=False)
-    _running: set[subprocess.Popen[str]] = field(default_factory=set, repr=False)
+    _running: set[subprocess.Popen[Any]] = field(default_factory=set, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _written_password_file: str | None = field(default=None, repr=False)
 
@@ -261,26 +263,32 @@ class NodetoolClient:
         for host in hosts:
             args += ["-hosts", host]
         process = subprocess.Popen(
-            self.command(address, [*args, keyspace]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            self.command(address, [*args, keyspace]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
-        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._running.add(process)  # on_kill's terminate_all stops it like any other nodetool
+        parent_id: str | None = None
         seen: list[str] = []
+        timed_out = True  # until the output is read: an interruption kills nodetool too
         try:
-            assert process.stdout is not None
-            for line in process.stdout:
-                seen.append(line)
-                match = _REPAIR_STARTED.search(line)
-                if match:
-                    return match.group(2)
-                if time.monotonic() > deadline:
-                    break
+            parent_id, seen, timed_out = _await_repair_start(process, time.monotonic() + timeout)
         finally:
-            if process.poll() is None:
-                process.terminate()
-            process.communicate()
+            with self._lock:
+                self._running.discard(process)
+            _stop(process, kill=timed_out)
+        if parent_id is not None:
+            return parent_id
+        described = ", ".join(map(str, ranges))
+        if timed_out:
+            raise RepairError(
+                f"nodetool repair of {keyspace} {described} on {address} printed no 'Starting repair command' "
+                f"line within {timeout:g}s; ringward killed it. Output so far: {''.join(seen)[-800:] or '(none)'}",
+                f"The session may still have started on {address}: check `nodetool repair_admin list` there (or "
+                "system_distributed.parent_repair_history) before retrying the task; if the node is only slow to "
+                "answer over JMX, raise start_repair's timeout.",
+            )
         if process.returncode == 0 and "Repair completed successfully" in "".join(seen):
             return None
-        described = ", ".join(map(str, ranges))
         raise RepairError(
             f"Repair of {keyspace} {described} did not start on {address}: {''.join(seen)[-800:]}",
             f"Check that {address} is up and reachable over JMX, then retry the task.",
@@ -303,6 +311,58 @@ class NodetoolClient:
              "-op", "forceTerminateAllRepairSessions"],
             timeout=60,
         )  # fmt: skip
+
+
+def _await_repair_start(process: subprocess.Popen[bytes], deadline: float) -> tuple[str | None, list[str], bool]:
+    """Read nodetool's output until its "Starting repair command" line, its end, or `deadline` (monotonic).
+
+    Returns (parent id or None, the lines seen, whether the deadline passed). The deadline holds whether or
+    not nodetool prints anything: the output is polled with a timeout, never read blocking.
+    """
+    assert process.stdout is not None
+    descriptor = process.stdout.fileno()
+    seen: list[str] = []
+    pending = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(descriptor, selectors.EVENT_READ)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None, seen, True
+            if not selector.select(remaining):
+                continue
+            chunk = os.read(descriptor, 65536)
+            if chunk:
+                *complete, pending = (pending + chunk).split(b"\n")
+            else:  # the end: what is left is the last line
+                complete, pending = [pending], b""
+            for raw in complete:
+                if not raw:
+                    continue
+                line = raw.decode(errors="replace") + "\n"
+                seen.append(line)
+                match = _REPAIR_STARTED.search(line)
+                if match:
+                    return match.group(2), seen, False
+            if not chunk:  # end of output: nodetool exited (or closed its output)
+                return None, seen, False
+
+
+def _stop(process: subprocess.Popen[bytes], *, kill: bool = False, grace: float = 5.0) -> None:
+    """End a nodetool that is still running (SIGKILL with `kill`, else SIGTERM and SIGKILL after `grace`)
+    and reap it. Stopping the client never stops a repair session: that runs on the coordinator."""
+    if process.poll() is None:
+        if kill:
+            process.kill()
+        else:
+            process.terminate()
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    if process.stdout is not None:
+        process.stdout.close()
 
 
 def _quietly(action: Callable[[], None]) -> None:

@@ -4,12 +4,16 @@ Airflow's metadata database so Admin -> Connections lists them (re-copied whenev
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,7 @@ from ringward_cassandra.localcluster.security import JMX_USER, RINGWARD_ROLE, Cl
 from ringward_cassandra.localcluster.spark_jars import connector_lib_dir
 
 __all__ = ["airflow_environment", "connections_to_import", "ensure_airflow_connections", "ensure_airflow_db",
-           "local_connections"]  # fmt: skip
+           "fail_stale_test_runs", "hold_dags_test_lock", "local_connections"]  # fmt: skip
 
 _CONN_PREFIX = "AIRFLOW_CONN_"
 # The connections ringward sets for the local cluster (only these are copied into the metadata database).
@@ -61,7 +65,9 @@ def _secure(cassandra: dict[str, Any], spark: dict[str, Any], nodetool: dict[str
 
 def airflow_environment(home: Path | None = None, topology: str | None = None) -> dict[str, str]:
     home = home or project_home()
-    airflow_home = home / ".airflow"
+    # RINGWARD_AIRFLOW_HOME: another home for another Airflow (`make test-airflow-3.4`): a newer Airflow migrates
+    # the database past what the locked one can read.
+    airflow_home = Path(os.environ.get("RINGWARD_AIRFLOW_HOME") or home / ".airflow")
     airflow_home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.update(
@@ -163,3 +169,73 @@ def ensure_airflow_connections(env: dict[str, str], run: Callable[..., Any] = su
         stdout=subprocess.DEVNULL)  # fmt: skip
     marker.write_text(digest)
     return True
+
+
+# -- `airflow dags test` runs that were killed ----------------------------------------------------------------
+# A killed `airflow dags test` leaves its run `running` (or `queued`) in the home's database, where the
+# scheduler of `ringward airflow standalone` later counts it against max_active_runs and schedules its tasks.
+# Every `dags test` ringward starts holds a shared lock on this file for as long as it runs (the descriptor is
+# inherited across exec); a test run left unfinished while nobody holds it belongs to a process that is gone.
+DAGS_TEST_LOCK = ".dags-test.lock"
+_UNFINISHED_RUN = ("queued", "running")
+_UNFINISHED_TASK = ("scheduled", "queued", "running", "restarting", "up_for_retry", "up_for_reschedule",
+                    "deferred", "awaiting_input")  # fmt: skip
+
+
+def hold_dags_test_lock(env: Mapping[str, str]) -> int:
+    """Take the shared lock that marks a `dags test` as live in this home; returns the descriptor (inheritable,
+    so an exec'd airflow keeps holding it until it exits; closing it releases the lock)."""
+    descriptor = os.open(Path(env["AIRFLOW_HOME"]) / DAGS_TEST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(descriptor, fcntl.LOCK_SH)
+    os.set_inheritable(descriptor, True)
+    return descriptor
+
+
+def fail_stale_test_runs(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Mark failed the `dags test` runs (triggered_by TEST) still queued or running while no `dags test`
+    holds the home's lock, with their unfinished task instances; returns their (dag_id, run_id).
+
+    Only the project's SQLite database is looked at; while any `dags test` runs, nothing is touched."""
+    database = _sqlite_database(env)
+    if database is None or not database.exists():
+        return []
+    descriptor = os.open(Path(env["AIRFLOW_HOME"]) / DAGS_TEST_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return []  # a `dags test` is running: its run is not stale
+        return _fail_test_runs(database)
+    finally:
+        os.close(descriptor)
+
+
+def _sqlite_database(env: Mapping[str, str]) -> Path | None:
+    url = env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "")
+    prefix = "sqlite:///"
+    return Path(url[len(prefix) :].split("?", 1)[0]) if url.startswith(prefix) else None
+
+
+def _fail_test_runs(database: Path) -> list[tuple[str, str]]:
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")  # how Airflow's UtcDateTime is stored in SQLite
+    with contextlib.closing(sqlite3.connect(database, timeout=30)) as connection, connection:
+        tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"dag_run", "task_instance"} <= tables:
+            return []  # not migrated yet
+        runs = connection.execute(
+            # triggered_by is a SQLAlchemy Enum column: it stores the member's name, TEST (for dag.test()).
+            f"SELECT dag_id, run_id FROM dag_run WHERE triggered_by IN ('TEST', 'test') "
+            f"AND state IN ({','.join('?' * len(_UNFINISHED_RUN))})",
+            _UNFINISHED_RUN,
+        ).fetchall()
+        for dag_id, run_id in runs:
+            connection.execute(
+                "UPDATE dag_run SET state = 'failed', end_date = ? WHERE dag_id = ? AND run_id = ?",
+                (now, dag_id, run_id),
+            )
+            connection.execute(
+                f"UPDATE task_instance SET state = 'failed', end_date = ? WHERE dag_id = ? AND run_id = ? "
+                f"AND state IN ({','.join('?' * len(_UNFINISHED_TASK))})",
+                (now, dag_id, run_id, *_UNFINISHED_TASK),
+            )
+    return [(str(dag_id), str(run_id)) for dag_id, run_id in runs]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -29,7 +30,7 @@ from ringward_cassandra.ops_store import OPS_KEYSPACE
 from ringward_cassandra.ring_reader import ring_from_cluster
 from ringward_cassandra.seed_scenario import count_at_one_from, create_seed_keyspace
 
-from ringward_cli.airflow_env import airflow_environment, ensure_airflow_db
+from ringward_cli.airflow_env import airflow_environment, ensure_airflow_db, fail_stale_test_runs, hold_dags_test_lock
 
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 TARGET = {"class": "NetworkTopologyStrategy", "dc1": 2}
@@ -86,8 +87,13 @@ def safe_migration(cluster: LocalCluster, home: Path, topology: str) -> int:
         json.dumps(conf),
     ]
     print(f"\n$ ringward airflow dags test keyspace_migration --conf '{json.dumps(conf)}'", flush=True)
+    fail_stale_test_runs(env)  # an earlier demo killed mid-run left its run `running`
     started = time.monotonic()
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    lock = hold_dags_test_lock(env)
+    try:
+        result = subprocess.run(command, env=env, capture_output=True, text=True)
+    finally:
+        os.close(lock)
     log = result.stdout + result.stderr
     for line in log.splitlines():
         if "[DAG TEST] end task" in line:

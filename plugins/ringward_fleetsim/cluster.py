@@ -149,6 +149,12 @@ class SimCluster:
                 return t
             t = max(ends)
 
+    def next_change(self, t: float) -> float:
+        """The first time after `t` at which a node goes down, comes back or joins (inf: never)."""
+        times = [at for at, _ in self._joins if at > t]
+        times += [edge for windows in self._down for window in windows for edge in window if edge > t]
+        return min(times, default=float("inf"))
+
     def status(self, t: float | None = None) -> dict[str, str]:
         t = self.clock.t if t is None else t
         ring = self.ring(t)
@@ -293,16 +299,18 @@ class SimNodetool:
         self.cluster = cluster
         self.clock = cluster.clock  # the repair worker runs sessions and time virtually when it finds one
         self.pools: list[VirtualSessionPool] = []
-        self._live: tuple[float, set[str]] | None = None
+        self._live: tuple[float, float, set[str]] | None = None  # valid from, until (exclusive), who is up
 
     def status(self, address: str | None = None) -> dict[str, str]:
         return self.cluster.status()
 
     def live_nodes(self) -> set[str]:
+        # Kept until the next fault or join: the executor asks before every scan (the DAG every 15 s).
         t = self.cluster.clock.t
-        if self._live is None or self._live[0] != t:
-            self._live = (t, {a for a, state in self.status().items() if state == "UN"})
-        return self._live[1]
+        if self._live is None or not self._live[0] <= t < self._live[1]:
+            up = {a for a, state in self.status().items() if state == "UN"}
+            self._live = (t, self.cluster.next_change(t), up)
+        return self._live[2]
 
     def prepare(self) -> None:
         return None

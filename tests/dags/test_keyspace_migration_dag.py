@@ -99,12 +99,15 @@ def _run_at(db: Path, dag_id: str, logical_date: datetime) -> tuple[str, dict[st
         ).fetchone()
         states = dict(connection.execute(
             "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", (dag_id, run_id)))  # fmt: skip
+        tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "rtif_v2" in tables:  # Airflow 3.4: rendered fields keyed by the task attempt's id
+            query = ("SELECT ti.task_id, r.rendered_fields FROM rtif_v2 r JOIN task_instance ti "
+                     "ON ti.id = r.task_instance_id WHERE ti.dag_id = ? AND ti.run_id = ?")  # fmt: skip
+        else:
+            query = "SELECT task_id, rendered_fields FROM rendered_task_instance_fields WHERE dag_id = ? AND run_id = ?"
         rendered = {
             task_id: json.loads(fields).get("summary", "")
-            for task_id, fields in connection.execute(
-                "SELECT task_id, rendered_fields FROM rendered_task_instance_fields WHERE dag_id = ? AND run_id = ?",
-                (dag_id, run_id),
-            )
+            for task_id, fields in connection.execute(query, (dag_id, run_id))
         }
     return state, states, rendered
 

@@ -15,9 +15,9 @@ from ringward.repair import (
     needs_replan,
     next_runnable,
     parse_config,
-    prepare_run,
     record_failure,
     record_start,
+    select_due,
 )
 from ringward.ring import TokenRange
 
@@ -28,7 +28,8 @@ def seg(start: int, *replicas: str) -> Segment:
     return Segment("ks", (), TokenRange(start, start + 1), replicas)
 
 
-def test_prepare_run_sorts_segments_by_reason() -> None:
+def test_select_due_sorts_segments_by_reason() -> None:
+    """Down replicas are not a reason here: the executor waits for them during the run."""
     fresh, failing, down, never, old = (
         seg(0, "a", "b"),
         seg(10, "b", "c"),
@@ -45,39 +46,19 @@ def test_prepare_run_sorts_segments_by_reason() -> None:
         failing.segment_id: failed,
         old.segment_id: SegmentRecord(old.segment_id, last_success=NOW - timedelta(days=3)),
     }
-    config = parse_config({"max_retries": 2, "parallel_repair_count": 2, "parallel_repair_percentage": 0})
-    plan = prepare_run(
-        [fresh, failing, down, never, old],
-        records,
-        run_id="run-7",
-        now=NOW,
-        live_nodes=["a", "b", "c"],
-        node_count=4,
-        config=config,
-    )
-    assert plan.not_due == (fresh,)
-    assert plan.exhausted == (failing,)
-    assert plan.postponed == (down,)
-    assert plan.waves == ((never,), (old,))  # never-repaired first; both use node c
-    assert plan.parallelism == 2 and plan.due_count == 2
-    next_run = prepare_run(
-        [failing], records, run_id="run-8", now=NOW, live_nodes=["b", "c"], node_count=4, config=config
-    )
-    assert next_run.waves == ((failing,),)  # retried next run
+    config = parse_config({"max_retries": 2})
+    selection = select_due([fresh, failing, down, never, old], records, run_id="run-7", now=NOW, config=config)
+    assert selection.not_due == (fresh,)
+    assert selection.exhausted == (failing,)
+    assert selection.due[-1] == old and set(selection.due[:2]) == {down, never}  # never-repaired first
+    next_run = select_due([failing], records, run_id="run-8", now=NOW, config=config)
+    assert next_run.due == (failing,)  # retried next run
 
 
 def test_kill_switch_runs_nothing() -> None:
     segments = [seg(0, "a", "b")]
-    plan = prepare_run(
-        segments,
-        {},
-        run_id="r",
-        now=NOW,
-        live_nodes=["a", "b"],
-        node_count=2,
-        config=parse_config({"enabled": False}),
-    )
-    assert plan.waves == () and plan.not_due == tuple(segments)
+    selection = select_due(segments, {}, run_id="r", now=NOW, config=parse_config({"enabled": False}))
+    assert selection.due == () and selection.not_due == tuple(segments)
 
 
 def test_replan_only_when_the_fingerprint_changed() -> None:

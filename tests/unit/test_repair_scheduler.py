@@ -11,12 +11,10 @@ from ringward.repair import (
     ReplicaLocks,
     Segment,
     allowed_parallelism,
-    batch_waves,
     intensity_pause,
     next_runnable,
     parse_config,
     plan_waves,
-    split_by_liveness,
     window_allows_start,
 )
 from ringward.ring import TokenRange
@@ -35,11 +33,6 @@ def test_parallelism_is_the_larger_of_count_and_percentage_of_nodes(
 ) -> None:
     config = parse_config({"parallel_repair_count": count, "parallel_repair_percentage": percentage})
     assert allowed_parallelism(config, nodes) == expected
-
-
-def test_segments_with_a_down_replica_are_postponed() -> None:
-    up, down = seg(0, "a", "b"), seg(10, "b", "c")
-    assert split_by_liveness([up, down], ["a", "b"]) == ([up], [down])
 
 
 def test_replica_locks_refuse_a_busy_node_and_release_it() -> None:
@@ -112,16 +105,6 @@ def test_waves_are_the_in_order_greedy_waves(segments: list[Segment], parallelis
     expected = greedy_reference(segments, parallelism)
     actual = plan_waves(segments, parallelism)
     assert [[id(s) for s in wave] for wave in actual] == [[id(s) for s in wave] for wave in expected]
-
-
-def test_batches_group_whole_waves_up_to_the_size_limit() -> None:
-    w1, w2, w3 = [seg(0, "a"), seg(1, "b")], [seg(2, "a")], [seg(3, "a"), seg(4, "b"), seg(5, "c")]
-    assert batch_waves([w1, w2, w3], max_segments=3) == [[w1, w2], [w3]]
-    assert batch_waves([w1, w2, w3], max_segments=2) == [[w1], [w2], [w3]]  # w3 alone, never split
-    assert batch_waves([w1, w2, w3], max_segments=100) == [[w1, w2, w3]]
-    assert batch_waves([], max_segments=5) == []
-    with pytest.raises(ConfigurationError):
-        batch_waves([w1], max_segments=0)
 
 
 @settings(max_examples=100, deadline=None)

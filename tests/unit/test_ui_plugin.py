@@ -1019,8 +1019,22 @@ def test_a_connection_extra_that_is_not_a_number_is_named_with_the_fix(
         raise ConnectionSettingError("The connection 'cassandra_default' has extra protocol_version='abc'.", "Edit it.")
 
     monkeypatch.setattr(world, "connection", late)
-    monkeypatch.setattr(subapp.state, "source_factory", lambda: world)
-    response = test_client.get("/ringward/api/cluster", headers=bearer(tokens["admin"]))
+    # Not monkeypatch: its undo on a starlette State deletes the attribute from the shared plugin app.
+    real = subapp.state.source_factory
+    subapp.state.source_factory = lambda: world
+    try:
+        response = test_client.get("/ringward/api/cluster", headers=bearer(tokens["admin"]))
+    finally:
+        subapp.state.source_factory = real
     assert response.status_code == 503 and response.json()["error"] == "connection"
     detail = response.json()["detail"]
     assert "cannot be used: The connection 'cassandra_default' has extra protocol_version='abc'." in detail
+
+
+def test_no_test_leaves_the_shared_plugin_app_without_its_source_factory(
+    airflow_api: tuple[Any, Any, dict[str, str]],
+) -> None:
+    """The plugin app is one object for the whole process (the integration UI test serves it too): a test that
+    swaps its source must put the factory back, never delete it."""
+    _, subapp, _ = airflow_api
+    assert callable(subapp.state.source_factory)

@@ -37,27 +37,16 @@ from ringward.repair._executor import (
     ThreadSessionPool,
     run_batch,
 )
-from ringward.repair._payload import decode_batch, decode_segment, encode_batch, encode_segment
+from ringward.repair._payload import decode_segment, encode_segment
 from ringward.repair._planning import ReplicaMapCache, ReplicaMapEntries, SegmentPlan, plan_segments
 from ringward.repair._progress import Progress
-from ringward.repair._run import (
-    DueSelection,
-    RunPlan,
-    RunState,
-    RunSummary,
-    live_metrics,
-    needs_replan,
-    prepare_run,
-    select_due,
-)
+from ringward.repair._run import DueSelection, RunState, RunSummary, live_metrics, needs_replan, select_due
 from ringward.repair._scheduler import (
     ReplicaLocks,
     allowed_parallelism,
-    batch_waves,
     intensity_pause,
     next_runnable,
     plan_waves,
-    split_by_liveness,
     window_allows_start,
 )
 from ringward.repair._scope import RECENT_RUNS, Exclusion, StatusConfig, repair_scope, status_config
@@ -134,7 +123,6 @@ __all__ = [
     "ReplicaLocks",
     "ReplicaMapCache",
     "ReplicaMapEntries",
-    "RunPlan",
     "RunState",
     "RunSummary",
     "Segment",
@@ -155,15 +143,12 @@ __all__ = [
     "apply_overrides",
     "back_pressure_reason",
     "backoff_delay",
-    "batch_waves",
     "coverage_entries",
     "coverage_records",
-    "decode_batch",
     "decode_segment",
     "disk_headroom_reason",
     "due_segments",
     "dump_config",
-    "encode_batch",
     "encode_segment",
     "format_duration",
     "group_segments",
@@ -183,7 +168,6 @@ __all__ = [
     "parse_duration",
     "plan_segments",
     "plan_waves",
-    "prepare_run",
     "prioritised",
     "record_failure",
     "record_start",
@@ -197,7 +181,6 @@ __all__ = [
     "select_due",
     "select_due_by_type",
     "select_units",
-    "split_by_liveness",
     "status_config",
     "status_table",
     "unit_time_exceeded",

@@ -212,7 +212,7 @@ class _BatchRun:
         self.again: dict[str, RepairCommand] = {}  # put back (retries, held back): looked at first
         # Commands found waiting on a busy node are parked on it and looked at again only once it is free:
         # a scan never walks the same blocked commands again and again.
-        self.parked: dict[str, deque[RepairCommand]] = {}
+        self.parked: dict[str, deque[tuple[int, RepairCommand]]] = {}  # (rank, command), in the plan's order
         self.ready: list[tuple[int, RepairCommand]] = []  # heap by rank: parked commands whose node is free
         self.waiting = len(commands)  # commands not started, wherever they wait
         self.records = dict(records)
@@ -287,9 +287,12 @@ class _BatchRun:
         self.again[_key(command)] = command
         self.changed = True
 
-    def _park(self, command: RepairCommand, node: str) -> None:
-        self._take(command)
-        self.parked.setdefault(node, deque()).append(command)
+    def _park(self, command: RepairCommand, node: str, rank: int | None) -> None:
+        """Park on busy `node`; `rank` is known for a command off the ready heap (already out of the queue)."""
+        if rank is None:
+            self._take(command)
+            rank = self.rank[_key(command)]
+        self.parked.setdefault(node, deque()).append((rank, command))
 
     def _release(self, node: str) -> None:
         """Let the first `_RELEASE_PER_NODE` commands waiting on `node` be looked at again (in plan order).
@@ -299,16 +302,15 @@ class _BatchRun:
         if not waiting:
             return
         for _ in range(min(_RELEASE_PER_NODE, len(waiting))):
-            command = waiting.popleft()
-            heapq.heappush(self.ready, (self.rank[_key(command)], command))
+            heapq.heappush(self.ready, waiting.popleft())
         if not waiting:
             del self.parked[node]
 
     def _release_all(self) -> None:
         """Nothing runs: no node is busy, every parked command may be looked at."""
         for node in list(self.parked):
-            for command in self.parked.pop(node):
-                heapq.heappush(self.ready, (self.rank[_key(command)], command))
+            for entry in self.parked.pop(node):
+                heapq.heappush(self.ready, entry)
 
     def _waiting_for_nodes(self) -> int:
         return sum(len(commands) for commands in self.blocked_by.values())
@@ -457,13 +459,16 @@ class _BatchRun:
         if len(live) - len(busy) < 2:  # no session fits: every repair needs two free replicas
             return
         looked = 0
-        for command, from_ready in self._candidates():
+        for command, rank in self._candidates():
             looked += 1
             replicas = command.replicas
             if not busy.isdisjoint(replicas):
-                self._park(command, next(n for n in replicas if n in busy))
+                for node in replicas:  # the first busy one
+                    if node in busy:
+                        break
+                self._park(command, node, rank)
             else:
-                room -= self._consider(pool, command, from_ready, live, now)
+                room -= self._consider(pool, command, rank is not None, live, now)
                 if room:
                     busy = busy | set(replicas) if busy is not self.in_session else self.in_session
             if room <= 0 or looked >= _SCAN_LIMIT:
@@ -510,23 +515,24 @@ class _BatchRun:
         self._start(pool, command, now)
         return 1
 
-    def _candidates(self) -> Iterator[tuple[RepairCommand, bool]]:
-        """Waiting commands in the order they may start, and whether each came off the ready heap: those put
-        back first, then parked ones whose node is free (in plan order), then the plan's queue."""
+    def _candidates(self) -> Iterator[tuple[RepairCommand, int | None]]:
+        """Waiting commands in the order they may start, with their rank when they came off the ready heap:
+        those put back first, then parked ones whose node is free (in plan order), then the plan's queue."""
         for command in list(self.again.values()):
-            yield command, False
+            yield command, None
         while self.ready:
-            yield heapq.heappop(self.ready)[1], True
+            rank, command = heapq.heappop(self.ready)
+            yield command, rank
         queue = self.queue
         index = self.head
         while index < len(queue):
             queued = queue[index]
             index += 1
             if queued is not None:
-                yield queued, False
+                yield queued, None
 
     def _leftovers(self) -> list[RepairCommand]:
-        parked = [c for commands in self.parked.values() for c in commands]
+        parked = [c for entries in self.parked.values() for _, c in entries]
         ready = [c for _, c in sorted(self.ready, key=lambda entry: entry[0])]
         queued = [c for c in self.queue[self.head :] if c is not None]
         return [*self.again.values(), *ready, *parked, *queued]

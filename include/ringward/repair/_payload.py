@@ -1,4 +1,4 @@
-"""Segments as small JSON values, for passing a plan between Airflow tasks (XCom) without pickling.
+"""Segments as small JSON values, for storing a plan (its chunks in ringward_ops) without pickling.
 
 A segment travels as `[keyspace, [tables], start, end, [replicas]]`; its id is recomputed on arrival,
 so it always matches the repair history.
@@ -13,7 +13,7 @@ from ringward.errors import ConfigurationError
 from ringward.repair._segments import Segment
 from ringward.ring import TokenRange
 
-__all__ = ["decode_batch", "decode_segment", "encode_batch", "encode_segment"]
+__all__ = ["decode_segment", "encode_segment"]
 
 
 def encode_segment(segment: Segment) -> list[Any]:
@@ -27,14 +27,5 @@ def decode_segment(value: Sequence[Any]) -> Segment:
     except (TypeError, ValueError) as error:
         raise ConfigurationError(
             f"Not an encoded repair segment: {value!r} ({error}).",
-            "Pass the batches produced by the plan task unchanged.",
+            "Run the plan task again: it stores the plan's segments in this form.",
         ) from None
-
-
-def encode_batch(waves: Sequence[Sequence[Segment]]) -> list[list[list[Any]]]:
-    """A batch (waves of segments) as JSON-ready lists."""
-    return [[encode_segment(s) for s in wave] for wave in waves]
-
-
-def decode_batch(value: Sequence[Sequence[Sequence[Any]]]) -> list[list[Segment]]:
-    return [[decode_segment(s) for s in wave] for wave in value]

@@ -1,6 +1,6 @@
 """One nightly run (Reaper's RepairRun): what to do tonight, and how it went.
 
-`prepare_run` turns the planned segments and their history into waves for Airflow tasks, and reports
+`select_due` picks tonight's segments from the plan and their history, most urgent first, and reports
 every segment left out with its reason; `RunSummary` counts the outcome with CEP-37 metric names.
 """
 
@@ -13,68 +13,15 @@ from datetime import datetime
 from enum import Enum
 
 from ringward.repair._config import RepairConfig
-from ringward.repair._scheduler import allowed_parallelism, plan_waves, split_by_liveness
 from ringward.repair._segments import Segment
 from ringward.repair._state import SegmentRecord, SegmentState, due_segments, retries_exhausted
 
-__all__ = [
-    "DueSelection",
-    "RunPlan",
-    "RunState",
-    "RunSummary",
-    "live_metrics",
-    "needs_replan",
-    "prepare_run",
-    "select_due",
-]
+__all__ = ["DueSelection", "RunState", "RunSummary", "live_metrics", "needs_replan", "select_due"]
 
 
 def needs_replan(stored_fingerprint: str | None, current_fingerprint: str) -> bool:
     """Segments planned on another ring or replication must be planned again before running."""
     return stored_fingerprint != current_fingerprint
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """Tonight's work: `waves` run one after another; the segments of a wave run concurrently."""
-
-    run_id: str
-    parallelism: int
-    waves: tuple[tuple[Segment, ...], ...]
-    postponed: tuple[Segment, ...]  # a replica is down
-    exhausted: tuple[Segment, ...]  # retries of this run used up: reported, tried again next run
-    not_due: tuple[Segment, ...]  # repaired within min_repair_interval
-
-    @property
-    def due_count(self) -> int:
-        return sum(len(wave) for wave in self.waves)
-
-
-def prepare_run(
-    segments: Sequence[Segment],
-    records: Mapping[str, SegmentRecord],
-    *,
-    run_id: str,
-    now: datetime,
-    live_nodes: Iterable[str],
-    node_count: int,
-    config: RepairConfig,
-) -> RunPlan:
-    """Due segments (most urgent first) in waves of disjoint replicas; the rest sorted by reason.
-
-    With `enabled: false` (the kill switch) nothing is due and every segment is reported as not run.
-    """
-    parallelism = allowed_parallelism(config, node_count)
-    if not config.enabled:
-        return RunPlan(run_id, parallelism, (), (), (), tuple(segments))
-    due = due_segments(segments, records, now, config.min_repair_interval)
-    due_ids = {s.segment_id for s in due}
-    not_due = tuple(s for s in segments if s.segment_id not in due_ids)
-    exhausted = [s for s in due if retries_exhausted(records.get(s.segment_id), run_id, config.max_retries)]
-    exhausted_ids = {s.segment_id for s in exhausted}
-    runnable, postponed = split_by_liveness([s for s in due if s.segment_id not in exhausted_ids], live_nodes)
-    waves = tuple(tuple(wave) for wave in plan_waves(runnable, parallelism))
-    return RunPlan(run_id, parallelism, waves, tuple(postponed), tuple(exhausted), not_due)
 
 
 @dataclass(frozen=True)
@@ -94,8 +41,8 @@ def select_due(
     now: datetime,
     config: RepairConfig,
 ) -> DueSelection:
-    """What the run repairs, most urgent first. Unlike `prepare_run` it builds no waves and leaves nodes that
-    are down to the executor (it waits for them during the run): at fleet size the plan is only this list."""
+    """What the run repairs, most urgent first. It builds no waves and leaves nodes that are down to the
+    executor (it waits for them during the run): at fleet size the plan is only this list."""
     if not config.enabled:
         return DueSelection((), tuple(segments), ())
     due = due_segments(segments, records, now, config.min_repair_interval)

@@ -13,16 +13,13 @@ from typing import Protocol, TypeVar
 
 from ringward.errors import ConfigurationError
 from ringward.repair._config import RepairConfig, RepairWindow
-from ringward.repair._segments import Segment
 
 __all__ = [
     "ReplicaLocks",
     "allowed_parallelism",
-    "batch_waves",
     "intensity_pause",
     "next_runnable",
     "plan_waves",
-    "split_by_liveness",
     "window_allows_start",
 ]
 
@@ -39,16 +36,6 @@ def allowed_parallelism(config: RepairConfig, node_count: int) -> int:
     """max(parallel_repair_count, ceil(percentage% of nodes)), at least 1 (CEP-37: the larger wins)."""
     by_share = math.ceil(config.parallel_repair_percentage * node_count / 100)
     return max(1, config.parallel_repair_count, by_share)
-
-
-def split_by_liveness(segments: Iterable[Segment], live_nodes: Iterable[str]) -> tuple[list[Segment], list[Segment]]:
-    """(runnable, postponed): a segment with any replica down waits for the next run."""
-    live = set(live_nodes)
-    runnable: list[Segment] = []
-    postponed: list[Segment] = []
-    for segment in segments:
-        (runnable if live.issuperset(segment.replicas) else postponed).append(segment)
-    return runnable, postponed
 
 
 class ReplicaLocks:
@@ -120,25 +107,6 @@ def plan_waves(segments: Sequence[_Job], parallelism: int) -> list[list[_Job]]:
         while first_open < len(waves) and len(waves[first_open]) >= parallelism:
             first_open += 1
     return waves
-
-
-def batch_waves(waves: Sequence[Sequence[Segment]], max_segments: int) -> list[list[list[Segment]]]:
-    """Consecutive waves grouped into task-sized batches of at most `max_segments` segments.
-
-    One Airflow task runs one batch, wave after wave; a wave is never split (its segments are meant to
-    run together), so a wave larger than `max_segments` forms a batch alone.
-    """
-    if max_segments < 1:
-        raise ConfigurationError(f"Batch size {max_segments} is below 1.", "Put at least one segment per batch.")
-    batches: list[list[list[Segment]]] = []
-    size = 0
-    for wave in waves:
-        if not batches or size + len(wave) > max_segments:
-            batches.append([])
-            size = 0
-        batches[-1].append(list(wave))
-        size += len(wave)
-    return batches
 
 
 def _in_daily_window(moment: time, start: time, end: time) -> bool:

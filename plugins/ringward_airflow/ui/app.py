@@ -150,8 +150,7 @@ CLUSTER_READ = [Depends(_requires_connection_read)]
 def _source(request: Request) -> Iterator[Source]:
     """The request's `Source`, from the factory the app was created with."""
     try:
-        # The app's factory; the real one when a state was reset (a test's monkeypatch undone on a shared app).
-        opened = getattr(request.app.state, "source_factory", CassandraSource)()
+        opened = request.app.state.source_factory()
     except ConnectionSettingError as error:  # defined, but with a setting the driver cannot take
         raise HTTPException(503, f"The Cassandra connection {CONNECTION_ID!r} cannot be used: {error}") from error
     except Exception as error:  # e.g. the connection is not defined: say which and how to fix it
