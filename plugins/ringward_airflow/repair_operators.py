@@ -131,7 +131,8 @@ def _config_or_fail(config_path: str | None, params: Mapping[str, Any] | None) -
 
 
 def one_type_run(config: RepairConfig) -> RepairConfig:
-    """`config` for its one enabled type (`for_type`); several enabled types are refused, naming the fix."""
+    """`config` for its one enabled type (`for_type`); several enabled types are refused, naming the fix; none
+    enabled is a disabled run."""
     types = config.enabled_types
     if len(types) > 1:
         raise ConfigurationError(
@@ -139,7 +140,9 @@ def one_type_run(config: RepairConfig) -> RepairConfig:
             "store keeps the full repair's history only).",
             "Enable one type in repair_types, or trigger the DAG with the `repair_type` param set to one type.",
         )
-    return config.for_type(types[0]) if types else config
+    if not types:  # every type switched off: the run repairs nothing, as with the kill switch
+        return config.model_copy(update={"enabled": False})
+    return config.for_type(types[0])
 
 
 def _live_nodes(client: Any, ring_addresses: Sequence[str]) -> set[str]:

@@ -160,6 +160,8 @@ def test_one_repair_type_per_run_with_its_own_cadence_and_scope_all_overrides_it
         one_type_run(effective_config(str(path), {}))
     assert "repair_type" in refused.value.fix
     assert one_type_run(effective_config(str(path), {"repair_type": "incremental"})).session_type == "incremental"
+    path.write_text("repair_types:\n  full: {enabled: false}\n")
+    assert one_type_run(effective_config(str(path), {})).enabled is False  # no type on: nothing runs
 
 
 def test_a_session_runs_its_types_flags_and_keeps_a_previews_finding() -> None:
