@@ -94,14 +94,16 @@ with DAG(
         "repair_type": Param(
             "config",
             type="string",
-            enum=["config", "full", "preview"],
+            enum=["config", "full", "incremental", "preview", "paxos"],
             values_display={
                 "config": "as in the configuration file",
                 "full": "full repair",
+                "incremental": "incremental repair (read the operator's guide first)",
                 "preview": "preview: report differences, repair nothing",
+                "paxos": "Paxos state only",
             },
             title="Repair type",
-            description="full repairs; preview only reports which ranges are out of sync.",
+            description="only this type runs tonight; preview reports ranges out of sync and repairs nothing.",
         ),
         "parallel_repair_count": Param(
             None,

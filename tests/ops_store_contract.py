@@ -17,7 +17,7 @@ import pytest
 from ringward.errors import RepairError
 from ringward.repair import RecordUpdate, Segment, SegmentRecord, SegmentState
 from ringward.ring import TokenRange
-from ringward_cassandra.ops_store import PLAN_CHUNK_ROWS, bucket_bounds, history_bucket
+from ringward_cassandra.ops_store import PLAN_CHUNK_ROWS, PreviewFinding, bucket_bounds, history_bucket
 
 
 @dataclass
@@ -172,6 +172,38 @@ def check_pause_switch(h: Harness) -> None:
     assert not h.store.repair_paused(name) and len(h.store.switch_events(name, limit=1)) == 1
 
 
+def check_each_repair_type_keeps_its_own_history(h: Harness) -> None:
+    keyspace = h.name("types")
+    segment = _segment(keyspace, 100, 200)
+    full = _done(segment, h.name("r1"))
+    preview = SegmentRecord(segment.segment_id, SegmentState.DONE, STARTED, None, 1, None, 3.0, h.name("r2"),
+                            repair_type="preview")  # fmt: skip
+    h.store.record_repairs([RecordUpdate(segment, full, STARTED, FINISHED)])
+    h.store.record_repairs([RecordUpdate(segment, preview, STARTED, STARTED)])
+    bucket = [history_bucket(100)]
+    (full_row,) = h.store.history_of(keyspace, TABLES, bucket)
+    (preview_row,) = h.store.history_of(keyspace, TABLES, bucket, repair_type="preview")
+    assert full_row.record == full  # the preview did not touch the full repair's history
+    assert preview_row.record == preview and preview_row.record.repair_type == "preview"
+    assert [r.record for r in h.store.repair_history(keyspace, repair_type="preview")] == [preview]
+    assert h.store.history_of(keyspace, TABLES, bucket, repair_type="paxos") == []
+    assert [r.record for r in h.store.repair_history(keyspace)] == [full]
+
+
+def check_preview_findings_kept_latest_first(h: Harness) -> None:
+    keyspace = h.name("prv")
+    assert h.store.preview_findings(keyspace) == []
+    first = PreviewFinding(keyspace, "events", (TokenRange(0, 10), TokenRange(10, 20)), 2, STARTED, h.name("r1"),
+                           REPLICAS[0])  # fmt: skip
+    later = PreviewFinding(keyspace, "users", (TokenRange(-30, -20),), 1, FINISHED, h.name("r2"), REPLICAS[1])
+    h.store.record_preview(first)
+    h.store.record_preview(later, ttl_seconds=2)
+    assert h.store.preview_findings(keyspace) == [later, first]
+    assert later in h.store.preview_findings()
+    h.advance(2.5)
+    assert h.store.preview_findings(keyspace) == [first]  # findings expire with their TTL
+
+
 CHECKS = [
     check_history_round_trip_and_partitions,
     check_upsert_keeps_what_it_does_not_write,
@@ -181,4 +213,6 @@ CHECKS = [
     check_run_progress_round_trip,
     check_repair_runs_latest_first,
     check_pause_switch,
+    check_preview_findings_kept_latest_first,
+    check_each_repair_type_keeps_its_own_history,
 ]

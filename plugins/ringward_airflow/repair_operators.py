@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk import BaseNotifier, BaseOperator
@@ -22,8 +22,10 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.observability.stats import Stats
 from ringward.errors import ClusterError, ConfigurationError, RepairError
 from ringward.repair import (
+    REPAIR_TYPES,
     RING_CHANGED,
     BatchEffects,
+    DueSelection,
     NodeBacklog,
     RecordUpdate,
     RepairCommand,
@@ -39,14 +41,19 @@ from ringward.repair import (
     decode_segment,
     dump_config,
     encode_segment,
+    history_key,
+    joined_nodes,
+    live_metrics,
     load_config,
+    repair_flags,
     ring_fingerprint,
     run_batch,
     select_due,
+    select_due_by_type,
     status_table,
 )
 from ringward_cassandra.cluster_repairs import plan_cluster, records_by_segment, status_records, table_statuses
-from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, history_bucket
+from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, PreviewFinding, history_bucket
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 
@@ -108,17 +115,34 @@ def effective_config(config_path: str | None, params: Mapping[str, Any] | None) 
     common = {field: params[name] for name, field in COMMON_PARAMS.items() if params.get(name) is not None}
     if params.get("scope") == "all":
         common["min_repair_interval"] = 0
+        common.update({f"repair_types.{kind}.min_repair_interval": 0 for kind in REPAIR_TYPES})
     elif params.get("scope") not in (None, "due"):
         raise ConfigurationError(f"Param `scope` is {params['scope']!r}.", "Choose due or all.")
     return apply_overrides(config, common)
 
 
 def _config_or_fail(config_path: str | None, params: Mapping[str, Any] | None) -> RepairConfig:
-    """A bad configuration fails the task at once: retrying cannot fix it."""
+    """A bad configuration fails the task at once: retrying cannot fix it. The run's type is the one enabled
+    type (the DAG runs one type per run until the history store keeps each type's history)."""
     try:
-        return effective_config(config_path, params)
+        return one_type_run(effective_config(config_path, params))
     except ConfigurationError as error:
         raise AirflowFailException(str(error)) from None
+
+
+def one_type_run(config: RepairConfig) -> RepairConfig:
+    """`config` for its one enabled type (`for_type`); several enabled types are refused, naming the fix; none
+    enabled is a disabled run."""
+    types = config.enabled_types
+    if len(types) > 1:
+        raise ConfigurationError(
+            f"Repair types {', '.join(types)} are all enabled; this DAG runs one repair type per run (the history "
+            "store keeps the full repair's history only).",
+            "Enable one type in repair_types, or trigger the DAG with the `repair_type` param set to one type.",
+        )
+    if not types:  # every type switched off: the run repairs nothing, as with the kill switch
+        return config.model_copy(update={"enabled": False})
+    return config.for_type(types[0])
 
 
 def _live_nodes(client: Any, ring_addresses: Sequence[str]) -> set[str]:
@@ -175,11 +199,21 @@ class PlanRepairOperator(BaseOperator):
         cluster = plan_cluster(cassandra.catalog(), ring, config, leased)
         for keyspace, why in cluster.excluded_keyspaces.items():
             self.log.warning("Keyspace %s skipped tonight: under a migration lease, %s", keyspace, why)
+        for why in cluster.excluded_tables.values():
+            self.log.warning("%s", why)
         live = _live_nodes(nodetool, ring.addresses())
-        due = select_due(
-            cluster.segments, records_by_segment(store.repair_history()), run_id=run_id, now=cassandra.now(),
-            config=config,
+        host_ids = {node.address: node.host_id for node in ring.nodes if node.host_id}
+        joined = joined_nodes(host_ids, _last_host_ids(store))
+        if joined and config.repair_new_nodes:
+            self.log.warning("Joined since the last run, repaired tonight: %s", ", ".join(sorted(joined)))
+        # One type per run (one_type_run), on its own history.
+        kind = config.session_type
+        history = records_by_segment(store.repair_history(**_of_type(config)))
+        typed = select_due_by_type(
+            cluster.segments, {history_key(sid, kind): record for sid, record in history.items()}, run_id=run_id,
+            now=cassandra.now(), config=config, joined=joined,
         )  # fmt: skip
+        due = typed[0].selection if typed else DueSelection((), tuple(cluster.segments), ())
         chunks = store.save_run_plan(run_id, _chunks(due.due), ttl_seconds=_ttl(config))
         down = sorted(set(ring.addresses()) - live)
         plan = {
@@ -194,9 +228,13 @@ class PlanRepairOperator(BaseOperator):
             "not_due": len(due.not_due),
             "skipped_ranges": len(cluster.skipped_ranges),
             "skipped_keyspaces": dict(cluster.excluded_keyspaces),
+            "skipped_tables": dict(cluster.excluded_tables),
             "down_nodes": down,
             "planning_cpu_seconds": round(time.process_time() - started, 2),
             "config": dump_config(config),
+            "repair_type": config.session_type,
+            "host_ids": host_ids,
+            "forced": typed[0].forced if typed else 0,
         }
         if not config.enabled:
             self.log.warning("Repair is disabled (enabled: false): nothing runs tonight.")
@@ -209,6 +247,16 @@ class PlanRepairOperator(BaseOperator):
         )
         context["ti"].xcom_push(key=SUMMARY_KEY, value=plan)
         return {key: plan[key] for key in ("run_id", "chunks", "due", "fingerprint")}
+
+
+def _last_host_ids(store: Any) -> list[str]:
+    """Host ids of the ring the last recorded run planned on (none recorded: nothing counts as joined)."""
+    try:
+        last = store.latest_repair_run()
+    except Exception:  # an unreadable run record must not stop tonight's plan; nobody counts as joined
+        return []
+    ids = (last.summary.get("host_ids") if last is not None else None) or {}
+    return [str(value) for value in ids.values()] if isinstance(ids, Mapping) else []
 
 
 def _chunks(segments: Sequence[Segment]) -> list[list[str]]:
@@ -255,6 +303,7 @@ class RepairRunOperator(BaseOperator):
     _client: Any = None
     _coordinators: frozenset[str] = frozenset()
     _aborted = False
+    _type: Mapping[str, str] = {}  # the store's history arguments for the run's type (`_of_type`)
 
     def execute(self, context: Any) -> dict[str, Any]:
         config = _config_or_fail(self.config_path, context.get("params"))
@@ -290,6 +339,7 @@ class RepairRunOperator(BaseOperator):
         run_id = context["run_id"]
         ring = cassandra.ring()
         store = cassandra.ops_store()
+        self._type = _of_type(config)
         clock = getattr(self._client, "clock", None)
         total = int(reference.get("due") or 0)
         fingerprint = reference.get("fingerprint")
@@ -297,7 +347,7 @@ class RepairRunOperator(BaseOperator):
         back_pressure = _BackPressure(self._client, config, clock)
         back_pressure.prefetch(ring.addresses())
         effects = BatchEffects(
-            repair=lambda command: self._session(command, config),
+            repair=lambda command: self._session(command, config, store, run_id),
             save=lambda updates: store.record_repairs(updates, ttl_seconds=_ttl(config)),
             # Who is up, looked at every 15 s at most: each look costs a nodetool JVM start.
             live_nodes=_Every(15.0, lambda: _live_nodes(self._client, ring.addresses()), clock),
@@ -306,7 +356,7 @@ class RepairRunOperator(BaseOperator):
             stop_requested=lambda: self._stop_if_killed(killed),
             log=self.log.info,
             held_back=back_pressure,
-            progress=lambda progress: store.record_run_progress(run_id, progress),
+            progress=lambda progress: self._progress(store, run_id, progress, plan),
         )
         if clock is not None:  # the fleet simulator: sessions and time are virtual
             effects.sessions = self._client.session_pool()
@@ -353,6 +403,13 @@ class RepairRunOperator(BaseOperator):
         return {"counts": dict(counts), "stop_reason": stop_reason, "failed": failed[:100],
                 "failed_count": len(failed), "replans": replans, "simulated_seconds": simulated}  # fmt: skip
 
+    def _progress(self, store: Any, run_id: str, progress: Mapping[str, Any], plan: Mapping[str, Any]) -> None:
+        """The batch's progress, each minute: stored for the Repair page and sent as live gauges."""
+        store.record_run_progress(run_id, progress)
+        skipped = int(plan.get("not_due", 0) or 0) + int(plan.get("exhausted", 0) or 0)
+        for name, value in live_metrics(progress, skipped).items():
+            Stats.gauge(f"{METRIC_PREFIX}.{name}", value)
+
     def _history(self, store: Any, segments: Sequence[Segment]) -> dict[str, SegmentRecord]:
         """The records of `segments` only, from the history partitions their ranges fall in."""
         wanted = {s.segment_id for s in segments}
@@ -360,7 +417,7 @@ class RepairRunOperator(BaseOperator):
         for segment in segments:
             partitions.setdefault((segment.keyspace, segment.tables), set()).add(history_bucket(segment.range.start))
         rows = [row for (keyspace, tables), buckets in partitions.items()
-                for row in store.history_of(keyspace, tables, buckets)]  # fmt: skip
+                for row in store.history_of(keyspace, tables, buckets, **self._type)]  # fmt: skip
         return {k: v for k, v in records_by_segment(rows).items() if k in wanted}
 
     def _replan(
@@ -371,7 +428,7 @@ class RepairRunOperator(BaseOperator):
         ring = cassandra.ring()
         leased = {ks: "under a migration lease" for ks in store.leased_keyspaces()}
         cluster = plan_cluster(cassandra.catalog(), ring, config, leased)
-        records = records_by_segment(store.repair_history())
+        records = records_by_segment(store.repair_history(**_of_type(config)))
         fresh = {sid: r for sid, r in records.items() if not (r.run_id == run_id and r.state is SegmentState.DONE)}
         done_now = set(records) - set(fresh)
         due = select_due([s for s in cluster.segments if s.segment_id not in done_now], fresh, run_id=run_id,
@@ -385,7 +442,8 @@ class RepairRunOperator(BaseOperator):
         """Windows never reached (the run was stopped) stay due next run; recorded as postponed in this run."""
         for segments in windows:
             records = self._history(store, segments)
-            updates = [RecordUpdate(s, _postponed(records.get(s.segment_id), s, run_id)) for s in segments]
+            updates = [RecordUpdate(s, _postponed(records.get(s.segment_id), s, run_id, config.session_type))
+                       for s in segments]  # fmt: skip
             for i in range(0, len(updates), 500):
                 store.record_repairs(updates[i : i + 500], ttl_seconds=_ttl(config))
 
@@ -423,14 +481,18 @@ class RepairRunOperator(BaseOperator):
             return True
         return False
 
-    def _session(self, command: RepairCommand, config: RepairConfig) -> SessionResult:
+    def _session(
+        self, command: RepairCommand, config: RepairConfig, store: Any = None, run_id: str | None = None
+    ) -> SessionResult:
         coordinator = command.coordinator
+        kind = config.session_type
         with _COORDINATORS_LOCK:
             self._coordinators = self._coordinators | {coordinator}
         try:
             outcome = self._client.repair(
                 coordinator, command.keyspace, command.ranges, tables=command.tables,
-                preview=config.repair_type == "preview", hosts=command.replicas if config.ignore_dcs else (),
+                flags=repair_flags(kind, config.repair_types.settings(kind)),
+                hosts=command.replicas if config.ignore_dcs else (),
                 timeout=config.segment_timeout.total_seconds(),
             )  # fmt: skip
         except ClusterError as error:  # timed out: the nodetool process is gone, the session may not be
@@ -440,7 +502,46 @@ class RepairRunOperator(BaseOperator):
             with _COORDINATORS_LOCK:
                 self._coordinators = self._coordinators - {coordinator}
         error = None if outcome.succeeded else _repair_error(outcome.output)
+        found = getattr(outcome, "out_of_sync", None)
+        if store is not None and found:
+            self._keep_preview_finding(store, run_id, command, found, config)
+        if found and kind == "preview" and config.repair_types.preview.repair_out_of_sync:
+            return self._repair_found(command, config, outcome.seconds)
         return SessionResult(outcome.succeeded, outcome.seconds, error)
+
+    def _repair_found(self, command: RepairCommand, config: RepairConfig, preview_seconds: float) -> SessionResult:
+        """A full repair of a command a preview found out of sync (`repair_out_of_sync`): logged, not written
+        to the full history (the full schedule is unchanged). Its failure fails the session, so it is retried."""
+        self.log.warning("Repairing %s (full): the preview found it out of sync.", command.describe())
+        try:
+            outcome = self._client.repair(
+                command.coordinator, command.keyspace, command.ranges, tables=command.tables,
+                flags=repair_flags("full", config.repair_types.full),
+                hosts=command.replicas if config.ignore_dcs else (), timeout=config.segment_timeout.total_seconds(),
+            )  # fmt: skip
+        except ClusterError as error:
+            self._client.abort_repairs(command.coordinator)
+            return SessionResult(False, preview_seconds + config.segment_timeout.total_seconds(), str(error))
+        error = None if outcome.succeeded else _repair_error(outcome.output)
+        return SessionResult(outcome.succeeded, preview_seconds + outcome.seconds, error)
+
+    def _keep_preview_finding(
+        self, store: Any, run_id: str | None, command: RepairCommand, out_of_sync: Mapping[str, int],
+        config: RepairConfig,
+    ) -> None:  # fmt: skip
+        """What a preview found, kept for the Repair page; a store that cannot keep it does not fail the session."""
+        found_at = datetime.now(UTC)
+        for name, ranges in out_of_sync.items():
+            keyspace, _, table = name.partition(".")
+            finding = PreviewFinding(keyspace, table, tuple(command.ranges), ranges, found_at, run_id,
+                                     command.coordinator)  # fmt: skip
+            self.log.warning(
+                "Preview: %d range(s) of %s out of sync among %s", ranges, name, ", ".join(command.replicas)
+            )
+            try:
+                store.record_preview(finding, ttl_seconds=_ttl(config))
+            except Exception as error:  # the finding is in the log line above
+                self.log.warning("Preview finding not stored (%s): %s", type(error).__name__, error)
 
     def on_kill(self) -> None:
         # Airflow 3.3 calls this from the SIGTERM handler and lets execute() go on. Only set the flag here:
@@ -461,12 +562,17 @@ class RepairRunOperator(BaseOperator):
         return True
 
 
-def _postponed(record: SegmentRecord | None, segment: Segment, run_id: str) -> SegmentRecord:
-    base = record or SegmentRecord(segment.segment_id)
+def _postponed(record: SegmentRecord | None, segment: Segment, run_id: str, repair_type: str = "full") -> SegmentRecord:
+    base = record or SegmentRecord(segment.segment_id, repair_type=repair_type)
     return SegmentRecord(
         segment.segment_id, SegmentState.POSTPONED, base.last_success, base.last_full_success,
-        base.attempts_in(run_id), base.last_error, base.duration, run_id,
+        base.attempts_in(run_id), base.last_error, base.duration, run_id, base.repair_type,
     )  # fmt: skip
+
+
+def _of_type(config: RepairConfig) -> dict[str, str]:
+    """The store's history arguments for the run's type: none for full (the history every store has)."""
+    return {} if config.session_type == "full" else {"repair_type": config.session_type}
 
 
 def _repair_error(output: str) -> str:
@@ -581,7 +687,8 @@ class RepairReportOperator(BaseOperator):
         store = cassandra.ops_store()
         rows = store.repair_history()
         cluster = plan_cluster(cassandra.catalog(), cassandra.ring(), config, plan.get("skipped_keyspaces"))
-        summary = run_summary(plan, [r.record for r in rows if r.record.run_id == run_id])
+        run_rows = store.repair_history(**_of_type(config)) if config.session_type != "full" else rows
+        summary = run_summary(plan, [r.record for r in run_rows if r.record.run_id == run_id])
         records = status_records(cluster, rows)  # repairs recorded under any splitter count
         statuses = table_statuses(cluster, records, now, config.gc_grace_alarm)
         metrics = {
@@ -598,6 +705,8 @@ class RepairReportOperator(BaseOperator):
             "state": state,
             "metrics": metrics,
             "skipped_keyspaces": plan.get("skipped_keyspaces", {}),
+            "repair_type": plan.get("repair_type", "full"),
+            "host_ids": plan.get("host_ids", {}),
             "tables": {f"{s.keyspace}.{s.table}": s.repaired_percent for s in statuses},
         }
         store.record_repair_run(run_id, state, report, plan.get("config", {}))

@@ -21,7 +21,9 @@ from ringward.repair import (
     SizeEstimate,
     SizeSplitter,
     SkippedSegment,
+    TableFeatures,
     coverage_records,
+    incremental_unit,
     plan_segments,
     repair_status,
     select_units,
@@ -57,6 +59,7 @@ class ClusterRepairPlan:
     skipped_ranges: tuple[SkippedSegment, ...]
     gc_grace: Mapping[str, Mapping[str, int]]
     excluded_keyspaces: Mapping[str, str] = field(default_factory=dict)
+    excluded_tables: Mapping[str, str] = field(default_factory=dict)  # "ks.table" -> why (incremental guards)
 
     def tables(self) -> list[tuple[str, str]]:
         """(keyspace, table) pairs the plan repairs, sorted."""
@@ -90,6 +93,20 @@ class CqlCatalog:
     def size_estimates(self, keyspace: str) -> list[SizeEstimate]:
         return size_estimates(self.session, keyspace)
 
+    def table_features(self) -> dict[str, TableFeatures]:
+        """ "ks.table" -> its materialized views and CDC flag, for tables that have either."""
+        return table_features(self.session)
+
+
+def table_features(session: Any) -> dict[str, TableFeatures]:
+    """What makes tables unfit for incremental repair (system_schema.views and the tables' `cdc` option)."""
+    views: dict[str, list[str]] = {}
+    for row in session.execute("SELECT keyspace_name, view_name, base_table_name FROM system_schema.views"):
+        views.setdefault(f"{row.keyspace_name}.{row.base_table_name}", []).append(row.view_name)
+    cdc = {f"{row.keyspace_name}.{row.table_name}" for row in
+           session.execute("SELECT keyspace_name, table_name, cdc FROM system_schema.tables") if row.cdc}  # fmt: skip
+    return {name: TableFeatures(tuple(sorted(views.get(name, ()))), name in cdc) for name in sorted(set(views) | cdc)}
+
 
 def _catalog(source: Any) -> ClusterCatalog:
     return source if hasattr(source, "replication") and hasattr(source, "tables") else CqlCatalog(source)
@@ -117,6 +134,9 @@ def plan_cluster(
                 name = f"{keyspace}.{row.table}"
                 table_bytes[name] = table_bytes.get(name, 0) + row.mean_partition_size * row.partitions_count
     units = select_units({ks: sorted(tables) for ks, tables in schema.items()}, config, table_bytes)
+    excluded_tables: dict[str, str] = {}
+    if config.session_type == "incremental":
+        units, excluded_tables = _incremental_units(units, schema, catalog)
     segments: list[Segment] = []
     skipped: list[SkippedSegment] = []
     excluded: dict[str, str] = {}
@@ -138,7 +158,25 @@ def plan_cluster(
         skipped.extend(plan.skipped)
     planned = {u.keyspace for u in units} - set(excluded)  # a keyspace may have several units (outliers)
     gc_grace = {ks: schema[ks] for ks in planned}
-    return ClusterRepairPlan(tuple(segments), tuple(skipped), gc_grace, excluded)
+    return ClusterRepairPlan(tuple(segments), tuple(skipped), gc_grace, excluded, excluded_tables)
+
+
+def _incremental_units(
+    units: list[Any], schema: Mapping[str, Mapping[str, int]], catalog: Any
+) -> tuple[list[Any], dict[str, str]]:
+    """Units without the tables incremental repair must not take (materialized views, CDC), and why; a catalog
+    that cannot say (the fleet simulator's) has none."""
+    reader = getattr(catalog, "table_features", None)
+    features: Mapping[str, TableFeatures] = reader() if reader is not None else {}
+    kept: list[Any] = []
+    excluded: dict[str, str] = {}
+    for unit in units:
+        narrowed, reasons = incremental_unit(unit, sorted(schema.get(unit.keyspace, {})), features)
+        if narrowed is not None:
+            kept.append(narrowed)
+        for reason in reasons:
+            excluded[reason.split(" ", 1)[0]] = reason
+    return kept, excluded
 
 
 def size_estimates(session: Any, keyspace: str) -> list[SizeEstimate]:

@@ -25,12 +25,16 @@ from ringward_cassandra.ops_store import (
     DEFAULT_HISTORY_TTL,
     REPAIR_SWITCH,
     Lease,
+    PreviewFinding,
     RepairHistoryRow,
     RepairRunRow,
     SwitchEvent,
     _check_chunk,
     _history_row,
     history_columns,
+    history_table,
+    preview_columns,
+    preview_finding,
 )
 
 __all__ = ["MemoryOpsStore"]
@@ -102,7 +106,15 @@ class MemoryOpsStore:
         self._created = False
         self._tables = {
             name: _Table(name, descending=name == "repair_switch")
-            for name in ("repair_segments", "repair_plan", "repair_progress", "repair_runs", "repair_switch")
+            for name in (
+                "repair_segments",
+                "repair_plan",
+                "repair_progress",
+                "repair_runs",
+                "repair_switch",
+                "repair_previews",
+                "repair_type_segments",
+            )
         }
         self._leases: dict[str, Lease] = {}
         self._written: Counter[str] = Counter()
@@ -153,7 +165,10 @@ class MemoryOpsStore:
         columns = history_columns(keyspace, tables, token_range, record, started_at, finished_at, replicas,
                                   self.clock())  # fmt: skip
         partition = (columns["keyspace_name"], columns["table_names"], columns["bucket"])
-        self._upsert("repair_segments", partition, (token_range.start, token_range.end), columns, ttl)
+        table = history_table(record)
+        if table != "repair_segments":
+            partition = (record.repair_type, *partition)
+        self._upsert(table, partition, (token_range.start, token_range.end), columns, ttl)
 
     def record_repairs(self, updates: Iterable[RecordUpdate], ttl_seconds: int | None = None) -> None:
         for u in updates:
@@ -161,13 +176,26 @@ class MemoryOpsStore:
             self.record_repair(segment.keyspace, segment.tables, segment.range, u.record, started_at=u.started,
                                finished_at=u.finished, replicas=segment.replicas, ttl_seconds=ttl_seconds)  # fmt: skip
 
-    def repair_history(self, keyspace: str | None = None) -> list[RepairHistoryRow]:
+    def repair_history(self, keyspace: str | None = None, repair_type: str = "full") -> list[RepairHistoryRow]:
+        if repair_type != "full":
+            table = self._tables["repair_type_segments"]
+            partitions = sorted(p for p in table.partitions if p[0] == repair_type and keyspace in (None, p[1]))
+            return [_history_row(SimpleNamespace(**row)) for p in partitions
+                    for row in self._rows("repair_type_segments", p)]  # fmt: skip
         table = self._tables["repair_segments"]
         partitions = sorted(p for p in table.partitions if keyspace is None or p[0] == keyspace)
         return [_history_row(SimpleNamespace(**row)) for p in partitions for row in self._rows("repair_segments", p)]
 
-    def history_of(self, keyspace: str, tables: Sequence[str], buckets: Iterable[int]) -> list[RepairHistoryRow]:
+    def history_of(
+        self, keyspace: str, tables: Sequence[str], buckets: Iterable[int], repair_type: str = "full"
+    ) -> list[RepairHistoryRow]:
         names = ",".join(tables)
+        if repair_type != "full":
+            return [
+                _history_row(SimpleNamespace(**row))
+                for bucket in sorted(set(buckets))
+                for row in self._rows("repair_type_segments", (repair_type, keyspace, names, bucket))
+            ]
         return [
             _history_row(SimpleNamespace(**row))
             for bucket in sorted(set(buckets))
@@ -219,6 +247,18 @@ class MemoryOpsStore:
     def latest_repair_run(self) -> RepairRunRow | None:
         runs = self.repair_runs()
         return runs[0] if runs else None
+
+    # -- preview findings -------------------------------------------------------------------------------
+    def record_preview(self, finding: PreviewFinding, ttl_seconds: int | None = None) -> None:
+        cells = preview_columns(finding)
+        clustering = (cells["found_at"], cells["table_name"], cells["range_start"])
+        ttl = self.history_ttl_seconds if ttl_seconds is None else ttl_seconds
+        self._upsert("repair_previews", (finding.keyspace,), clustering, cells, ttl)
+
+    def preview_findings(self, keyspace: str | None = None) -> list[PreviewFinding]:
+        keys = [(keyspace,)] if keyspace is not None else list(self._tables["repair_previews"].partitions)
+        found = [preview_finding(row) for key in keys for row in self._rows("repair_previews", key)]
+        return sorted(found, key=lambda f: f.found_at, reverse=True)
 
     # -- leases (none unless a test or the simulator adds one) --------------------------------------------
     def add_lease(self, keyspace: str, owner: str, purpose: str) -> Lease:

@@ -26,13 +26,15 @@ from ringward.ring import TokenRange
 
 from ringward_cassandra.resident_nodetool import ResidentNodetool
 
-__all__ = ["NodetoolClient", "RepairOutcome", "parse_describering"]
+__all__ = ["NodetoolClient", "RepairOutcome", "parse_describering", "parse_preview_out_of_sync", "repair_arguments"]
 
 _REPAIR_STARTED = re.compile(r"Starting repair command #(\d+) \(([0-9a-f-]{36})\)")
 _PENDING_COMPACTIONS = re.compile(r"^pending (?:compaction )?tasks\s*:?\s*(\d+)", re.MULTILINE)
 _CLEANUP_RUNNING = re.compile(r"^\S+\s+Cleanup\s", re.MULTILINE)  # a row of the active compactions table
 _STREAMING = re.compile(r"^\s*(Receiving|Sending) \d+ files", re.MULTILINE)
 _STATUS_LINE = re.compile(r"^([UD][NLJM])\s+(\S+)\s", re.MULTILINE)
+# A table's line of a preview's sync summary (Cassandra's SyncStatSummary.Table): ranges that would stream.
+_PREVIEW_TABLE = re.compile(r"^\s*([^\s.]+)\.(\S+) - (\d+) ranges, (\d+) sstables, (.+?) bytes\s*$", re.MULTILINE)
 _DESCRIBERING = re.compile(r"start_token:(-?\d+), end_token:(-?\d+), endpoints:\[([^\]]*)\]")
 
 
@@ -46,6 +48,8 @@ class RepairOutcome:
     parent_id: str | None
     output: str
     in_sync: bool | None = None  # for --preview: whether the ranges were found consistent
+    # for --preview: "keyspace.table" -> ranges out of sync (that a repair would stream), from the summary
+    out_of_sync: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -209,30 +213,34 @@ class NodetoolClient:
         preview: bool = False,
         hosts: Sequence[str] = (),
         timeout: float = 3600.0,
+        flags: Sequence[str] | None = None,
     ) -> RepairOutcome:
         """`nodetool repair -full` of the given ranges of `keyspace` [TABLES], coordinated by `address`.
 
-        `address` must replicate every range. Cassandra repairs ranges with the same replicas in one session.
+        `flags` replaces `-full` with a repair type's options (`ringward.repair.repair_flags`: `-full`, none
+        for incremental, `-full --preview`, `--paxos-only`, then -seq/-dcpar/-local/-j); `preview=True` is
+        `-full --preview`. `address` must replicate every range. Cassandra repairs ranges with the same
+        replicas in one session.
         """
         ranges = _as_ranges(ranges)
-        args = ["repair", "-full", *_range_options(ranges)]
-        if preview:
-            args.append("--preview")
-        for host in hosts:
-            args += ["-hosts", host]
-        args += [keyspace, *tables]
+        if flags is None:
+            flags = ["-full", "--preview"] if preview else ["-full"]
+        preview = "--preview" in flags or "-prv" in flags
+        args = repair_arguments(keyspace, ranges, tables=tables, flags=flags, hosts=hosts)
         started = time.monotonic()
         result = self.run(address, args, timeout=timeout)
         output = result.stdout
         match = _REPAIR_STARTED.search(output)
         failed = result.returncode != 0 or ("Repair command #" in output and "finished with error" in output)
         in_sync = None
+        out_of_sync: dict[str, int] = {}
         if preview and not failed:
             in_sync = "Previewed data was in sync" in output or "Repaired data is in sync" in output
+            out_of_sync = {} if in_sync else parse_preview_out_of_sync(output)
         return RepairOutcome(
             address=address, keyspace=keyspace, ranges=ranges, succeeded=not failed,
             seconds=time.monotonic() - started, parent_id=match.group(2) if match else None,
-            output=output[-4000:], in_sync=in_sync,
+            output=output[-4000:], in_sync=in_sync, out_of_sync=out_of_sync,
         )  # fmt: skip
 
     def start_repair(
@@ -382,6 +390,35 @@ def _range_options(ranges: Sequence[TokenRange]) -> list[str]:
     """
     pairs = [f"{r.start}:{r.end}" for r in ranges[:-1]]
     return ["-st", ",".join([*pairs, str(ranges[-1].start)]), "-et", str(ranges[-1].end)]
+
+
+def repair_arguments(
+    keyspace: str,
+    ranges: Sequence[TokenRange],
+    *,
+    tables: Sequence[str] = (),
+    flags: Sequence[str] = ("-full",),
+    hosts: Sequence[str] = (),
+) -> list[str]:
+    """The arguments of one `nodetool repair`: the type's flags, the ranges, `-hosts` each, keyspace, tables.
+
+    nodetool refuses -local together with -hosts (both set who takes part): the configuration refuses
+    `local_dc_only` with `ignore_dcs`, so they never meet here."""
+    args = ["repair", *flags, *_range_options(_as_ranges(ranges))]
+    for host in hosts:
+        args += ["-hosts", host]
+    return [*args, keyspace, *tables]
+
+
+def parse_preview_out_of_sync(output: str) -> dict[str, int]:
+    """`keyspace.table` -> ranges out of sync, from a preview's summary (one line per table, Cassandra's
+    SyncStatSummary: `ks.t - 3 ranges, 2 sstables, 1.2 KiB bytes`); tables with 0 ranges are left out."""
+    found: dict[str, int] = {}
+    for keyspace, table, ranges, _sstables, _size in _PREVIEW_TABLE.findall(output):
+        if int(ranges):
+            name = f"{keyspace}.{table}"
+            found[name] = found.get(name, 0) + int(ranges)
+    return found
 
 
 def parse_describering(output: str) -> list[tuple[TokenRange, frozenset[str]]]:

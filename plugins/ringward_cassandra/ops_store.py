@@ -34,6 +34,7 @@ __all__ = [
     "Lease",
     "MigrationRow",
     "OpsStore",
+    "PreviewFinding",
     "RepairHistoryRow",
     "RepairRunRow",
     "SwitchEvent",
@@ -74,11 +75,26 @@ _SCHEMA = [
         last_error text, seconds double, run_id text, state text, started_at timestamp, finished_at timestamp,
         coordinator text, replicas text, updated_at timestamp,
         PRIMARY KEY ((keyspace_name, table_names, bucket), range_start, range_end))""",
+    # The history of the other repair types (incremental, preview, paxos): the same rows, the type in the partition
+    # key, so each type has its own cadence and a preview never moves the full repair's.
+    """CREATE TABLE IF NOT EXISTS {ks}.repair_type_segments (
+        repair_type text, keyspace_name text, table_names text, bucket int, range_start bigint, range_end bigint,
+        last_success timestamp, last_full_success timestamp, last_attempt timestamp, attempts int,
+        last_error text, seconds double, run_id text, state text, started_at timestamp, finished_at timestamp,
+        coordinator text, replicas text, updated_at timestamp,
+        PRIMARY KEY ((repair_type, keyspace_name, table_names, bucket), range_start, range_end))""",
     # A nightly run's plan: its repair commands (opaque JSON) in priority order, PLAN_CHUNK_ROWS per partition;
     # XCom carries only a reference (run id, chunk count).
     """CREATE TABLE IF NOT EXISTS {ks}.repair_plan (
         run_id text, chunk int, position int, command text,
         PRIMARY KEY ((run_id, chunk), position))""",
+    # What preview repairs found: per keyspace, latest first, one row per (command, table) out of sync. The Repair
+    # page shows them; a preview never counts as a repair (its history is its own type's).
+    """CREATE TABLE IF NOT EXISTS {ks}.repair_previews (
+        keyspace_name text, found_at timestamp, table_name text, range_start bigint, ranges text,
+        out_of_sync_ranges int, run_id text, coordinator text,
+        PRIMARY KEY ((keyspace_name), found_at, table_name, range_start))
+        WITH CLUSTERING ORDER BY (found_at DESC, table_name ASC, range_start ASC)""",
     # A running run's live progress (one row per top-level key of the progress mapping, JSON values).
     """CREATE TABLE IF NOT EXISTS {ks}.repair_progress (
         run_id text, name text, value text, updated_at timestamp,
@@ -89,7 +105,10 @@ _TABLE_ORDER = [statement.split("{ks}.", 1)[1].split(" ", 1)[0] for statement in
 _TABLES = set(_TABLE_ORDER)
 # Tables added after the first release: a keyspace without them is still ringward's (an older version's); they
 # are created by the next ensure_schema, and readers of them treat their absence as "nothing recorded".
-_ADDED_LATER = {"repair_switch", "controller_pauses", "repair_segments", "repair_plan", "repair_progress"}
+_ADDED_LATER = {
+    "repair_switch", "controller_pauses", "repair_segments", "repair_plan", "repair_progress", "repair_previews",
+    "repair_type_segments",
+}  # fmt: skip
 # The history table of the first layout (one partition per keyspace, never pruned). No longer created or written;
 # on a cluster upgraded from that layout it is read until its rows are rewritten in repair_segments.
 LEGACY_HISTORY = "repair_history"
@@ -176,6 +195,40 @@ class RepairRunRow:
     summary: dict[str, object]
     config: dict[str, object]
     updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class PreviewFinding:
+    """A preview repair's finding: of the command's `ranges`, `out_of_sync_ranges` differ among the replicas of
+    `keyspace.table` (nodetool's summary counts them; it does not say which ones)."""
+
+    keyspace: str
+    table: str
+    ranges: tuple[TokenRange, ...]
+    out_of_sync_ranges: int
+    found_at: datetime
+    run_id: str | None = None
+    coordinator: str | None = None
+
+
+def preview_columns(finding: PreviewFinding) -> dict[str, object]:
+    """The repair_previews cells of one finding (shared with the in-memory store)."""
+    return {
+        "keyspace_name": finding.keyspace, "found_at": finding.found_at, "table_name": finding.table,
+        "range_start": finding.ranges[0].start if finding.ranges else 0,
+        "ranges": ",".join(f"{r.start}:{r.end}" for r in finding.ranges),
+        "out_of_sync_ranges": finding.out_of_sync_ranges, "run_id": finding.run_id, "coordinator": finding.coordinator,
+    }  # fmt: skip
+
+
+def preview_finding(row: Mapping[str, Any]) -> PreviewFinding:
+    pairs = [part.split(":") for part in (row.get("ranges") or "").split(",") if part]
+    return PreviewFinding(
+        keyspace=row["keyspace_name"], table=row["table_name"],
+        ranges=tuple(TokenRange(int(start), int(end)) for start, end in pairs),
+        out_of_sync_ranges=int(row.get("out_of_sync_ranges") or 0), found_at=_utc(row["found_at"]) or row["found_at"],
+        run_id=row.get("run_id"), coordinator=row.get("coordinator"),
+    )  # fmt: skip
 
 
 def _utc(moment: datetime | None) -> datetime | None:
@@ -457,12 +510,14 @@ class OpsStore:
         for future in futures:
             future.result()
 
-    def repair_history(self, keyspace: str | None = None) -> list[RepairHistoryRow]:
+    def repair_history(self, keyspace: str | None = None, repair_type: str = "full") -> list[RepairHistoryRow]:
         """Every recorded segment (of one keyspace, or of all): a scan, for status pages and tools, not for the
         nightly path (which reads `history_of` the partitions it needs).
 
         On a cluster upgraded from the first layout the legacy table is read too, until its rows are rewritten:
         a row of repair_segments wins over the legacy row of the same (keyspace, tables, range)."""
+        if repair_type != "full":
+            return self._type_history(repair_type, keyspace)
         rows: list[RepairHistoryRow] = []
         if "repair_segments" in self._tables():
             if keyspace is None:
@@ -474,11 +529,20 @@ class OpsStore:
                 rows = self._read_partitions(keyspace, partitions)
         return _merged(rows, self._legacy_history(keyspace))
 
-    def history_of(self, keyspace: str, tables: Sequence[str], buckets: Iterable[int]) -> list[RepairHistoryRow]:
+    def history_of(
+        self, keyspace: str, tables: Sequence[str], buckets: Iterable[int], repair_type: str = "full"
+    ) -> list[RepairHistoryRow]:
         """The history of the segments of (keyspace, tables) whose ranges start in `buckets`: only those
-        partitions, read concurrently (and, on an upgraded cluster, the same token slices of the legacy table)."""
+        partitions, read concurrently (and, on an upgraded cluster, the same token slices of the legacy table).
+        A type other than full reads its own history (repair_type_segments)."""
         names = ",".join(tables)
         wanted = sorted(set(buckets))
+        if repair_type != "full":
+            if "repair_type_segments" not in self._tables():
+                return []
+            cql = (f"SELECT * FROM {self.keyspace}.repair_type_segments WHERE repair_type = ? AND keyspace_name = ? "
+                   "AND table_names = ? AND bucket = ?")  # fmt: skip
+            return self._concurrent_read(cql, [(repair_type, keyspace, names, b) for b in wanted])
         rows = self._read_partitions(keyspace, [(names, b) for b in wanted]) if "repair_segments" in self._tables() \
             else []  # fmt: skip
         legacy: list[RepairHistoryRow] = []
@@ -508,6 +572,13 @@ class OpsStore:
             rows.extend(_history_row(r) for r in result)
         return rows
 
+    def _type_history(self, repair_type: str, keyspace: str | None) -> list[RepairHistoryRow]:
+        """Every recorded segment of one non-full type (a scan: status pages and tools)."""
+        if "repair_type_segments" not in self._tables():
+            return []
+        rows = [_history_row(r) for r in self._read(f"SELECT * FROM {self.keyspace}.repair_type_segments", ())]
+        return [r for r in rows if r.record.repair_type == repair_type and (keyspace is None or r.keyspace == keyspace)]
+
     def _legacy_history(self, keyspace: str | None) -> list[RepairHistoryRow]:
         # The first layout's table is read until every row of it has been rewritten in repair_segments (one
         # cycle of the nightly repair after the upgrade); then an operator drops it (docs/operators-guide.md §6.5).
@@ -528,6 +599,14 @@ class OpsStore:
                 if key.keyspace_name == keyspace:  # type: ignore[attr-defined]
                     self._write(f"DELETE FROM {self.keyspace}.repair_segments WHERE keyspace_name = %s AND "
                                 "table_names = %s AND bucket = %s", (keyspace, key.table_names, key.bucket))  # type: ignore[attr-defined]  # fmt: skip
+        if "repair_type_segments" in self._tables():
+            keys = self._read(f"SELECT DISTINCT repair_type, keyspace_name, table_names, bucket FROM {self.keyspace}."
+                              "repair_type_segments", ())  # fmt: skip
+            for key in keys:
+                if key.keyspace_name == keyspace:  # type: ignore[attr-defined]
+                    self._write(f"DELETE FROM {self.keyspace}.repair_type_segments WHERE repair_type = %s AND "
+                                "keyspace_name = %s AND table_names = %s AND bucket = %s",
+                                (key.repair_type, keyspace, key.table_names, key.bucket))  # type: ignore[attr-defined]  # fmt: skip
         if LEGACY_HISTORY in self._tables():
             self._write(f"DELETE FROM {self.keyspace}.{LEGACY_HISTORY} WHERE keyspace_name = %s", (keyspace,))
 
@@ -612,6 +691,27 @@ class OpsStore:
         runs = self.repair_runs()
         return runs[0] if runs else None
 
+    # -- preview findings -------------------------------------------------------------------------------
+    def record_preview(self, finding: PreviewFinding, ttl_seconds: int | None = None) -> None:
+        """Keep what a preview found (for `history_ttl`, like the history)."""
+        ttl = self.history_ttl_seconds if ttl_seconds is None else ttl_seconds
+        columns = preview_columns(finding)
+        names, marks = ", ".join(columns), ", ".join(["%s"] * len(columns))
+        self._write(f"INSERT INTO {self.keyspace}.repair_previews ({names}) VALUES ({marks}) USING TTL {int(ttl)}",
+                    tuple(columns.values()))  # fmt: skip
+
+    def preview_findings(self, keyspace: str | None = None) -> list[PreviewFinding]:
+        """Preview findings (of one keyspace, or all), latest first; none before the table exists."""
+        if "repair_previews" not in self._tables():
+            return []
+        if keyspace is None:
+            rows = self._read(f"SELECT * FROM {self.keyspace}.repair_previews", ())
+        else:
+            rows = self._read(f"SELECT * FROM {self.keyspace}.repair_previews WHERE keyspace_name = %s", (keyspace,))
+        names = ("keyspace_name", "found_at", "table_name", "ranges", "out_of_sync_ranges", "run_id", "coordinator")
+        found = [preview_finding({name: getattr(row, name, None) for name in names}) for row in rows]
+        return sorted(found, key=lambda f: f.found_at, reverse=True)
+
     def _statement(self, cql: str) -> Any:
         """`cql` prepared once per store (QUORUM)."""
         from cassandra import ConsistencyLevel
@@ -688,8 +788,14 @@ def _history_upsert(
     columns = history_columns(keyspace, tables, token_range, record, started_at, finished_at, replicas, now)
     names = ", ".join(columns)
     marks = ", ".join(["%s"] * len(columns))
-    return (f"INSERT INTO {ops_keyspace}.repair_segments ({names}) VALUES ({marks}) USING TTL {int(ttl_seconds)}",
+    table = history_table(record)
+    return (f"INSERT INTO {ops_keyspace}.{table} ({names}) VALUES ({marks}) USING TTL {int(ttl_seconds)}",
             tuple(columns.values()))  # fmt: skip
+
+
+def history_table(record: SegmentRecord) -> str:
+    """Where a record's history is kept: repair_segments for full, repair_type_segments for the other types."""
+    return "repair_segments" if record.repair_type == "full" else "repair_type_segments"
 
 
 def history_columns(
@@ -711,6 +817,8 @@ def history_columns(
         "last_error": (record.last_error or "")[-2000:] or None, "seconds": record.duration,
         "run_id": record.run_id, "state": record.state.value, "updated_at": now,
     }  # fmt: skip
+    if record.repair_type != "full":  # its own history (repair_type_segments): a preview never moves full's
+        columns["repair_type"] = record.repair_type
     if record.state is SegmentState.RUNNING:
         columns["last_attempt"] = started_at or now
     if started_at is not None:
@@ -760,6 +868,7 @@ def _history_row(row: Any) -> RepairHistoryRow:
         last_error=get("last_error"),
         duration=get("seconds"),
         run_id=get("run_id"),
+        repair_type=get("repair_type") or "full",
     )
     return RepairHistoryRow(
         keyspace=get("keyspace_name"), tables=tables, range=token_range, record=record,

@@ -82,3 +82,11 @@ def test_a_node_joining_mid_run_is_planned_again_without_failing(tmp_path: Path,
     assert_bounded(figures)
     assert figures["replans"] >= 1, figures
     assert figures["run_state"] == "DONE" and figures["tables_fully_repaired"] == figures["tables"]
+
+
+def test_a_preview_night_runs_on_its_own_history_and_repairs_nothing(tmp_path: Path) -> None:
+    figures = night(tmp_path, FleetSpec.small(), {"repair_type": "preview"})
+    assert_bounded(figures)
+    assert figures["segments"] == figures["due"] > 0 and figures["repair_counts"] == {"DONE": figures["due"]}
+    assert figures["run_state"] == "DONE"  # counted from the preview's own history
+    assert figures["tables_fully_repaired"] == 0  # a preview is not a repair

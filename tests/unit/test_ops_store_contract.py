@@ -119,3 +119,22 @@ def test_a_plan_chunk_too_long_or_not_text_is_refused_before_anything_is_written
     with pytest.raises(Exception, match=r"json\.dumps"):
         store.save_run_plan("s", [[{"not": "text"}]])  # type: ignore[list-item]
     assert store.run_plan_chunk("s", 0) == []
+
+
+def test_a_preview_on_a_never_repaired_segment_does_not_delay_its_full_repair() -> None:
+    """Issue 24: a preview's success is kept in its own history and does not move the full repair's cadence."""
+    from ringward.repair import RecordUpdate, parse_config, record_start, record_success, select_due
+    from ringward_cassandra.cluster_repairs import records_by_segment
+
+    clock = Clock()
+    store = MemoryOpsStore(clock=clock)
+    segment = Segment("app", ("t",), TokenRange(0, 10), ("n1", "n2"))
+    started = record_start(None, segment.segment_id, "night-1", "preview")
+    store.record_repairs([RecordUpdate(segment, started, clock())])
+    store.record_repairs([RecordUpdate(segment, record_success(started, clock(), 1.0, "preview"))])
+    records = records_by_segment(store.repair_history())
+    assert segment.segment_id not in records  # the preview's history is its own
+    (previewed,) = store.repair_history(repair_type="preview")
+    assert previewed.record.last_success == clock()  # and moves its own cadence
+    due = select_due([segment], records, run_id="night-2", now=clock() + timedelta(hours=1), config=parse_config({}))
+    assert due.due == (segment,)

@@ -42,7 +42,7 @@ def test_an_existing_keyspace_is_not_created_again_only_the_tables() -> None:
     session = _Schema(keyspace=True, tables=set())
     OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
     assert not any("CREATE KEYSPACE" in statement for statement in session.statements)
-    assert sum("CREATE TABLE IF NOT EXISTS ringward_ops." in statement for statement in session.statements) == 9
+    assert sum("CREATE TABLE IF NOT EXISTS ringward_ops." in statement for statement in session.statements) == 11
 
 
 def test_a_missing_keyspace_is_created_as_the_grants_command_prints_it() -> None:
@@ -72,7 +72,7 @@ def test_an_upgraded_store_gets_only_its_missing_tables() -> None:
     assert OpsStore(session).exists()  # type: ignore[arg-type]  # an older version's store is a store (its UI must not say "none")
     OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
     created = sorted(s.split("ringward_ops.", 1)[1].split(" ", 1)[0] for s in session.statements)
-    assert created == ["repair_plan", "repair_progress", "repair_segments"]
+    assert created == ["repair_plan", "repair_previews", "repair_progress", "repair_segments", "repair_type_segments"]
     assert not any("ALTER" in s or "repair_history" in s for s in session.statements)
 
 

@@ -17,6 +17,7 @@ from ringward_airflow.repair_operators import (
     _repair_error,
     effective_config,
     longest_unrepaired_seconds,
+    one_type_run,
     run_summary,
 )
 
@@ -146,3 +147,91 @@ def test_the_form_words_map_to_config_values(tmp_path: Path) -> None:
         effective_config(str(path), {"enabled": "maybe"})
     with pytest.raises(ConfigurationError, match="`scope`"):
         effective_config(str(path), {"scope": "some"})
+
+
+def test_one_repair_type_per_run_with_its_own_cadence_and_scope_all_overrides_it(tmp_path: Path) -> None:
+    path = tmp_path / "repair.yaml"
+    path.write_text("repair_types:\n  full: {enabled: false}\n  paxos: {enabled: true, min_repair_interval: 1h}\n")
+    paxos = one_type_run(effective_config(str(path), {}))
+    assert paxos.repair_type == "paxos" and paxos.min_repair_interval == timedelta(hours=1)
+    assert one_type_run(effective_config(str(path), {"scope": "all"})).min_repair_interval == timedelta(0)
+    path.write_text("repair_types:\n  incremental: {enabled: true}\n")
+    with pytest.raises(ConfigurationError, match="full, incremental") as refused:
+        one_type_run(effective_config(str(path), {}))
+    assert "repair_type" in refused.value.fix
+    assert one_type_run(effective_config(str(path), {"repair_type": "incremental"})).session_type == "incremental"
+    path.write_text("repair_types:\n  full: {enabled: false}\n")
+    assert one_type_run(effective_config(str(path), {})).enabled is False  # no type on: nothing runs
+
+
+def test_a_session_runs_its_types_flags_and_keeps_a_previews_finding() -> None:
+    from ringward.repair import RepairCommand, parse_config
+    from ringward_airflow.repair_operators import RepairRunOperator
+    from ringward_cassandra.memory_ops_store import MemoryOpsStore
+
+    seen: list[dict[str, object]] = []
+
+    def repair(address: str, keyspace: str, ranges: object, **options: object) -> SimpleNamespace:
+        seen.append(options)
+        return SimpleNamespace(succeeded=True, seconds=1.0, output="", out_of_sync={"ks.t": 2})
+
+    operator = RepairRunOperator(task_id="repair")
+    operator._client = SimpleNamespace(repair=repair)
+    store = MemoryOpsStore()
+    command = RepairCommand((Segment("ks", ("t",), TokenRange(0, 10), ("n1", "n2")),))
+    config = one_type_run(parse_config({"repair_type": "preview", "repair_types": {"preview": {"job_threads": 2}}}))
+    assert operator._session(command, config, store, "night-1").succeeded
+    assert seen[0]["flags"] == ["-full", "--preview", "-j", "2"]
+    (finding,) = store.preview_findings("ks")
+    assert (finding.table, finding.out_of_sync_ranges, finding.run_id) == ("t", 2, "night-1")
+
+
+def test_progress_is_stored_and_sent_as_live_gauges(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ringward_airflow import repair_operators
+    from ringward_airflow.repair_operators import RepairRunOperator
+    from ringward_cassandra.memory_ops_store import MemoryOpsStore
+
+    gauges: dict[str, int] = {}
+    monkeypatch.setattr(repair_operators.Stats, "gauge", lambda name, value, *a, **k: gauges.__setitem__(name, value))
+    store = MemoryOpsStore()
+    progress = {"done": 4, "failed": 0, "postponed": 1, "total": 9, "sessions": 2, "final": False}
+    RepairRunOperator(task_id="repair")._progress(store, "night-1", progress, {"not_due": 3, "exhausted": 1})
+    assert store.run_progress("night-1") == progress
+    assert gauges["ringward.repair.RepairsInProgress"] == 2 and gauges["ringward.repair.SkippedTokenRangesCount"] == 4
+
+
+def test_the_last_runs_host_ids_tell_who_joined() -> None:
+    from ringward_airflow.repair_operators import _last_host_ids
+    from ringward_cassandra.memory_ops_store import MemoryOpsStore
+
+    store = MemoryOpsStore()
+    assert _last_host_ids(store) == []  # no run recorded: nobody counts as joined
+    store.record_repair_run("night-1", "DONE", {"host_ids": {"10.0.0.1": "h1", "10.0.0.2": "h2"}}, {})
+    assert sorted(_last_host_ids(store)) == ["h1", "h2"]
+    broken = SimpleNamespace(latest_repair_run=lambda: (_ for _ in ()).throw(RuntimeError("read timeout")))
+    assert _last_host_ids(broken) == []
+
+
+def test_a_preview_with_repair_out_of_sync_repairs_what_it_found_in_full() -> None:
+    from ringward.repair import RepairCommand, parse_config
+    from ringward_airflow.repair_operators import RepairRunOperator
+
+    seen: list[object] = []
+
+    def repair(address: str, keyspace: str, ranges: object, **options: object) -> SimpleNamespace:
+        seen.append(options["flags"])
+        found = {"ks.t": 1} if len(seen) == 1 else {}
+        return SimpleNamespace(succeeded=True, seconds=2.0, output="", out_of_sync=found)
+
+    operator = RepairRunOperator(task_id="repair")
+    operator._client = SimpleNamespace(repair=repair)
+    command = RepairCommand((Segment("ks", ("t",), TokenRange(0, 10), ("n1", "n2")),))
+    config = one_type_run(parse_config({"repair_type": "preview", "repair_types": {
+        "preview": {"repair_out_of_sync": True}, "full": {"parallelism": "sequential"}}}))  # fmt: skip
+    result = operator._session(command, config)
+    assert seen == [["-full", "--preview"], ["-full", "-seq"]] and result.succeeded and result.seconds == 4.0
+    seen.clear()
+    seen.append("in sync")  # a second preview of the same command finds nothing: no repair
+    plain = one_type_run(parse_config({"repair_type": "preview"}))
+    operator._session(command, plain)
+    assert len(seen) == 2

@@ -70,3 +70,40 @@ def test_the_size_splitter_uses_the_estimates() -> None:
     plan = plan_cluster(session, RING, config)
     assert session.estimate_hosts  # asked only for the size splitter
     assert any(s.estimated_bytes for s in plan.segments)
+
+
+def test_an_incremental_plan_leaves_out_tables_with_views_or_cdc_saying_why() -> None:
+    from ringward.repair import TableFeatures
+    from ringward_cassandra.cluster_repairs import CqlCatalog
+
+    class Catalog(CqlCatalog):
+        def table_features(self) -> dict[str, TableFeatures]:
+            return {
+                "shop.orders": TableFeatures(materialized_views=("orders_by_user",)),
+                "audit.log": TableFeatures(cdc=True),
+            }
+
+    config = parse_config({"repair_type": "incremental", "splitter": {"subranges_per_range": 1}})
+    plan = plan_cluster(Catalog(FakeSession()), RING, config)
+    assert plan.tables() == [("shop", "carts")]
+    assert set(plan.excluded_tables) == {"shop.orders", "audit.log"}
+    assert "orders_by_user" in plan.excluded_tables["shop.orders"] and "CDC" in plan.excluded_tables["audit.log"]
+    full = plan_cluster(Catalog(FakeSession()), RING, parse_config({"splitter": {"subranges_per_range": 1}}))
+    assert full.excluded_tables == {} and ("shop", "orders") in full.tables()
+
+
+def test_table_features_read_views_and_cdc_from_the_schema() -> None:
+    from ringward.repair import TableFeatures
+    from ringward_cassandra.cluster_repairs import table_features
+
+    class Session:
+        def execute(self, query: str) -> list[Any]:
+            if "system_schema.views" in query:
+                return [SimpleNamespace(keyspace_name="shop", view_name="v2", base_table_name="orders"),
+                        SimpleNamespace(keyspace_name="shop", view_name="v1", base_table_name="orders")]  # fmt: skip
+            return [SimpleNamespace(keyspace_name="shop", table_name="orders", cdc=None),
+                    SimpleNamespace(keyspace_name="audit", table_name="log", cdc=True)]  # fmt: skip
+
+    assert table_features(Session()) == {
+        "audit.log": TableFeatures((), True), "shop.orders": TableFeatures(("v1", "v2"), False),
+    }  # fmt: skip

@@ -72,8 +72,11 @@ def test_success_clears_error_and_only_full_repair_counts_as_full() -> None:
     assert done.last_success == done.last_full_success == NOW
     later = NOW + DAY
     preview = record_success(record_start(done, "seg", "run-2"), later, 3.0, repair_type="preview")
-    assert preview.last_success == later
+    # Issue 24: a preview recorded on the full history does not count as a repair for its cadence.
+    assert preview.last_success == NOW
     assert preview.last_full_success == NOW
+    own = record_success(SegmentRecord("seg", repair_type="preview"), later, 3.0, repair_type="preview")
+    assert own.last_success == later and own.last_full_success is None  # the preview's own cadence
 
 
 def test_backoff_doubles_from_the_base_for_each_retry() -> None:

@@ -1038,3 +1038,23 @@ def test_no_test_leaves_the_shared_plugin_app_without_its_source_factory(
     swaps its source must put the factory back, never delete it."""
     _, subapp, _ = airflow_api
     assert callable(subapp.state.source_factory)
+
+
+def test_repair_page_shows_the_latest_preview_findings(
+    client: tuple[Any, FakeSource, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ringward.ring import TokenRange
+    from ringward_cassandra.ops_store import PreviewFinding
+
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    assert test_client.get("/ringward/api/repair", headers=admin).json()["previews"] == []  # a store without them
+    found = PreviewFinding("app", "events", (TokenRange(0, 10), TokenRange(10, 20)), 2,
+                           datetime(2026, 11, 25, 2, 0, tzinfo=UTC), "night-1", "127.0.0.2")  # fmt: skip
+    monkeypatch.setattr(world.store, "preview_findings", lambda: [found], raising=False)
+    (shown,) = test_client.get("/ringward/api/repair", headers=admin).json()["previews"]
+    assert (
+        shown["table"] == "app.events" and shown["out_of_sync_ranges"] == 2 and shown["ranges"] == "(0, 10], (10, 20]"
+    )
+    page = test_client.get("/ringward/repair", headers=admin).text
+    assert "Preview findings" in page and "id='previews'" in page

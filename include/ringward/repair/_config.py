@@ -28,10 +28,15 @@ from ringward.repair._units import parse_bytes, parse_duration
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
+    "REPAIR_TYPES",
     "BackPressure",
     "FixedSplitter",
     "NameFilter",
+    "Parallelism",
     "RepairConfig",
+    "RepairType",
+    "RepairTypeSettings",
+    "RepairTypes",
     "RepairWindow",
     "SizeSplitter",
     "apply_overrides",
@@ -123,17 +128,123 @@ def _default_splitter_type(value: object) -> object:
 
 Splitter = Annotated[FixedSplitter | SizeSplitter, Field(discriminator="type"), BeforeValidator(_default_splitter_type)]
 
+RepairType = Literal["full", "incremental", "preview", "paxos"]
+REPAIR_TYPES: tuple[RepairType, ...] = ("full", "incremental", "preview", "paxos")
+# nodetool repair's parallelism: -seq, the default, -dcpar (Repair.java createOptions).
+Parallelism = Literal["sequential", "parallel", "dc_parallel"]
+
+
+class RepairTypeSettings(_Strict):
+    """One repair type as a unit of scheduling (CEP-37 `repair_type_overrides`): its own switch, cadence and
+    session settings. Settings that make no sense for a type are refused when set on it."""
+
+    enabled: bool = False
+    # None = the top-level min_repair_interval. Each type keeps its own history, so cadences are separate.
+    min_repair_interval: Duration | None = None
+    parallelism: Parallelism = "parallel"
+    local_dc_only: bool = False  # -local: only the replicas in the coordinator's datacenter take part
+    job_threads: int = Field(default=1, ge=1, le=4)  # -j: tables repaired at once per session (nodetool's max 4)
+    # incremental only: no session starts on a replica whose data disk has less free space than this share
+    # (anticompaction rewrites SSTables: CEP-37 checks disk headroom the same way).
+    min_free_disk_ratio: float | None = Field(default=None, ge=0, lt=1)
+    # preview only: ranges found out of sync are repaired (full) in the same run.
+    repair_out_of_sync: bool = False
+
+    @field_validator("min_repair_interval")
+    @classmethod
+    def _interval_not_negative(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value < timedelta(0):
+            raise ValueError("must not be negative")
+        return value
+
+
+class RepairTypes(_Strict):
+    """The four repair types; full is on by default, the others off."""
+
+    full: RepairTypeSettings = RepairTypeSettings(enabled=True)
+    incremental: RepairTypeSettings = RepairTypeSettings(min_free_disk_ratio=0.2)
+    preview: RepairTypeSettings = RepairTypeSettings()
+    paxos: RepairTypeSettings = RepairTypeSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _type_defaults(cls, data: object) -> object:
+        """A type given in part keeps its own defaults (`full: {job_threads: 2}` leaves full on)."""
+        if not isinstance(data, Mapping):
+            return data
+        filled = dict(data)
+        for kind, defaults in _TYPE_DEFAULTS.items():
+            given = filled.get(kind)
+            if isinstance(given, Mapping):
+                filled[kind] = {**defaults, **given}
+        return filled
+
+    @model_validator(mode="after")
+    def _settings_fit_the_type(self) -> RepairTypes:
+        for kind in REPAIR_TYPES:
+            settings: RepairTypeSettings = getattr(self, kind)
+            if kind != "incremental" and settings.min_free_disk_ratio is not None:
+                raise ValueError(f"{kind}.min_free_disk_ratio: only incremental repair checks disk headroom")
+            if kind != "preview" and settings.repair_out_of_sync:
+                raise ValueError(f"{kind}.repair_out_of_sync: only a preview finds ranges out of sync")
+            if settings.local_dc_only and settings.parallelism == "dc_parallel":
+                raise ValueError(f"{kind}: local_dc_only and parallelism dc_parallel contradict each other")
+        return self
+
+    def settings(self, kind: RepairType) -> RepairTypeSettings:
+        return getattr(self, kind)  # type: ignore[no-any-return]
+
+
+_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {"full": {"enabled": True}, "incremental": {"min_free_disk_ratio": 0.2}}
+
+
+def _legacy_repair_type(data: object) -> object:
+    """`repair_type: X` (the form before `repair_types`, and the run param) means "only X runs": X is switched on
+    and the other types off, their settings kept. Applied again on a dumped config it changes nothing."""
+    if not isinstance(data, Mapping) or data.get("repair_type") is None:
+        return data
+    kind = data["repair_type"]
+    if kind not in REPAIR_TYPES:
+        return data  # the field's own validation names the allowed values
+    types = data.get("repair_types") or {}
+    if not isinstance(types, Mapping):
+        return data
+    merged: dict[str, Any] = {}
+    for name in REPAIR_TYPES:
+        current = types.get(name, {})
+        if isinstance(current, RepairTypeSettings):
+            current = current.model_dump()
+        if not isinstance(current, Mapping):
+            return data
+        merged[name] = {**current, "enabled": name == kind}
+    return {**data, "repair_types": merged}
+
+
 _CRON_PRESETS = {"@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually", "@midnight"}
 
 
 class RepairConfig(_Strict):
     """Nightly subrange repair settings; names follow CEP-37 auto_repair where one exists."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _only_type(cls, data: object) -> object:
+        return _legacy_repair_type(data)
+
     enabled: bool = True
     keyspaces: NameFilter = NameFilter()
     tables: NameFilter = NameFilter()
     ignore_dcs: tuple[str, ...] = ()
-    repair_type: Literal["full", "preview"] = "full"
+    # Each type is scheduled on its own cadence (CEP-37 repair_type_overrides).
+    repair_types: RepairTypes = RepairTypes()
+    # Shorthand (and the form before `repair_types`): only this type runs. A config `for_type` also carries it.
+    repair_type: RepairType | None = None
+    # Their ranges run first (CEP-37 priority hosts).
+    priority_hosts: tuple[str, ...] = ()
+    # Their ranges are repaired whatever their cadence says (CEP-37 force-repair hosts).
+    force_repair_hosts: tuple[str, ...] = ()
+    # A node whose host id was not in the last run's ring is repaired at once (it may miss writes it never got).
+    repair_new_nodes: bool = True
     primary_range_only: bool = True
     # Cassandra 5.0.9's AutoRepair splits by size by default too (RepairTokenRangeSplitter: 50 GiB and 2^20
     # partitions per assignment): a small table is one segment per range, not 16 (16 fixed subranges cost
@@ -222,6 +333,33 @@ class RepairConfig(_Strict):
         if self.parallel_repair_count == 0 and self.parallel_repair_percentage == 0:
             raise ValueError("parallel_repair_count and parallel_repair_percentage are both 0: nothing runs")
         return self
+
+    @model_validator(mode="after")
+    def _hosts_do_not_conflict(self) -> RepairConfig:
+        if self.ignore_dcs and any(self.repair_types.settings(k).local_dc_only for k in self.enabled_types):
+            # nodetool sends -local as the datacenters option and ignore_dcs as -hosts: Cassandra refuses both.
+            raise ValueError("local_dc_only cannot be combined with ignore_dcs (nodetool refuses -local with -hosts)")
+        return self
+
+    @property
+    def enabled_types(self) -> tuple[RepairType, ...]:
+        """The repair types switched on, in scheduling order (full, incremental, preview, paxos)."""
+        return tuple(kind for kind in REPAIR_TYPES if self.repair_types.settings(kind).enabled)
+
+    @property
+    def session_type(self) -> RepairType:
+        """The type a session run with this config repairs: `repair_type`, else full."""
+        return self.repair_type or "full"
+
+    def interval_of(self, kind: RepairType) -> timedelta:
+        """The minimum time between two repairs of a segment by `kind`."""
+        own = self.repair_types.settings(kind).min_repair_interval
+        return self.min_repair_interval if own is None else own
+
+    def for_type(self, kind: RepairType) -> RepairConfig:
+        """This config as one type's run sees it: `repair_type` and `min_repair_interval` are the type's.
+        The executor and the session runner read these two fields."""
+        return self.model_copy(update={"repair_type": kind, "min_repair_interval": self.interval_of(kind)})
 
 
 def _field_path(location: tuple[int | str, ...]) -> str:

@@ -352,7 +352,9 @@ class _BatchRun:
         self._take(command)
         self.waiting -= 1
         records = {
-            s.segment_id: record_start(self.records.get(s.segment_id), s.segment_id, self.run_id)
+            s.segment_id: record_start(
+                self.records.get(s.segment_id), s.segment_id, self.run_id, self.config.repair_type
+            )
             for s in command.segments
         }
         self._store([RecordUpdate(s, records[s.segment_id], now) for s in command.segments])
@@ -583,6 +585,7 @@ class _BatchRun:
         self.fx.progress({
             "done": self.progress.done - self.failed - self.postponed, "failed": self.failed,
             "postponed": self.postponed, "total": self.progress.total, "running": running,
+            "sessions": len(self.running),
             "waiting_for_nodes": self._waiting_for_nodes(), "per_node": self.per_node,
             "eta_seconds": self.progress.eta_seconds, "updated_at": now.isoformat(), "final": final,
         })  # fmt: skip

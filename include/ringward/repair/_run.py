@@ -16,7 +16,7 @@ from ringward.repair._config import RepairConfig
 from ringward.repair._segments import Segment
 from ringward.repair._state import SegmentRecord, SegmentState, due_segments, retries_exhausted
 
-__all__ = ["DueSelection", "RunState", "RunSummary", "needs_replan", "select_due"]
+__all__ = ["DueSelection", "RunState", "RunSummary", "live_metrics", "needs_replan", "select_due"]
 
 
 def needs_replan(stored_fingerprint: str | None, current_fingerprint: str) -> bool:
@@ -107,3 +107,21 @@ class RunSummary:
     def line(self) -> str:
         shown = ", ".join(f"{n} {s.value.lower()}" for s, n in self.counts.items() if n)
         return f"{self.state.value}: {self.total} segments" + (f" ({shown})" if shown else "")
+
+
+def live_metrics(progress: Mapping[str, object], skipped: int = 0) -> dict[str, int]:
+    """CEP-37-named gauges from a running batch's progress report (what `BatchEffects.progress` receives each
+    minute), so they move during the run instead of once at the end. `skipped`: segments the plan left out."""
+
+    def count(name: str) -> int:
+        value = progress.get(name)
+        return int(value) if isinstance(value, int | float) else 0
+
+    running = 0 if progress.get("final") else count("sessions")
+    return {
+        "SucceededTokenRangesCount": count("done"),
+        "FailedTokenRangesCount": count("failed"),
+        "SkippedTokenRangesCount": skipped,
+        "PostponedTokenRangesCount": count("postponed"),
+        "RepairsInProgress": running,
+    }

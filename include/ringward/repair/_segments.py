@@ -13,9 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from itertools import pairwise
-from typing import Literal
 
-from ringward.repair._config import RepairConfig
+from ringward.repair._config import RepairConfig, RepairType
 from ringward.ring import TokenRange
 
 __all__ = [
@@ -42,7 +41,7 @@ class RepairUnit:
 
     keyspace: str
     tables: tuple[str, ...] = ()
-    repair_type: Literal["full", "preview"] = "full"
+    repair_type: RepairType = "full"
     nodes: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
@@ -277,11 +276,11 @@ def select_units(
         if outliers:
             rest = tuple(t for t in chosen if t not in outliers)
             if rest:
-                units.append(RepairUnit(keyspace, rest, config.repair_type))
-            units.extend(RepairUnit(keyspace, (table,), config.repair_type) for table in outliers)
+                units.append(RepairUnit(keyspace, rest, config.session_type))
+            units.extend(RepairUnit(keyspace, (table,), config.session_type) for table in outliers)
             continue
         tables = () if chosen == all_tables else tuple(chosen)
-        units.append(RepairUnit(keyspace, tables, config.repair_type))
+        units.append(RepairUnit(keyspace, tables, config.session_type))
     return units
 
 

@@ -60,26 +60,36 @@ class SegmentRecord:
     last_error: str | None = None
     duration: float | None = None  # seconds of the last finished session
     run_id: str | None = None
+    # The type whose history this is (its cadence): each type keeps its own records (`history_key`).
+    repair_type: str = "full"
 
     def attempts_in(self, run_id: str) -> int:
         return self.attempts if self.run_id == run_id else 0
 
 
-def record_start(record: SegmentRecord | None, segment_id: str, run_id: str) -> SegmentRecord:
-    """The record as a session starts; attempts restart at each new run."""
-    base = record or SegmentRecord(segment_id)
+def record_start(
+    record: SegmentRecord | None, segment_id: str, run_id: str, repair_type: str | None = None
+) -> SegmentRecord:
+    """The record as a session starts; attempts restart at each new run. A first record is of `repair_type`
+    (None: full), so the session's success moves its cadence."""
+    base = record or SegmentRecord(segment_id, repair_type=repair_type or "full")
     return replace(base, state=SegmentState.RUNNING, attempts=base.attempts_in(run_id) + 1, run_id=run_id)
 
 
 def record_success(
-    record: SegmentRecord, finished: datetime, duration: float, repair_type: str = "full"
+    record: SegmentRecord, finished: datetime, duration: float, repair_type: str | None = "full"
 ) -> SegmentRecord:
-    """A finished session; a preview repair streams nothing, so it does not count as a full repair."""
-    last_full = finished if repair_type == "full" else record.last_full_success
+    """A finished session of `repair_type` (None: full). Only a session of the record's own type moves its
+    `last_success` (the type's cadence): a preview or paxos session recorded on a full record never delays the
+    next full repair. Only a full repair moves `last_full_success` (the coverage the status pages show): a preview
+    streams nothing and a paxos repair repairs no table data."""
+    kind = repair_type or "full"
+    last_full = finished if kind == "full" else record.last_full_success
+    last = finished if kind == record.repair_type else record.last_success
     return replace(
         record,
         state=SegmentState.DONE,
-        last_success=finished,
+        last_success=last,
         last_full_success=last_full,
         last_error=None,
         duration=duration,

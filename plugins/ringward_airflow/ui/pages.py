@@ -259,6 +259,15 @@ def repair_page(data: dict[str, Any], svg: str) -> str:
                                                               for e in excluded], tid="excluded-table")
                      + "</details>")  # fmt: skip
     parts.append(f"<div class='svg' id='coverage'>{svg}</div>")
+    previews = data.get("previews") or []
+    if previews:
+        parts.append(
+            "<h2>Preview findings (latest first)</h2><p class='muted'>A preview repairs nothing: these ranges "
+            "stay out of sync until a full repair of them.</p>"
+        )
+        parts.append(_table(["found", "table", "ranges out of sync", "of the command's ranges", "run", "coordinator"],
+                            [[_e(p["found_at"]), escape(p["table"]), _e(p["out_of_sync_ranges"]), _e(p["ranges"]),
+                              _e(p["run_id"]), _e(p["coordinator"])] for p in previews], tid="previews"))  # fmt: skip
     parts.append("<h2>Recent runs</h2>")
     parts.append(_table(["run", "state", "recorded", "tables"], [[_e(r["run_id"]), _e(r["state"]),
                         _e(r["updated_at"]), _e(r["tables"])] for r in data["runs"]], tid="runs"))  # fmt: skip

@@ -289,6 +289,9 @@ def _repair_config(runs: list[Any]) -> tuple[Any, str | None]:
     return chosen.config, chosen.note
 
 
+_PREVIEWS_SHOWN = 20  # the latest preview findings on the Repair page
+
+
 def repair_view(source: Source) -> tuple[dict[str, Any], str]:
     """(the page's data, a picture of each table's coverage) from what the nightly repair stored: the reports of
     its runs (ringward_ops.repair_runs: per-table coverage, metrics) and the live progress of the running run
@@ -319,6 +322,8 @@ def repair_view(source: Source) -> tuple[dict[str, Any], str]:
     if store is not None and run is not None and "error" not in run:
         progress = _stored("repair_progress", lambda: store.run_progress(run["run_id"]))
     paused = bool(events and events[0].paused)
+    read_previews = getattr(store, "preview_findings", None) if store is not None else None
+    previews = _stored("repair_previews", read_previews)[:_PREVIEWS_SHOWN] if read_previews is not None else []
     data = {
         "ops_keyspace": store is not None,
         "latest_run": None if latest is None else {
@@ -335,6 +340,11 @@ def repair_view(source: Source) -> tuple[dict[str, Any], str]:
                      for e in excluded],
         "runs": [{"run_id": r.run_id, "state": r.state, "updated_at": _iso(r.updated_at),
                   "tables": r.summary.get("tables", {})} for r in runs[:10]],
+        "previews": [{"table": f"{f.keyspace}.{f.table}", "out_of_sync_ranges": f.out_of_sync_ranges,
+                      "ranges": ", ".join(f"({r.start}, {r.end}]" for r in f.ranges[:3])
+                                + (f" and {len(f.ranges) - 3} more" if len(f.ranges) > 3 else ""),
+                      "found_at": _iso(f.found_at), "run_id": f.run_id, "coordinator": f.coordinator}
+                     for f in previews],
     }  # fmt: skip
     return data, coverage_svg(tables)
 

@@ -1,0 +1,212 @@
+"""Repair types as units of scheduling (CEP-37 `repair_type_overrides`), and what each type's sessions need.
+
+Each type (full, incremental, preview, paxos) has its own history, found by `history_key`, so its cadence is
+its own: a preview never makes a full or incremental repair wait. `select_due_by_type` decides per type what
+is due tonight, with CEP-37's per-host controls (priority hosts first; force-repair hosts and nodes that
+joined since the last run regardless of cadence). `repair_flags` is the nodetool repair options of a type,
+checked against Cassandra 5.0's nodetool `Repair.java`. The incremental guards (disk headroom, tables with
+materialized views or CDC) take their readings as arguments: no IO here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from ringward.repair._config import RepairConfig, RepairType, RepairTypeSettings
+from ringward.repair._run import DueSelection, select_due
+from ringward.repair._segments import RepairCommand, RepairUnit, Segment
+from ringward.repair._state import SegmentRecord
+
+__all__ = [
+    "TableFeatures",
+    "TypeDue",
+    "disk_headroom_reason",
+    "headroom_held_back",
+    "history_key",
+    "incremental_skip_reason",
+    "incremental_unit",
+    "joined_nodes",
+    "prioritised",
+    "repair_flags",
+    "select_due_by_type",
+]
+
+
+def history_key(segment_id: str, repair_type: str) -> str:
+    """The key of a segment's history for one type: the segment id for full (the history written before
+    repair types existed is full history), `id:type` for the others."""
+    return segment_id if repair_type == "full" else f"{segment_id}:{repair_type}"
+
+
+def repair_flags(repair_type: RepairType, settings: RepairTypeSettings) -> list[str]:
+    """nodetool repair options of one type's session (names from Cassandra 5.0 nodetool Repair.java).
+
+    full: `-full`. incremental: no flag (incremental is nodetool's default since 4.0). preview: `-full
+    --preview` (PreviewKind.ALL: compares all data, streams nothing; `--preview` alone would compare only
+    unrepaired data, `--validate` only repaired data). paxos: `--paxos-only` (no table data; without `-full`
+    nodetool sends incremental=false for a paxos-only repair). Then `-seq` or `-dcpar` (parallel is the
+    default and has no flag), `-local`, and `-j N` when N > 1.
+    """
+    flags = {
+        "full": ["-full"],
+        "incremental": [],
+        "preview": ["-full", "--preview"],
+        "paxos": ["--paxos-only"],
+    }[repair_type]
+    if settings.parallelism == "sequential":
+        flags.append("-seq")
+    elif settings.parallelism == "dc_parallel":
+        flags.append("-dcpar")
+    if settings.local_dc_only:
+        flags.append("-local")
+    if settings.job_threads > 1:
+        flags += ["-j", str(settings.job_threads)]
+    return flags
+
+
+def joined_nodes(host_ids: Mapping[str, str], last_run_host_ids: Iterable[str]) -> frozenset[str]:
+    """Addresses whose host id (`host_ids`: address -> host id, the ring now) the last run's record did not
+    hold: they joined since. With no last run recorded nothing counts as joined (everything is due anyway)."""
+    seen = set(last_run_host_ids)
+    if not seen:
+        return frozenset()
+    return frozenset(address for address, host_id in host_ids.items() if host_id not in seen)
+
+
+def prioritised(segments: Sequence[Segment], priority_hosts: Iterable[str]) -> list[Segment]:
+    """`segments` with those replicated on a priority host first; order within each part is kept."""
+    hosts = set(priority_hosts)
+    if not hosts:
+        return list(segments)
+    first = [s for s in segments if not hosts.isdisjoint(s.replicas)]
+    return first + [s for s in segments if hosts.isdisjoint(s.replicas)]
+
+
+@dataclass(frozen=True)
+class TypeDue:
+    """One type's work tonight: the config its sessions run with (`config.for_type`) and what is due."""
+
+    repair_type: RepairType
+    config: RepairConfig
+    selection: DueSelection
+    forced: int  # segments due only because a replica is a force-repair host or joined since the last run
+
+
+def select_due_by_type(
+    segments: Sequence[Segment],
+    records: Mapping[str, SegmentRecord],
+    *,
+    run_id: str,
+    now: datetime,
+    config: RepairConfig,
+    joined: Iterable[str] = (),
+) -> list[TypeDue]:
+    """What each enabled type repairs tonight, in type order (full, incremental, preview, paxos).
+
+    `records` is keyed by `history_key`: a type's cadence reads only its own history. A segment with a replica
+    in `force_repair_hosts` or in `joined` (when `repair_new_nodes`) is due whatever its cadence, unless its
+    retries in this run are used up. Due segments on `priority_hosts` come first.
+    """
+    forced_hosts = set(config.force_repair_hosts) | (set(joined) if config.repair_new_nodes else set())
+    if not config.enabled:  # the kill switch wins over every forced host
+        forced_hosts = set()
+    plans: list[TypeDue] = []
+    for kind in config.enabled_types:
+        typed = config.for_type(kind)
+        own = {s.segment_id: r for s in segments if (r := records.get(history_key(s.segment_id, kind))) is not None}
+        selection = select_due(segments, own, run_id=run_id, now=now, config=typed)
+        forced = [s for s in selection.not_due if not forced_hosts.isdisjoint(s.replicas)] if forced_hosts else []
+        if forced:
+            forced_ids = {s.segment_id for s in forced}
+            selection = DueSelection(
+                (*forced, *selection.due),
+                tuple(s for s in selection.not_due if s.segment_id not in forced_ids),
+                selection.exhausted,
+            )
+        if config.priority_hosts:
+            selection = DueSelection(
+                tuple(prioritised(selection.due, config.priority_hosts)), selection.not_due, selection.exhausted
+            )
+        plans.append(TypeDue(kind, typed, selection, len(forced)))
+    return plans
+
+
+@dataclass(frozen=True)
+class TableFeatures:
+    """What makes a table unfit for incremental repair, as the schema says."""
+
+    materialized_views: tuple[str, ...] = ()
+    cdc: bool = False
+
+
+def incremental_skip_reason(table: str, features: TableFeatures) -> str | None:
+    """Why `table` gets no incremental repair (CEP-37 skips the same tables), or None.
+
+    Streams of a table with materialized views or CDC go through the write path, not as SSTables, so the
+    repaired/unrepaired split that incremental repair keeps cannot hold; repair such tables with `full`."""
+    if features.materialized_views:
+        views = ", ".join(features.materialized_views)
+        return f"{table} has materialized views ({views}): incremental repair skipped; the full type repairs it"
+    if features.cdc:
+        return f"{table} has CDC enabled: incremental repair skipped; the full type repairs it"
+    return None
+
+
+def disk_headroom_reason(node: str, free_ratio: float | None, min_free_ratio: float | None) -> str | None:
+    """Why no incremental session may start on `node` (anticompaction needs room to rewrite SSTables), or
+    None. `free_ratio` is the injected reading (free / total of the data disk); None = not readable, which
+    refuses too: an unknown disk is not known to have room."""
+    if min_free_ratio is None or min_free_ratio == 0:
+        return None
+    if free_ratio is None:
+        return (
+            f"{node}: free disk space unknown; incremental repair needs {min_free_ratio:.0%} free. "
+            "Make the data disk's usage readable, or set repair_types.incremental.min_free_disk_ratio: 0."
+        )
+    if free_ratio < min_free_ratio:
+        return (
+            f"{node}: {free_ratio:.0%} of its data disk is free, below min_free_disk_ratio "
+            f"{min_free_ratio:.0%}; free space (or add disk) before incremental repair runs on it."
+        )
+    return None
+
+
+def incremental_unit(
+    unit: RepairUnit, all_tables: Sequence[str], features: Mapping[str, TableFeatures]
+) -> tuple[RepairUnit | None, list[str]]:
+    """`unit` as incremental repair may take it: without the tables `incremental_skip_reason` refuses (named
+    explicitly then), or None when none is left; with the reasons of each table left out. `features` is keyed
+    by "keyspace.table"; a table missing from it has neither views nor CDC."""
+    tables = unit.tables or tuple(sorted(set(all_tables)))
+    reasons: list[str] = []
+    kept: list[str] = []
+    for table in tables:
+        name = f"{unit.keyspace}.{table}"
+        reason = incremental_skip_reason(name, features.get(name, TableFeatures()))
+        if reason is None:
+            kept.append(table)
+        else:
+            reasons.append(reason)
+    if not reasons:
+        return RepairUnit(unit.keyspace, unit.tables, "incremental", unit.nodes), []
+    if not kept:
+        return None, reasons
+    return RepairUnit(unit.keyspace, tuple(kept), "incremental", unit.nodes), reasons
+
+
+def headroom_held_back(
+    free_ratio: Callable[[str], float | None], min_free_ratio: float | None
+) -> Callable[[RepairCommand], str | None]:
+    """A `held_back` check for the executor (BatchEffects.held_back) before each incremental session: the
+    first replica of the command short of disk headroom, with `free_ratio(node)` the injected reading."""
+
+    def check(command: RepairCommand) -> str | None:
+        for node in command.replicas:
+            reason = disk_headroom_reason(node, free_ratio(node), min_free_ratio)
+            if reason is not None:
+                return reason
+        return None
+
+    return check

@@ -1,0 +1,160 @@
+"""Issue 24 on real Cassandra 5.0: each repair type's nodetool command as ringward builds it.
+
+Incremental repair marks SSTables repaired (repairedAt, seen as `Percent repaired` in tablestats) where a
+full repair does not; a preview finds the ranges a stopped node missed, per table, and repairs nothing; a
+paxos-only repair and the parallelism flags are accepted. Not run by the author (no cluster in the sandbox).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+from cassandra import ConsistencyLevel
+from cassandra.query import SimpleStatement
+from ringward.repair import RepairTypeSettings, repair_flags
+from ringward.ring import TokenRange
+from ringward_cassandra.cql import connect
+from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.localcluster.errors import LocalClusterError
+from schema_agreement import settle_schema
+
+pytestmark = pytest.mark.integration
+
+NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+ROWS = 200
+_PERCENT_REPAIRED = re.compile(r"Percent repaired:\s*([\d.]+)")
+
+
+def create(keyspace: str, factor: int = 3) -> None:
+    with connect(NODES) as session:
+        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+        session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = "
+                        f"{{'class': 'SimpleStrategy', 'replication_factor': {factor}}}")  # fmt: skip
+        session.execute(f"CREATE TABLE {keyspace}.t (k int PRIMARY KEY, v text)")
+        settle_schema(session)
+
+
+def write(keyspace: str, addresses: list[str], consistency: int) -> None:
+    with connect(addresses) as session:
+        insert = SimpleStatement(f"INSERT INTO {keyspace}.t (k, v) VALUES (%s, 'x')", consistency_level=consistency)
+        for key in range(ROWS):
+            session.execute(insert, (key,))
+
+
+def ranges_by_replicas(cluster: LocalCluster, keyspace: str) -> list[tuple[str, list[TokenRange]]]:
+    """(coordinator, its non-wrapping ranges) per replica set: every range of the ring once."""
+    client = cluster.nodetool_client()
+    try:
+        described = client.describe_ring(NODES[0], keyspace)
+    finally:
+        client.close()
+    groups: dict[frozenset[str], list[TokenRange]] = {}
+    for token_range, replicas in described:
+        groups.setdefault(replicas, []).extend(token_range.unwrap())
+    return [(sorted(replicas)[0], ranges) for replicas, ranges in groups.items()]
+
+
+def repair_everything(cluster: LocalCluster, keyspace: str, flags: list[str]) -> list[Any]:
+    client = cluster.nodetool_client()
+    try:
+        return [client.repair(coordinator, keyspace, ranges, tables=["t"], flags=flags, timeout=600)
+                for coordinator, ranges in ranges_by_replicas(cluster, keyspace)]  # fmt: skip
+    finally:
+        client.close()
+
+
+def percent_repaired(cluster: LocalCluster, node: str, keyspace: str) -> float:
+    result = cluster.nodetool(node, ["tablestats", f"{keyspace}.t"])
+    assert result.returncode == 0, result.stdout
+    match = _PERCENT_REPAIRED.search(result.stdout)
+    assert match, result.stdout
+    return float(match.group(1))
+
+
+def flush(cluster: LocalCluster, keyspace: str) -> None:
+    for node in NODES:
+        assert cluster.nodetool(node, ["flush", keyspace]).returncode == 0
+
+
+def test_incremental_repair_marks_sstables_repaired_and_full_does_not(seed_cluster: LocalCluster) -> None:
+    create("types_inc")
+    write("types_inc", NODES, ConsistencyLevel.ALL)
+    flush(seed_cluster, "types_inc")
+    full = repair_everything(seed_cluster, "types_inc", repair_flags("full", RepairTypeSettings()))
+    assert all(o.succeeded for o in full), [o.output[-800:] for o in full]
+    assert all(percent_repaired(seed_cluster, node, "types_inc") == 0.0 for node in NODES)  # 4.0+: no anticompaction
+
+    incremental = repair_everything(seed_cluster, "types_inc", repair_flags("incremental", RepairTypeSettings()))
+    assert all(o.succeeded for o in incremental), [o.output[-800:] for o in incremental]
+    assert all("incremental: true" in o.output for o in incremental), incremental[0].output[-1500:]
+    deadline = time.monotonic() + 120  # the session's anticompaction and finalisation end after nodetool returns
+    while any(percent_repaired(seed_cluster, node, "types_inc") < 100.0 for node in NODES):
+        assert time.monotonic() < deadline, {n: percent_repaired(seed_cluster, n, "types_inc") for n in NODES}
+        time.sleep(2)
+
+
+def test_a_preview_finds_what_a_stopped_node_missed_per_table_and_repairs_nothing(seed_cluster: LocalCluster) -> None:
+    create("types_prv")
+    down, up = NODES[2], NODES[:2]
+    for node in NODES:  # no hints: the stopped node must really miss the writes
+        assert seed_cluster.nodetool(node, ["disablehandoff"]).returncode == 0
+    seed_cluster.stop(down)
+    try:
+        write("types_prv", up, ConsistencyLevel.ONE)
+    finally:
+        _restart(seed_cluster, down)
+        for node in NODES:
+            seed_cluster.nodetool(node, ["enablehandoff"])
+    flush(seed_cluster, "types_prv")
+    preview_flags = repair_flags("preview", RepairTypeSettings())
+    assert preview_flags == ["-full", "--preview"]
+    first = repair_everything(seed_cluster, "types_prv", preview_flags)
+    assert all(o.succeeded for o in first), [o.output[-800:] for o in first]
+    assert any(o.in_sync is False for o in first)
+    found = [o.out_of_sync for o in first if o.out_of_sync]
+    assert found and all(set(f) == {"types_prv.t"} and f["types_prv.t"] > 0 for f in found), found
+    again = repair_everything(seed_cluster, "types_prv", preview_flags)  # a preview streamed nothing
+    assert [bool(o.out_of_sync) for o in again] == [bool(o.out_of_sync) for o in first]
+
+    repaired = repair_everything(seed_cluster, "types_prv", repair_flags("full", RepairTypeSettings()))
+    assert all(o.succeeded for o in repaired)
+    after = repair_everything(seed_cluster, "types_prv", preview_flags)
+    assert all(o.in_sync is True and not o.out_of_sync for o in after), [o.output[-800:] for o in after]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        RepairTypeSettings(parallelism="sequential"),
+        RepairTypeSettings(parallelism="dc_parallel", job_threads=2),
+        RepairTypeSettings(local_dc_only=True, job_threads=4),
+    ],
+    ids=["seq", "dcpar-j2", "local-j4"],
+)
+def test_parallelism_flags_are_accepted(seed_cluster: LocalCluster, settings: RepairTypeSettings) -> None:
+    create("types_par", factor=2)
+    write("types_par", NODES, ConsistencyLevel.ALL)
+    outcomes = repair_everything(seed_cluster, "types_par", repair_flags("full", settings))
+    assert all(o.succeeded for o in outcomes), [o.output[-800:] for o in outcomes]
+
+
+def test_a_paxos_only_repair_runs(seed_cluster: LocalCluster) -> None:
+    create("types_paxos")
+    with connect(NODES) as session:
+        session.execute("INSERT INTO types_paxos.t (k, v) VALUES (1, 'x') IF NOT EXISTS")
+    outcomes = repair_everything(seed_cluster, "types_paxos", repair_flags("paxos", RepairTypeSettings()))
+    assert all(o.succeeded for o in outcomes), [o.output[-800:] for o in outcomes]
+
+
+def _restart(cluster: LocalCluster, address: str, attempts: int = 3) -> None:
+    for attempt in range(1, attempts + 1):
+        try:
+            cluster.start(address)
+            return
+        except LocalClusterError:
+            if attempt == attempts:
+                raise
+            time.sleep(10)
