@@ -62,9 +62,10 @@ class LocalCluster:
         return load_topology(json.loads(self._state_file.read_text())["topology_file"])
 
     def version(self) -> str:
-        """The Cassandra release this cluster was created with (clusters from before versions: 5.0.9)."""
+        """The Cassandra release this cluster was created with (none created yet, or created before versions
+        were recorded: the default, 5.0.9)."""
         if not self._state_file.exists():
-            raise LocalClusterError("No local cluster has been created.", "Run `ringward cluster up` first.")
+            return runtime.CASSANDRA_VERSION
         return str(json.loads(self._state_file.read_text()).get("cassandra_version", runtime.CASSANDRA_VERSION))
 
     def _node_dir(self, node: LocalNode) -> Path:
