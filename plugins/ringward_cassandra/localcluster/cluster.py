@@ -77,10 +77,11 @@ class LocalCluster:
     ) -> Topology:
         """Start every node that is not running and wait until all are UN. Idempotent.
 
-        `cassandra`: the series or release to run ("4.1", "4.0", default 5.0); a cluster of another version
+        `cassandra`: the series or release to run ("4.1", "4.0"; default: the topology's `cassandra`, else
+        5.0); a cluster of another version
         is purged first (data written by one version is not meant to be reopened by another)."""
         wanted = load_topology(topology)
-        version = runtime.resolve_version(cassandra)
+        version = runtime.resolve_version(cassandra or wanted.cassandra)
         if wanted.auto_repair and runtime.series(version) < (5, 0):
             raise LocalClusterError(
                 f"Topology {wanted.name!r} turns on AutoRepair (CEP-37), which Cassandra {version} does not have.",
