@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypedDict, Unpack
 
+from cassandra import ProtocolVersion
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
 from cassandra.policies import (
@@ -104,11 +105,17 @@ class RingwardCluster(Cluster):  # type: ignore[misc]
     Left alone the driver negotiates the newest protocol a node accepts: v5 on 4.0 and 4.1 as well, where
     v5 is new (4.0 introduced it) and ringward is tested with v4. A protocol set explicitly is kept as is."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self._protocol_version_explicit:
+            # Negotiation starts at v5, not at the DataStax Enterprise versions (two warnings on every connect).
+            self.protocol_version = ProtocolVersion.V5
+
     def connect(self, keyspace: str | None = None, wait_for_all_pools: bool = False) -> Session:
         if self._is_setup or self._protocol_version_explicit:
             return super().connect(keyspace, wait_for_all_pools)
         session = super().connect(keyspace, wait_for_all_pools)  # the control connection negotiates
-        negotiated: int = self.protocol_version  # type: ignore[has-type]
+        negotiated: int = self.protocol_version
         if negotiated > 4 and _any_below_5(self.metadata.all_hosts()):
             session.shutdown()
             # Connections opened from now on (the new session's pools, the control connection's next) speak v4.
