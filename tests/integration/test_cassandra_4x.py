@@ -1,6 +1,7 @@
 """ringward's main path on Cassandra 4.1 (issue 26): the keyspace migration (precheck, ALTER RF 1 -> 2, full
 repair of the gained ranges, verify, cleanup) and one nightly subrange repair, both as `ringward airflow dags
 test`, on the seed preset's three nodes running 4.1 (the `cassandra41` topology, started once, last).
+`RINGWARD_TEST_TOPOLOGY_CASSANDRA41=cassandra40` runs it on 4.0 (by hand: not in the suite's time budget).
 
 RF 1 -> 2 rather than 1 -> 3: at QUORUM the planner stages 1 -> 3 as two steps, twice the suite time for the
 same code path."""
@@ -27,11 +28,13 @@ PARTITIONS, ROWS_PER_PARTITION = 200, 5
 
 
 def test_migration_and_nightly_repair_on_4_1(cassandra41_cluster: LocalCluster) -> None:
-    nodes = cassandra41_cluster.topology().addresses
-    assert cassandra41_cluster.version().startswith("4.1.")
+    topology = cassandra41_cluster.topology()
+    nodes, series = topology.addresses, topology.cassandra or "4.1"
+    assert cassandra41_cluster.version().startswith(f"{series}.") and series < "5"
     with connect(nodes) as session:
         release = session.execute("SELECT release_version FROM system.local").one().release_version
-        assert release.startswith("4.1.") and session.cluster.protocol_version == 4  # negotiated, pinned below 5.0
+        assert release.startswith(f"{series}.")
+        assert session.cluster.protocol_version == 4  # negotiated, then pinned below 5.0
         session.execute("DROP KEYSPACE IF EXISTS grow41")
         session.execute(
             "CREATE KEYSPACE grow41 WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
@@ -44,7 +47,7 @@ def test_migration_and_nightly_repair_on_4_1(cassandra41_cluster: LocalCluster) 
     )  # fmt: skip
     log = result.stdout + result.stderr
     assert dag_run_state(result) == "success", failures(result)
-    assert "Cassandra 4.1" in log and "has no AutoRepair" in log, "AutoRepair skipped, saying why"
+    assert f"Cassandra {release} has no AutoRepair" in log, "AutoRepair skipped, saying why"
     # Every row was on one replica: the repair of the gained ranges brought it to the second.
     assert rows_missing_on_replicas(nodes) == {}
 
