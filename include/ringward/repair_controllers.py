@@ -53,6 +53,8 @@ class AutoRepairSettings:
     node: str
     available: bool
     enabled: Mapping[str, bool] = field(default_factory=dict)
+    # Why the node was not asked (e.g. its Cassandra predates AutoRepair); "" when it was.
+    skipped_because: str = ""
 
     @property
     def active_types(self) -> tuple[str, ...]:
@@ -142,6 +144,9 @@ def autorepair_restore_changes(
 def describe_autorepair(settings: Sequence[AutoRepairSettings]) -> str:
     """One Markdown paragraph for the approval: where AutoRepair runs and what the migration does about it."""
     active = [s for s in _by_node(settings) if s.active_types]
+    reasons = sorted({s.skipped_because for s in settings if s.skipped_because})
+    if not active and reasons:
+        return f"**AutoRepair** (CEP-37): skipped: {markdown_escape('; '.join(reasons))}; nothing to pause."
     if not active:
         return "**AutoRepair** (CEP-37): not scheduling repairs on any node; nothing to pause."
     lines = [

@@ -169,6 +169,7 @@ def connection_settings(conn: Any) -> dict[str, Any]:
         "username": conn.login or None,
         "password": conn.password or None,
         "ssl_options": extra.get("ssl_options") or None,
-        "protocol_version": int(extra.get("protocol_version", 5)),
+        # Absent: negotiated, v4 with a node below Cassandra 5.0 (cql.RingwardCluster).
+        "protocol_version": int(extra["protocol_version"]) if extra.get("protocol_version") is not None else None,
         "schema_agreement_wait": None if wanted_wait is None else float(wanted_wait),
     }

@@ -502,14 +502,20 @@ def repair_ranges(
                 command.coordinator, command.keyspace, command.ranges, timeout=settings.session_timeout
             )
         except ClusterError as error:  # timed out: the nodetool process is gone, the session may not be
-            nodetool.abort_repairs(command.coordinator)
-            return SessionResult(False, settings.session_timeout, error.problem)
+            return SessionResult(False, settings.session_timeout, error.problem + _aborted(command.coordinator))
         if stop_requested():  # the kill stopped nodetool; the session may still run on the node
-            nodetool.abort_repairs(command.coordinator)
-            return SessionResult(False, outcome.seconds, "task killed")
+            return SessionResult(False, outcome.seconds, "task killed" + _aborted(command.coordinator))
         return SessionResult(
             outcome.succeeded, outcome.seconds, None if outcome.succeeded else _last_line(outcome.output)
         )
+
+    def _aborted(coordinator: str) -> str:
+        """Abort the coordinator's repair sessions; "" when done, else why they may still run."""
+        try:
+            nodetool.abort_repairs(coordinator)
+        except ClusterError as error:
+            return f" ({error.problem})"
+        return ""
 
     def save(updates: Sequence[RecordUpdate]) -> None:
         for update in updates:

@@ -496,7 +496,10 @@ class RepairRunOperator(BaseOperator):
                 timeout=config.segment_timeout.total_seconds(),
             )  # fmt: skip
         except ClusterError as error:  # timed out: the nodetool process is gone, the session may not be
-            self._client.abort_repairs(coordinator)
+            try:
+                self._client.abort_repairs(coordinator)
+            except ClusterError as abort_error:
+                self.log.warning("%s", abort_error)
             return SessionResult(False, config.segment_timeout.total_seconds(), str(error))
         finally:
             with _COORDINATORS_LOCK:
@@ -558,7 +561,10 @@ class RepairRunOperator(BaseOperator):
             self.log.warning("Task killed: stopping nodetool and aborting sessions on %s", sorted(self._coordinators))
             self._client.terminate_all()
             for coordinator in sorted(self._coordinators):
-                self._client.abort_repairs(coordinator)
+                try:
+                    self._client.abort_repairs(coordinator)
+                except ClusterError as error:
+                    self.log.warning("%s", error)
         return True
 
 

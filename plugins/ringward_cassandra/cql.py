@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypedDict, Unpack
 
+from cassandra import ProtocolVersion
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
 from cassandra.policies import (
@@ -20,6 +21,7 @@ from ringward.errors import ConfigurationError
 
 __all__ = [
     "ClusterSettings",
+    "RingwardCluster",
     "accepts_connections",
     "agreement_wait",
     "build_cluster",
@@ -58,7 +60,8 @@ class ClusterSettings(TypedDict, total=False):
     - local_dc: the data center whose nodes coordinate (default: the driver's choice, the contact points').
     - username, password: PlainText authentication (default: none).
     - ssl_options: TLS, in the driver's `ssl_options` words (default: no TLS), made an `ssl_context`.
-    - protocol_version: the native protocol version (default 5).
+    - protocol_version: the native protocol version (default: negotiated, v4 when a node runs Cassandra below
+      5.0, see `RingwardCluster`).
     - schema_agreement_wait: how long a DDL statement waits for agreement (default and upper bound:
       `agreement_wait(timeout)`).
     """
@@ -69,7 +72,7 @@ class ClusterSettings(TypedDict, total=False):
     username: str | None
     password: str | None
     ssl_options: Mapping[str, Any] | None
-    protocol_version: int
+    protocol_version: int | None
     schema_agreement_wait: float | None
 
 
@@ -93,7 +96,41 @@ def connect(contact_points: Sequence[str], port: int = 9042, **settings: Unpack[
 
 def build_cluster(contact_points: Sequence[str], port: int = 9042, **settings: Unpack[ClusterSettings]) -> Cluster:
     """The one place a driver `Cluster` is built (hooks, `connect`, the ring and schema readers use it)."""
-    return Cluster(**cluster_arguments(contact_points, port, **settings))
+    return RingwardCluster(**cluster_arguments(contact_points, port, **settings))
+
+
+class RingwardCluster(Cluster):  # type: ignore[misc]
+    """The driver's `Cluster`, whose negotiated protocol is v4 when any node runs Cassandra below 5.0.
+
+    Left alone the driver negotiates the newest protocol a node accepts: v5 on 4.0 and 4.1 as well, where
+    v5 is new (4.0 introduced it) and ringward is tested with v4. A protocol set explicitly is kept as is."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self._protocol_version_explicit:
+            # Negotiation starts at v5, not at the DataStax Enterprise versions (two warnings on every connect).
+            self.protocol_version = ProtocolVersion.V5
+
+    def connect(self, keyspace: str | None = None, wait_for_all_pools: bool = False) -> Session:
+        if self._is_setup or self._protocol_version_explicit:
+            return super().connect(keyspace, wait_for_all_pools)
+        session = super().connect(keyspace, wait_for_all_pools)  # the control connection negotiates
+        negotiated: int = self.protocol_version
+        if negotiated > 4 and _any_below_5(self.metadata.all_hosts()):
+            session.shutdown()
+            # Connections opened from now on (the new session's pools, the control connection's next) speak v4.
+            self.protocol_version = 4
+            session = super().connect(keyspace, wait_for_all_pools)
+        return session
+
+
+def _any_below_5(hosts: Sequence[Any]) -> bool:
+    for host in hosts:
+        release = str(getattr(host, "release_version", None) or "")
+        major = release.split(".", 1)[0]
+        if major.isdigit() and int(major) < 5:
+            return True
+    return False
 
 
 def cluster_arguments(
@@ -116,13 +153,14 @@ def cluster_arguments(
     arguments: dict[str, Any] = {
         "contact_points": points,
         "port": port,
-        "protocol_version": settings.get("protocol_version", 5),
         "execution_profiles": {EXEC_PROFILE_DEFAULT: profile},
         "connect_timeout": 10,
         "control_connection_timeout": 10,
         # A DDL statement's changes must have reached every node before the next statement is prepared.
         "max_schema_agreement_wait": agreement_wait(timeout, settings.get("schema_agreement_wait")),
     }
+    if settings.get("protocol_version") is not None:
+        arguments["protocol_version"] = settings["protocol_version"]
     username = settings.get("username")
     if username:
         arguments["auth_provider"] = PlainTextAuthProvider(username=username, password=settings.get("password"))

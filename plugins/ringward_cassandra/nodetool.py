@@ -304,13 +304,23 @@ class NodetoolClient:
         self.checked(address, ["flush", keyspace])
 
     def abort_repairs(self, address: str) -> None:
-        """Stop every repair session coordinated by `address` (what a killed repair task started)."""
-        self.run(
+        """Stop every repair session coordinated by `address` (what a killed repair task started).
+
+        Through `nodetool sjk mx` (Cassandra 4.0 and later); raises ClusterError when it fails (3.11 has no
+        `sjk`), so the caller can say the sessions may still run."""
+        result = self.run(
             address,
             ["sjk", "mx", "-b", "org.apache.cassandra.db:type=StorageService", "--call",
              "-op", "forceTerminateAllRepairSessions"],
             timeout=60,
         )  # fmt: skip
+        if result.returncode != 0:
+            raise ClusterError(
+                f"Could not abort the repair sessions coordinated by {address} (nodetool sjk mx exited with "
+                f"{result.returncode}: {result.stdout.strip()[-300:]}); they may still run.",
+                f"Call StorageService.forceTerminateAllRepairSessions on {address} over JMX (Cassandra 3.11 has "
+                "no `nodetool sjk`: use jmxterm), or wait for them to finish (`nodetool repair_admin list`).",
+            )
 
 
 def _await_repair_start(process: subprocess.Popen[bytes], deadline: float) -> tuple[str | None, list[str], bool]:

@@ -35,9 +35,30 @@ _NO_AUTOREPAIR = (
 
 def read_autorepair(client: NodetoolClient, nodes: Iterable[str]) -> list[AutoRepairSettings]:
     """Every node's AutoRepair settings (`nodetool getautorepairconfig`, a few nodes at once); a node that
-    cannot be asked is refused by name (its settings could then be neither paused nor restored)."""
+    cannot be asked is refused by name (its settings could then be neither paused nor restored).
+
+    Below Cassandra 5.0 (asked of the first node: a mixed-version cluster is refused by the precheck) no node
+    is asked: every node is returned as unavailable, saying why."""
+    nodes = list(nodes)
+    release = _release_version(client, nodes[0]) if nodes else ""
+    major = release.split(".", 1)[0]
+    if major.isdigit() and int(major) < 5:
+        reason = f"Cassandra {release} has no AutoRepair (CEP-37 arrived in 5.0)"
+        return [AutoRepairSettings(node, available=False, skipped_because=reason) for node in nodes]
     with ThreadPoolExecutor(max_workers=_AT_ONCE) as pool:
-        return list(pool.map(lambda node: _read_one(client, node), list(nodes)))
+        return list(pool.map(lambda node: _read_one(client, node), nodes))
+
+
+def _release_version(client: NodetoolClient, node: str) -> str:
+    """`nodetool version` of `node` ("4.1.10"), or "" when it cannot say (then AutoRepair is asked as usual)."""
+    try:
+        result = client.run(node, ["version"], timeout=60.0)
+    except ClusterError:
+        return ""
+    for line in (result.stdout or "").splitlines():
+        if line.startswith("ReleaseVersion:"):
+            return line.split(":", 1)[1].strip()
+    return ""
 
 
 def _read_one(client: NodetoolClient, node: str) -> AutoRepairSettings:

@@ -12,9 +12,11 @@ into a folder private to the worker's user (~/.cache/ringward/nodetool-<hash>).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -139,7 +141,7 @@ class ResidentNodetool:
             with contextlib.suppress(OSError):
                 self._process.stdin.close()
         classes = _compiled(self._java, self._classpath)
-        command = [self._java, *self._java_options, "-Djava.security.manager=allow",
+        command = [self._java, *self._java_options, *_security_manager_option(self._java),
                    "-cp", os.pathsep.join([str(classes), self._classpath]), _MAIN_CLASS]  # fmt: skip
         process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -214,6 +216,31 @@ class ResidentNodetool:
                 self._stderr.append(line.rstrip())
 
 
+_RELEASE = "11"
+
+
+@functools.cache
+def java_major(java: str) -> int:
+    """The feature release of `java` (11, 17, ...); 0 when `java -version` does not say."""
+    try:
+        output = subprocess.run([java, "-version"], capture_output=True, text=True, check=False, timeout=60).stderr
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', output)
+    if not match:
+        return 0
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def _security_manager_option(java: str) -> list[str]:
+    """The server traps NodeTool's System.exit with a SecurityManager. Java 17 and later allow installing one
+    only with `-Djava.security.manager=allow`; Java 11 allows it by default and would take "allow" for the
+    class name of a security manager to install (and fail), so it gets no option."""
+    major = java_major(java)
+    return [] if 0 < major < 12 else ["-Djava.security.manager=allow"]
+
+
 def _compiled(java: str, classpath: str) -> Path:
     """The server's classes, compiled once per source and classpath into the user's private cache folder.
 
@@ -222,7 +249,7 @@ def _compiled(java: str, classpath: str) -> Path:
     folder is replaced by a fresh compile, and without a private cache folder (another user's, writable
     by others, no home) the classes go to a new private temporary folder for this process.
     """
-    key = hashlib.sha256(_SOURCE.read_bytes() + classpath.encode()).hexdigest()[:16]
+    key = hashlib.sha256(_SOURCE.read_bytes() + classpath.encode() + _RELEASE.encode()).hexdigest()[:16]
     cache = _cache_folder()
     target = cache / f"nodetool-{key}" if cache is not None else None
     if target is not None and _holds_classes(target):
@@ -237,7 +264,8 @@ def _compiled(java: str, classpath: str) -> Path:
         )
     staging = Path(tempfile.mkdtemp(prefix="nodetool-build-" if cache else "ringward-nodetool-", dir=cache))  # 0700
     result = subprocess.run(
-        [javac_path, "-nowarn", "-cp", classpath, "-d", str(staging), str(_SOURCE)],
+        # For Java 11 (class version 55): a worker running nodetool on Java 11 (Cassandra 4.x) loads them too.
+        [javac_path, "-nowarn", "--release", _RELEASE, "-cp", classpath, "-d", str(staging), str(_SOURCE)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if result.returncode != 0:

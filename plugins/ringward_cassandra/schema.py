@@ -63,8 +63,15 @@ def keyspace_replication(session: CqlSession, keyspace: str) -> Replication:
 def default_keyspace_rf(session: CqlSession) -> int:
     """cassandra.yaml's `default_keyspace_rf` of the node the session asks (`system_views.settings`): the
     factor a SimpleStrategy or bare NTS request without a factor may take. 1 (Cassandra's default) when
-    the setting is not listed."""
-    rows = list(session.execute("SELECT value FROM system_views.settings WHERE name = %s", ("default_keyspace_rf",)))
+    the setting is not listed (Cassandra 4.0 has no such setting; 3.11 has no system_views at all)."""
+    from cassandra import InvalidRequest
+
+    try:
+        rows = list(
+            session.execute("SELECT value FROM system_views.settings WHERE name = %s", ("default_keyspace_rf",))
+        )
+    except InvalidRequest:  # 3.11: "Keyspace system_views does not exist"
+        return DEFAULT_KEYSPACE_RF
     value = str(_field(rows[0], "value")) if rows else ""
     if not value.isdigit() or int(value) < 1:
         return DEFAULT_KEYSPACE_RF

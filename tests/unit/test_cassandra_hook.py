@@ -27,7 +27,8 @@ def test_contact_points_port_and_defaults() -> None:
     options = cluster_options(connection(host="10.0.1.11, 10.0.2.11", port=9142))
     assert options["contact_points"] == ["10.0.1.11", "10.0.2.11"]
     assert options["port"] == 9142
-    assert options["protocol_version"] == 5
+    assert "protocol_version" not in options  # negotiated: v4 with a node below 5.0 (RingwardCluster)
+    assert cluster_options(connection(extra={"protocol_version": 5}))["protocol_version"] == 5
     # The driver waits for agreement inside the DDL's request timeout (60 s): the wait must end first.
     assert options["max_schema_agreement_wait"] == 30.0
     assert options["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout == 60.0
@@ -69,7 +70,8 @@ def test_one_list_of_settings_for_every_way_to_a_driver_cluster() -> None:
         "schema_agreement_wait",
     }  # fmt: skip
     defaults = cluster_arguments(["10.0.0.1"])
-    assert (defaults["port"], defaults["protocol_version"], defaults["max_schema_agreement_wait"]) == (9042, 5, 15.0)
+    assert (defaults["port"], defaults["max_schema_agreement_wait"]) == (9042, 15.0)
+    assert "protocol_version" not in defaults
     assert defaults["execution_profiles"][EXEC_PROFILE_DEFAULT].request_timeout == 30.0
     pinned = cluster_arguments(["10.0.0.1", "10.0.0.2"], 9142, coordinator="10.0.0.2", timeout=8)
     assert pinned["contact_points"] == ["10.0.0.2"] and pinned["max_schema_agreement_wait"] == 4.0

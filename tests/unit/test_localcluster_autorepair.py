@@ -77,7 +77,7 @@ def test_nodes_start_with_the_autorepair_flag_only_when_asked(tmp_path: Path, mo
 
     monkeypatch.setattr(cluster_module, "_check_free", lambda node: None)
     monkeypatch.setattr(cluster_module.subprocess, "Popen", Recorded)
-    monkeypatch.setattr(cluster_module.runtime, "cassandra_classpath", lambda conf: "cp")
+    monkeypatch.setattr(cluster_module.runtime, "cassandra_classpath", lambda conf, version=None: "cp")
     monkeypatch.setattr(cluster_module.runtime, "java_binary", lambda: "java")
     local = cluster_module.LocalCluster(home=tmp_path, log=lambda _: None)
     try:

@@ -118,6 +118,8 @@ class FakeNodetool(NodetoolClient):
         self.calls.append((address, tuple(args)))
         if address in self.down:
             return subprocess.CompletedProcess(args, 1, "nodetool: Failed to connect to '127.0.0.1:7300'", "")
+        if args[0] == "version":
+            return subprocess.CompletedProcess(args, 0, "ReleaseVersion: 5.0.9\n", "")
         types = self.state[address]
         if types is None:
             return subprocess.CompletedProcess(args, 0, "Auto-repair is not enabled\n", "")

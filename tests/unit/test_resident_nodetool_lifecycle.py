@@ -52,7 +52,8 @@ def _fake_jdk(tmp_path: Path) -> tuple[str, Path]:
 
 
 def _key() -> str:
-    return hashlib.sha256(resident_nodetool._SOURCE.read_bytes() + CLASSPATH.encode()).hexdigest()[:16]
+    key = resident_nodetool._SOURCE.read_bytes() + CLASSPATH.encode() + resident_nodetool._RELEASE.encode()
+    return hashlib.sha256(key).hexdigest()[:16]
 
 
 def _plant(path: Path, how: str, attacker: Path) -> None:

@@ -620,7 +620,7 @@ def slow_driver(monkeypatch: pytest.MonkeyPatch) -> Iterator[SlowDriver]:
     from ringward_airflow.ui import source
 
     driver = SlowDriver({"10.9.9.1": threading.Event(), "10.9.9.2": threading.Event()}, {"10.9.9.1"})
-    monkeypatch.setattr("cassandra.cluster.Cluster", driver.cluster_class())
+    monkeypatch.setattr("ringward_cassandra.cql.RingwardCluster", driver.cluster_class())
     asked = source._session_for
 
     def counted(conn: Any) -> Any:

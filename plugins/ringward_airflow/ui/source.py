@@ -267,9 +267,9 @@ def _cluster_options(conn: Any) -> dict[str, Any]:
 
 
 def _connect(conn: Any, options: dict[str, Any]) -> tuple[Any, Any]:
-    from cassandra.cluster import Cluster
+    from ringward_cassandra.cql import RingwardCluster
 
-    cluster = Cluster(**options)
+    cluster = RingwardCluster(**options)
     try:
         return cluster, cluster.connect()
     except Exception as error:  # NoHostAvailable, socket errors, timeouts
@@ -321,12 +321,7 @@ class CassandraSource:
         ).one()
         # Every node's row from the node that answered system.local: system.peers_v2 must come from the same one.
         coordinator = hosts.get(str(local.host_id))
-        peers = list(
-            session.execute(
-                "SELECT host_id, peer, data_center, rack, tokens, schema_version, release_version FROM system.peers_v2",
-                host=coordinator,
-            )
-        )
+        peers = _peer_rows(session, coordinator)
         rows = [(local.broadcast_address, local), *((p.peer, p) for p in peers)]
         usage = SimpleStatement("SELECT mebibytes FROM system_views.disk_usage")
         loads = {str(row.host_id): session.execute_async(usage, host=hosts.get(str(row.host_id))) for _, row in rows}
@@ -376,3 +371,14 @@ def unreachable(error: BaseException) -> bool:
     return isinstance(error, ClusterUnreachable | NoHostAvailable | OperationTimedOut | Timeout | Unavailable) or (
         isinstance(error, ClusterError) and "connect" in str(error).lower()
     )
+
+
+def _peer_rows(session: Any, coordinator: Any) -> list[Any]:
+    """The coordinator's peer rows: system.peers_v2 (Cassandra 4.0 and later), else system.peers (3.11)."""
+    from cassandra import InvalidRequest
+
+    columns = "host_id, {peer}, data_center, rack, tokens, schema_version, release_version"
+    try:
+        return list(session.execute(f"SELECT {columns.format(peer='peer')} FROM system.peers_v2", host=coordinator))
+    except InvalidRequest:  # no system.peers_v2 before Cassandra 4.0
+        return list(session.execute(f"SELECT {columns.format(peer='peer')} FROM system.peers", host=coordinator))

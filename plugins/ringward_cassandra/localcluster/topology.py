@@ -57,6 +57,8 @@ class Topology:
     # A production-like cluster: PasswordAuthenticator and CassandraAuthorizer, JMX behind a password file,
     # client-to-node TLS with a test CA (localcluster.security), a least-privilege role for ringward.
     secured: bool = False
+    # The Cassandra series its nodes run ("4.1", "4.0"); None: the default (5.0) or `cluster up --cassandra`.
+    cassandra: str | None = None
 
     @property
     def addresses(self) -> list[str]:
@@ -74,7 +76,7 @@ class Topology:
 def load_topology(name_or_path: str) -> Topology:
     """A preset name or a JSON file path. Presets: `seed` (the seed article's three-node dc1 cluster, the
     default), `secured` (the same nodes with authentication, authorization, JMX passwords and TLS), `two-dc`,
-    `autorepair` (topologies/*.json)."""
+    `autorepair`, `cassandra41` (the seed nodes on Cassandra 4.1) (topologies/*.json)."""
     path = Path(name_or_path)
     if not path.is_file():
         path = PRESETS_DIR / f"{name_or_path}.json"
@@ -110,8 +112,11 @@ def load_topology(name_or_path: str) -> Topology:
     secured = document.get("secured", False)
     if not isinstance(secured, bool):
         raise ConfigurationError(f"Topology {path} has secured={secured!r}.", "Give secured as true or false.")
+    cassandra = document.get("cassandra")
+    if cassandra is not None and not isinstance(cassandra, str):
+        raise ConfigurationError(f"Topology {path} has cassandra={cassandra!r}.", 'Give it as a string, e.g. "4.1".')
     return Topology(name=str(document.get("name", path.stem)), nodes=nodes, auto_repair=auto_repair,
-                    auto_repair_settings=settings, secured=secured)  # fmt: skip
+                    auto_repair_settings=settings, secured=secured, cassandra=cassandra)  # fmt: skip
 
 
 def _parse_node(entry: dict[str, object]) -> LocalNode:

@@ -1,4 +1,4 @@
-"""`ringward cluster`: the embedded local Cassandra 5.0 cluster."""
+"""`ringward cluster`: the embedded local Cassandra cluster (5.0 by default; 4.1 and 4.0 on Java 11)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up = actions.add_parser("up", help="start every node and wait until all are UN (idempotent)")
     up.add_argument("--topology", default="seed", help="preset (seed, two-dc) or a topology JSON file")
     up.add_argument("--heap-mb", type=int, default=512)
+    up.add_argument("--cassandra", default=None, metavar="VERSION",
+                    help="Cassandra series or release: 5.0 (default), 4.1, 4.0, or e.g. 4.1.10")  # fmt: skip
     up.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the nodes")
     up.set_defaults(handler=_up)
     down = actions.add_parser("down", help="stop every node (idempotent)")
@@ -27,7 +29,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     start = actions.add_parser("start", help="start one node and wait until it is UN")
     start.add_argument("address")
     start.set_defaults(handler=_start)
-    actions.add_parser("jars", help="resolve Cassandra's jars from Maven Central (once)").set_defaults(handler=_jars)
+    jars = actions.add_parser("jars", help="resolve Cassandra's jars from Maven Central (once per version)")
+    jars.add_argument("--cassandra", default=None, metavar="VERSION", help="5.0 (default), 4.1, 4.0")
+    jars.set_defaults(handler=_jars)
     nodetool = actions.add_parser("nodetool", help="run Cassandra's nodetool against one node")
     nodetool.add_argument("address")
     nodetool.add_argument("args", nargs=argparse.REMAINDER)
@@ -41,16 +45,19 @@ def _cluster():  # type: ignore[no-untyped-def]
 
 
 def _jars(args: argparse.Namespace) -> int:
-    from ringward_cassandra.localcluster.runtime import ensure_jars, java_binary
+    from ringward_cassandra.localcluster.runtime import ensure_jars, java_binary, resolve_version, server_java_binary
 
+    version = resolve_version(args.cassandra)
     java_binary()
-    print(f"Cassandra jars in {ensure_jars()}")
+    server_java_binary(version)
+    print(f"Cassandra {version} jars in {ensure_jars(version)}")
     return 0
 
 
 def _up(args: argparse.Namespace) -> int:
-    topology = _cluster().up(args.topology, heap_mb=args.heap_mb, timeout=args.timeout)
-    print(f"cluster {topology.name!r} is up: {', '.join(topology.addresses)}")
+    cluster = _cluster()
+    topology = cluster.up(args.topology, heap_mb=args.heap_mb, timeout=args.timeout, cassandra=args.cassandra)
+    print(f"cluster {topology.name!r} (Cassandra {cluster.version()}) is up: {', '.join(topology.addresses)}")
     return 0
 
 
