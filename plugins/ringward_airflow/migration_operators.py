@@ -437,7 +437,7 @@ class PreviewVerifyOperator(MigrationOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         segments = load_migration(context, self.precheck_task_id).repair_segments(self.step_index, "post")
         try:
-            in_sync = preview_in_sync(segments, self._nodetool_client(), self._raise_if_killed)
+            in_sync = preview_in_sync(segments, self._nodetool_client(), self._raise_if_killed, self.log.warning)
         finally:
             self._release()
         self.log.info("Preview repair: all %s in sync among their replicas.", range_count(segments))

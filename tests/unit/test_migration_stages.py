@@ -262,6 +262,8 @@ class ClusterNodetool(FakeNodetool):
         self.streaming: set[str] = set()
         self.done: list[tuple[str, str]] = []
         self.previews: dict[str, bool] = {}
+        self.out_of_sync_previews: dict[str, int] = {}
+        self.repairs: list[str] = []
 
     def status(self, address: str) -> dict[str, str]:
         return self.states.get(address, {a: "UN" for a in RING.addresses()})
@@ -282,7 +284,14 @@ class ClusterNodetool(FakeNodetool):
     def repair(self, address: str, keyspace: str, ranges: object, *, timeout: float = 3600.0,
                preview: bool = False) -> RepairOutcome:  # fmt: skip
         ranges = tuple(ranges) if isinstance(ranges, Sequence) else (ranges,)  # type: ignore[arg-type]
+        if not preview:
+            self.repairs.append(address)
+            return RepairOutcome(address, keyspace, ranges, True, 0.01, None, "Repair completed successfully", None)  # type: ignore[arg-type]
         in_sync = self.previews.get(address, True)
+        left = self.out_of_sync_previews.get(address, 0)
+        if left:  # out of sync this many more previews (writes in flight), then in sync
+            self.out_of_sync_previews[address] = left - 1
+            in_sync = False
         output = "Previewed data was in sync" if in_sync else "Total estimated streaming: 12 ranges, 3 sstables"
         return RepairOutcome(address, keyspace, ranges, True, 0.01, None, output, in_sync)  # type: ignore[arg-type]
 
@@ -365,8 +374,23 @@ def test_preview_counts_segments_in_sync_and_names_those_out_of_sync() -> None:
     nodetool.previews["127.0.0.4"] = False
     with pytest.raises(VerificationError) as failed:
         preview_in_sync(segments, nodetool, lambda: None)
-    assert "in 1 commands: (20, 30] among 127.0.0.4, 127.0.0.5: Total estimated streaming" in failed.value.problem
+    assert (
+        "in 1 commands, also after repairing them again 2 times: (20, 30] among 127.0.0.4, 127.0.0.5: "
+        "Total estimated streaming" in failed.value.problem
+    )
     assert "Do not run cleanup" in failed.value.fix
+    assert nodetool.repairs == ["127.0.0.4", "127.0.0.4"]  # repaired again twice before the alarm
+
+
+def test_preview_out_of_sync_once_is_repaired_again_and_passes() -> None:
+    """Writes in flight between the replicas' Merkle trees read as out of sync: repair again, preview again."""
+    segments = [_segment(0, 10, "127.0.0.3", "127.0.0.2"), _segment(20, 30, "127.0.0.4", "127.0.0.5")]
+    nodetool = ClusterNodetool(FakeCql(NTS_3))
+    nodetool.out_of_sync_previews["127.0.0.4"] = 1
+    lines: list[str] = []
+    assert preview_in_sync(segments, nodetool, lambda: None, lines.append) == 2
+    assert nodetool.repairs == ["127.0.0.4"]
+    assert len(lines) == 1 and "(20, 30] among 127.0.0.4, 127.0.0.5 out of sync" in lines[0]
 
 
 def test_cleanup_snapshots_and_cleans_only_the_nodes_that_lost_ranges() -> None:
