@@ -31,6 +31,15 @@ __all__ = ["NodetoolClient", "RepairOutcome", "parse_describering", "parse_previ
 _REPAIR_STARTED = re.compile(r"Starting repair command #(\d+) \(([0-9a-f-]{36})\)")
 _PENDING_COMPACTIONS = re.compile(r"^pending (?:compaction )?tasks\s*:?\s*(\d+)", re.MULTILINE)
 _CLEANUP_RUNNING = re.compile(r"^\S+\s+Cleanup\s", re.MULTILINE)  # a row of the active compactions table
+# `nodetool tablestats`: a keyspace's header, then per table "SSTable count: N" ("Old SSTable count" is another
+# figure, 5.0 and later).
+_TABLESTATS_KEYSPACE = re.compile(r"^Keyspace\s*:\s*(\S+)")
+_TABLESTATS_SSTABLES = re.compile(r"^SSTable count:\s*(\d+)")
+# Cassandra's own keyspaces: their SSTable counts are not the repaired tables' and do not hold a repair back.
+_SYSTEM_KEYSPACES = frozenset(
+    {"system", "system_schema", "system_auth", "system_distributed", "system_traces", "system_views",
+     "system_virtual_schema", "system_cluster_metadata"}
+)  # fmt: skip
 _STREAMING = re.compile(r"^\s*(Receiving|Sending) \d+ files", re.MULTILINE)
 _STATUS_LINE = re.compile(r"^([UD][NLJM])\s+(\S+)\s", re.MULTILINE)
 # A table's line of a preview's sync summary (Cassandra's SyncStatSummary.Table): ranges that would stream.
@@ -191,13 +200,15 @@ class NodetoolClient:
 
     def backlog(self, address: str) -> NodeBacklog:
         """What `address` is busy with, for the nightly repair's back-pressure check: pending compactions and a
-        running cleanup (`compactionstats`), streaming (`netstats`), and whether it is joining, leaving or
-        moving (`status`). SSTable counts per table are not read (one `tablestats` per table is too costly)."""
+        running cleanup (`compactionstats`), the most SSTables in one table outside Cassandra's own keyspaces
+        (one `tablestats` of every table), streaming (`netstats`), and whether it is joining, leaving or
+        moving (`status`). The worker reads it at most every 5 minutes per node."""
         compactions = self.checked(address, ["compactionstats"])
         pending = _PENDING_COMPACTIONS.search(compactions)
         state = self.status(address).get(address, "UN")
         return NodeBacklog(
             pending_compactions=int(pending.group(1)) if pending else 0,
+            max_sstables_per_table=most_sstables_in_one_table(self.checked(address, ["tablestats"])),
             streaming=self.is_streaming(address),
             cleanup_running=bool(_CLEANUP_RUNNING.search(compactions)),
             pending_ranges=state[1:] in {"J", "L", "M"},
@@ -437,3 +448,19 @@ def parse_describering(output: str) -> list[tuple[TokenRange, frozenset[str]]]:
         (TokenRange(int(start), int(end)), frozenset(e.strip() for e in endpoints.split(",") if e.strip()))
         for start, end, endpoints in _DESCRIBERING.findall(output)
     ]
+
+
+def most_sstables_in_one_table(tablestats: str) -> int:
+    """The largest "SSTable count" of one table in `nodetool tablestats` output, Cassandra's keyspaces left out."""
+    keyspace = ""
+    most = 0
+    for line in tablestats.splitlines():
+        text = line.strip()
+        header = _TABLESTATS_KEYSPACE.match(text)
+        if header:
+            keyspace = header.group(1)
+            continue
+        count = _TABLESTATS_SSTABLES.match(text)
+        if count and keyspace not in _SYSTEM_KEYSPACES:
+            most = max(most, int(count.group(1)))
+    return most

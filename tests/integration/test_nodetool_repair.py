@@ -8,6 +8,7 @@ from cassandra.query import SimpleStatement
 from repair_history import parent_session, repaired_ranges
 from ringward.migration import migration_steps, repair_segments, repair_waves
 from ringward.plan import build_plan
+from ringward.repair import back_pressure_reason, parse_config
 from ringward.replication import Replication
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
@@ -55,3 +56,34 @@ def test_one_command_repairs_every_range_of_a_replica_set(seed_cluster: LocalClu
         for command, outcome in zip(commands, outcomes, strict=True):
             row = parent_session(session, "multi", command.ranges, outcome.parent_id)
             assert repaired_ranges(row) == {f"{r.start},{r.end}" for r in command.ranges}
+
+
+def test_the_back_pressure_read_of_a_real_node_counts_sstables_per_table(seed_cluster: LocalCluster) -> None:
+    """`backlog` on a real 5.0 node: three flushes of one table are three SSTables (autocompaction off), Cassandra's
+    own tables are left out, and a threshold below that count holds the node back, naming the setting."""
+    node = NODES[0]
+    with connect(NODES) as session:
+        session.execute("DROP KEYSPACE IF EXISTS pressure")
+        session.execute(
+            "CREATE KEYSPACE pressure WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 3}"
+        )
+        session.execute("CREATE TABLE pressure.t (id int PRIMARY KEY, v text)")
+        settle_schema(session)
+        assert seed_cluster.nodetool(node, ["disableautocompaction", "pressure", "t"]).returncode == 0
+        insert = session.prepare("INSERT INTO pressure.t (id, v) VALUES (?, 'x')")
+        insert.consistency_level = ConsistencyLevel.ALL
+        for flush in range(3):
+            session.execute(insert, (flush,))
+            assert seed_cluster.nodetool(node, ["flush", "pressure", "t"]).returncode == 0
+    nodetool = seed_cluster.nodetool_client()
+    try:
+        backlog = nodetool.backlog(node)
+    finally:
+        nodetool.close()
+    assert backlog.max_sstables_per_table >= 3, backlog
+    assert not backlog.streaming and not backlog.pending_ranges and not backlog.cleanup_running
+    config = parse_config({"back_pressure": {"sstable_upper_threshold": 2}})
+    reason = back_pressure_reason(node, backlog, config)
+    assert reason is not None and "SSTables in one table" in reason and "sstable_upper_threshold" in reason
+    with connect(NODES) as session:
+        session.execute("DROP KEYSPACE pressure")

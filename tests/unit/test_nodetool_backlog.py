@@ -19,6 +19,27 @@ COMPACTIONS_4_1 = "pending tasks: 3\n"
 NETSTATS_IDLE = "Mode: NORMAL\nNot sending any streams.\n"
 NETSTATS_STREAMING = "Mode: NORMAL\nRepair 5d0c4c40\n    /127.0.0.3\n        Receiving 4 files, 1024 bytes total\n"
 STATUS = "UN  127.0.0.2  1 MiB  16  ?  id1  rack1\nUJ  127.0.0.5  1 MiB  16  ?  id5  rack1\n"
+TABLESTATS_5_0 = """\
+Total number of tables: 3
+----------------
+Keyspace : system
+\tRead Count: 10
+\tPending Flushes: 0
+\t\tTable: local
+\t\tSSTable count: 900
+\t\tOld SSTable count: 0
+----------------
+Keyspace : shop
+\tRead Count: 0
+\tPending Flushes: 0
+\t\tTable: items
+\t\tSSTable count: 12
+\t\tOld SSTable count: 40
+\t\tMax SSTable size: 5.000KiB
+\t\tTable: orders
+\t\tSSTable count: 31
+----------------
+"""
 
 
 class Scripted(NodetoolClient):
@@ -31,11 +52,22 @@ class Scripted(NodetoolClient):
 
 
 def test_pending_compactions_cleanup_and_streaming_are_read() -> None:
-    client = Scripted({"compactionstats": COMPACTIONS_5_0, "netstats": NETSTATS_STREAMING, "status": STATUS})
-    assert client.backlog("127.0.0.2") == NodeBacklog(pending_compactions=230, streaming=True, cleanup_running=True)
+    client = Scripted({"compactionstats": COMPACTIONS_5_0, "netstats": NETSTATS_STREAMING, "status": STATUS,
+                       "tablestats": TABLESTATS_5_0})  # fmt: skip
+    assert client.backlog("127.0.0.2") == NodeBacklog(
+        pending_compactions=230, max_sstables_per_table=31, streaming=True, cleanup_running=True
+    )
 
 
 def test_an_idle_node_of_an_older_release_and_a_joining_node() -> None:
-    client = Scripted({"compactionstats": COMPACTIONS_4_1, "netstats": NETSTATS_IDLE, "status": STATUS})
+    client = Scripted({"compactionstats": COMPACTIONS_4_1, "netstats": NETSTATS_IDLE, "status": STATUS,
+                       "tablestats": "Total number of tables: 0\n"})  # fmt: skip
     assert client.backlog("127.0.0.2") == NodeBacklog(pending_compactions=3)
     assert client.backlog("127.0.0.5").pending_ranges
+
+
+def test_the_sstable_count_of_cassandras_own_tables_and_old_sstables_do_not_count() -> None:
+    from ringward_cassandra.nodetool import most_sstables_in_one_table
+
+    assert most_sstables_in_one_table(TABLESTATS_5_0) == 31  # not system.local's 900, not items' 40 old ones
+    assert most_sstables_in_one_table("") == 0
