@@ -24,6 +24,7 @@ __all__ = [
     "RingwardCluster",
     "accepts_connections",
     "agreement_wait",
+    "any_below_5",
     "build_cluster",
     "cluster_arguments",
     "connect",
@@ -116,7 +117,7 @@ class RingwardCluster(Cluster):  # type: ignore[misc]
             return super().connect(keyspace, wait_for_all_pools)
         session = super().connect(keyspace, wait_for_all_pools)  # the control connection negotiates
         negotiated: int = self.protocol_version
-        if negotiated > 4 and _any_below_5(self.metadata.all_hosts()):
+        if negotiated > 4 and any_below_5(self.metadata.all_hosts()):
             session.shutdown()
             # Connections opened from now on (the new session's pools, the control connection's next) speak v4.
             self.protocol_version = 4
@@ -124,7 +125,8 @@ class RingwardCluster(Cluster):  # type: ignore[misc]
         return session
 
 
-def _any_below_5(hosts: Sequence[Any]) -> bool:
+def any_below_5(hosts: Sequence[Any]) -> bool:
+    """Whether any of the driver's hosts runs a Cassandra release below 5.0 (by its `release_version`)."""
     for host in hosts:
         release = str(getattr(host, "release_version", None) or "")
         major = release.split(".", 1)[0]

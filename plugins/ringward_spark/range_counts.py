@@ -242,13 +242,30 @@ def _table_columns(session: Any, keyspace: str, table: str) -> tuple[list[str], 
         table_meta = _table_meta(session, keyspace, table)
     if table_meta is None:
         raise ConfigurationError(f"Table {keyspace}.{table} does not exist.", "Name an existing table.")
+    from ringward_cassandra.cql import any_below_5
+
     keys = {c.name for c in table_meta.primary_key}
+    below_5 = any_below_5(session.cluster.metadata.all_hosts())
+    keyspace_meta = session.cluster.metadata.keyspaces.get(keyspace)
+    user_types = set(getattr(keyspace_meta, "user_types", {}) or {})
     dated = [
         column.name
         for column in table_meta.columns.values()
-        if column.name not in keys and not column.is_static and column.cql_type != "counter"
-    ]
+        if column.name not in keys and not column.is_static
+        and writetime_readable(column.cql_type, below_5=below_5, user_types=user_types)
+    ]  # fmt: skip
     return [c.name for c in table_meta.partition_key], dated
+
+
+def writetime_readable(cql_type: str, *, below_5: bool, user_types: Iterable[str] = ()) -> bool:
+    """Whether `SELECT writetime(column)` is accepted for a column of `cql_type`: never for counters; below
+    Cassandra 5.0 not for a non-frozen collection or user type either (5.0 returns their cells' timestamps).
+    Rows dated by no readable column count as undated: always counted, whatever the cutoff."""
+    if cql_type == "counter":
+        return False
+    if not below_5 or cql_type.startswith("frozen<"):
+        return True
+    return not cql_type.startswith(("list<", "set<", "map<")) and cql_type not in set(user_types)
 
 
 def _table_meta(session: Any, keyspace: str, table: str) -> Any:

@@ -158,7 +158,7 @@ def test_no_protocol_is_forced_by_default() -> None:
 )
 def test_a_node_below_5_0_pins_protocol_v4(releases: list[str | None], below: bool) -> None:
     hosts = [SimpleNamespace(release_version=release) for release in releases]
-    assert cql._any_below_5(hosts) is below
+    assert cql.any_below_5(hosts) is below
 
 
 # -- version-gated reads --------------------------------------------------------------------------------------

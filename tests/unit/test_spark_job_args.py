@@ -116,3 +116,15 @@ def test_a_count_job_may_count_several_tables_in_one_application() -> None:
     assert parse_args([*count_job_args(["h"], "ks", "a"), "--output", "o"]).tables == ["a"]
     with pytest.raises(ConfigurationError, match="No table"):
         count_job_args(["h"], "ks", [])
+
+
+def test_writetime_is_read_only_from_columns_the_cluster_accepts_it_for() -> None:
+    """Cassandra 4.x refuses writetime() of a non-frozen collection or user type; 5.0 returns cell timestamps."""
+    from ringward_spark.range_counts import writetime_readable
+
+    for cql_type in ("text", "int", "frozen<list<text>>", "frozen<address>"):
+        assert writetime_readable(cql_type, below_5=True, user_types={"address"}), cql_type
+    for cql_type in ("list<text>", "set<int>", "map<text, int>", "address"):
+        assert not writetime_readable(cql_type, below_5=True, user_types={"address"}), cql_type
+        assert writetime_readable(cql_type, below_5=False, user_types={"address"}), cql_type
+    assert not writetime_readable("counter", below_5=False)
