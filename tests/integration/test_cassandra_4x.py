@@ -19,6 +19,7 @@ from ringward.repair import SegmentState
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.ops_store import OpsStore
+from schema_agreement import settle_schema
 from test_migration_dag import dag_run_state, failures, run_migration, write_rows
 from test_nightly_repair import conf, run_dag
 
@@ -40,6 +41,19 @@ def test_migration_and_nightly_repair_on_4_1(cassandra41_cluster: LocalCluster) 
             "CREATE KEYSPACE grow41 WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"
         )
         write_rows(session, "grow41", partitions=PARTITIONS, rows_per_partition=ROWS_PER_PARTITION)
+        # A non-frozen collection: 4.x refuses writetime() of it, so the verification must date rows without it.
+        session.execute("CREATE TABLE grow41.tagged (pk int PRIMARY KEY, note text, labels set<text>)")
+        settle_schema(session)
+        tag = session.prepare("INSERT INTO grow41.tagged (pk, note, labels) VALUES (?, ?, ?)")
+        tag.consistency_level = ConsistencyLevel.ALL
+        only_labels = session.prepare("INSERT INTO grow41.tagged (pk, labels) VALUES (?, ?)")
+        only_labels.consistency_level = ConsistencyLevel.ALL
+        for ok, outcome in execute_concurrent_with_args(
+            session, tag, [(k, f"n{k}", {"a", f"l{k}"}) for k in range(50)]
+        ):
+            assert ok, outcome
+        for ok, outcome in execute_concurrent_with_args(session, only_labels, [(k, {"b"}) for k in range(50, 60)]):
+            assert ok, outcome
 
     result = run_migration(
         {"keyspace": "grow41", "replication": {"class": "SimpleStrategy", "replication_factor": 2},
