@@ -75,7 +75,8 @@ def _range(pair: list[int]) -> str:
 
 def _bar(percent: float) -> str:
     fill = f"<div class='fill' style='width:{percent}%'></div>"
-    return f"<div class='bar' role='progressbar' aria-valuenow='{percent}'>{fill}</div>"
+    return (f"<div class='bar' role='progressbar' aria-valuenow='{percent}' aria-valuemin='0' aria-valuemax='100' "
+            f"aria-label='{percent}% done'>{fill}</div>")  # fmt: skip
 
 
 PAGE_ROWS = 200  # rows of each list of ranges per page (?page=N): a 48-node x 256-token plan has 12,288

@@ -80,7 +80,7 @@ overflow:hidden;font-variant-numeric:tabular-nums;max-width:100%}
 td,th{padding:6px 12px;text-align:left;vertical-align:top;border-bottom:1px solid var(--border)}
 th{background:var(--subtle);font-weight:600;font-size:13px;color:var(--fg);white-space:nowrap}
 tbody tr:last-child td{border-bottom:0} tbody tr:hover td{background:var(--hover)}
-tr.affected td{background:var(--affected)}
+tr.affected td{background:var(--affected)} td ul{margin:0;padding-left:18px}
 .ok{color:var(--ok)} .bad{color:var(--bad);font-weight:600} .warn{color:var(--warn)} .muted{color:var(--muted)}
 .badge{display:inline-block;padding:1px 8px;border-radius:9999px;font-size:12px;font-weight:500;line-height:18px;
 color:#fff;background:#6b7280;white-space:nowrap}
