@@ -32,7 +32,7 @@ def main() -> None:
     cluster, ring = cluster_view(world)
     rendered = {
         "migration": (pages.migration_page(migration, placement), 2600),
-        "repair": (pages.repair_page(repair, coverage, table=None), 1500),
+        "repair": (pages.repair_page(repair, coverage), 1500),
         "cluster": (pages.cluster_page(cluster, ring), 900),
     }
     out = ROOT / "docs" / "ui"

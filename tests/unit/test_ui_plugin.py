@@ -1058,3 +1058,125 @@ def test_repair_page_shows_the_latest_preview_findings(
     )
     page = test_client.get("/ringward/repair", headers=admin).text
     assert "Preview findings" in page and "id='previews'" in page
+
+
+# -- the pages' look and formats (issue 28): Airflow's style, light and dark, values as people read them ------------
+
+HTML_PAGES = [MIGRATION, "/ringward/repair", "/ringward/cluster"]
+
+
+def test_the_stylesheet_has_a_dark_mode_and_every_page_carries_it(
+    client: tuple[Any, FakeSource, dict[str, str]],
+) -> None:
+    from ringward_airflow.ui.style import STYLESHEET, THEME_SCRIPT, state_class
+
+    assert "@media (prefers-color-scheme: dark)" in STYLESHEET and ":root[data-theme=dark]" in STYLESHEET
+    dark = STYLESHEET[STYLESHEET.index("@media (prefers-color-scheme: dark)") :]
+    assert "--bg:" in dark and "color-scheme:dark" in dark
+    # Airflow's state colours (its theme's tokens): success green, failed red, running cyan; ringward's words
+    # take their kin's colour.
+    assert ".badge.state-success{background:#16a34a}" in STYLESHEET
+    assert ".badge.state-failed{background:#dc2626}" in STYLESHEET
+    assert ".badge.state-running{background:#0891b2}" in STYLESHEET
+    assert (state_class("done"), state_class("FAILED"), state_class("pending")) == (
+        "state-success", "state-failed", "state-none")  # fmt: skip
+    assert state_class("<b>") == "state-none"
+    test_client, _, tokens = client
+    for url in HTML_PAGES:
+        page = test_client.get(url, headers=bearer(tokens["admin"])).text
+        assert page.startswith("<!doctype html><html lang='en'>"), url
+        assert f"<style>{STYLESHEET}</style>" in page and f"<script>{THEME_SCRIPT}</script>" in page, url
+        assert "<meta name='color-scheme' content='light dark'>" in page, url
+        assert "<link" not in page and not re.search(r"(src|href)=['\"](https?:)?//", page), url  # nothing fetched
+        assert "<nav aria-label='ringward'>" in page and "<main>" in page and "<h1>" in page, url
+
+
+def test_formats_of_times_durations_and_replication() -> None:
+    from ringward_airflow.ui.formats import (
+        format_duration,
+        format_replication,
+        format_timestamp,
+        humanize_replications,
+    )
+
+    assert format_timestamp("2026-11-25T10:19:03.123456+00:00") == "2026-11-25 10:19:03 UTC"
+    assert format_timestamp("2026-11-25T11:19:03+01:00") == "2026-11-25 10:19:03 UTC"  # in UTC
+    assert format_timestamp(datetime(2026, 11, 25, 10, 19, 3)) == "2026-11-25 10:19:03 UTC"  # naive: UTC
+    assert format_timestamp(None) == "-" and format_timestamp("not a time") == "not a time"
+    assert [format_duration(s) for s in (3.4, 0, 59.9, 60, 307, 3720, 3599.6, 2 * 86400 + 4 * 3600)] == [
+        "3.4 s", "0.0 s", "59.9 s", "1 min 00 s", "5 min 07 s", "1 h 02 min", "1 h 00 min", "2 d 04 h"]  # fmt: skip
+    assert format_duration(None) == "-" and format_duration("abc") == "-"
+    assert format_replication({"class": "SimpleStrategy", "replication_factor": 3}) == "SimpleStrategy RF 3"
+    assert format_replication(Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3})) == (
+        "NetworkTopologyStrategy {dc1: 3, dc2: 3}"
+    )
+    cql = Replication.parse(NEW).to_cql()  # {'class': 'NetworkTopologyStrategy', 'dc1': '3'}
+    assert format_replication(cql) == "NetworkTopologyStrategy {dc1: 3}"
+    assert format_replication(str(Replication.parse(OLD).as_json())) == "SimpleStrategy RF 1"  # a dict repr
+    assert format_replication('{"class": "NetworkTopologyStrategy", "dc1": 2, "replication_factor": 3}') == (
+        "NetworkTopologyStrategy {dc1: 2, other DCs: 3}"
+    )
+    assert format_replication("{'class': 'NoSuchStrategy'}") == "{'class': 'NoSuchStrategy'}"  # left as it is
+    assert humanize_replications(f"from {Replication.parse(OLD).to_cql()} -> {cql}.") == (
+        "from SimpleStrategy RF 1 -> NetworkTopologyStrategy {dc1: 3}."
+    )
+
+
+def test_pages_show_replication_times_and_verification_as_people_read_them(
+    client: tuple[Any, FakeSource, dict[str, str]],
+) -> None:
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    key = ("keyspace_migration", RUN_ID)
+    not_in_sync = "(0, 10] on 127.0.0.3: 2 rows behind CL ALL"
+    world.runs[key] = replace(world.runs[key], xcoms={
+        "step_1.verify_preview": {"preview_ranges_in_sync": 12},
+        "step_1.verify_counts": {
+            "orders": {"replica_checks": 24, "rows_verified": 120000, "not_in_sync": [], "whole_table_rows": 40000},
+            "carts": {"replica_checks": 6, "rows_verified": 900, "not_in_sync": [not_in_sync], "whole_table_rows": 3},
+        },
+    })  # fmt: skip
+    page = test_client.get(MIGRATION, headers=admin).text
+    assert "SimpleStrategy RF 1 &rarr; NetworkTopologyStrategy {dc1: 3}" in page
+    steps = page[page.index("<ol id='steps'>") : page.index("</ol>")]
+    assert "<li>NetworkTopologyStrategy {dc1: 2}</li><li>NetworkTopologyStrategy {dc1: 3}</li>" in steps
+    assert "Step 1/2: NetworkTopologyStrategy {dc1: 2}" in page and "ALTER applied" in page
+    assert "started 2026-11-23 10:00:01 UTC" in page and "2026-11-23T10:00:01" not in page
+    # The verification: the preview's verdict and, per table, the replica checks with theirs; no JSON dump.
+    assert "<pre class='verification'>" not in page and '"preview_ranges_in_sync"' not in page
+    preview = page[page.index("id='verification-1-preview'") :]
+    preview = preview[: preview.index("</table>")]
+    assert "<td>12</td>" in preview and "in sync</span>" in preview
+    counts = page[page.index("id='verification-1-counts'") :]
+    counts = counts[: counts.index("</table>")]
+    assert "<td>orders</td><td>24</td><td>120000</td><td>40000</td>" in counts and "passed</span>" in counts
+    assert "1 not in sync</span>" in counts and f"<li>{html.escape(not_in_sync)}</li>" in counts
+    # The journal's and the tasks' durations, and their moments, in words and to the second.
+    journal = page[page.index("id='journal-post_repair-1'") :]
+    assert "<td>9.0 s</td>" in journal[: journal.index("</table>")]
+    timings = page[page.index("id='timings'") :]
+    timings = timings[: timings.index("</table>")]
+    start = world.runs[key].tasks[0].start
+    assert f"<td>{start:%Y-%m-%d %H:%M:%S} UTC</td>" in timings and "<td>3.0 s</td>" in timings
+    assert "state-success'>success</span>" in timings  # the task's state as Airflow's badge
+
+    repair = test_client.get("/ringward/repair", headers=admin).text
+    assert "ETA <span id='eta'>10 min 00 s</span>" in repair
+    recorded = world.store.runs[0].updated_at
+    assert f"<td>{recorded.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC</td>" in repair
+    assert recorded.isoformat() not in repair
+    assert "<td>app.events: 40.0%</td>" in repair  # the run's tables, not a dict
+
+
+def test_no_page_of_the_fake_world_shows_a_python_dict(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
+    """Neither the pages nor their pictures write a replication, or anything else, as a Python dict repr."""
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    world.store.events.insert(0, SwitchEvent(True, datetime(2026, 11, 25, 1, 0, tzinfo=UTC), "alice", "disk"))
+    urls = [url for url in GETS if "/api/" not in url or url.endswith(".svg")]
+    for url in [*urls, "/ringward/migration/keyspace_migration/other-run"]:
+        response = test_client.get(url, headers=admin)
+        assert response.status_code == 200, url
+        text = html.unescape(response.text)
+        assert "{'class':" not in text and '{"class":' not in text, url
+        assert not re.search(r"\{'[^']*': ", text), (url, re.search(r".{80}\{'[^']*': .{80}", text))

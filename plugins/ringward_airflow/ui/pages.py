@@ -2,32 +2,27 @@
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["cluster_page", "error_page", "migration_page", "repair_page"]
+from ringward_airflow.ui.formats import format_duration, format_replication, format_timestamp, humanize_replications
+from ringward_airflow.ui.style import STYLESHEET, THEME_SCRIPT, state_class
 
-_CSS = """
-body{font-family:Helvetica,Arial,sans-serif;margin:16px;color:#222;font-size:14px}
-nav a{margin-right:14px} h1{font-size:20px} h2{font-size:16px;margin-top:22px}
-table{border-collapse:collapse;margin:6px 0} td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;
-vertical-align:top} th{background:#f3f3f3} .ok{color:#2b7a2b} .bad{color:#c0392b;font-weight:bold}
-.warn{color:#b9770e} .muted{color:#777} .bar{width:420px;height:18px;background:#eee;border:1px solid #bbb}
-.fill{height:100%;background:#4e79a7} .msg{padding:10px;border:1px solid #e0b4b4;background:#fff6f6}
-pre{background:#f7f7f7;padding:8px;white-space:pre-wrap} tr.affected td{background:#fff3f0}
-.svg svg{max-width:100%;height:auto}
-"""
+__all__ = ["cluster_page", "error_page", "migration_page", "repair_page"]
 
 
 def _page(title: str, body: str, *, refresh: int | None = None, root: str = "") -> str:
     """`root`: the relative path from the page to the app's root ("../../" under migration/<dag>/<run>)."""
     meta = f"<meta http-equiv='refresh' content='{refresh}'>" if refresh else ""
-    nav = f"<nav><b>ringward</b> &middot; <a href='{root}repair'>Repair</a><a href='{root}cluster'>Cluster</a></nav>"
+    nav = (f"<nav aria-label='ringward'><b>ringward</b><a href='{root}repair'>Repair</a>"
+           f"<a href='{root}cluster'>Cluster</a></nav>")  # fmt: skip
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'>{meta}<title>{escape(title)}</title>"
-        f"<style>{_CSS}</style></head><body>{nav}{body}</body></html>"
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<meta name='color-scheme' content='light dark'>{meta}<title>{escape(title)}</title>"
+        f"<script>{THEME_SCRIPT}</script><style>{STYLESHEET}</style></head><body>{nav}<main>{body}</main></body></html>"
     )
 
 
@@ -48,7 +43,30 @@ def _e(value: Any) -> str:
         return f"{value:.1f}"
     if isinstance(value, list | tuple):
         return escape(", ".join(str(v) for v in value)) or "-"
+    if isinstance(value, Mapping):
+        return escape(", ".join(f"{k}: {v}" for k, v in value.items())) or "-"
     return escape(str(value))
+
+
+def _when(value: Any) -> str:
+    """A moment as `2026-11-25 10:19:03 UTC` (text that is no timestamp: as it is, escaped)."""
+    return escape(format_timestamp(value if value is None or isinstance(value, str) else str(value)))
+
+
+def _took(seconds: Any) -> str:
+    """A duration as `3.4 s`, `5 min 07 s`, `1 h 02 min`."""
+    return escape(format_duration(seconds if isinstance(seconds, int | float) else None))
+
+
+def _repl(value: Any) -> str:
+    """A replication setting (CQL map, dict, dict repr) as `NetworkTopologyStrategy {dc1: 3}`."""
+    return escape(format_replication(value if isinstance(value, str | Mapping) else str(value)))
+
+
+def _badge(state: Any, text: str | None = None) -> str:
+    """A state as Airflow shows one: a pill in the state's colour."""
+    label = str(state) if text is None else text
+    return f"<span class='badge {state_class(str(state))}'>{escape(label)}</span>"
 
 
 def _range(pair: list[int]) -> str:
@@ -57,7 +75,8 @@ def _range(pair: list[int]) -> str:
 
 def _bar(percent: float) -> str:
     fill = f"<div class='fill' style='width:{percent}%'></div>"
-    return f"<div class='bar' role='progressbar' aria-valuenow='{percent}'>{fill}</div>"
+    return (f"<div class='bar' role='progressbar' aria-valuenow='{percent}' aria-valuemin='0' aria-valuemax='100' "
+            f"aria-label='{percent}% done'>{fill}</div>")  # fmt: skip
 
 
 PAGE_ROWS = 200  # rows of each list of ranges per page (?page=N): a 48-node x 256-token plan has 12,288
@@ -108,27 +127,28 @@ def migration_page(data: dict[str, Any], svg: str | None, *, page: int = 1) -> s
     verdict = "<span class='ok'>safe</span>" if data["safe"] else "<span class='bad'>refused as a single step</span>"
     parts = [
         f"<h1>Migration of <span id='keyspace'>{escape(data['keyspace'])}</span>: "
-        f"<span id='state'>{escape(data['state'])}</span></h1>",
-        f"<p>{escape(data['old'])} &rarr; {escape(data['new'])} &middot; {verdict} &middot; affected "
+        f"<span id='state' class='badge {state_class(_migration_state(data['state']))}'>"
+        f"{escape(data['state'])}</span></h1>",
+        f"<p id='change'>{_repl(data['old'])} &rarr; {_repl(data['new'])} &middot; {verdict} &middot; affected "
         f"<b id='affected'>{data['affected_ranges']}</b> of {data['total_ranges']} ranges &middot; id "
-        f"<code>{escape(data['migration_id'])}</code> &middot; started {_e(data['started_at'])}</p>",
+        f"<code>{escape(data['migration_id'])}</code> &middot; started {_when(data['started_at'])}</p>",
         f"<div class='svg' id='placement'>{_placement(data, svg)}</div>",
         "<h2>Staged steps</h2>",
-        "<ol id='steps'>" + "".join(f"<li>{escape(s)}</li>" for s in data["stored_steps"]) + "</ol>",
+        "<ol id='steps'>" + "".join(f"<li>{_repl(s)}</li>" for s in data["stored_steps"]) + "</ol>",
         "<h2>Findings</h2>",
     ]
     if data["findings"]:
         parts.append(_table(["severity", "code", "problem", "fix"],
-                            [[_e(f["severity"]), _e(f["code"]), _e(f["message"]), _e(f["fix"])]
+                            [[_badge(_SEVERITY.get(str(f["severity"]), "none"), str(f["severity"])), _e(f["code"]),
+                              _prose(f["message"]), _prose(f["fix"])]
                              for f in data["findings"]], tid="findings"))  # fmt: skip
     else:
         parts.append("<p id='findings'>No findings.</p>")
-    parts.append(f"<details><summary>Precheck summary</summary><pre>{escape(str(data['summary']))}</pre></details>")
+    parts.append(f"<details><summary>Precheck summary</summary><pre>{_prose(data['summary'])}</pre></details>")
     parts.append("<h2>Progress</h2>")
     for step in data["steps"]:
-        alter = "<span class='ok'>ALTER applied</span>" if step["altered"] else "<span class='muted'>ALTER not " \
-                "applied yet</span>"  # fmt: skip
-        parts.append(f"<h3>Step {step['index']}/{step['count']}: {escape(step['after'])} &middot; {alter}</h3>")
+        alter = _badge("success", "ALTER applied") if step["altered"] else _badge("none", "ALTER not applied yet")
+        parts.append(f"<h3>Step {step['index']}/{step['count']}: {_repl(step['after'])} &middot; {alter}</h3>")
         for stage in step["stages"]:
             pct = round(100.0 * stage["done"] / stage["total"], 1) if stage["total"] else 100.0
             parts.append(f"<p class='stage' data-stage='{escape(stage['stage'])}'>{escape(stage['name'])}: "
@@ -138,16 +158,12 @@ def migration_page(data: dict[str, Any], svg: str | None, *, page: int = 1) -> s
             ordered = sorted(stage["ranges"], key=lambda r: {"failed": 0, "done": 2}.get(r["status"], 1))
             start, end = _window(len(ordered), page)
             rows = [[_range(r["range"]), _e(r["replicas"]), _state(r["status"]), _e(r["coordinator"]),
-                     _e(r["attempts"]), _e(r["seconds"]), _e(r["detail"])] for r in ordered[start:end]]  # fmt: skip
+                     _e(r["attempts"]), _took(r["seconds"]), _e(r["detail"])] for r in ordered[start:end]]  # fmt: skip
             summary = _shown(start, end, len(ordered), "ranges") + (", failed and pending first" if pages > 1 else "")
             parts.append(f"<details><summary>{summary}</summary>" + _table(
-                ["range", "replicas", "status", "coordinator", "attempts", "seconds", "detail"], rows,
+                ["range", "replicas", "status", "coordinator", "attempts", "took", "detail"], rows,
                 tid=f"journal-{stage['stage'].replace(':', '-')}") + "</details>")  # fmt: skip
-        verification = step["verification"]
-        text = json.dumps(verification, indent=1, default=str) if verification else "not run yet"
-        if not data.get("xcoms_readable", True):
-            text = "hidden: the verification evidence is in this run's XComs (XCom read permission needed)"
-        parts.append(f"<p>verification:</p><pre class='verification'>{escape(text)}</pre>")
+        parts.append(_verification(step["verification"], step["index"], readable=data.get("xcoms_readable", True)))
     cleanup = data["cleanup"]
     if cleanup["done"]:
         nodes = _e(cleanup["nodes"]) if cleanup["nodes"] is not None else "(node list in the cleanup task's XCom)"
@@ -172,6 +188,11 @@ def migration_page(data: dict[str, Any], svg: str | None, *, page: int = 1) -> s
     return _page(title, "".join(parts), refresh=10 if running else None, root="../../")
 
 
+def _migration_state(state: str) -> str:
+    """The Airflow state whose colour a migration's state takes: finished green, under way running."""
+    return "success" if state in ("done", "cleaned") else "running"
+
+
 def _api_path(data: dict[str, Any]) -> str:
     """The migration's JSON, relative to its page (migration/<dag>/<run>)."""
     return f"../../api/migration/{quote(data['dag_id'], safe='')}/{quote(data['run_id'], safe='')}"
@@ -187,9 +208,77 @@ def _placement(data: dict[str, Any], svg: str | None) -> str:
             "part of the page: open it to see each range's replicas on hover.</p>")  # fmt: skip
 
 
-def _state(status: str) -> str:
-    cls = {"done": "ok", "DONE": "ok", "failed": "bad", "FAILED": "bad"}.get(status, "muted")
-    return f"<span class='{cls}'>{escape(status)}</span>"
+def _state(status: Any) -> str:
+    return _badge("none" if status is None else status, "-" if status is None else None)
+
+
+_SEVERITY = {"error": "failed", "warn": "upstream_failed", "warning": "upstream_failed", "info": "none"}
+
+
+def _prose(text: Any) -> str:
+    """Text a check wrote, its replication maps as people read them, escaped."""
+    return escape(humanize_replications(str(text)))
+
+
+def _verification(verification: dict[str, Any], index: int, *, readable: bool) -> str:
+    """What the step's verification tasks returned, as tables: the preview repair's verdict, and per table the
+    replica checks of the row counts (rows verified, ranges not in sync) with its verdict."""
+    head = f"<h4 id='verification-{index}'>Verification</h4>"
+    if not readable:
+        return head + ("<p class='muted verification'>hidden: the verification evidence is in this run's XComs (XCom "
+                       "read permission needed)</p>")  # fmt: skip
+    if not verification:
+        return head + "<p class='muted verification'>not run yet</p>"
+    parts = [head]
+    preview = verification.get("verify_preview")
+    if preview is not None:
+        parts.append(_verification_preview(preview, index))
+    counts = verification.get("verify_counts")
+    if counts is not None:
+        parts.append(_verification_counts(counts, index))
+    for name, value in verification.items():  # anything else a later version returns: shown, never dumped
+        if name not in ("verify_preview", "verify_counts"):
+            parts.append(f"<p>{escape(name)}:</p>" + _facts(value, f"verification-{index}-{name}"))
+    return "".join(parts)
+
+
+def _verification_preview(preview: Any, index: int) -> str:
+    tid = f"verification-{index}-preview"
+    if isinstance(preview, Mapping) and set(preview) == {"preview_ranges_in_sync"}:
+        ranges = preview["preview_ranges_in_sync"]
+        return _table(["check", "ranges", "verdict"], [["preview repair (<code>nodetool repair --preview "
+                      "--full</code>) of the ranges repaired", _e(ranges), _badge("in sync")]], tid=tid)  # fmt: skip
+    return "<p>preview repair:</p>" + _facts(preview, tid)
+
+
+def _verification_counts(counts: Any, index: int) -> str:
+    tid = f"verification-{index}-counts"
+    if not isinstance(counts, Mapping) or not all(isinstance(v, Mapping) for v in counts.values()):
+        return "<p>row counts:</p>" + _facts(counts, tid)
+    if not counts:
+        return ("<p class='verification'>row counts: nothing to count (no replica gained a range in this step, or "
+                "the keyspace has no tables)</p>")  # fmt: skip
+    rows = []
+    for table, evidence in counts.items():
+        lagging = list(evidence.get("not_in_sync") or [])
+        verdict = _badge("not in sync", f"{len(lagging)} not in sync") if lagging else _badge("passed")
+        detail = "".join(f"<li>{escape(str(line))}</li>" for line in lagging)
+        rows.append([escape(str(table)), _e(evidence.get("replica_checks")), _e(evidence.get("rows_verified")),
+                     _e(evidence.get("whole_table_rows")), verdict,
+                     f"<ul>{detail}</ul>" if detail else "-"])  # fmt: skip
+    return _table(["table", "replica checks", "rows verified", "whole-table rows (ALL)", "verdict",
+                   "replicas not in sync"], rows, tid=tid)  # fmt: skip
+
+
+def _facts(value: Any, tid: str) -> str:
+    """Any returned value as a key/value table (a list as its items), never as a JSON dump."""
+    if isinstance(value, Mapping):
+        if not value:
+            return "<p class='muted'>-</p>"
+        return _table(["name", "value"], [[escape(str(k)), _e(v)] for k, v in value.items()], tid=tid)
+    if isinstance(value, list | tuple):
+        return _table(["#", "value"], [[str(i), _e(v)] for i, v in enumerate(value, 1)], tid=tid)
+    return f"<p id='{tid}'>{_e(value)}</p>"
 
 
 def _timings(run: dict[str, Any] | None) -> str:
@@ -199,10 +288,12 @@ def _timings(run: dict[str, Any] | None) -> str:
         return f"<h2>Timings</h2><p class='warn'>{escape(run['error'])}</p>"
     hidden = "".join(f"<p class='muted hidden'>{escape(note)}</p>" for note in run.get("hidden", ()))
     rows = [[_e(t["task_id"]) + ("" if t["map_index"] < 0 else f"[{t['map_index']}]"), _state(t["state"]),
-             _e(t["start"]), _e(t["end"]), _e(t["seconds"]), _e(t["tries"])] for t in run["tasks"]]  # fmt: skip
-    return (f"<h2>Timings</h2><p>run {escape(run['run_id'])}: {escape(run['state'])}, "
-            f"{_e(run['seconds'])} s</p>" + _table(["task", "state", "start", "end", "seconds", "tries"], rows,
-                                                   tid="timings") + hidden)  # fmt: skip
+             _when(t["start"]), _when(t["end"]), _took(t["seconds"]), _e(t["tries"])]
+            for t in run["tasks"]]  # fmt: skip
+    took = f", took {_took(run['seconds'])}" if run.get("seconds") is not None else ""
+    return (f"<h2>Timings</h2><p id='run-timing'>run {escape(run['run_id'])}: {_state(run['state'])}{took}; started "
+            f"{_when(run.get('start'))}</p>" + _table(["task", "state", "start", "end", "duration", "tries"], rows,
+                                                       tid="timings") + hidden)  # fmt: skip
 
 
 def repair_page(data: dict[str, Any], svg: str) -> str:
@@ -211,7 +302,7 @@ def repair_page(data: dict[str, Any], svg: str) -> str:
     if switch["paused"]:
         last = switch["events"][0]
         parts.append(f"<p id='switch-state' class='bad'>PAUSED by {escape(last['changed_by'])} at "
-                     f"{_e(last['changed_at'])}: the repair stops before its next segment.</p>")  # fmt: skip
+                     f"{_when(last['changed_at'])}: the repair stops before its next segment.</p>")  # fmt: skip
         action, label = "resume", "Resume the nightly repair"
     else:
         parts.append("<p id='switch-state' class='ok'>running (not paused)</p>")
@@ -241,14 +332,14 @@ def repair_page(data: dict[str, Any], svg: str) -> str:
     if latest is None:
         parts.append("<p class='muted' id='latest-run'>No run has reported yet.</p>")
     else:
-        parts.append(f"<p id='latest-run'>{escape(latest['run_id'])}: <b>{escape(latest['state'])}</b>, recorded "
-                     f"{_e(latest['updated_at'])}</p>")  # fmt: skip
+        parts.append(f"<p id='latest-run'>{escape(latest['run_id'])}: {_state(latest['state'])}, recorded "
+                     f"{_when(latest['updated_at'])}</p>")  # fmt: skip
         if latest["metrics"]:
             parts.append(_table(["metric", "value"], [[escape(str(k)), _e(v)] for k, v in latest["metrics"].items()],
                                 tid="metrics"))  # fmt: skip
     parts.append("<h2>Tables</h2>")
     rows = [[escape(t["table"]), _e(t["repaired"]) if t["repaired"] is not None else
-             "<span class='muted'>not reported yet</span>", _e(t["run_id"]), _e(t["recorded_at"])]
+             "<span class='muted'>not reported yet</span>", _e(t["run_id"]), _when(t["recorded_at"])]
             for t in data["tables"]]  # fmt: skip
     parts.append(_table(["table", "repaired within gc_grace", "reported by run", "recorded"], rows, tid="tables"))
     excluded = data.get("excluded") or []
@@ -266,15 +357,16 @@ def repair_page(data: dict[str, Any], svg: str) -> str:
             "stay out of sync until a full repair of them.</p>"
         )
         parts.append(_table(["found", "table", "ranges out of sync", "of the command's ranges", "run", "coordinator"],
-                            [[_e(p["found_at"]), escape(p["table"]), _e(p["out_of_sync_ranges"]), _e(p["ranges"]),
+                            [[_when(p["found_at"]), escape(p["table"]), _e(p["out_of_sync_ranges"]), _e(p["ranges"]),
                               _e(p["run_id"]), _e(p["coordinator"])] for p in previews], tid="previews"))  # fmt: skip
     parts.append("<h2>Recent runs</h2>")
-    parts.append(_table(["run", "state", "recorded", "tables"], [[_e(r["run_id"]), _e(r["state"]),
-                        _e(r["updated_at"]), _e(r["tables"])] for r in data["runs"]], tid="runs"))  # fmt: skip
+    parts.append(_table(["run", "state", "recorded", "tables"], [[_e(r["run_id"]), _state(r["state"]),
+                        _when(r["updated_at"]), _e(r["tables"])] for r in data["runs"]], tid="runs"))  # fmt: skip
     parts.append("<h2>Pause switch history</h2>")
-    parts.append(_table(["when", "who", "action", "reason"], [[_e(e["changed_at"]), _e(e["changed_by"]),
-                        "pause" if e["paused"] else "resume", _e(e["reason"])] for e in switch["events"]],
-                        tid="switch-events"))  # fmt: skip
+    presses = [[_when(e["changed_at"]), _e(e["changed_by"]),
+                _badge("paused", "pause") if e["paused"] else _badge("running", "resume"), _e(e["reason"])]
+               for e in switch["events"]]  # fmt: skip
+    parts.append(_table(["when", "who", "action", "reason"], presses, tid="switch-events"))
     running = current is not None and current.get("state") in ("running", "queued")
     return _page("ringward repair", "".join(parts), refresh=15 if running else None)
 
@@ -283,15 +375,15 @@ NODE_ROWS = 200  # nodes listed under the current run (failing and busy first); 
 
 
 def _progress(current: dict[str, Any]) -> str:
-    head = f"<p id='run'>{escape(current['run_id'])} ({escape(current['state'])})"
+    head = f"<p id='run'>{escape(current['run_id'])} ({_state(current['state'])})"
     progress = current.get("progress")
     if progress is None:
         return head + ": <span class='muted'>no progress recorded for this run</span></p>"
     parts = [
         head + f": <b id='progress'>{progress['finished']}/{progress['total']}</b> segments ({progress['percent']}%)"
         f": {progress['done']} done, {progress['failed']} failed, {progress['postponed']} postponed, "
-        f"{progress['running']} running; ETA <span id='eta'>{escape(progress['eta'])}</span>; updated "
-        f"{_e(progress['updated_at'])}</p>",
+        f"{progress['running']} running; ETA <span id='eta'>{_eta(progress)}</span>; updated "
+        f"{_when(progress['updated_at'])}</p>",
         _bar(progress["percent"]),
     ]
     nodes = progress["nodes"]
@@ -303,6 +395,13 @@ def _progress(current: dict[str, Any]) -> str:
         parts.append(f"<details id='nodes'><summary>Segments per node{shown}</summary>"
                      + _table(["node", "running", "done", "failed"], rows, tid="per-node") + "</details>")  # fmt: skip
     return "".join(parts)
+
+
+def _eta(progress: dict[str, Any]) -> str:
+    """The worker's estimate as a duration; "-" when the run no longer runs (the view says so)."""
+    if progress.get("eta") in (None, "-") or not isinstance(progress.get("eta_seconds"), int | float):
+        return escape(str(progress.get("eta") or "-"))
+    return _took(progress["eta_seconds"])
 
 
 def _health(health: str) -> str:
@@ -317,11 +416,11 @@ def cluster_page(data: dict[str, Any], svg: str) -> str:
         f"<p id='connection'>connection <b>{escape(c['conn_id'])}</b> ({escape(c['conn_type'])}): "
         f"{escape(c['target'])}; local DC {_e(c['local_dc'])}; protocol {_e(c['protocol_version'])}; "
         f"credentials {'set' if c['login_set'] else 'none'}; TLS {'on' if c['ssl'] else 'off'}</p>",
-        "<p>schema " + ("<span class='ok'>in agreement</span>" if data["schema_agreement"] else
-                        "<span class='bad'>DISAGREEMENT</span>") + "</p>",
+        "<p id='schema'>schema " + (_badge("success", "in agreement") if data["schema_agreement"] else
+                                    _badge("failed", "DISAGREEMENT")) + "</p>",
     ]  # fmt: skip
     rows = [[escape(n["address"]), escape(n["datacenter"]), escape(n["rack"]),
-             f"<span class='{'ok' if n['status'] == 'up' else 'bad'}'>{escape(n['status'])}</span>",
+             _state(n["status"]),
              escape(n["load"]), str(n["tokens"]), escape(n["schema_version"]), escape(n["release_version"])]
             for n in data["nodes"]]  # fmt: skip
     parts.append(_table(["address", "datacenter", "rack", "status", "load", "tokens", "schema version",

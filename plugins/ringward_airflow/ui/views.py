@@ -31,6 +31,7 @@ from ringward.ring_sources import ring_from_json
 from ringward.svg import render_placement_svg
 from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
 
+from ringward_airflow.ui.formats import humanize_replications
 from ringward_airflow.ui.source import Source
 
 __all__ = [
@@ -217,7 +218,8 @@ def migration_view(
         "xcoms_readable": access.xcoms,
         "cleanup": _cleanup(xcoms, state),
     }  # fmt: skip
-    return data, render_placement_svg(plan)
+    # The picture's labels name the settings as the pages do (`NetworkTopologyStrategy {dc1: 3}`), not as CQL.
+    return data, humanize_replications(render_placement_svg(plan))
 
 
 def _altered_steps(state: str, count: int) -> int:
