@@ -795,7 +795,7 @@ class RepairReportOperator(BaseOperator):
                 },
             }
             if kind == "preview":
-                per_type[kind]["out_of_sync_findings"] = sum(1 for f in store.preview_findings() if f.run_id == run_id)
+                per_type[kind]["out_of_sync_findings"] = self._findings_of(store, run_id)
             for name, value in summaries[kind].metrics().items():
                 Stats.gauge(f"{METRIC_PREFIX}.{kind}.{name}", value)
         # The run's segment counts are of the repairs: a preview never counts as a repair. Its state (and
@@ -838,6 +838,14 @@ class RepairReportOperator(BaseOperator):
             )
             raise AirflowFailException(str(error))
         return report
+
+    def _findings_of(self, store: Any, run_id: str) -> int | None:
+        """How many preview findings the run kept (None: unreadable now; the findings are in the repair log)."""
+        try:
+            return sum(1 for finding in store.preview_findings() if finding.run_id == run_id)
+        except Exception as error:  # the report must not fail over a count the log has too
+            self.log.warning("Preview findings unreadable now (%s): %s", type(error).__name__, error)
+            return None
 
 
 def run_summary(plan: Mapping[str, Any], run_records: Sequence[SegmentRecord]) -> RunSummary:
