@@ -32,7 +32,7 @@ from ringward_airflow.repair_operators import (
     _config_or_fail,
     _type_plans,
 )
-from ringward_fleetsim import FleetSpec, Simulator
+from ringward_fleetsim import Faults, FleetSpec, NodeJoin, Simulator
 
 NOW = datetime(2026, 11, 25, 2, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -192,3 +192,20 @@ def test_the_kill_switch_off_repairs_no_type(simulator: Simulator) -> None:
     figures = night(simulator, "night-1", {**FULL_AND_PREVIEW, "enabled": "off"})
     assert figures["plan"]["due"] == 0 and figures["report"]["state"] == "DISABLED"
     assert set(figures["plan"]["types"]) == {"full", "preview"}
+
+
+def test_a_ring_change_re_plans_the_running_type_and_each_later_one() -> None:
+    first = FleetSpec.small().initial_nodes()[0]
+    join = NodeJoin("10.9.9.9", first.datacenter, first.rack, at=60.0)
+    simulator = Simulator(FleetSpec.small(faults=Faults(joins=(join,))))
+    params = {"config_overrides": {**FULL_AND_PREVIEW["config_overrides"], "ranges_per_command": 1}}
+    figures = night(simulator, "night-1", params)
+    result = figures["result"]
+    assert result["replans"] >= 2, result  # full during its run; the preview before it starts (old ring's plan)
+    assert "10.9.9.9" in simulator.ring().addresses()
+    assert figures["report"]["state"] == "DONE" and set(figures["report"]["tables"].values()) == {"100.0%"}
+    full, preview = _of_run(simulator, "night-1"), _of_run(simulator, "night-1", repair_type="preview")
+    assert set(full) == set(preview) == {"DONE"}
+    # The preview ran on the new ring: some of its sessions include the node that joined.
+    rows = [r for r in simulator.ops_store().repair_history(repair_type="preview") if r.record.run_id == "night-1"]
+    assert any("10.9.9.9" in row.replicas for row in rows)
