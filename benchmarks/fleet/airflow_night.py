@@ -101,6 +101,7 @@ def run_night(spec: Path, conf: dict[str, Any] | None = None, night: int = 0) ->
             for kind, entry in (report.get("types") or {}).items()
         },
         "history_of_run": history_of_run(store, dag_run.run_id),
+        "preview_findings": preview_findings(store, dag_run.run_id),
         "metrics": report.get("metrics"),
         "tables": len(report.get("tables") or {}),
         "tables_fully_repaired": sum(1 for v in (report.get("tables") or {}).values() if v == "100.0%"),
@@ -124,6 +125,16 @@ def history_of_run(store: Any, run_id: str) -> dict[str, dict[str, int]]:
                 states[row.record.state.value] = states.get(row.record.state.value, 0) + 1
         figures[kind] = states
     return figures
+
+
+def preview_findings(store: Any, run_id: str) -> dict[str, int]:
+    """Per "keyspace.table", how many findings the run's preview kept (ranges found out of sync)."""
+    found: dict[str, int] = {}
+    for finding in store.preview_findings():
+        if finding.run_id == run_id:
+            name = f"{finding.keyspace}.{finding.table}"
+            found[name] = found.get(name, 0) + 1
+    return found
 
 
 def sessions_of(rows: Any) -> list[list[Any]]:

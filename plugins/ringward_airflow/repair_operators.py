@@ -398,8 +398,9 @@ class RepairRunOperator(BaseOperator):
             held_back=back_pressure,
             progress=lambda progress: self._progress(store, run_id, progress, plan),
         )
+        simulated_pool = None
         if clock is not None:  # the fleet simulator: sessions and time are virtual
-            effects.sessions = self._client.session_pool()
+            effects.sessions = simulated_pool = _SimulatedPreviews(self._client.session_pool())
             effects.now, effects.sleep = clock.now, clock.sleep
         started = effects.now()  # one window for the whole night, whatever the types
         counts: Counter[str] = Counter()
@@ -419,6 +420,8 @@ class RepairRunOperator(BaseOperator):
             later = sum(due for *_, due in queue[index + 1 :])  # the types after this one, for the progress total
             self.log.info("Repair type %s: %d segment(s) planned.", kind, planned)
             effects.repair = _session_of(self, typed, store, run_id)
+            if simulated_pool is not None and hasattr(self._client, "out_of_sync"):
+                simulated_pool.keep = _simulated_finding(self, typed, store, run_id) if kind == "preview" else None
             fingerprint = reference.get("fingerprint")  # every type's stored plan was made on the plan task's ring
             # The ring is looked at every minute during a window, and between windows.
             effects.ring_changed = _ring_watch(cassandra, fingerprint, clock)
@@ -628,6 +631,43 @@ class RepairRunOperator(BaseOperator):
 def _session_of(operator: RepairRunOperator, config: RepairConfig, store: Any, run_id: str) -> Any:
     """The executor's `repair` for sessions of `config`'s type."""
     return lambda command: operator._session(command, config, store, run_id)
+
+
+class _SimulatedPreviews:
+    """The fleet simulator's session pool, keeping what a preview finds as `_session` does on a real cluster
+    (the simulator's sessions do not go through `_session`): `keep(command)` after each successful session."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self.keep: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+    def submit(self, command: RepairCommand) -> None:
+        self._pool.submit(command)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def wait(self, timeout: float) -> list[tuple[RepairCommand, SessionResult]]:
+        done: list[tuple[RepairCommand, SessionResult]] = self._pool.wait(timeout)
+        if self.keep is not None:
+            for command, result in done:
+                if result.succeeded:
+                    self.keep(command)
+        return done
+
+
+def _simulated_finding(operator: RepairRunOperator, config: RepairConfig, store: Any, run_id: str) -> Any:
+    """What the simulator's preview of a command finds, kept like a real preview's finding."""
+
+    def keep(command: RepairCommand) -> None:
+        found = operator._client.out_of_sync(command)
+        if found:
+            operator._keep_preview_finding(store, run_id, command, found, config)
+
+    return keep
 
 
 def _type_plans(

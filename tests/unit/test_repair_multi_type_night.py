@@ -157,6 +157,16 @@ def test_one_night_plans_and_runs_full_then_preview_each_on_its_own_history(simu
     assert "repaired" not in report["types"]["preview"] and "previewed" in report["types"]["preview"]
     assert set(report["types"]["full"]["repaired"].values()) == {"100.0%"}
     assert report["types"]["preview"]["out_of_sync_findings"] == 0  # the simulator's replicas agree
+    assert store.preview_findings() == []
+
+
+def test_what_a_preview_finds_is_kept_and_reported_and_repairs_nothing() -> None:
+    simulator = Simulator(FleetSpec.small(faults=Faults(out_of_sync=("ar_a.t1",))))
+    figures = night(simulator, "night-1", FULL_AND_PREVIEW)
+    findings = simulator.ops_store().preview_findings()
+    assert findings and {(f.keyspace, f.table, f.run_id) for f in findings} == {("ar_a", "t1", "night-1")}
+    assert figures["report"]["types"]["preview"]["out_of_sync_findings"] == len(findings)
+    assert figures["report"]["metrics"]["SucceededTokenRangesCount"] == figures["plan"]["types"]["full"]["due"]
 
 
 def test_a_second_night_within_the_interval_runs_only_the_type_that_is_due(simulator: Simulator) -> None:
