@@ -219,3 +219,13 @@ def test_a_ring_change_re_plans_the_running_type_and_each_later_one() -> None:
     # The preview ran on the new ring: some of its sessions include the node that joined.
     rows = [r for r in simulator.ops_store().repair_history(repair_type="preview") if r.record.run_id == "night-1"]
     assert any("10.9.9.9" in row.replicas for row in rows)
+
+
+def test_the_pause_stops_every_type_and_leaves_them_all_due(simulator: Simulator) -> None:
+    simulator.ops_store().set_switch(True, "ops", "maintenance")
+    figures = night(simulator, "night-1", FULL_AND_PREVIEW)
+    assert figures["result"]["stop_reason"]
+    due = figures["plan"]["types"]
+    assert _of_run(simulator, "night-1") == {"POSTPONED": due["full"]["due"]}
+    assert _of_run(simulator, "night-1", repair_type="preview") == {"POSTPONED": due["preview"]["due"]}
+    assert figures["report"]["state"] == "PARTIAL"
