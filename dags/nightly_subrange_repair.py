@@ -27,14 +27,17 @@ DOC = f"""\
 Repairs every selected table's token ranges in small segments, so each range is repaired within its
 `gc_grace_seconds`; a node takes part in one repair session at a time. Schedule: `{SCHEDULE}`.
 
-1. **plan**: reads the ring and the repair history, picks the segments that are **due** (not repaired
-   within `min_repair_interval`, 24 h by default) and stores them, most urgent first, in `ringward_ops`
-   (XCom holds only a reference). Keyspaces under a running migration are skipped.
-2. **repair**: one task for the whole night, whatever the size of the ring: repairs the stored plan,
+1. **plan**: reads the ring and the repair history, picks for each enabled repair type the segments that
+   are **due** (not repaired by that type within its `min_repair_interval`, 24 h by default) and stores
+   them, most urgent first, one plan per type, in `ringward_ops` (XCom holds only a reference). Keyspaces
+   under a running migration are skipped.
+2. **repair**: one task for the whole night, whatever the size of the ring: repairs the stored plans, one
+   type after another (full, incremental, paxos, preview),
    a node in one session at a time; waits for nodes that are down, holds sessions back from nodes under
    back-pressure, plans again if the ring changes. Progress (`[done/total share ETA]`) goes to the log
    and, live, to the ringward Repair page. It runs in the `ringward_repair` pool.
-3. **report**: coverage per table, the run's state (DONE, PARTIAL, DISABLED); fails if segments failed.
+3. **report**: coverage per table and per type, the run's state (DONE, PARTIAL, DISABLED); fails if
+   segments failed. A preview never counts as a repair.
 
 **Triggering it by hand.** A manual run repairs what is due *now*. With *Segments to repair* set to
 **all**, it repairs every selected segment, even those repaired recently. Triggering a paused DAG with
@@ -103,7 +106,8 @@ with DAG(
                 "paxos": "Paxos state only",
             },
             title="Repair type",
-            description="only this type runs tonight; preview reports ranges out of sync and repairs nothing.",
+            description="only this type runs tonight (config: every enabled type, one after another); preview "
+            "reports ranges out of sync and repairs nothing.",
         ),
         "parallel_repair_count": Param(
             None,

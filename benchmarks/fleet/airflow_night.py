@@ -9,7 +9,10 @@ Prints (or writes with --json) what issue 23 asks of a night at fleet size: Airf
 XCom, ops-store rows written/read and the largest partition, the plan task's CPU seconds, the simulated time
 until every due segment was repaired, and whether every table is covered within its gc_grace.
 
-Run: uv run python benchmarks/fleet/airflow_night.py --spec SPEC.json [--json out.json]
+With --nights N the DAG runs N nights one after another in this process, on one simulator (its ring, virtual
+clock and ops store carry over): the second night sees the first night's history. The figures are then a list.
+
+Run: uv run python benchmarks/fleet/airflow_night.py --spec SPEC.json [--json out.json] [--nights N]
 (AIRFLOW_HOME must hold a migrated metadata database; `make test` and the benchmark driver set one up.)
 """
 
@@ -20,7 +23,7 @@ import json
 import os
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +44,14 @@ def simulated_connections(spec: Path) -> dict[str, str]:
     }
 
 
-def run_night(spec: Path, conf: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run one night on the fleet of `spec` in this process; the figures of the run."""
+def run_nights(spec: Path, conf: dict[str, Any] | None = None, nights: int = 1) -> list[dict[str, Any]]:
+    """`nights` nights on the fleet of `spec`, one after another in this process (one simulator)."""
+    return [run_night(spec, conf, night) for night in range(nights)]
+
+
+def run_night(spec: Path, conf: dict[str, Any] | None = None, night: int = 0) -> dict[str, Any]:
+    """Run one night on the fleet of `spec` in this process; the figures of the run. `night`: how many
+    nights ran before this one in this process (each gets a logical date of its own)."""
     os.environ.update(simulated_connections(spec))
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     from airflow.dag_processing.dagbag import DagBag
@@ -51,7 +60,7 @@ def run_night(spec: Path, conf: dict[str, Any] | None = None) -> dict[str, Any]:
     dag = DagBag(dag_folder=str(ROOT / "dags" / f"{DAG_ID}.py")).dags[DAG_ID]
     simulator = simulator_for(str(spec))
     started_wall, started_cpu = time.monotonic(), time.process_time()
-    logical_date = datetime.now(UTC)
+    logical_date = datetime.now(UTC) + timedelta(seconds=night)
     dag_run = dag.test(logical_date=logical_date, run_conf=conf or {})
     wall, cpu = time.monotonic() - started_wall, time.process_time() - started_cpu
     tasks, xcoms = _airflow_records(dag_run.run_id)
@@ -75,6 +84,25 @@ def run_night(spec: Path, conf: dict[str, Any] | None = None) -> dict[str, Any]:
         "replans": repaired.get("replans"),
         "simulated_seconds": repaired.get("simulated_seconds"),
         "run_state": report.get("state"),
+        "repair_types": [
+            entry[0] for entry in (xcoms.get(("plan", "return_value"), {}).get("value") or {}).get("types", [])
+        ],
+        "plan_types": {
+            kind: {k: v for k, v in entry.items() if k != "plan_id"}
+            for kind, entry in (summary.get("types") or {}).items()
+        },
+        "repair_counts_by_type": repaired.get("types"),
+        "report_types": {
+            kind: {
+                "state": entry.get("state"),
+                "metrics": entry.get("metrics"),
+                "out_of_sync_findings": entry.get("out_of_sync_findings"),
+            }
+            for kind, entry in (report.get("types") or {}).items()
+        },
+        "history_of_run": history_of_run(store, dag_run.run_id),
+        "preview_findings": preview_findings(store, dag_run.run_id),
+        "metrics": report.get("metrics"),
         "tables": len(report.get("tables") or {}),
         "tables_fully_repaired": sum(1 for v in (report.get("tables") or {}).values() if v == "100.0%"),
         "ops_store": store.stats(),
@@ -82,6 +110,31 @@ def run_night(spec: Path, conf: dict[str, Any] | None = None) -> dict[str, Any]:
         "wall_seconds": round(wall, 1),
         "process_cpu_seconds": round(cpu, 1),
     }
+
+
+def history_of_run(store: Any, run_id: str) -> dict[str, dict[str, int]]:
+    """Per repair type, the states of the history records the run wrote (each type keeps its own history)."""
+    from ringward.repair import REPAIR_TYPES
+
+    figures: dict[str, dict[str, int]] = {}
+    for kind in REPAIR_TYPES:
+        rows = store.repair_history() if kind == "full" else store.repair_history(repair_type=kind)
+        states: dict[str, int] = {}
+        for row in rows:
+            if row.record.run_id == run_id:
+                states[row.record.state.value] = states.get(row.record.state.value, 0) + 1
+        figures[kind] = states
+    return figures
+
+
+def preview_findings(store: Any, run_id: str) -> dict[str, int]:
+    """Per "keyspace.table", how many findings the run's preview kept (ranges found out of sync)."""
+    found: dict[str, int] = {}
+    for finding in store.preview_findings():
+        if finding.run_id == run_id:
+            name = f"{finding.keyspace}.{finding.table}"
+            found[name] = found.get(name, 0) + 1
+    return found
 
 
 def sessions_of(rows: Any) -> list[list[Any]]:
@@ -120,8 +173,10 @@ def main() -> None:
     parser.add_argument("--spec", type=Path, required=True, help="fleet spec JSON (ringward_fleetsim.FleetSpec)")
     parser.add_argument("--conf", default="{}", help="the DAG run's conf (JSON)")
     parser.add_argument("--json", type=Path, help="write the figures there as JSON")
+    parser.add_argument("--nights", type=int, default=1, help="nights one after another (figures: a list)")
     args = parser.parse_args()
-    figures = run_night(args.spec, json.loads(args.conf))
+    nights = run_nights(args.spec, json.loads(args.conf), args.nights)
+    figures: Any = nights[0] if args.nights == 1 else nights
     text = json.dumps(figures, indent=2, default=str)
     if args.json:
         args.json.write_text(text)

@@ -30,11 +30,13 @@ from ringward.repair import (
     RecordUpdate,
     RepairCommand,
     RepairConfig,
+    RepairType,
     RunSummary,
     Segment,
     SegmentRecord,
     SegmentState,
     SessionResult,
+    TypeDue,
     allowed_parallelism,
     apply_overrides,
     back_pressure_reason,
@@ -51,6 +53,7 @@ from ringward.repair import (
     select_due,
     select_due_by_type,
     status_table,
+    type_plan_id,
 )
 from ringward_cassandra.cluster_repairs import plan_cluster, records_by_segment, status_records, table_statuses
 from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, PreviewFinding, history_bucket
@@ -122,23 +125,29 @@ def effective_config(config_path: str | None, params: Mapping[str, Any] | None) 
 
 
 def _config_or_fail(config_path: str | None, params: Mapping[str, Any] | None) -> RepairConfig:
-    """A bad configuration fails the task at once: retrying cannot fix it. The run's type is the one enabled
-    type (the DAG runs one type per run until the history store keeps each type's history)."""
+    """A bad configuration fails the task at once: retrying cannot fix it. Every enabled type runs (`night_types`);
+    none enabled is a disabled run."""
     try:
-        return one_type_run(effective_config(config_path, params))
+        config = effective_config(config_path, params)
     except ConfigurationError as error:
         raise AirflowFailException(str(error)) from None
+    return config if config.enabled_types else config.model_copy(update={"enabled": False})
+
+
+def night_types(config: RepairConfig) -> tuple[RepairType, ...]:
+    """The types tonight's run repairs, one after another in `RUN_ORDER` (full, incremental, paxos, preview);
+    none enabled: full, which the disabled run plans as not due."""
+    return config.enabled_types or ("full",)
 
 
 def one_type_run(config: RepairConfig) -> RepairConfig:
-    """`config` for its one enabled type (`for_type`); several enabled types are refused, naming the fix; none
-    enabled is a disabled run."""
+    """`config` for its one enabled type (`for_type`), as a session of that type sees it; several enabled types
+    are refused (use `night_types` and `for_type` each); none enabled is a disabled run."""
     types = config.enabled_types
     if len(types) > 1:
         raise ConfigurationError(
-            f"Repair types {', '.join(types)} are all enabled; this DAG runs one repair type per run (the history "
-            "store keeps the full repair's history only).",
-            "Enable one type in repair_types, or trigger the DAG with the `repair_type` param set to one type.",
+            f"Repair types {', '.join(types)} are all enabled; one_type_run takes a configuration of one type.",
+            "Run each type with config.for_type(kind), in the order of config.enabled_types.",
         )
     if not types:  # every type switched off: the run repairs nothing, as with the kill switch
         return config.model_copy(update={"enabled": False})
@@ -206,35 +215,66 @@ class PlanRepairOperator(BaseOperator):
         joined = joined_nodes(host_ids, _last_host_ids(store))
         if joined and config.repair_new_nodes:
             self.log.warning("Joined since the last run, repaired tonight: %s", ", ".join(sorted(joined)))
-        # One type per run (one_type_run), on its own history.
-        kind = config.session_type
-        history = records_by_segment(store.repair_history(**_of_type(config)))
-        typed = select_due_by_type(
-            cluster.segments, {history_key(sid, kind): record for sid, record in history.items()}, run_id=run_id,
-            now=cassandra.now(), config=config, joined=joined,
-        )  # fmt: skip
-        due = typed[0].selection if typed else DueSelection((), tuple(cluster.segments), ())
-        chunks = store.save_run_plan(run_id, _chunks(due.due), ttl_seconds=_ttl(config))
+        # Every enabled type, each on its own history and cadence, in the order the repair task runs them.
+        kinds = night_types(config)
+        now = cassandra.now()
+        typed: list[TypeDue] = []
+        clusters = {"incremental": cluster} if config.session_type == "incremental" else {"other": cluster}
+        for kind in kinds:
+            group = "incremental" if kind == "incremental" else "other"
+            if group not in clusters:  # incremental leaves out tables with views or CDC: a cluster plan of its own
+                clusters[group] = plan_cluster(cassandra.catalog(), ring, config.for_type(kind), leased)
+                for why in clusters[group].excluded_tables.values():
+                    self.log.warning("%s", why)
+            segments = clusters[group].segments
+            history = records_by_segment(store.repair_history(**_history_args(kind)))
+            found = select_due_by_type(
+                segments, {history_key(sid, kind): record for sid, record in history.items()}, run_id=run_id,
+                now=now, config=config, joined=joined, types=[kind],
+            )  # fmt: skip
+            typed.extend(found or [TypeDue(kind, config.for_type(kind), DueSelection((), tuple(segments), ()), 0)])
+        types: dict[str, dict[str, Any]] = {}
+        for item in typed:
+            plan_id = type_plan_id(run_id, item.repair_type)
+            chunks = store.save_run_plan(plan_id, _chunks(item.selection.due), ttl_seconds=_ttl(config))
+            types[item.repair_type] = {
+                "plan_id": plan_id,
+                "chunks": chunks,
+                "due": len(item.selection.due),
+                "not_due": len(item.selection.not_due),
+                "exhausted": len(item.selection.exhausted),
+                "forced": item.forced,
+                "segments": len(item.selection.due) + len(item.selection.not_due) + len(item.selection.exhausted),
+            }
+            self.log.info("Plan of %s repair: %d due in %d chunks, %d not due, %d with retries used up.",
+                          item.repair_type, types[item.repair_type]["due"], chunks,
+                          types[item.repair_type]["not_due"], types[item.repair_type]["exhausted"])  # fmt: skip
         down = sorted(set(ring.addresses()) - live)
+
+        def total(name: str) -> int:
+            return sum(int(entry[name]) for entry in types.values())
+
         plan = {
             "run_id": run_id,
             "enabled": config.enabled,
             "fingerprint": ring_fingerprint(ring, {}),
             "parallelism": allowed_parallelism(config, len(ring.nodes)),
-            "segments": len(cluster.segments),
-            "due": len(due.due),
-            "chunks": chunks,
-            "exhausted": len(due.exhausted),
-            "not_due": len(due.not_due),
+            "segments": total("segments"),  # segment x type: a segment planned for two types counts twice
+            "due": total("due"),
+            "chunks": total("chunks"),
+            "exhausted": total("exhausted"),
+            "not_due": total("not_due"),
             "skipped_ranges": len(cluster.skipped_ranges),
             "skipped_keyspaces": dict(cluster.excluded_keyspaces),
-            "skipped_tables": dict(cluster.excluded_tables),
+            "skipped_tables": {k: v for c in clusters.values() for k, v in c.excluded_tables.items()},
             "down_nodes": down,
             "planning_cpu_seconds": round(time.process_time() - started, 2),
             "config": dump_config(config),
-            "repair_type": config.session_type,
+            "repair_type": ",".join(types),
+            "repair_types": list(types),
+            "types": types,
             "host_ids": host_ids,
-            "forced": typed[0].forced if typed else 0,
+            "forced": total("forced"),
         }
         if not config.enabled:
             self.log.warning("Repair is disabled (enabled: false): nothing runs tonight.")
@@ -246,7 +286,10 @@ class PlanRepairOperator(BaseOperator):
             plan,
         )
         context["ti"].xcom_push(key=SUMMARY_KEY, value=plan)
-        return {key: plan[key] for key in ("run_id", "chunks", "due", "fingerprint")}
+        reference = {key: plan[key] for key in ("run_id", "chunks", "due", "fingerprint")}
+        # A small reference whatever the ring: per type (in run order) its stored plan, chunks and due count.
+        reference["types"] = [[kind, entry["plan_id"], entry["chunks"], entry["due"]] for kind, entry in types.items()]
+        return reference
 
 
 def _last_host_ids(store: Any) -> list[str]:
@@ -339,15 +382,12 @@ class RepairRunOperator(BaseOperator):
         run_id = context["run_id"]
         ring = cassandra.ring()
         store = cassandra.ops_store()
-        self._type = _of_type(config)
         clock = getattr(self._client, "clock", None)
         total = int(reference.get("due") or 0)
-        fingerprint = reference.get("fingerprint")
         paused = _Every(2.0, lambda: self._paused(store), clock)
         back_pressure = _BackPressure(self._client, config, clock)
         back_pressure.prefetch(ring.addresses())
         effects = BatchEffects(
-            repair=lambda command: self._session(command, config, store, run_id),
             save=lambda updates: store.record_repairs(updates, ttl_seconds=_ttl(config)),
             # Who is up, looked at every 15 s at most: each look costs a nodetool JVM start.
             live_nodes=_Every(15.0, lambda: _live_nodes(self._client, ring.addresses()), clock),
@@ -358,49 +398,69 @@ class RepairRunOperator(BaseOperator):
             held_back=back_pressure,
             progress=lambda progress: self._progress(store, run_id, progress, plan),
         )
+        simulated_pool = None
         if clock is not None:  # the fleet simulator: sessions and time are virtual
-            effects.sessions = self._client.session_pool()
+            effects.sessions = simulated_pool = _SimulatedPreviews(self._client.session_pool())
             effects.now, effects.sleep = clock.now, clock.sleep
-        started = effects.now()
+        started = effects.now()  # one window for the whole night, whatever the types
         counts: Counter[str] = Counter()
+        by_type: dict[str, dict[str, int]] = {}
         failed: list[str] = []
         done_before = 0
         stop_reason = None
         replans = 0
-        plan_id, chunks = run_id, int(reference.get("chunks") or 0)
-        windows = self._windows(store, plan_id, chunks)
-        # The ring is looked at every minute during a window, and between windows.
-        effects.ring_changed = _ring_watch(cassandra, fingerprint, clock)
-        while (segments := next(windows, None)) is not None:
-            if ring_fingerprint(cassandra.ring(), {}) != fingerprint:
-                segments = []  # the rest of the old plan is not run: planned again below
-            else:
-                records = self._history(store, segments)
-                result = run_batch(
-                    segments, records, config=config, run_id=run_id, effects=effects, run_started=started,
-                    parallelism=allowed_parallelism(config, len(ring.nodes)), run_total=total,
-                    done_before=done_before,
-                )  # fmt: skip
-                done_before += len(result.outcomes)
-                counts.update(o.state.value for o in result.outcomes)
-                failed.extend(o.segment.describe() for o in result.outcomes if o.state is SegmentState.FAILED)
-                if result.stop_reason and result.stop_reason != RING_CHANGED:
-                    stop_reason = result.stop_reason
-                    self._postpone_rest(windows, store, config, run_id)
-                    break
-                if result.stop_reason is None:
-                    continue
-            replans += 1
-            self.log.warning("The ring changed since the plan: planning what is left again on the new ring.")
-            ring = cassandra.ring()
-            fingerprint = ring_fingerprint(ring, {})
-            plan_id, chunks, left = self._replan(context, config, cassandra, store, run_id, replans)
-            total = done_before + left
+        queue = _type_plans(reference, config, run_id)
+        for index, (kind, plan_id, chunks, planned) in enumerate(queue):
+            typed = config.for_type(kind)
+            self._type = _history_args(kind)
             windows = self._windows(store, plan_id, chunks)
+            if stop_reason is not None:  # stopped in an earlier type: this type's plan stays due next run
+                self._postpone_rest(windows, store, typed, run_id)
+                continue
+            later = sum(due for *_, due in queue[index + 1 :])  # the types after this one, for the progress total
+            self.log.info("Repair type %s: %d segment(s) planned.", kind, planned)
+            effects.repair = _session_of(self, typed, store, run_id)
+            if simulated_pool is not None and hasattr(self._client, "out_of_sync"):
+                simulated_pool.keep = _simulated_finding(self, typed, store, run_id) if kind == "preview" else None
+            fingerprint = reference.get("fingerprint")  # every type's stored plan was made on the plan task's ring
+            # The ring is looked at every minute during a window, and between windows.
             effects.ring_changed = _ring_watch(cassandra, fingerprint, clock)
+            kind_counts: Counter[str] = Counter()
+            while (segments := next(windows, None)) is not None:
+                if ring_fingerprint(cassandra.ring(), {}) != fingerprint:
+                    segments = []  # the rest of the old plan is not run: planned again below
+                else:
+                    records = self._history(store, segments)
+                    result = run_batch(
+                        segments, records, config=typed, run_id=run_id, effects=effects, run_started=started,
+                        parallelism=allowed_parallelism(typed, len(ring.nodes)), run_total=total,
+                        done_before=done_before,
+                    )  # fmt: skip
+                    done_before += len(result.outcomes)
+                    kind_counts.update(o.state.value for o in result.outcomes)
+                    failed.extend(f"{kind}: {o.segment.describe()}" for o in result.outcomes
+                                  if o.state is SegmentState.FAILED)  # fmt: skip
+                    if result.stop_reason and result.stop_reason != RING_CHANGED:
+                        stop_reason = result.stop_reason
+                        self._postpone_rest(windows, store, typed, run_id)
+                        break
+                    if result.stop_reason is None:
+                        continue
+                replans += 1
+                self.log.warning("The ring changed since the plan: planning what is left of %s repair again on "
+                                 "the new ring.", kind)  # fmt: skip
+                ring = cassandra.ring()
+                fingerprint = ring_fingerprint(ring, {})
+                plan_id, chunks, left = self._replan(context, typed, cassandra, store, run_id, replans)
+                total = done_before + left + later
+                windows = self._windows(store, plan_id, chunks)
+                effects.ring_changed = _ring_watch(cassandra, fingerprint, clock)
+            counts.update(kind_counts)
+            by_type[kind] = dict(kind_counts)
+            self.log.info("Repair type %s: %s", kind, dict(kind_counts))
         self.log.info("Run: %s%s", dict(counts), f"; stopped: {stop_reason}" if stop_reason else "")
         simulated = (effects.now() - started).total_seconds() if clock is not None else None
-        return {"counts": dict(counts), "stop_reason": stop_reason, "failed": failed[:100],
+        return {"counts": dict(counts), "types": by_type, "stop_reason": stop_reason, "failed": failed[:100],
                 "failed_count": len(failed), "replans": replans, "simulated_seconds": simulated}  # fmt: skip
 
     def _progress(self, store: Any, run_id: str, progress: Mapping[str, Any], plan: Mapping[str, Any]) -> None:
@@ -433,7 +493,7 @@ class RepairRunOperator(BaseOperator):
         done_now = set(records) - set(fresh)
         due = select_due([s for s in cluster.segments if s.segment_id not in done_now], fresh, run_id=run_id,
                          now=cassandra.now(), config=config)  # fmt: skip
-        plan_id = f"{run_id}#replan{replans}"
+        plan_id = type_plan_id(run_id, config.session_type, replans)
         chunks = store.save_run_plan(plan_id, _chunks(due.due), ttl_seconds=_ttl(config))
         self.log.info("Re-planned on the new ring: %d segments due in %d chunks.", len(due.due), chunks)
         return plan_id, chunks, len(due.due)
@@ -568,6 +628,62 @@ class RepairRunOperator(BaseOperator):
         return True
 
 
+def _session_of(operator: RepairRunOperator, config: RepairConfig, store: Any, run_id: str) -> Any:
+    """The executor's `repair` for sessions of `config`'s type."""
+    return lambda command: operator._session(command, config, store, run_id)
+
+
+class _SimulatedPreviews:
+    """The fleet simulator's session pool, keeping what a preview finds as `_session` does on a real cluster
+    (the simulator's sessions do not go through `_session`): `keep(command)` after each successful session."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self.keep: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+    def submit(self, command: RepairCommand) -> None:
+        self._pool.submit(command)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def wait(self, timeout: float) -> list[tuple[RepairCommand, SessionResult]]:
+        done: list[tuple[RepairCommand, SessionResult]] = self._pool.wait(timeout)
+        if self.keep is not None:
+            for command, result in done:
+                if result.succeeded:
+                    self.keep(command)
+        return done
+
+
+def _simulated_finding(operator: RepairRunOperator, config: RepairConfig, store: Any, run_id: str) -> Any:
+    """What the simulator's preview of a command finds, kept like a real preview's finding."""
+
+    def keep(command: RepairCommand) -> None:
+        found = operator._client.out_of_sync(command)
+        if found:
+            operator._keep_preview_finding(store, run_id, command, found, config)
+
+    return keep
+
+
+def _type_plans(
+    reference: Mapping[str, Any], config: RepairConfig, run_id: str
+) -> list[tuple[RepairType, str, int, int]]:
+    """The stored plans the plan task left, in run order: (type, plan id, chunks, due segments). A reference
+    without types (a plan made before several types ran in one night) is one plan of the run's type."""
+    types = reference.get("types")
+    if types is None:
+        return [(config.session_type, run_id, int(reference.get("chunks") or 0), int(reference.get("due") or 0))]
+    return [(_KINDS[kind], str(plan_id), int(chunks), int(due)) for kind, plan_id, chunks, due in types]
+
+
+_KINDS: dict[str, RepairType] = {kind: kind for kind in REPAIR_TYPES}
+
+
 def _postponed(record: SegmentRecord | None, segment: Segment, run_id: str, repair_type: str = "full") -> SegmentRecord:
     base = record or SegmentRecord(segment.segment_id, repair_type=repair_type)
     return SegmentRecord(
@@ -577,8 +693,13 @@ def _postponed(record: SegmentRecord | None, segment: Segment, run_id: str, repa
 
 
 def _of_type(config: RepairConfig) -> dict[str, str]:
-    """The store's history arguments for the run's type: none for full (the history every store has)."""
-    return {} if config.session_type == "full" else {"repair_type": config.session_type}
+    """The store's history arguments for the config's type (`_history_args`)."""
+    return _history_args(config.session_type)
+
+
+def _history_args(kind: str) -> dict[str, str]:
+    """The store's history arguments for one type: none for full (the history every store has)."""
+    return {} if kind == "full" else {"repair_type": kind}
 
 
 def _repair_error(output: str) -> str:
@@ -691,10 +812,37 @@ class RepairReportOperator(BaseOperator):
         run_id = context["run_id"]
         now = cassandra.now()
         store = cassandra.ops_store()
+        ring = cassandra.ring()
         rows = store.repair_history()
-        cluster = plan_cluster(cassandra.catalog(), cassandra.ring(), config, plan.get("skipped_keyspaces"))
-        run_rows = store.repair_history(**_of_type(config)) if config.session_type != "full" else rows
-        summary = run_summary(plan, [r.record for r in run_rows if r.record.run_id == run_id])
+        cluster = plan_cluster(cassandra.catalog(), ring, config, plan.get("skipped_keyspaces"))
+        type_plans: Mapping[str, Mapping[str, Any]] = plan.get("types") or {config.session_type: plan}
+        per_type: dict[str, dict[str, Any]] = {}
+        summaries: dict[str, RunSummary] = {}
+        for kind in type_plans:
+            typed = config.for_type(_KINDS[kind])
+            kind_rows = rows if kind == "full" else store.repair_history(**_history_args(kind))
+            summaries[kind] = run_summary(type_plans[kind], [r.record for r in kind_rows if r.record.run_id == run_id])
+            kind_cluster = cluster
+            if (kind == "incremental") != (config.session_type == "incremental"):  # the type's own tables
+                kind_cluster = plan_cluster(cassandra.catalog(), ring, typed, plan.get("skipped_keyspaces"))
+            coverage = table_statuses(kind_cluster, status_records(kind_cluster, kind_rows), now, config.gc_grace_alarm)
+            per_type[kind] = {
+                "state": summaries[kind].state.value,
+                "metrics": summaries[kind].metrics(),
+                # A preview's share is of ranges compared, never of ranges repaired.
+                "previewed" if kind == "preview" else "repaired": {
+                    f"{s.keyspace}.{s.table}": s.repaired_percent for s in coverage
+                },
+            }
+            if kind == "preview":
+                per_type[kind]["out_of_sync_findings"] = self._findings_of(store, run_id)
+            for name, value in summaries[kind].metrics().items():
+                Stats.gauge(f"{METRIC_PREFIX}.{kind}.{name}", value)
+        # The run's segment counts are of the repairs: a preview never counts as a repair. Its state (and
+        # failures) takes every type, the preview's too.
+        repairs = [s for kind, s in summaries.items() if kind != "preview"]
+        summary = RunSummary({state: sum(s.counts[state] for s in repairs) for state in SegmentState})
+        overall = RunSummary({state: sum(s.counts[state] for s in summaries.values()) for state in SegmentState})
         records = status_records(cluster, rows)  # repairs recorded under any splitter count
         statuses = table_statuses(cluster, records, now, config.gc_grace_alarm)
         metrics = {
@@ -705,21 +853,24 @@ class RepairReportOperator(BaseOperator):
         for name, value in metrics.items():
             Stats.gauge(f"{METRIC_PREFIX}.{name}", value)
         # A run stopped by the kill switch from the start repaired nothing on purpose: say so, not DONE.
-        state = summary.state.value if plan.get("enabled", True) else "DISABLED"
+        state = overall.state.value if plan.get("enabled", True) else "DISABLED"
         report = {
             "run_id": run_id,
             "state": state,
             "metrics": metrics,
             "skipped_keyspaces": plan.get("skipped_keyspaces", {}),
             "repair_type": plan.get("repair_type", "full"),
+            "types": per_type,
             "host_ids": plan.get("host_ids", {}),
             "tables": {f"{s.keyspace}.{s.table}": s.repaired_percent for s in statuses},
         }
         store.record_repair_run(run_id, state, report, plan.get("config", {}))
-        self.log.info("Run %s\n%s", summary.line(), status_table(statuses))
+        self.log.info("Run %s\n%s", overall.line(), status_table(statuses))
+        for kind, kind_summary in summaries.items():
+            self.log.info("%s: %s", kind, kind_summary.line())
         for keyspace, why in report["skipped_keyspaces"].items():
             self.log.warning("Keyspace %s was not repaired: %s", keyspace, why)
-        failed = summary.counts[SegmentState.FAILED]
+        failed = overall.counts[SegmentState.FAILED]
         if failed:  # fails the run (and fires the notifier); retrying the report would change nothing
             error = RepairError(
                 f"{failed} segment(s) failed after {config.max_retries} retries in run {run_id}.",
@@ -727,6 +878,14 @@ class RepairReportOperator(BaseOperator):
             )
             raise AirflowFailException(str(error))
         return report
+
+    def _findings_of(self, store: Any, run_id: str) -> int | None:
+        """How many preview findings the run kept (None: unreadable now; the findings are in the repair log)."""
+        try:
+            return sum(1 for finding in store.preview_findings() if finding.run_id == run_id)
+        except Exception as error:  # the report must not fail over a count the log has too
+            self.log.warning("Preview findings unreadable now (%s): %s", type(error).__name__, error)
+            return None
 
 
 def run_summary(plan: Mapping[str, Any], run_records: Sequence[SegmentRecord]) -> RunSummary:

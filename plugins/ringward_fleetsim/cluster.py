@@ -328,6 +328,16 @@ class SimNodetool:
         """What the back-pressure check reads; the simulated nodes have no backlog."""
         return NodeBacklog()
 
+    def out_of_sync(self, command: RepairCommand) -> dict[str, int]:
+        """What a preview of `command` finds ("keyspace.table" -> ranges out of sync, as nodetool's summary
+        parsed): every range of the tables the spec's faults name `out_of_sync`."""
+        wanted = set(self.cluster.spec.faults.out_of_sync)
+        if not wanted:
+            return {}
+        tables = command.tables or tuple(self.cluster.spec.table_list())
+        names = (f"{command.keyspace}.{table}" for table in tables)
+        return {name: len(command.ranges) for name in names if name in wanted}
+
     def session_pool(self) -> VirtualSessionPool:
         pool = VirtualSessionPool(self.cluster)
         self.pools.append(pool)

@@ -69,6 +69,8 @@ class Faults:
     down: tuple[NodeDown, ...] = ()
     joins: tuple[NodeJoin, ...] = ()
     session_failure_rate: float = 0.0  # share of sessions that fail (seeded), on top of down nodes
+    # "keyspace.table" names whose replicas disagree: a preview of their ranges finds every range out of sync.
+    out_of_sync: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,7 @@ class FleetSpec:
                 down=tuple(NodeDown(**d) for d in faults.get("down", ())),
                 joins=tuple(NodeJoin(**j) for j in faults.get("joins", ())),
                 session_failure_rate=faults.get("session_failure_rate", 0.0),
+                out_of_sync=tuple(faults.get("out_of_sync", ())),
             ),
         )
 

@@ -21,6 +21,12 @@ NIGHT = ROOT / "benchmarks" / "fleet" / "airflow_night.py"
 
 
 def night(tmp_path: Path, spec: FleetSpec, conf: dict[str, Any] | None = None) -> dict[str, Any]:
+    figures: dict[str, Any] = nights(tmp_path, spec, conf)[0]
+    return figures
+
+
+def nights(tmp_path: Path, spec: FleetSpec, conf: dict[str, Any] | None = None, count: int = 1) -> list[dict[str, Any]]:
+    """`count` nights one after another on one simulator (its history and virtual clock carry over)."""
     spec_path, out = tmp_path / "spec.json", tmp_path / "night.json"
     spec.dump(spec_path)
     from ringward_cli.airflow_env import ensure_airflow_db
@@ -28,12 +34,13 @@ def night(tmp_path: Path, spec: FleetSpec, conf: dict[str, Any] | None = None) -
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
     ensure_airflow_db(env)  # the test home's metadata database, migrated once
     result = subprocess.run(
-        [sys.executable, str(NIGHT), "--spec", str(spec_path), "--json", str(out), "--conf", json.dumps(conf or {})],
+        [sys.executable, str(NIGHT), "--spec", str(spec_path), "--json", str(out), "--conf", json.dumps(conf or {}),
+         "--nights", str(count)],
         capture_output=True, text=True, timeout=600, env=env, cwd=ROOT,
     )  # fmt: skip
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    figures: dict[str, Any] = json.loads(out.read_text())
-    return figures
+    figures = json.loads(out.read_text())
+    return [figures] if count == 1 else list(figures)
 
 
 def assert_bounded(figures: dict[str, Any]) -> None:
@@ -90,3 +97,32 @@ def test_a_preview_night_runs_on_its_own_history_and_repairs_nothing(tmp_path: P
     assert figures["segments"] == figures["due"] > 0 and figures["repair_counts"] == {"DONE": figures["due"]}
     assert figures["run_state"] == "DONE"  # counted from the preview's own history
     assert figures["tables_fully_repaired"] == 0  # a preview is not a repair
+
+
+def test_full_and_preview_in_one_night_each_on_its_own_cadence(tmp_path: Path) -> None:
+    """Issue 24: every enabled type in one run (still three task instances), full first, then the preview; a
+    second night within full's interval (24 h) repairs nothing, while the preview (interval 0) runs again."""
+    types = {"full": {"enabled": True}, "preview": {"enabled": True, "min_repair_interval": 0}}
+    spec = FleetSpec.small(faults=Faults(out_of_sync=("ar_a.t1",)))  # replicas of one table disagree
+    first, second = nights(tmp_path, spec, {"config_overrides": {"repair_types": types}}, count=2)
+    for figures in (first, second):
+        assert_bounded(figures)
+        assert figures["repair_types"] == ["full", "preview"] and figures["run_state"] == "DONE"
+    full_due, preview_due = first["plan_types"]["full"]["due"], first["plan_types"]["preview"]["due"]
+    assert full_due == preview_due == first["plan_types"]["full"]["segments"] > 0
+    # Night 1: the full history moves; the preview's own history records what it compared, and what it
+    # found out of sync (ar_a.t1) is kept in repair_previews and counted in the report.
+    assert first["history_of_run"]["full"] == {"DONE": full_due}
+    assert first["history_of_run"]["preview"] == {"DONE": preview_due}
+    assert first["preview_findings"] == {"ar_a.t1": first["report_types"]["preview"]["out_of_sync_findings"]} != {}
+    assert first["repair_counts_by_type"] == {"full": {"DONE": full_due}, "preview": {"DONE": preview_due}}
+    assert first["tables_fully_repaired"] == first["tables"] == 6
+    assert first["metrics"]["SucceededTokenRangesCount"] == full_due  # a preview never counts as a repair
+    assert first["report_types"]["preview"]["metrics"]["SucceededTokenRangesCount"] == preview_due
+    # Night 2, within full's interval: nothing for full, the preview runs on its own cadence.
+    assert second["plan_types"]["full"]["due"] == 0 and second["plan_types"]["full"]["not_due"] == full_due
+    assert second["history_of_run"]["full"] == {} and second["repair_counts_by_type"]["full"] == {}
+    assert second["history_of_run"]["preview"] == {"DONE": preview_due}
+    assert second["preview_findings"] == first["preview_findings"]  # still out of sync: a preview repairs nothing
+    assert second["metrics"]["SucceededTokenRangesCount"] == 0
+    assert second["tables_fully_repaired"] == 6  # still covered by the first night's full repair

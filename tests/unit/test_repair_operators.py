@@ -14,9 +14,11 @@ from ringward.repair import RunState, Segment, SegmentRecord, SegmentState
 from ringward.ring import TokenRange
 from ringward_airflow.repair_operators import (
     PlanRepairOperator,
+    _config_or_fail,
     _repair_error,
     effective_config,
     longest_unrepaired_seconds,
+    night_types,
     one_type_run,
     run_summary,
 )
@@ -149,19 +151,22 @@ def test_the_form_words_map_to_config_values(tmp_path: Path) -> None:
         effective_config(str(path), {"scope": "some"})
 
 
-def test_one_repair_type_per_run_with_its_own_cadence_and_scope_all_overrides_it(tmp_path: Path) -> None:
+def test_each_type_has_its_own_cadence_and_scope_all_overrides_it(tmp_path: Path) -> None:
     path = tmp_path / "repair.yaml"
     path.write_text("repair_types:\n  full: {enabled: false}\n  paxos: {enabled: true, min_repair_interval: 1h}\n")
     paxos = one_type_run(effective_config(str(path), {}))
     assert paxos.repair_type == "paxos" and paxos.min_repair_interval == timedelta(hours=1)
     assert one_type_run(effective_config(str(path), {"scope": "all"})).min_repair_interval == timedelta(0)
-    path.write_text("repair_types:\n  incremental: {enabled: true}\n")
-    with pytest.raises(ConfigurationError, match="full, incremental") as refused:
-        one_type_run(effective_config(str(path), {}))
-    assert "repair_type" in refused.value.fix
-    assert one_type_run(effective_config(str(path), {"repair_type": "incremental"})).session_type == "incremental"
+    path.write_text("repair_types:\n  incremental: {enabled: true}\n  preview: {enabled: true}\n")
+    with pytest.raises(ConfigurationError, match="full, incremental, preview"):
+        one_type_run(effective_config(str(path), {}))  # one type's config only: the DAG runs them one by one
+    both = _config_or_fail(str(path), {})
+    assert night_types(both) == ("full", "incremental", "preview") and both.enabled
+    only = _config_or_fail(str(path), {"repair_type": "incremental"})  # the run param: only that type runs
+    assert night_types(only) == ("incremental",) and one_type_run(only).session_type == "incremental"
     path.write_text("repair_types:\n  full: {enabled: false}\n")
     assert one_type_run(effective_config(str(path), {})).enabled is False  # no type on: nothing runs
+    assert _config_or_fail(str(path), {}).enabled is False
 
 
 def test_a_session_runs_its_types_flags_and_keeps_a_previews_finding() -> None:

@@ -10,6 +10,7 @@ from ringward.repair._backpressure import NodeBacklog, back_pressure_reason, uni
 from ringward.repair._config import (
     DEFAULT_CONFIG_PATH,
     REPAIR_TYPES,
+    RUN_ORDER,
     BackPressure,
     FixedSplitter,
     NameFilter,
@@ -91,6 +92,7 @@ from ringward.repair._types import (
     prioritised,
     repair_flags,
     select_due_by_type,
+    type_plan_id,
 )
 from ringward.repair._units import format_duration, parse_bytes, parse_duration
 
@@ -100,6 +102,7 @@ __all__ = [
     "RECENT_RUNS",
     "REPAIR_TYPES",
     "RING_CHANGED",
+    "RUN_ORDER",
     "BackPressure",
     "BatchEffects",
     "BatchResult",
@@ -183,6 +186,7 @@ __all__ = [
     "select_units",
     "status_config",
     "status_table",
+    "type_plan_id",
     "unit_time_exceeded",
     "window_allows_start",
 ]

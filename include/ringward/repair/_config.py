@@ -29,6 +29,7 @@ from ringward.repair._units import parse_bytes, parse_duration
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "REPAIR_TYPES",
+    "RUN_ORDER",
     "BackPressure",
     "FixedSplitter",
     "NameFilter",
@@ -130,6 +131,10 @@ Splitter = Annotated[FixedSplitter | SizeSplitter, Field(discriminator="type"), 
 
 RepairType = Literal["full", "incremental", "preview", "paxos"]
 REPAIR_TYPES: tuple[RepairType, ...] = ("full", "incremental", "preview", "paxos")
+# The order a night runs its enabled types in: the repairs that keep ranges within gc_grace first (full, then
+# incremental), then paxos (cheap: Paxos state only), the preview last: it is a check, not a repair, so it is
+# the one the window cuts short, and it compares the replicas after the night's repairs.
+RUN_ORDER: tuple[RepairType, ...] = ("full", "incremental", "paxos", "preview")
 # nodetool repair's parallelism: -seq, the default, -dcpar (Repair.java createOptions).
 Parallelism = Literal["sequential", "parallel", "dc_parallel"]
 
@@ -343,8 +348,9 @@ class RepairConfig(_Strict):
 
     @property
     def enabled_types(self) -> tuple[RepairType, ...]:
-        """The repair types switched on, in scheduling order (full, incremental, preview, paxos)."""
-        return tuple(kind for kind in REPAIR_TYPES if self.repair_types.settings(kind).enabled)
+        """The repair types switched on, in the order a night runs them (`RUN_ORDER`: full, incremental, paxos,
+        preview)."""
+        return tuple(kind for kind in RUN_ORDER if self.repair_types.settings(kind).enabled)
 
     @property
     def session_type(self) -> RepairType:

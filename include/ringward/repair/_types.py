@@ -31,6 +31,7 @@ __all__ = [
     "prioritised",
     "repair_flags",
     "select_due_by_type",
+    "type_plan_id",
 ]
 
 
@@ -38,6 +39,11 @@ def history_key(segment_id: str, repair_type: str) -> str:
     """The key of a segment's history for one type: the segment id for full (the history written before
     repair types existed is full history), `id:type` for the others."""
     return segment_id if repair_type == "full" else f"{segment_id}:{repair_type}"
+
+
+def type_plan_id(run_id: str, repair_type: str, replan: int = 0) -> str:
+    """The id of the stored plan of one type in run `run_id` (`replan`: the n-th plan again on a new ring)."""
+    return f"{run_id}#{repair_type}" + (f"#replan{replan}" if replan else "")
 
 
 def repair_flags(repair_type: RepairType, settings: RepairTypeSettings) -> list[str]:
@@ -102,8 +108,10 @@ def select_due_by_type(
     now: datetime,
     config: RepairConfig,
     joined: Iterable[str] = (),
+    types: Iterable[RepairType] | None = None,
 ) -> list[TypeDue]:
-    """What each enabled type repairs tonight, in type order (full, incremental, preview, paxos).
+    """What each enabled type repairs tonight, in the order a night runs them (`RUN_ORDER`: full, incremental,
+    paxos, preview); `types` narrows them to those of the enabled types it names (their order is kept).
 
     `records` is keyed by `history_key`: a type's cadence reads only its own history. A segment with a replica
     in `force_repair_hosts` or in `joined` (when `repair_new_nodes`) is due whatever its cadence, unless its
@@ -113,7 +121,10 @@ def select_due_by_type(
     if not config.enabled:  # the kill switch wins over every forced host
         forced_hosts = set()
     plans: list[TypeDue] = []
+    wanted = None if types is None else set(types)
     for kind in config.enabled_types:
+        if wanted is not None and kind not in wanted:
+            continue
         typed = config.for_type(kind)
         own = {s.segment_id: r for s in segments if (r := records.get(history_key(s.segment_id, kind))) is not None}
         selection = select_due(segments, own, run_id=run_id, now=now, config=typed)
