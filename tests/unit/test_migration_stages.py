@@ -373,24 +373,25 @@ def test_preview_counts_segments_in_sync_and_names_those_out_of_sync() -> None:
     assert preview_in_sync(segments, nodetool, lambda: None) == 2
     nodetool.previews["127.0.0.4"] = False
     with pytest.raises(VerificationError) as failed:
-        preview_in_sync(segments, nodetool, lambda: None)
+        preview_in_sync(segments, nodetool, lambda: None, sleep=lambda seconds: None)
     assert (
-        "in 1 commands, also after repairing them again 2 times: (20, 30] among 127.0.0.4, 127.0.0.5: "
+        "in 1 commands, in each of 3 previews: (20, 30] among 127.0.0.4, 127.0.0.5: "
         "Total estimated streaming" in failed.value.problem
     )
     assert "Do not run cleanup" in failed.value.fix
-    assert nodetool.repairs == ["127.0.0.4", "127.0.0.4"]  # repaired again twice before the alarm
+    assert nodetool.repairs == []  # a preview never repairs: it reports
 
 
-def test_preview_out_of_sync_once_is_repaired_again_and_passes() -> None:
-    """Writes in flight between the replicas' Merkle trees read as out of sync: repair again, preview again."""
+def test_preview_out_of_sync_twice_is_previewed_again_and_passes() -> None:
+    """Writes in flight between the replicas' Merkle trees read as out of sync: a later preview is in sync."""
     segments = [_segment(0, 10, "127.0.0.3", "127.0.0.2"), _segment(20, 30, "127.0.0.4", "127.0.0.5")]
     nodetool = ClusterNodetool(FakeCql(NTS_3))
-    nodetool.out_of_sync_previews["127.0.0.4"] = 1
+    nodetool.out_of_sync_previews["127.0.0.4"] = 2
     lines: list[str] = []
-    assert preview_in_sync(segments, nodetool, lambda: None, lines.append) == 2
-    assert nodetool.repairs == ["127.0.0.4"]
-    assert len(lines) == 1 and "(20, 30] among 127.0.0.4, 127.0.0.5 out of sync" in lines[0]
+    pauses: list[float] = []
+    assert preview_in_sync(segments, nodetool, lambda: None, lines.append, pauses.append) == 2
+    assert nodetool.repairs == [] and pauses == [5.0, 5.0]
+    assert len(lines) == 2 and "(20, 30] among 127.0.0.4, 127.0.0.5 out of sync" in lines[0]
 
 
 def test_cleanup_snapshots_and_cleans_only_the_nodes_that_lost_ranges() -> None:
