@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from cassandra import InvalidRequest
 from cassandra.cluster import Session
 from ringward.permissions import grant_statements, ops_keyspace_statement
 
@@ -54,16 +55,31 @@ def ensure_roles(topology: Topology, found: ClusterSecrets, deadline: float, log
         # The well-known default superuser can no longer log in (what every hardening guide asks first).
         session.execute("ALTER ROLE cassandra WITH PASSWORD = %s AND LOGIN = false", (random.token_urlsafe(18),))
         session.execute(ops_keyspace_statement(datacenters))
+        # A GRANT on a keyspace its coordinator does not know yet is refused ("doesn't exist"): every node must
+        # have the new keyspace first (the driver's own wait after DDL gives up early on a loaded machine).
+        session.cluster.control_connection.wait_for_schema_agreement(wait_time=max(1.0, deadline - time.monotonic()))
         session.execute(
             f"CREATE ROLE IF NOT EXISTS {RINGWARD_ROLE} WITH LOGIN = true AND PASSWORD = %s",
             (found.ringward_password,),
         )
         grants = grant_statements(RINGWARD_ROLE, [])
         for statement in grants:
-            session.execute(statement)
+            _execute_until_known(session, statement, deadline)
         log(f"secured cluster: role {RINGWARD_ROLE} with {len(grants)} GRANTs")
     marker.touch(mode=0o600)
     return True
+
+
+def _execute_until_known(session: Session, statement: str, deadline: float) -> None:
+    """Run a GRANT, again while its coordinator does not know the keyspace yet (schema still spreading)."""
+    while True:
+        try:
+            session.execute(statement)
+            return
+        except InvalidRequest as refused:
+            if "doesn't exist" not in str(refused) or time.monotonic() >= deadline:
+                raise
+            time.sleep(1.0)
 
 
 @contextmanager
