@@ -94,7 +94,7 @@ from ringward.repair._types import (
     select_due_by_type,
     type_plan_id,
 )
-from ringward.repair._units import format_duration, parse_bytes, parse_duration
+from ringward.repair._units import duration_parts, format_duration, parse_bytes, parse_duration
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -152,6 +152,7 @@ __all__ = [
     "disk_headroom_reason",
     "due_segments",
     "dump_config",
+    "duration_parts",
     "encode_segment",
     "format_duration",
     "group_segments",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-__all__ = ["format_duration", "parse_bytes", "parse_duration"]
+__all__ = ["duration_parts", "format_duration", "parse_bytes", "parse_duration"]
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
 _DURATION_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -55,12 +55,19 @@ def parse_bytes(value: object) -> int:
     raise ValueError(f"expected a size such as 104857600 or '100MiB', got {value!r}")
 
 
-def format_duration(seconds: float) -> str:
-    """Compact duration: `45s`, `1m02s`, `3h05m09s`, `2d04h`."""
+def duration_parts(seconds: float) -> tuple[int, int, int, int]:
+    """Whole days, hours, minutes and seconds of a duration (rounded to the second, never negative): the one
+    split every rendering of a duration shares, compact here and spelled out on the pages."""
     total = max(0, round(seconds))
     days, rest = divmod(total, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
+    return days, hours, minutes, secs
+
+
+def format_duration(seconds: float) -> str:
+    """Compact duration: `45s`, `1m02s`, `3h05m09s`, `2d04h`."""
+    days, hours, minutes, secs = duration_parts(seconds)
     if days:
         return f"{days}d{hours:02d}h"
     if hours:

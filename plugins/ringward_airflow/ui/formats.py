@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from ringward.errors import RingwardError
+from ringward.repair import duration_parts
 from ringward.replication import REPLICATION_FACTOR, Replication
 
 __all__ = ["format_duration", "format_replication", "format_timestamp", "humanize_replications"]
@@ -44,10 +45,7 @@ def format_duration(seconds: float | int | str | None) -> str:
         return "-"
     if value < 59.95:
         return f"{value:.1f} s"
-    total = round(value)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
+    days, hours, minutes, secs = duration_parts(value)
     if days:
         return f"{days} d {hours:02d} h"
     if hours:
