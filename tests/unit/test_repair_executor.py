@@ -372,6 +372,16 @@ def test_the_wait_for_down_nodes_ends_with_the_repair_window() -> None:
     assert pool.clock <= datetime(2026, 1, 1, 0, 31, tzinfo=UTC)
 
 
+def test_the_kill_switch_is_seen_within_seconds_while_waiting_for_a_down_node() -> None:
+    pool = VirtualPool(seconds=60)
+    pool.down_until["c"] = pool.clock + timedelta(days=1)
+    switched_off = pool.clock + timedelta(minutes=10)
+    result = virtual_run([segment(0, ("a", "b")), segment(1, ("b", "c"))], pool,
+                         settings={"wait_for_down_nodes": "8h"}, enabled=lambda: pool.clock < switched_off)  # fmt: skip
+    assert result.stop_reason is not None and "kill switch" in result.stop_reason
+    assert switched_off <= pool.clock <= switched_off + timedelta(seconds=5)
+
+
 def test_back_pressure_holds_a_command_back_then_lets_it_run() -> None:
     pool = VirtualPool(seconds=60)
     release = pool.clock + timedelta(minutes=12)

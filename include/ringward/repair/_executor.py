@@ -57,7 +57,9 @@ __all__ = [
 
 _POLL_SECONDS = 0.5
 _BUSY_WAIT_SECONDS = 2.0  # sessions run and none may start: wait this long for one to end (switches read after)
-_DOWN_NODE_POLL_SECONDS = 30.0  # only commands for down nodes left: look at who is up this often
+# Only commands for down nodes left: the kill switch, a pause and the window are read this often (who is up
+# is read no more often than the caller's `live_nodes` allows: every 15 s in production).
+_DOWN_NODE_POLL_SECONDS = 5.0
 _MAX_IDLE_SLEEP = 5.0  # nothing runs and nothing may start yet: look again at least this often
 _RELEASE_PER_NODE = 16  # parked commands let go when their node is free again, per release
 _SCAN_LIMIT = 256  # waiting commands looked at per scan: beyond, the next scan gets its turn
