@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dag_test_runs import run_dag_test
 from ringward.repair import SegmentState, group_segments, parse_config
 from ringward_cassandra.cluster_repairs import CqlCatalog, plan_cluster
 from ringward_cassandra.cql import connect
@@ -70,8 +71,7 @@ def test_segments_sessions_and_coverage_agree_with_the_seed_cluster(seed_cluster
 
     # One night of the real DAG on each.
     conf = {"keyspaces": keyspaces}
-    real = subprocess.run([RINGWARD, "airflow", "dags", "test", "nightly_subrange_repair", "--conf", json.dumps(conf)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env())  # fmt: skip
+    real = run_dag_test("nightly_subrange_repair", json.dumps(conf), env=_env(), timeout=600)
     assert real.returncode == 0, (real.stdout + real.stderr)[-3000:]
     with connect(NODES) as session:
         store = OpsStore(session)

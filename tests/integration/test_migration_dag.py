@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
+from dag_test_runs import run_dag_test
 from ringward.errors import RingwardError
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
@@ -28,9 +28,7 @@ NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 
 def run_migration(conf: dict[str, Any], dag_id: str = "keyspace_migration") -> subprocess.CompletedProcess[str]:
     """`ringward airflow dags test keyspace_migration --conf …`, exactly as an operator would run it."""
-    command = [str(Path(sys.executable).parent / "ringward"), "airflow", "dags", "test", dag_id,
-               "--conf", json.dumps(conf)]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, env=airflow_environment(ROOT), timeout=900)
+    return run_dag_test(dag_id, json.dumps(conf), env=airflow_environment(ROOT), timeout=900)
 
 
 def failures(result: subprocess.CompletedProcess[str]) -> str:

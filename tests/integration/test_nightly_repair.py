@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
+from dag_test_runs import run_dag_test
 from ringward.repair import SegmentState
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster.errors import LocalClusterError
@@ -39,8 +40,7 @@ FAST = {"splitter": {"subranges_per_range": 1}, "retry_backoff": 1, "max_retries
 def run_dag(
     conf: dict[str, Any], env: dict[str, str] | None = None, timeout: float = 420
 ) -> subprocess.CompletedProcess[str]:
-    command = [RINGWARD, "airflow", "dags", "test", "nightly_subrange_repair", "--conf", json.dumps(conf)]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=_env(env))
+    return run_dag_test("nightly_subrange_repair", json.dumps(conf), env=_env(env), timeout=timeout)
 
 
 def _env(extra: dict[str, str] | None) -> dict[str, str]:

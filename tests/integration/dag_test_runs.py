@@ -1,0 +1,57 @@
+"""`ringward airflow dags test …` as an operator runs it, with its whole output kept for the reader of a slow or
+failed run: `.artifacts/dags-test/<test>-<n>.log`, each line stamped with seconds since the command started."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from itertools import count
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RINGWARD = str(Path(sys.executable).parent / "ringward")
+LOG_DIR = ROOT / ".artifacts" / "dags-test"
+_numbers = count(1)
+
+
+def run_dag_test(
+    dag_id: str, conf_json: str, *, env: dict[str, str], timeout: float, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    """Run one DAG with `conf_json` to its end; like `subprocess.run(capture_output=True)`, stdout and stderr
+    merged into stdout (the order of lines is what a reader of the log needs)."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "no-test").split(" ")[0]
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    log_path = LOG_DIR / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', test)[-120:]}-{next(_numbers)}.log"
+    command = [RINGWARD, "airflow", "dags", "test", dag_id, "--conf", conf_json]
+    started = time.monotonic()
+    lines: list[str] = []
+    with (
+        log_path.open("w", encoding="utf-8") as log,
+        subprocess.Popen(
+            command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        ) as process,
+    ):
+        log.write(f"$ {' '.join(command)}\n")
+
+        def copy() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.append(line)
+                log.write(f"{time.monotonic() - started:8.1f} {line}")
+
+        reader = threading.Thread(target=copy, daemon=True)
+        reader.start()
+        try:
+            returncode = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            reader.join(5)
+            raise
+        reader.join()
+        log.write(f"exit {returncode} after {time.monotonic() - started:.1f} s\n")
+    return subprocess.CompletedProcess(command, returncode, "".join(lines), "")
