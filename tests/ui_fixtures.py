@@ -47,6 +47,10 @@ def airflow_api() -> Iterator[tuple[Any, Any, dict[str, str]]]:
     tokens = {role: manager.generate_jwt(SimpleAuthManagerUser(username=role, role=role)) for role in ROLES}
     try:
         yield TestClient(app), mounted[0], tokens
+        # The plugin app is one object for the whole process (the integration UI test serves it too): a test
+        # that swaps its source must put the factory back, never delete it (monkeypatch on a starlette State
+        # deletes the attribute it undoes).
+        assert callable(getattr(mounted[0].state, "source_factory", None)), "a test left the app without its source"
     finally:
         purge_cached_app()
         patch.undo()

@@ -1031,15 +1031,6 @@ def test_a_connection_extra_that_is_not_a_number_is_named_with_the_fix(
     assert "cannot be used: The connection 'cassandra_default' has extra protocol_version='abc'." in detail
 
 
-def test_no_test_leaves_the_shared_plugin_app_without_its_source_factory(
-    airflow_api: tuple[Any, Any, dict[str, str]],
-) -> None:
-    """The plugin app is one object for the whole process (the integration UI test serves it too): a test that
-    swaps its source must put the factory back, never delete it."""
-    _, subapp, _ = airflow_api
-    assert callable(subapp.state.source_factory)
-
-
 def test_repair_page_shows_the_latest_preview_findings(
     client: tuple[Any, FakeSource, dict[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
