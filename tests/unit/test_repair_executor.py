@@ -414,6 +414,17 @@ def test_a_refused_command_is_postponed_at_once_saying_why_once_and_the_others_r
     assert sum(f"(postponed to the next run): {full_disk}" in line for line in lines) == 1
 
 
+def test_a_segment_postponed_before_its_first_record_is_recorded_under_the_runs_type() -> None:
+    """Not under full (the default record's type): that would overwrite the full history of the range."""
+    pool = VirtualPool(seconds=60)
+    saved: list[RecordUpdate] = []
+    result = virtual_run([segment(0, ("a", "b"))], pool, settings={"repair_type": "incremental"},
+                         refused=lambda command: "a: disk full", save=saved.extend)  # fmt: skip
+    (outcome,) = result.outcomes
+    assert outcome.state is SegmentState.POSTPONED and outcome.record is not None
+    assert {u.record.repair_type for u in saved} == {"incremental"}
+
+
 def test_live_progress_reports_done_failed_and_running_per_node() -> None:
     pool = VirtualPool(seconds=30)
     seen: list[dict[str, object]] = []

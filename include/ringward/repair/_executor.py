@@ -347,7 +347,10 @@ class _BatchRun:
         self.waiting -= 1
         updates = []
         for segment in command.segments:
-            previous = self.records.get(segment.segment_id) or SegmentRecord(segment.segment_id)
+            # A first record is of the run's type: a default (full) one would overwrite the full history.
+            previous = self.records.get(segment.segment_id) or SegmentRecord(
+                segment.segment_id, repair_type=self.config.repair_type or "full"
+            )
             record = replace(
                 previous, state=SegmentState.POSTPONED, attempts=previous.attempts_in(self.run_id), run_id=self.run_id
             )
