@@ -25,6 +25,7 @@ from ringward.repair import (
     REPAIR_TYPES,
     RING_CHANGED,
     BatchEffects,
+    DiskHeadroomGuard,
     DueSelection,
     NodeBacklog,
     RecordUpdate,
@@ -41,6 +42,7 @@ from ringward.repair import (
     apply_overrides,
     back_pressure_reason,
     decode_segment,
+    disk_capacity,
     dump_config,
     encode_segment,
     history_key,
@@ -57,6 +59,7 @@ from ringward.repair import (
 )
 from ringward_cassandra.cluster_repairs import plan_cluster, records_by_segment, status_records, table_statuses
 from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, PreviewFinding, history_bucket
+from ringward_cassandra.schema import data_disk_max_sizes
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 
@@ -402,6 +405,10 @@ class RepairRunOperator(BaseOperator):
         if clock is not None:  # the fleet simulator: sessions and time are virtual
             effects.sessions = simulated_pool = _SimulatedPreviews(self._client.session_pool())
             effects.now, effects.sleep = clock.now, clock.sleep
+        queue = _type_plans(reference, config, run_id)
+        # Read before the window starts counting, as the backlogs are; only for a night with incremental repair.
+        incremental = any(kind == "incremental" for kind, *_ in queue)
+        disk_guard = self._disk_guard(config, cassandra, ring, back_pressure, clock) if incremental else None
         started = effects.now()  # one window for the whole night, whatever the types
         counts: Counter[str] = Counter()
         by_type: dict[str, dict[str, int]] = {}
@@ -409,7 +416,6 @@ class RepairRunOperator(BaseOperator):
         done_before = 0
         stop_reason = None
         replans = 0
-        queue = _type_plans(reference, config, run_id)
         for index, (kind, plan_id, chunks, planned) in enumerate(queue):
             typed = config.for_type(kind)
             self._type = _history_args(kind)
@@ -420,6 +426,7 @@ class RepairRunOperator(BaseOperator):
             later = sum(due for *_, due in queue[index + 1 :])  # the types after this one, for the progress total
             self.log.info("Repair type %s: %d segment(s) planned.", kind, planned)
             effects.repair = _session_of(self, typed, store, run_id)
+            effects.refused = disk_guard if kind == "incremental" and disk_guard is not None else _never_refused
             if simulated_pool is not None and hasattr(self._client, "out_of_sync"):
                 simulated_pool.keep = _simulated_finding(self, typed, store, run_id) if kind == "preview" else None
             fingerprint = reference.get("fingerprint")  # every type's stored plan was made on the plan task's ring
@@ -462,6 +469,22 @@ class RepairRunOperator(BaseOperator):
         simulated = (effects.now() - started).total_seconds() if clock is not None else None
         return {"counts": dict(counts), "types": by_type, "stop_reason": stop_reason, "failed": failed[:100],
                 "failed_count": len(failed), "replans": replans, "simulated_seconds": simulated}  # fmt: skip
+
+    def _disk_guard(
+        self, config: RepairConfig, cassandra: Any, ring: Any, back_pressure: _BackPressure, clock: Any
+    ) -> DiskHeadroomGuard:
+        """Incremental repair's disk-headroom guard for this run: each node's capacity read once (its own
+        data_disk_usage_max_disk_size, else `data_disk_capacity`), its Load from the back-pressure reads."""
+        ratio = config.repair_types.incremental.min_free_disk_ratio
+        addresses = ring.addresses()
+        # The fleet simulator has no cassandra.yaml settings: the configured capacity only.
+        settings = data_disk_max_sizes(cassandra.session, addresses) if ratio and clock is None else {}
+        capacities = {
+            node.address: disk_capacity(node.address, node.datacenter, settings.get(node.address),
+                                        config.data_disk_capacity)
+            for node in ring.nodes
+        }  # fmt: skip
+        return DiskHeadroomGuard(ratio, capacities, back_pressure.load, self.log.warning)
 
     def _progress(self, store: Any, run_id: str, progress: Mapping[str, Any], plan: Mapping[str, Any]) -> None:
         """The batch's progress, each minute: stored for the Repair page and sent as live gauges."""
@@ -628,6 +651,10 @@ class RepairRunOperator(BaseOperator):
         return True
 
 
+def _never_refused(command: RepairCommand) -> str | None:
+    return None
+
+
 def _session_of(operator: RepairRunOperator, config: RepairConfig, store: Any, run_id: str) -> Any:
     """The executor's `repair` for sessions of `config`'s type."""
     return lambda command: operator._session(command, config, store, run_id)
@@ -763,6 +790,10 @@ class _BackPressure:
         """Read every node's backlog now, 16 at a time, before the run's window starts counting."""
         with ThreadPoolExecutor(max_workers=16, thread_name_prefix="backlog") as pool:
             list(pool.map(lambda node: self._read(node)(), nodes))
+
+    def load(self, node: str) -> int | None:
+        """The node's data size (its Load) as last read, for the disk-headroom guard; None when unreadable."""
+        return self._read(node)().load_bytes
 
     def __call__(self, command: RepairCommand) -> str | None:
         for node in command.replicas:

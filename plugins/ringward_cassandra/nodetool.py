@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ringward.capacity import parse_status_loads
 from ringward.errors import ClusterError, RepairError, RingwardError
 from ringward.repair import NodeBacklog
 from ringward.ring import TokenRange
@@ -185,7 +186,7 @@ class NodetoolClient:
     # -- commands ---------------------------------------------------------------------------------------
     def status(self, address: str) -> dict[str, str]:
         """address -> two-letter state (UN, DN, UJ, ...) as `address` sees the cluster."""
-        return {node: state for state, node in _STATUS_LINE.findall(self.checked(address, ["status"]))}
+        return _states(self.checked(address, ["status"]))
 
     def describe_ring(self, address: str, keyspace: str) -> list[tuple[TokenRange, frozenset[str]]]:
         """Every range of `keyspace` with its replicas, as `address` reports them (`nodetool describering`)."""
@@ -202,16 +203,18 @@ class NodetoolClient:
         """What `address` is busy with, for the nightly repair's back-pressure check: pending compactions and a
         running cleanup (`compactionstats`), the most SSTables in one table outside Cassandra's own keyspaces
         (one `tablestats` of every table), streaming (`netstats`), and whether it is joining, leaving or
-        moving (`status`). The worker reads it at most every 5 minutes per node."""
+        moving, with its Load (`status`). The worker reads it at most every 5 minutes per node."""
         compactions = self.checked(address, ["compactionstats"])
         pending = _PENDING_COMPACTIONS.search(compactions)
-        state = self.status(address).get(address, "UN")
+        status = self.checked(address, ["status"])
+        state = _states(status).get(address, "UN")
         return NodeBacklog(
             pending_compactions=int(pending.group(1)) if pending else 0,
             max_sstables_per_table=most_sstables_in_one_table(self.checked(address, ["tablestats"])),
             streaming=self.is_streaming(address),
             cleanup_running=bool(_CLEANUP_RUNNING.search(compactions)),
             pending_ranges=state[1:] in {"J", "L", "M"},
+            load_bytes=parse_status_loads(status).get(address),
         )
 
     def repair(
@@ -384,6 +387,11 @@ def _stop(process: subprocess.Popen[bytes], *, kill: bool = False, grace: float 
             process.wait()
     if process.stdout is not None:
         process.stdout.close()
+
+
+def _states(status: str) -> dict[str, str]:
+    """`nodetool status` output as address -> two-letter state."""
+    return {node: state for state, node in _STATUS_LINE.findall(status)}
 
 
 def _quietly(action: Callable[[], None]) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from ringward.repair import (
     RUN_ORDER,
+    NodeBacklog,
     RepairConfig,
     Segment,
     SegmentRecord,
@@ -111,11 +112,11 @@ def _cassandra(simulator: Simulator) -> SimpleNamespace:
                            now=simulator.clock.now)  # fmt: skip
 
 
-def night(simulator: Simulator, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
+def night(simulator: Simulator, run_id: str, params: dict[str, Any], nodetool: Any = None) -> dict[str, Any]:
     """plan -> repair -> report of one night, through the operators' own methods."""
     context: dict[str, Any] = {"run_id": run_id, "ti": _TaskInstance(), "params": params}
     config: RepairConfig = _config_or_fail(None, params)
-    cassandra, nodetool = _cassandra(simulator), simulator.nodetool()
+    cassandra, nodetool = _cassandra(simulator), nodetool or simulator.nodetool()
     reference = PlanRepairOperator(task_id="plan")._plan(context, config, cassandra, nodetool)
     context["ti"].xcom[("plan", "return_value")] = reference
     plan = context["ti"].xcom[("plan", "summary")]
@@ -229,3 +230,59 @@ def test_the_pause_stops_every_type_and_leaves_them_all_due(simulator: Simulator
     assert _of_run(simulator, "night-1") == {"POSTPONED": due["full"]["due"]}
     assert _of_run(simulator, "night-1", repair_type="preview") == {"POSTPONED": due["preview"]["due"]}
     assert figures["report"]["state"] == "PARTIAL"
+
+
+class _Lines:
+    """The repair task's log lines (what `dags test` prints), as text."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, message: str, *args: Any) -> None:
+        self.lines.append(message % args if args else message)
+
+    warning = info
+
+
+@pytest.fixture
+def repair_log(monkeypatch: pytest.MonkeyPatch) -> _Lines:
+    lines = _Lines()
+    monkeypatch.setattr(RepairRunOperator, "log", lines)
+    return lines
+
+
+def test_the_disk_guard_postpones_the_incremental_sessions_of_a_full_node_saying_why(
+    simulator: Simulator, repair_log: _Lines
+) -> None:
+    """A node holding 90% of the configured capacity: its incremental sessions are postponed at once, saying
+    why once; the full repair of the same ranges and the other nodes' incremental sessions run."""
+    full_node = simulator.ring().nodes[0].address
+    nodetool = simulator.nodetool()
+    loads = {node.address: 10 * 2**30 for node in simulator.ring().nodes} | {full_node: 90 * 2**30}
+    nodetool.backlog = lambda address: NodeBacklog(load_bytes=loads[address])
+    types = {"full": {"enabled": True}, "incremental": {"enabled": True}}
+    figures = night(simulator, "night-1", {"config_overrides": {"repair_types": types, "data_disk_capacity": "100GiB"}},
+                    nodetool)  # fmt: skip
+    incremental = [r for r in simulator.ops_store().repair_history(repair_type="incremental")]
+    refused = {r.record.state.value for r in incremental if full_node in r.replicas}
+    ran = {r.record.state.value for r in incremental if full_node not in r.replicas}
+    assert refused == {"POSTPONED"} and ran == {"DONE"}
+    # The full repair of the same ranges is not guarded, and its history is its own.
+    assert _of_run(simulator, "night-1") == {"DONE": figures["plan"]["types"]["full"]["due"]}
+    reason = f"{full_node}: 10% of its data disk of {100 * 2**30} bytes (data_disk_capacity) is free"
+    said = [line for line in repair_log.lines if reason in line and "(postponed to the next run)" in line]
+    assert len(said) == 1  # once, not once per command
+    postponed = [line for line in repair_log.lines if " POSTPONED ar_" in line]  # a line per segment (small run)
+    assert len(postponed) == len(incremental) - len([r for r in incremental if full_node not in r.replicas])
+    assert all(reason in line for line in postponed)
+    assert figures["report"]["state"] == "PARTIAL"
+
+
+def test_without_a_capacity_the_disk_guard_says_once_it_cannot_check_and_lets_sessions_run(
+    simulator: Simulator, repair_log: _Lines
+) -> None:
+    params = {"config_overrides": {"repair_types": {"incremental": {"enabled": True}}}, "repair_type": "incremental"}
+    figures = night(simulator, "night-1", params)
+    assert figures["result"]["types"]["incremental"] == {"DONE": figures["plan"]["types"]["incremental"]["due"]}
+    notes = [line for line in repair_log.lines if line.startswith("Disk headroom not checked on ")]
+    assert len(notes) == 1 and "data_disk_capacity" in notes[0]
