@@ -46,6 +46,7 @@ from ringward.repair import (
     dump_config,
     encode_segment,
     history_key,
+    incremental_repaired_shares,
     joined_nodes,
     live_metrics,
     load_config,
@@ -416,6 +417,7 @@ class RepairRunOperator(BaseOperator):
         done_before = 0
         stop_reason = None
         replans = 0
+        keyspaces: set[tuple[str, str]] = set()  # (type, keyspace) of the segments each type had planned
         for index, (kind, plan_id, chunks, planned) in enumerate(queue):
             typed = config.for_type(kind)
             self._type = _history_args(kind)
@@ -434,6 +436,7 @@ class RepairRunOperator(BaseOperator):
             effects.ring_changed = _ring_watch(cassandra, fingerprint, clock)
             kind_counts: Counter[str] = Counter()
             while (segments := next(windows, None)) is not None:
+                keyspaces.update((kind, s.keyspace) for s in segments)
                 if ring_fingerprint(cassandra.ring(), {}) != fingerprint:
                     segments = []  # the rest of the old plan is not run: planned again below
                 else:
@@ -467,8 +470,28 @@ class RepairRunOperator(BaseOperator):
             self.log.info("Repair type %s: %s", kind, dict(kind_counts))
         self.log.info("Run: %s%s", dict(counts), f"; stopped: {stop_reason}" if stop_reason else "")
         simulated = (effects.now() - started).total_seconds() if clock is not None else None
+        incremental_keyspaces = sorted(keyspace for kind, keyspace in keyspaces if kind == "incremental")
+        # The fleet simulator keeps no SSTables: no repaired share to read.
+        shares = self._repaired_shares(ring, incremental_keyspaces) if incremental_keyspaces and clock is None else {}
         return {"counts": dict(counts), "types": by_type, "stop_reason": stop_reason, "failed": failed[:100],
-                "failed_count": len(failed), "replans": replans, "simulated_seconds": simulated}  # fmt: skip
+                "failed_count": len(failed), "replans": replans, "simulated_seconds": simulated,
+                "repaired_shares": shares}  # fmt: skip
+
+    def _repaired_shares(self, ring: Any, keyspaces: Sequence[str]) -> dict[str, dict[str, float | int]]:
+        """Each table's repaired share (`nodetool tablestats`' Percent repaired on every node, 8 at a time) at the
+        end of the run, for the report and the Repair page; a node that cannot answer is left out, named."""
+
+        def read(node: str) -> dict[str, float] | None:
+            try:
+                return self._client.percent_repaired(node, keyspaces)  # type: ignore[no-any-return]
+            except ClusterError as error:
+                self.log.warning("Repaired share of %s not read: %s", node, error)
+                return None
+
+        nodes = ring.addresses()
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="tablestats") as pool:
+            read_shares = dict(zip(nodes, pool.map(read, nodes), strict=True))
+        return incremental_repaired_shares({node: found for node, found in read_shares.items() if found is not None})
 
     def _disk_guard(
         self, config: RepairConfig, cassandra: Any, ring: Any, back_pressure: _BackPressure, clock: Any
@@ -867,6 +890,9 @@ class RepairReportOperator(BaseOperator):
             }
             if kind == "preview":
                 per_type[kind]["out_of_sync_findings"] = self._findings_of(store, run_id)
+            if kind == "incremental":  # its tables' repaired/unrepaired split, as the repair task read it at its end
+                shares = (context["ti"].xcom_pull(task_ids=self.repair_task_id) or {}).get("repaired_shares") or {}
+                per_type[kind]["repaired_share"] = {t: v for t, v in shares.items() if t in per_type[kind]["repaired"]}
             for name, value in summaries[kind].metrics().items():
                 Stats.gauge(f"{METRIC_PREFIX}.{kind}.{name}", value)
         # The run's segment counts are of the repairs: a preview never counts as a repair. Its state (and

@@ -72,3 +72,33 @@ def test_the_sstable_count_of_cassandras_own_tables_and_old_sstables_do_not_coun
 
     assert most_sstables_in_one_table(TABLESTATS_5_0) == 31  # not system.local's 900, not items' 40 old ones
     assert most_sstables_in_one_table("") == 0
+
+
+TABLESTATS_PERCENT_REPAIRED = """\
+Total number of tables: 2
+----------------
+Keyspace : shop
+\tRead Count: 0
+\t\tTable: items
+\t\tSSTable count: 2
+\t\tSpace used (live): 10240
+\t\tPercent repaired: 87.5
+\t\tBytes repaired: 8.750KiB
+\t\tBytes unrepaired: 1.250KiB
+\t\tBytes pending repair: 0.000KiB
+\t\tTable: orders
+\t\tSSTable count: 0
+\t\tPercent repaired: 0.0
+----------------
+Keyspace : audit
+\t\tTable: log
+\t\tPercent repaired: 100.0
+----------------
+"""
+
+
+def test_the_repaired_share_of_each_table_is_read_from_tablestats() -> None:
+    client = Scripted({"tablestats": TABLESTATS_PERCENT_REPAIRED})
+    assert client.percent_repaired("127.0.0.2", ["shop", "audit"]) == {
+        "shop.items": 87.5, "shop.orders": 0.0, "audit.log": 100.0,
+    }  # fmt: skip

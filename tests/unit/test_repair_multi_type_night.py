@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from ringward.errors import ClusterError
 from ringward.repair import (
     RUN_ORDER,
     NodeBacklog,
@@ -286,3 +287,32 @@ def test_without_a_capacity_the_disk_guard_says_once_it_cannot_check_and_lets_se
     assert figures["result"]["types"]["incremental"] == {"DONE": figures["plan"]["types"]["incremental"]["due"]}
     notes = [line for line in repair_log.lines if line.startswith("Disk headroom not checked on ")]
     assert len(notes) == 1 and "data_disk_capacity" in notes[0]
+
+
+def test_the_report_keeps_the_repaired_share_of_the_incremental_tables(simulator: Simulator) -> None:
+    """What the repair task read from tablestats at its end (the simulator keeps no SSTables, so it is given
+    here); tables incremental repair does not cover are left out."""
+    params = {"config_overrides": {"repair_types": {"incremental": {"enabled": True}}}, "repair_type": "incremental"}
+    figures = night(simulator, "night-1", params)
+    assert figures["result"]["repaired_shares"] == {}  # nothing to read on the simulator
+    shares = {"ar_a.t1": {"repaired": 87.5, "lowest": 75.0, "nodes": 3}, "other.t": {"repaired": 1, "lowest": 1,
+                                                                                      "nodes": 1}}  # fmt: skip
+    context: dict[str, Any] = {"run_id": "night-1", "ti": _TaskInstance(), "params": params}
+    context["ti"].xcom[("repair", "return_value")] = {**figures["result"], "repaired_shares": shares}
+    config = _config_or_fail(None, params)
+    report = RepairReportOperator(task_id="report")._report(context, figures["plan"], config, _cassandra(simulator))
+    assert report["types"]["incremental"]["repaired_share"] == {"ar_a.t1": shares["ar_a.t1"]}
+
+
+def test_the_repaired_share_is_read_on_every_node_that_answers() -> None:
+    class Client:
+        def percent_repaired(self, node: str, keyspaces: list[str]) -> dict[str, float]:
+            assert keyspaces == ["ks"]
+            if node == "n3":
+                raise ClusterError("JMX connection refused on n3.", "Start the node.")
+            return {"ks.t": {"n1": 100.0, "n2": 50.0}[node]}
+
+    repair = RepairRunOperator(task_id="repair")
+    repair._client = Client()
+    ring = SimpleNamespace(addresses=lambda: ["n1", "n2", "n3"])
+    assert repair._repaired_shares(ring, ["ks"]) == {"ks.t": {"repaired": 75.0, "lowest": 50.0, "nodes": 2}}

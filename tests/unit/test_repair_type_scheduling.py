@@ -16,6 +16,7 @@ from ringward.repair import (
     apply_overrides,
     dump_config,
     history_key,
+    incremental_repaired_shares,
     incremental_skip_reason,
     incremental_unit,
     joined_nodes,
@@ -248,3 +249,12 @@ def test_live_metrics_follow_the_progress_report() -> None:
     }  # fmt: skip
     assert live_metrics({**progress, "final": True})["RepairsInProgress"] == 0
     assert live_metrics({})["SucceededTokenRangesCount"] == 0
+
+
+def test_the_repaired_share_of_a_table_is_the_mean_of_its_nodes_with_the_least_repaired_one() -> None:
+    per_node = {"n1": {"ks.t": 100.0, "ks.u": 0.0}, "n2": {"ks.t": 50.0}, "n3": {"ks.t": 75.0}}
+    assert incremental_repaired_shares(per_node) == {
+        "ks.t": {"repaired": 75.0, "lowest": 50.0, "nodes": 3},
+        "ks.u": {"repaired": 0.0, "lowest": 0.0, "nodes": 1},
+    }
+    assert incremental_repaired_shares({}) == {}

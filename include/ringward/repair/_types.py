@@ -23,6 +23,7 @@ __all__ = [
     "TableFeatures",
     "TypeDue",
     "history_key",
+    "incremental_repaired_shares",
     "incremental_skip_reason",
     "incremental_unit",
     "joined_nodes",
@@ -184,3 +185,18 @@ def incremental_unit(
     if not kept:
         return None, reasons
     return RepairUnit(unit.keyspace, tuple(kept), "incremental", unit.nodes), reasons
+
+
+def incremental_repaired_shares(per_node: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float | int]]:
+    """Per "keyspace.table", its repaired share across the nodes (`per_node`: node -> table -> the node's "Percent
+    repaired", the share of its data of the table that incremental repair marked repaired): `repaired` the mean
+    over the nodes that reported the table, `lowest` the least repaired node's, `nodes` how many reported it.
+    The rest (100 - repaired) is unrepaired: written since the last incremental session, or never repaired."""
+    by_table: dict[str, list[float]] = {}
+    for shares in per_node.values():
+        for table, share in shares.items():
+            by_table.setdefault(table, []).append(share)
+    return {
+        table: {"repaired": round(sum(shares) / len(shares), 1), "lowest": min(shares), "nodes": len(shares)}
+        for table, shares in sorted(by_table.items())
+    }
