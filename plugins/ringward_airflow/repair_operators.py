@@ -7,6 +7,7 @@ Constructors only store arguments; hooks are built in `execute`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -41,6 +42,7 @@ from ringward.repair import (
     allowed_parallelism,
     apply_overrides,
     back_pressure_reason,
+    coverage_view,
     decode_segment,
     disk_capacity,
     dump_config,
@@ -875,11 +877,17 @@ class RepairReportOperator(BaseOperator):
         for kind in type_plans:
             typed = config.for_type(_KINDS[kind])
             kind_rows = rows if kind == "full" else store.repair_history(**_history_args(kind))
+            # Each type's coverage from its own successes (full's rows are read as they are: no copy at fleet size).
+            covered_rows = kind_rows if kind == "full" else [
+                dataclasses.replace(r, record=coverage_view(r.record)) for r in kind_rows
+            ]  # fmt: skip
             summaries[kind] = run_summary(type_plans[kind], [r.record for r in kind_rows if r.record.run_id == run_id])
             kind_cluster = cluster
             if (kind == "incremental") != (config.session_type == "incremental"):  # the type's own tables
                 kind_cluster = plan_cluster(cassandra.catalog(), ring, typed, plan.get("skipped_keyspaces"))
-            coverage = table_statuses(kind_cluster, status_records(kind_cluster, kind_rows), now, config.gc_grace_alarm)
+            coverage = table_statuses(
+                kind_cluster, status_records(kind_cluster, covered_rows), now, config.gc_grace_alarm
+            )
             per_type[kind] = {
                 "state": summaries[kind].state.value,
                 "metrics": summaries[kind].metrics(),

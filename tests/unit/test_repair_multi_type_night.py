@@ -158,6 +158,7 @@ def test_one_night_plans_and_runs_full_then_preview_each_on_its_own_history(simu
     assert report["types"]["preview"]["metrics"]["SucceededTokenRangesCount"] == preview_due
     assert "repaired" not in report["types"]["preview"] and "previewed" in report["types"]["preview"]
     assert set(report["types"]["full"]["repaired"].values()) == {"100.0%"}
+    assert set(report["types"]["preview"]["previewed"].values()) == {"100.0%"}  # from the preview's own history
     assert report["types"]["preview"]["out_of_sync_findings"] == 0  # the simulator's replicas agree
     assert store.preview_findings() == []
 

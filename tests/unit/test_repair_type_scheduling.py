@@ -14,6 +14,7 @@ from ringward.repair import (
     SegmentRecord,
     TableFeatures,
     apply_overrides,
+    coverage_view,
     dump_config,
     history_key,
     incremental_repaired_shares,
@@ -258,3 +259,11 @@ def test_the_repaired_share_of_a_table_is_the_mean_of_its_nodes_with_the_least_r
         "ks.u": {"repaired": 0.0, "lowest": 0.0, "nodes": 1},
     }
     assert incremental_repaired_shares({}) == {}
+
+
+def test_a_types_coverage_reads_its_own_last_success_and_full_stays_as_it_is() -> None:
+    full = record_success(record_start(None, "s", "r", "full"), NOW, 1.0, "full")
+    assert coverage_view(full) == full
+    preview = record_success(record_start(None, "s", "r", "preview"), NOW, 1.0, "preview")
+    assert preview.last_full_success is None  # a preview repairs nothing
+    assert coverage_view(preview).last_full_success == NOW and coverage_view(preview).last_success == NOW

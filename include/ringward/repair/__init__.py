@@ -93,6 +93,7 @@ from ringward.repair._status import (
 from ringward.repair._types import (
     TableFeatures,
     TypeDue,
+    coverage_view,
     history_key,
     incremental_repaired_shares,
     incremental_skip_reason,
@@ -161,6 +162,7 @@ __all__ = [
     "configured_disk_capacity",
     "coverage_entries",
     "coverage_records",
+    "coverage_view",
     "decode_segment",
     "disk_capacity",
     "disk_headroom_reason",

@@ -11,7 +11,7 @@ or CDC takes the schema's features as arguments (the disk-headroom guard is `_he
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ringward.repair._config import RepairConfig, RepairType, RepairTypeSettings
@@ -22,6 +22,7 @@ from ringward.repair._state import SegmentRecord
 __all__ = [
     "TableFeatures",
     "TypeDue",
+    "coverage_view",
     "history_key",
     "incremental_repaired_shares",
     "incremental_skip_reason",
@@ -200,3 +201,12 @@ def incremental_repaired_shares(per_node: Mapping[str, Mapping[str, float]]) -> 
         table: {"repaired": round(sum(shares) / len(shares), 1), "lowest": min(shares), "nodes": len(shares)}
         for table, shares in sorted(by_table.items())
     }
+
+
+def coverage_view(record: SegmentRecord) -> SegmentRecord:
+    """A record as a type's coverage reads it. The status counts `last_full_success`, which only a full repair
+    moves; for the other types it is the type's own last success, so each type's coverage is the share of
+    ranges that type repaired (a preview: compared) within gc_grace. A full record is left as it is."""
+    if record.repair_type == "full":
+        return record
+    return replace(record, last_full_success=record.last_success)
