@@ -54,7 +54,12 @@ def cluster_grants() -> list[Grant]:
             "TABLE system_distributed.parent_repair_history",
             "repair sessions' outcomes, which the deferred repair's trigger and the migration's journal read",
         ),
-        Grant("SELECT", "TABLE system_views.settings", "the default keyspace replication factor of the plan"),
+        Grant(
+            "SELECT",
+            "TABLE system_views.settings",
+            "the default keyspace replication factor of the plan; each node's data_disk_usage_max_disk_size for "
+            "incremental repair's disk-headroom guard",
+        ),
         Grant("SELECT", "TABLE system_views.gossip_info", "node restarts while a repair session runs"),
         Grant("SELECT", "TABLE system_views.disk_usage", "each node's data size on the Cluster page"),
     ]

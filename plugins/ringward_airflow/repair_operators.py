@@ -7,6 +7,7 @@ Constructors only store arguments; hooks are built in `execute`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -25,6 +26,7 @@ from ringward.repair import (
     REPAIR_TYPES,
     RING_CHANGED,
     BatchEffects,
+    DiskHeadroomGuard,
     DueSelection,
     NodeBacklog,
     RecordUpdate,
@@ -40,10 +42,13 @@ from ringward.repair import (
     allowed_parallelism,
     apply_overrides,
     back_pressure_reason,
+    coverage_view,
     decode_segment,
+    disk_capacity,
     dump_config,
     encode_segment,
     history_key,
+    incremental_repaired_shares,
     joined_nodes,
     live_metrics,
     load_config,
@@ -57,6 +62,7 @@ from ringward.repair import (
 )
 from ringward_cassandra.cluster_repairs import plan_cluster, records_by_segment, status_records, table_statuses
 from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, PreviewFinding, history_bucket
+from ringward_cassandra.schema import data_disk_max_sizes
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 
@@ -402,6 +408,10 @@ class RepairRunOperator(BaseOperator):
         if clock is not None:  # the fleet simulator: sessions and time are virtual
             effects.sessions = simulated_pool = _SimulatedPreviews(self._client.session_pool())
             effects.now, effects.sleep = clock.now, clock.sleep
+        queue = _type_plans(reference, config, run_id)
+        # Read before the window starts counting, as the backlogs are; only for a night with incremental repair.
+        incremental = any(kind == "incremental" for kind, *_ in queue)
+        disk_guard = self._disk_guard(config, cassandra, ring, back_pressure, clock) if incremental else None
         started = effects.now()  # one window for the whole night, whatever the types
         counts: Counter[str] = Counter()
         by_type: dict[str, dict[str, int]] = {}
@@ -409,7 +419,7 @@ class RepairRunOperator(BaseOperator):
         done_before = 0
         stop_reason = None
         replans = 0
-        queue = _type_plans(reference, config, run_id)
+        keyspaces: set[tuple[str, str]] = set()  # (type, keyspace) of the segments each type had planned
         for index, (kind, plan_id, chunks, planned) in enumerate(queue):
             typed = config.for_type(kind)
             self._type = _history_args(kind)
@@ -420,6 +430,7 @@ class RepairRunOperator(BaseOperator):
             later = sum(due for *_, due in queue[index + 1 :])  # the types after this one, for the progress total
             self.log.info("Repair type %s: %d segment(s) planned.", kind, planned)
             effects.repair = _session_of(self, typed, store, run_id)
+            effects.refused = disk_guard if kind == "incremental" and disk_guard is not None else _never_refused
             if simulated_pool is not None and hasattr(self._client, "out_of_sync"):
                 simulated_pool.keep = _simulated_finding(self, typed, store, run_id) if kind == "preview" else None
             fingerprint = reference.get("fingerprint")  # every type's stored plan was made on the plan task's ring
@@ -427,6 +438,7 @@ class RepairRunOperator(BaseOperator):
             effects.ring_changed = _ring_watch(cassandra, fingerprint, clock)
             kind_counts: Counter[str] = Counter()
             while (segments := next(windows, None)) is not None:
+                keyspaces.update((kind, s.keyspace) for s in segments)
                 if ring_fingerprint(cassandra.ring(), {}) != fingerprint:
                     segments = []  # the rest of the old plan is not run: planned again below
                 else:
@@ -460,8 +472,44 @@ class RepairRunOperator(BaseOperator):
             self.log.info("Repair type %s: %s", kind, dict(kind_counts))
         self.log.info("Run: %s%s", dict(counts), f"; stopped: {stop_reason}" if stop_reason else "")
         simulated = (effects.now() - started).total_seconds() if clock is not None else None
+        incremental_keyspaces = sorted(keyspace for kind, keyspace in keyspaces if kind == "incremental")
+        # The fleet simulator keeps no SSTables: no repaired share to read.
+        shares = self._repaired_shares(ring, incremental_keyspaces) if incremental_keyspaces and clock is None else {}
         return {"counts": dict(counts), "types": by_type, "stop_reason": stop_reason, "failed": failed[:100],
-                "failed_count": len(failed), "replans": replans, "simulated_seconds": simulated}  # fmt: skip
+                "failed_count": len(failed), "replans": replans, "simulated_seconds": simulated,
+                "repaired_shares": shares}  # fmt: skip
+
+    def _repaired_shares(self, ring: Any, keyspaces: Sequence[str]) -> dict[str, dict[str, float | int]]:
+        """Each table's repaired share (`nodetool tablestats`' Percent repaired on every node, 8 at a time) at the
+        end of the run, for the report and the Repair page; a node that cannot answer is left out, named."""
+
+        def read(node: str) -> dict[str, float] | None:
+            try:
+                return self._client.percent_repaired(node, keyspaces)  # type: ignore[no-any-return]
+            except ClusterError as error:
+                self.log.warning("Repaired share of %s not read: %s", node, error)
+                return None
+
+        nodes = ring.addresses()
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="tablestats") as pool:
+            read_shares = dict(zip(nodes, pool.map(read, nodes), strict=True))
+        return incremental_repaired_shares({node: found for node, found in read_shares.items() if found is not None})
+
+    def _disk_guard(
+        self, config: RepairConfig, cassandra: Any, ring: Any, back_pressure: _BackPressure, clock: Any
+    ) -> DiskHeadroomGuard:
+        """Incremental repair's disk-headroom guard for this run: each node's capacity read once (its own
+        data_disk_usage_max_disk_size, else `data_disk_capacity`), its Load from the back-pressure reads."""
+        ratio = config.repair_types.incremental.min_free_disk_ratio
+        addresses = ring.addresses()
+        # The fleet simulator has no cassandra.yaml settings: the configured capacity only.
+        settings = data_disk_max_sizes(cassandra.session, addresses) if ratio and clock is None else {}
+        capacities = {
+            node.address: disk_capacity(node.address, node.datacenter, settings.get(node.address),
+                                        config.data_disk_capacity)
+            for node in ring.nodes
+        }  # fmt: skip
+        return DiskHeadroomGuard(ratio, capacities, back_pressure.load, self.log.warning)
 
     def _progress(self, store: Any, run_id: str, progress: Mapping[str, Any], plan: Mapping[str, Any]) -> None:
         """The batch's progress, each minute: stored for the Repair page and sent as live gauges."""
@@ -628,6 +676,10 @@ class RepairRunOperator(BaseOperator):
         return True
 
 
+def _never_refused(command: RepairCommand) -> str | None:
+    return None
+
+
 def _session_of(operator: RepairRunOperator, config: RepairConfig, store: Any, run_id: str) -> Any:
     """The executor's `repair` for sessions of `config`'s type."""
     return lambda command: operator._session(command, config, store, run_id)
@@ -764,6 +816,10 @@ class _BackPressure:
         with ThreadPoolExecutor(max_workers=16, thread_name_prefix="backlog") as pool:
             list(pool.map(lambda node: self._read(node)(), nodes))
 
+    def load(self, node: str) -> int | None:
+        """The node's data size (its Load) as last read, for the disk-headroom guard; None when unreadable."""
+        return self._read(node)().load_bytes
+
     def __call__(self, command: RepairCommand) -> str | None:
         for node in command.replicas:
             reason = back_pressure_reason(node, self._read(node)(), self._config)
@@ -821,11 +877,17 @@ class RepairReportOperator(BaseOperator):
         for kind in type_plans:
             typed = config.for_type(_KINDS[kind])
             kind_rows = rows if kind == "full" else store.repair_history(**_history_args(kind))
+            # Each type's coverage from its own successes (full's rows are read as they are: no copy at fleet size).
+            covered_rows = kind_rows if kind == "full" else [
+                dataclasses.replace(r, record=coverage_view(r.record)) for r in kind_rows
+            ]  # fmt: skip
             summaries[kind] = run_summary(type_plans[kind], [r.record for r in kind_rows if r.record.run_id == run_id])
             kind_cluster = cluster
             if (kind == "incremental") != (config.session_type == "incremental"):  # the type's own tables
                 kind_cluster = plan_cluster(cassandra.catalog(), ring, typed, plan.get("skipped_keyspaces"))
-            coverage = table_statuses(kind_cluster, status_records(kind_cluster, kind_rows), now, config.gc_grace_alarm)
+            coverage = table_statuses(
+                kind_cluster, status_records(kind_cluster, covered_rows), now, config.gc_grace_alarm
+            )
             per_type[kind] = {
                 "state": summaries[kind].state.value,
                 "metrics": summaries[kind].metrics(),
@@ -836,6 +898,9 @@ class RepairReportOperator(BaseOperator):
             }
             if kind == "preview":
                 per_type[kind]["out_of_sync_findings"] = self._findings_of(store, run_id)
+            if kind == "incremental":  # its tables' repaired/unrepaired split, as the repair task read it at its end
+                shares = (context["ti"].xcom_pull(task_ids=self.repair_task_id) or {}).get("repaired_shares") or {}
+                per_type[kind]["repaired_share"] = {t: v for t, v in shares.items() if t in per_type[kind]["repaired"]}
             for name, value in summaries[kind].metrics().items():
                 Stats.gauge(f"{METRIC_PREFIX}.{kind}.{name}", value)
         # The run's segment counts are of the repairs: a preview never counts as a repair. Its state (and

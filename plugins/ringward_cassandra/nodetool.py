@@ -20,13 +20,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ringward.capacity import parse_status_loads
 from ringward.errors import ClusterError, RepairError, RingwardError
 from ringward.repair import NodeBacklog
 from ringward.ring import TokenRange
 
 from ringward_cassandra.resident_nodetool import ResidentNodetool
 
-__all__ = ["NodetoolClient", "RepairOutcome", "parse_describering", "parse_preview_out_of_sync", "repair_arguments"]
+__all__ = [
+    "NodetoolClient",
+    "RepairOutcome",
+    "parse_describering",
+    "parse_preview_out_of_sync",
+    "percent_repaired_by_table",
+    "repair_arguments",
+]
 
 _REPAIR_STARTED = re.compile(r"Starting repair command #(\d+) \(([0-9a-f-]{36})\)")
 _PENDING_COMPACTIONS = re.compile(r"^pending (?:compaction )?tasks\s*:?\s*(\d+)", re.MULTILINE)
@@ -35,6 +43,9 @@ _CLEANUP_RUNNING = re.compile(r"^\S+\s+Cleanup\s", re.MULTILINE)  # a row of the
 # figure, 5.0 and later).
 _TABLESTATS_KEYSPACE = re.compile(r"^Keyspace\s*:\s*(\S+)")
 _TABLESTATS_SSTABLES = re.compile(r"^SSTable count:\s*(\d+)")
+_TABLESTATS_TABLE = re.compile(r"^Table(?: \(index\))?:\s*(\S+)")
+# The share of the table's data on the node in repaired SSTables (repairedAt set), by incremental repair.
+_TABLESTATS_PERCENT_REPAIRED = re.compile(r"^Percent repaired:\s*([\d.]+)")
 # Cassandra's own keyspaces: their SSTable counts are not the repaired tables' and do not hold a repair back.
 _SYSTEM_KEYSPACES = frozenset(
     {"system", "system_schema", "system_auth", "system_distributed", "system_traces", "system_views",
@@ -185,7 +196,7 @@ class NodetoolClient:
     # -- commands ---------------------------------------------------------------------------------------
     def status(self, address: str) -> dict[str, str]:
         """address -> two-letter state (UN, DN, UJ, ...) as `address` sees the cluster."""
-        return {node: state for state, node in _STATUS_LINE.findall(self.checked(address, ["status"]))}
+        return _states(self.checked(address, ["status"]))
 
     def describe_ring(self, address: str, keyspace: str) -> list[tuple[TokenRange, frozenset[str]]]:
         """Every range of `keyspace` with its replicas, as `address` reports them (`nodetool describering`)."""
@@ -202,17 +213,24 @@ class NodetoolClient:
         """What `address` is busy with, for the nightly repair's back-pressure check: pending compactions and a
         running cleanup (`compactionstats`), the most SSTables in one table outside Cassandra's own keyspaces
         (one `tablestats` of every table), streaming (`netstats`), and whether it is joining, leaving or
-        moving (`status`). The worker reads it at most every 5 minutes per node."""
+        moving, with its Load (`status`). The worker reads it at most every 5 minutes per node."""
         compactions = self.checked(address, ["compactionstats"])
         pending = _PENDING_COMPACTIONS.search(compactions)
-        state = self.status(address).get(address, "UN")
+        status = self.checked(address, ["status"])
+        state = _states(status).get(address, "UN")
         return NodeBacklog(
             pending_compactions=int(pending.group(1)) if pending else 0,
             max_sstables_per_table=most_sstables_in_one_table(self.checked(address, ["tablestats"])),
             streaming=self.is_streaming(address),
             cleanup_running=bool(_CLEANUP_RUNNING.search(compactions)),
             pending_ranges=state[1:] in {"J", "L", "M"},
+            load_bytes=parse_status_loads(status).get(address),
         )
+
+    def percent_repaired(self, address: str, keyspaces: Sequence[str]) -> dict[str, float]:
+        """ "keyspace.table" -> the share of `address`'s data of each table of `keyspaces` that incremental repair
+        marked repaired (`nodetool tablestats`' "Percent repaired")."""
+        return percent_repaired_by_table(self.checked(address, ["tablestats", *keyspaces]))
 
     def repair(
         self,
@@ -386,6 +404,11 @@ def _stop(process: subprocess.Popen[bytes], *, kill: bool = False, grace: float 
         process.stdout.close()
 
 
+def _states(status: str) -> dict[str, str]:
+    """`nodetool status` output as address -> two-letter state."""
+    return {node: state for state, node in _STATUS_LINE.findall(status)}
+
+
 def _quietly(action: Callable[[], None]) -> None:
     with contextlib.suppress(RingwardError, OSError):  # the first command starts the JVM again and says why it fails
         action()
@@ -464,3 +487,19 @@ def most_sstables_in_one_table(tablestats: str) -> int:
         if count and keyspace not in _SYSTEM_KEYSPACES:
             most = max(most, int(count.group(1)))
     return most
+
+
+def percent_repaired_by_table(tablestats: str) -> dict[str, float]:
+    """ "keyspace.table" -> its "Percent repaired" in `nodetool tablestats` output: the share of the node's data of
+    the table in SSTables marked repaired (repairedAt) by incremental repair."""
+    keyspace = table = ""
+    shares: dict[str, float] = {}
+    for line in tablestats.splitlines():
+        text = line.strip()
+        if header := _TABLESTATS_KEYSPACE.match(text):
+            keyspace = header.group(1)
+        elif name := _TABLESTATS_TABLE.match(text):
+            table = name.group(1)
+        elif (share := _TABLESTATS_PERCENT_REPAIRED.match(text)) and keyspace and table:
+            shares[f"{keyspace}.{table}"] = float(share.group(1))
+    return shares

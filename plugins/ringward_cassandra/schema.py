@@ -16,6 +16,7 @@ __all__ = [
     "CqlSession",
     "LiveCql",
     "connect",
+    "data_disk_max_sizes",
     "default_keyspace_rf",
     "describe_schema_versions",
     "keyspace_names",
@@ -76,6 +77,30 @@ def default_keyspace_rf(session: CqlSession) -> int:
     if not value.isdigit() or int(value) < 1:
         return DEFAULT_KEYSPACE_RF
     return int(value)
+
+
+def data_disk_max_sizes(session: Any, addresses: Iterable[str]) -> dict[str, int | None]:
+    """Each node's cassandra.yaml `data_disk_usage_max_disk_size` in bytes (Cassandra 4.1+), asked of the node
+    itself (`system_views.settings` is node-local), for incremental repair's disk-headroom guard. None where
+    unset, not a size, or unreadable (node down, a release before 4.1, no SELECT permission): the guard then
+    uses the configured `data_disk_capacity`."""
+    from cassandra.query import SimpleStatement
+    from ringward.capacity import parse_size
+    from ringward.repair import DISK_SIZE_SETTING
+
+    wanted = list(addresses)
+    hosts = {str(host.address): host for host in session.cluster.metadata.all_hosts()}
+    query = SimpleStatement(f"SELECT value FROM system_views.settings WHERE name = '{DISK_SIZE_SETTING}'")
+    asked = {a: session.execute_async(query, host=hosts[a]) for a in wanted if a in hosts}
+    sizes: dict[str, int | None] = dict.fromkeys(wanted)
+    for address, future in asked.items():
+        try:
+            rows = list(future.result())
+            value = _field(rows[0], "value") if rows else None
+            sizes[address] = parse_size(value, DISK_SIZE_SETTING) if value not in (None, "", "null") else None
+        except Exception:  # any of the reasons above: the configured capacity is the fallback
+            sizes[address] = None
+    return sizes
 
 
 def table_gc_grace(session: CqlSession, keyspace: str) -> dict[str, int]:

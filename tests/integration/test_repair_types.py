@@ -2,7 +2,8 @@
 
 Incremental repair marks SSTables repaired (repairedAt, seen as `Percent repaired` in tablestats) where a
 full repair does not; a preview finds the ranges a stopped node missed, per table, and repairs nothing; a
-paxos-only repair and the parallelism flags are accepted. Not run by the author (no cluster in the sandbox).
+paxos-only repair and the parallelism flags are accepted; the nightly DAG's disk-headroom guard refuses the
+incremental sessions of nodes short of free disk. Not run by the author (no cluster in the sandbox).
 """
 
 from __future__ import annotations
@@ -14,18 +15,24 @@ from typing import Any
 import pytest
 from cassandra import ConsistencyLevel
 from cassandra.query import SimpleStatement
-from ringward.repair import RepairTypeSettings, repair_flags
+from ringward.repair import RepairTypeSettings, SegmentState, repair_flags
 from ringward.ring import TokenRange
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
-from ringward_cassandra.localcluster.errors import LocalClusterError
+from ringward_cassandra.ops_store import OpsStore
 from schema_agreement import settle_schema
+from test_nightly_repair import conf, latest_run, output, restart, run_dag
 
 pytestmark = pytest.mark.integration
 
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 ROWS = 200
 _PERCENT_REPAIRED = re.compile(r"Percent repaired:\s*([\d.]+)")
+# The repair log's line for a command the disk-headroom guard refused: the node and its free share.
+_DISK_REFUSAL = re.compile(
+    r"refused types_disk\.\S* .*? \(postponed to the next run\): (\S+): (\d+)% of its data disk of 1024 bytes "
+    r"\(data_disk_capacity\) is free, below min_free_disk_ratio 20%"
+)
 
 
 def create(keyspace: str, factor: int = 3) -> None:
@@ -108,7 +115,7 @@ def test_a_preview_finds_what_a_stopped_node_missed_per_table_and_repairs_nothin
     try:
         write("types_prv", up, ConsistencyLevel.ONE)
     finally:
-        _restart(seed_cluster, down)
+        restart(seed_cluster, down)
         for node in NODES:
             seed_cluster.nodetool(node, ["enablehandoff"])
     flush(seed_cluster, "types_prv")
@@ -152,12 +159,26 @@ def test_a_paxos_only_repair_runs(seed_cluster: LocalCluster) -> None:
     assert all(o.succeeded for o in outcomes), [o.output[-800:] for o in outcomes]
 
 
-def _restart(cluster: LocalCluster, address: str, attempts: int = 3) -> None:
-    for attempt in range(1, attempts + 1):
-        try:
-            cluster.start(address)
-            return
-        except LocalClusterError:
-            if attempt == attempts:
-                raise
-            time.sleep(10)
+def test_the_disk_guard_postpones_incremental_sessions_on_a_disk_too_small_saying_why(
+    seed_cluster: LocalCluster,
+) -> None:
+    """A configured data disk of 1 KiB, below any node's Load (the local nodes set no
+    data_disk_usage_max_disk_size): every incremental session is refused before it starts, its segments are
+    postponed to the next run with the reason in the log, and no SSTable is marked repaired."""
+    create("types_disk")
+    write("types_disk", NODES, ConsistencyLevel.ALL)
+    flush(seed_cluster, "types_disk")
+    result = run_dag({**conf("types_disk", data_disk_capacity="1KiB"), "repair_type": "incremental"})
+    text = output(result)
+    assert result.returncode == 0, text[-3000:]  # postponed, not failed: due again next run
+    run = latest_run(NODES)
+    assert run.state == "PARTIAL"
+    with connect(NODES) as session:
+        history = OpsStore(session).repair_history("types_disk", repair_type="incremental")
+    rows = [r for r in history if r.record.run_id == run.run_id]
+    assert rows and {r.record.state for r in rows} == {SegmentState.POSTPONED}
+    refusals = _DISK_REFUSAL.findall(text)
+    assert refusals, text[-3000:]
+    assert {node for node, _ in refusals} <= set(NODES) and all(int(free) < 20 for _, free in refusals)
+    assert "Disk headroom not checked" not in text  # every node measured: Load read, capacity configured
+    assert all(percent_repaired(seed_cluster, node, "types_disk") == 0.0 for node in NODES)  # no session ran

@@ -405,6 +405,36 @@ def test_back_pressure_that_never_clears_postpones_after_two_hours_saying_why() 
     assert timedelta(hours=2) <= pool.clock - datetime(2026, 1, 1, tzinfo=UTC) < timedelta(hours=3)
 
 
+def test_a_refused_command_is_postponed_at_once_saying_why_once_and_the_others_run() -> None:
+    pool = VirtualPool(seconds=60)
+    lines: list[str] = []
+    full_disk = "b: 10% of its data disk is free, below min_free_disk_ratio 20%"
+
+    def refused(command: RepairCommand) -> str | None:
+        return full_disk if "b" in command.replicas else None
+
+    segments = [segment(0, ("a", "b")), segment(1, ("c", "d")), segment(2, ("b", "c"))]
+    result = virtual_run(segments, pool, settings={"ranges_per_command": 1}, refused=refused, log=lines.append)
+    by_index = {o.segment.range.start // 100: o for o in result.outcomes}
+    assert by_index[1].state is SegmentState.DONE
+    for index in (0, 2):
+        assert by_index[index].state is SegmentState.POSTPONED and by_index[index].reason == full_disk
+    assert [c.replicas for _, c in pool.started] == [("c", "d")]  # no session of b started, none waited for
+    assert pool.clock - datetime(2026, 1, 1, tzinfo=UTC) < timedelta(minutes=5)
+    assert sum(f"(postponed to the next run): {full_disk}" in line for line in lines) == 1
+
+
+def test_a_segment_postponed_before_its_first_record_is_recorded_under_the_runs_type() -> None:
+    """Not under full (the default record's type): that would overwrite the full history of the range."""
+    pool = VirtualPool(seconds=60)
+    saved: list[RecordUpdate] = []
+    result = virtual_run([segment(0, ("a", "b"))], pool, settings={"repair_type": "incremental"},
+                         refused=lambda command: "a: disk full", save=saved.extend)  # fmt: skip
+    (outcome,) = result.outcomes
+    assert outcome.state is SegmentState.POSTPONED and outcome.record is not None
+    assert {u.record.repair_type for u in saved} == {"incremental"}
+
+
 def test_live_progress_reports_done_failed_and_running_per_node() -> None:
     pool = VirtualPool(seconds=30)
     seen: list[dict[str, object]] = []

@@ -11,8 +11,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from ringward.errors import ClusterError
 from ringward.repair import (
     RUN_ORDER,
+    NodeBacklog,
     RepairConfig,
     Segment,
     SegmentRecord,
@@ -111,11 +113,11 @@ def _cassandra(simulator: Simulator) -> SimpleNamespace:
                            now=simulator.clock.now)  # fmt: skip
 
 
-def night(simulator: Simulator, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
+def night(simulator: Simulator, run_id: str, params: dict[str, Any], nodetool: Any = None) -> dict[str, Any]:
     """plan -> repair -> report of one night, through the operators' own methods."""
     context: dict[str, Any] = {"run_id": run_id, "ti": _TaskInstance(), "params": params}
     config: RepairConfig = _config_or_fail(None, params)
-    cassandra, nodetool = _cassandra(simulator), simulator.nodetool()
+    cassandra, nodetool = _cassandra(simulator), nodetool or simulator.nodetool()
     reference = PlanRepairOperator(task_id="plan")._plan(context, config, cassandra, nodetool)
     context["ti"].xcom[("plan", "return_value")] = reference
     plan = context["ti"].xcom[("plan", "summary")]
@@ -156,6 +158,7 @@ def test_one_night_plans_and_runs_full_then_preview_each_on_its_own_history(simu
     assert report["types"]["preview"]["metrics"]["SucceededTokenRangesCount"] == preview_due
     assert "repaired" not in report["types"]["preview"] and "previewed" in report["types"]["preview"]
     assert set(report["types"]["full"]["repaired"].values()) == {"100.0%"}
+    assert set(report["types"]["preview"]["previewed"].values()) == {"100.0%"}  # from the preview's own history
     assert report["types"]["preview"]["out_of_sync_findings"] == 0  # the simulator's replicas agree
     assert store.preview_findings() == []
 
@@ -229,3 +232,88 @@ def test_the_pause_stops_every_type_and_leaves_them_all_due(simulator: Simulator
     assert _of_run(simulator, "night-1") == {"POSTPONED": due["full"]["due"]}
     assert _of_run(simulator, "night-1", repair_type="preview") == {"POSTPONED": due["preview"]["due"]}
     assert figures["report"]["state"] == "PARTIAL"
+
+
+class _Lines:
+    """The repair task's log lines (what `dags test` prints), as text."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, message: str, *args: Any) -> None:
+        self.lines.append(message % args if args else message)
+
+    warning = info
+
+
+@pytest.fixture
+def repair_log(monkeypatch: pytest.MonkeyPatch) -> _Lines:
+    lines = _Lines()
+    monkeypatch.setattr(RepairRunOperator, "log", lines)
+    return lines
+
+
+def test_the_disk_guard_postpones_the_incremental_sessions_of_a_full_node_saying_why(
+    simulator: Simulator, repair_log: _Lines
+) -> None:
+    """A node holding 90% of the configured capacity: its incremental sessions are postponed at once, saying
+    why once; the full repair of the same ranges and the other nodes' incremental sessions run."""
+    full_node = simulator.ring().nodes[0].address
+    nodetool = simulator.nodetool()
+    loads = {node.address: 10 * 2**30 for node in simulator.ring().nodes} | {full_node: 90 * 2**30}
+    nodetool.backlog = lambda address: NodeBacklog(load_bytes=loads[address])
+    types = {"full": {"enabled": True}, "incremental": {"enabled": True}}
+    figures = night(simulator, "night-1", {"config_overrides": {"repair_types": types, "data_disk_capacity": "100GiB"}},
+                    nodetool)  # fmt: skip
+    incremental = [r for r in simulator.ops_store().repair_history(repair_type="incremental")]
+    refused = {r.record.state.value for r in incremental if full_node in r.replicas}
+    ran = {r.record.state.value for r in incremental if full_node not in r.replicas}
+    assert refused == {"POSTPONED"} and ran == {"DONE"}
+    # The full repair of the same ranges is not guarded, and its history is its own.
+    assert _of_run(simulator, "night-1") == {"DONE": figures["plan"]["types"]["full"]["due"]}
+    reason = f"{full_node}: 10% of its data disk of {100 * 2**30} bytes (data_disk_capacity) is free"
+    said = [line for line in repair_log.lines if reason in line and "(postponed to the next run)" in line]
+    assert len(said) == 1  # once, not once per command
+    postponed = [line for line in repair_log.lines if " POSTPONED ar_" in line]  # a line per segment (small run)
+    assert len(postponed) == len(incremental) - len([r for r in incremental if full_node not in r.replicas])
+    assert all(reason in line for line in postponed)
+    assert figures["report"]["state"] == "PARTIAL"
+
+
+def test_without_a_capacity_the_disk_guard_says_once_it_cannot_check_and_lets_sessions_run(
+    simulator: Simulator, repair_log: _Lines
+) -> None:
+    params = {"config_overrides": {"repair_types": {"incremental": {"enabled": True}}}, "repair_type": "incremental"}
+    figures = night(simulator, "night-1", params)
+    assert figures["result"]["types"]["incremental"] == {"DONE": figures["plan"]["types"]["incremental"]["due"]}
+    notes = [line for line in repair_log.lines if line.startswith("Disk headroom not checked on ")]
+    assert len(notes) == 1 and "data_disk_capacity" in notes[0]
+
+
+def test_the_report_keeps_the_repaired_share_of_the_incremental_tables(simulator: Simulator) -> None:
+    """What the repair task read from tablestats at its end (the simulator keeps no SSTables, so it is given
+    here); tables incremental repair does not cover are left out."""
+    params = {"config_overrides": {"repair_types": {"incremental": {"enabled": True}}}, "repair_type": "incremental"}
+    figures = night(simulator, "night-1", params)
+    assert figures["result"]["repaired_shares"] == {}  # nothing to read on the simulator
+    shares = {"ar_a.t1": {"repaired": 87.5, "lowest": 75.0, "nodes": 3}, "other.t": {"repaired": 1, "lowest": 1,
+                                                                                      "nodes": 1}}  # fmt: skip
+    context: dict[str, Any] = {"run_id": "night-1", "ti": _TaskInstance(), "params": params}
+    context["ti"].xcom[("repair", "return_value")] = {**figures["result"], "repaired_shares": shares}
+    config = _config_or_fail(None, params)
+    report = RepairReportOperator(task_id="report")._report(context, figures["plan"], config, _cassandra(simulator))
+    assert report["types"]["incremental"]["repaired_share"] == {"ar_a.t1": shares["ar_a.t1"]}
+
+
+def test_the_repaired_share_is_read_on_every_node_that_answers() -> None:
+    class Client:
+        def percent_repaired(self, node: str, keyspaces: list[str]) -> dict[str, float]:
+            assert keyspaces == ["ks"]
+            if node == "n3":
+                raise ClusterError("JMX connection refused on n3.", "Start the node.")
+            return {"ks.t": {"n1": 100.0, "n2": 50.0}[node]}
+
+    repair = RepairRunOperator(task_id="repair")
+    repair._client = Client()
+    ring = SimpleNamespace(addresses=lambda: ["n1", "n2", "n3"])
+    assert repair._repaired_shares(ring, ["ks"]) == {"ks.t": {"repaired": 75.0, "lowest": 50.0, "nodes": 2}}

@@ -8,17 +8,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from ringward.errors import ConfigurationError
 from ringward.repair import (
-    RepairCommand,
     RepairTypeSettings,
     RepairUnit,
     Segment,
     SegmentRecord,
     TableFeatures,
     apply_overrides,
-    disk_headroom_reason,
+    coverage_view,
     dump_config,
-    headroom_held_back,
     history_key,
+    incremental_repaired_shares,
     incremental_skip_reason,
     incremental_unit,
     joined_nodes,
@@ -230,16 +229,6 @@ def test_tables_with_views_or_cdc_get_no_incremental_repair() -> None:
     assert cdc is not None and "CDC" in cdc
 
 
-def test_disk_headroom_refuses_below_the_ratio_and_when_unknown() -> None:
-    assert disk_headroom_reason("n1", 0.5, 0.2) is None
-    assert disk_headroom_reason("n1", 0.2, 0.2) is None
-    low = disk_headroom_reason("n1", 0.1, 0.2)
-    assert low is not None and "n1" in low and "20%" in low and "10%" in low
-    unknown = disk_headroom_reason("n1", None, 0.2)
-    assert unknown is not None and "min_free_disk_ratio: 0" in unknown
-    assert disk_headroom_reason("n1", None, 0) is None and disk_headroom_reason("n1", 0.01, None) is None
-
-
 def test_incremental_units_leave_out_tables_with_views_or_cdc_and_say_why() -> None:
     features = {"ks.events": TableFeatures(materialized_views=("events_by_user",)), "ks.log": TableFeatures(cdc=True)}
     unit, reasons = incremental_unit(RepairUnit("ks"), ["users", "events", "log"], features)
@@ -248,15 +237,6 @@ def test_incremental_units_leave_out_tables_with_views_or_cdc_and_say_why() -> N
     assert whole == RepairUnit("ks", (), "incremental") and none == []  # a new table still gets repaired
     gone, why = incremental_unit(RepairUnit("ks", ("events",)), ["users", "events"], features)
     assert gone is None and "events_by_user" in why[0]
-
-
-def test_headroom_holds_back_an_incremental_session_on_a_full_replica() -> None:
-    command = RepairCommand((seg(0, "n1", "n2"),))
-    free = {"n1": 0.5, "n2": 0.15}
-    check = headroom_held_back(free.get, 0.2)
-    reason = check(command)
-    assert reason is not None and reason.startswith("n2:")
-    assert headroom_held_back(free.get, 0.1)(command) is None
 
 
 # -- live metrics ----------------------------------------------------------------------------------------------
@@ -270,3 +250,20 @@ def test_live_metrics_follow_the_progress_report() -> None:
     }  # fmt: skip
     assert live_metrics({**progress, "final": True})["RepairsInProgress"] == 0
     assert live_metrics({})["SucceededTokenRangesCount"] == 0
+
+
+def test_the_repaired_share_of_a_table_is_the_mean_of_its_nodes_with_the_least_repaired_one() -> None:
+    per_node = {"n1": {"ks.t": 100.0, "ks.u": 0.0}, "n2": {"ks.t": 50.0}, "n3": {"ks.t": 75.0}}
+    assert incremental_repaired_shares(per_node) == {
+        "ks.t": {"repaired": 75.0, "lowest": 50.0, "nodes": 3},
+        "ks.u": {"repaired": 0.0, "lowest": 0.0, "nodes": 1},
+    }
+    assert incremental_repaired_shares({}) == {}
+
+
+def test_a_types_coverage_reads_its_own_last_success_and_full_stays_as_it_is() -> None:
+    full = record_success(record_start(None, "s", "r", "full"), NOW, 1.0, "full")
+    assert coverage_view(full) == full
+    preview = record_success(record_start(None, "s", "r", "preview"), NOW, 1.0, "preview")
+    assert preview.last_full_success is None  # a preview repairs nothing
+    assert coverage_view(preview).last_full_success == NOW and coverage_view(preview).last_success == NOW

@@ -1171,3 +1171,130 @@ def test_no_page_of_the_fake_world_shows_a_python_dict(client: tuple[Any, FakeSo
         text = html.unescape(response.text)
         assert "{'class':" not in text and '{"class":' not in text, url
         assert not re.search(r"\{'[^']*': ", text), (url, re.search(r".{80}\{'[^']*': .{80}", text))
+
+
+# -- the Repair page per repair type (issue 24) ----------------------------------------------------------------------
+
+
+def _finding(table: str, run_id: str, ranges: int, at: datetime) -> Any:
+    from ringward.ring import TokenRange
+    from ringward_cassandra.ops_store import PreviewFinding
+
+    keyspace, _, name = table.partition(".")
+    return PreviewFinding(keyspace, name, (TokenRange(0, 10),), ranges, at, run_id, "127.0.0.2")
+
+
+def test_by_type_view_takes_each_types_latest_report_the_incremental_split_and_the_last_preview() -> None:
+    from ringward_airflow.ui.views import by_type_view
+
+    night1, night2 = datetime(2026, 11, 24, 3, tzinfo=UTC), datetime(2026, 11, 25, 3, tzinfo=UTC)
+    runs = [  # latest first
+        RepairRunRow(
+            "night-2",
+            "DONE",
+            {
+                "types": {
+                    "full": {"repaired": {"ks.a": "100.0%", "ks.b": "100.0%"}},
+                    "preview": {"previewed": {"ks.a": "100.0%", "ks.b": "100.0%"}},
+                }
+            },
+            {},
+            night2,
+        ),
+        RepairRunRow(
+            "night-1",
+            "PARTIAL",
+            {
+                "types": {
+                    "full": {"repaired": {"ks.a": "50.0%", "ks.b": "50.0%", "ks.c": "10.0%"}},
+                    "incremental": {
+                        "repaired": {"ks.a": "80.0%"},
+                        "repaired_share": {"ks.a": {"repaired": 87.5, "lowest": 75.0, "nodes": 3}},
+                    },
+                    "preview": {"previewed": {"ks.a": "50.0%", "ks.b": "50.0%"}},
+                }
+            },
+            {},
+            night1,
+        ),
+        RepairRunRow("before-types", "DONE", {"repair_type": "full", "tables": {"ks.d": "5.0%"}}, {}, night1),
+    ]
+    findings = [  # latest first
+        _finding("ks.c", "night-3", 4, night2 + timedelta(hours=1)),  # a run under way: not reported yet
+        _finding("ks.a", "night-2", 2, night2 - timedelta(minutes=5)),
+        _finding("ks.a", "night-2", 1, night2 - timedelta(minutes=6)),
+        _finding("ks.b", "night-1", 7, night1 - timedelta(minutes=5)),  # b was in sync on night 2
+    ]
+    view = by_type_view(runs, ["ks.a", "ks.b", "ks.c", "ks.d"], findings)
+    assert view["types"] == ["full", "incremental", "preview"]  # in REPAIR_TYPES order; paxos never reported
+    a, b, c, d = view["tables"]
+    assert a["coverage"] == {"full": {"share": "100.0%", "run_id": "night-2"},
+                             "incremental": {"share": "80.0%", "run_id": "night-1"},
+                             "preview": {"share": "100.0%", "run_id": "night-2"}}  # fmt: skip
+    assert a["repaired_share"] == {"repaired": 87.5, "lowest": 75.0, "nodes": 3, "run_id": "night-1"}
+    assert a["last_preview"] == {"run_id": "night-2", "out_of_sync_ranges": 3,
+                                 "found_at": (night2 - timedelta(minutes=5)).isoformat()}  # fmt: skip
+    assert b["last_preview"] == {"run_id": "night-2", "out_of_sync_ranges": 0, "found_at": None}  # in sync now
+    assert b["repaired_share"] is None and b["coverage"]["incremental"] is None
+    assert c["coverage"]["full"] == {"share": "10.0%", "run_id": "night-1"} and c["coverage"]["preview"] is None
+    assert c["last_preview"]["run_id"] == "night-3" and c["last_preview"]["out_of_sync_ranges"] == 4
+    assert d["coverage"]["full"] == {"share": "5.0%", "run_id": "before-types"}  # a report from before types
+    assert d["last_preview"] is None
+    assert by_type_view([], ["ks.a"], []) == {"types": [], "tables": [
+        {"table": "ks.a", "coverage": {}, "repaired_share": None, "last_preview": None}]}  # fmt: skip
+
+
+def test_the_repaired_share_reads_as_repaired_and_unrepaired() -> None:
+    from ringward_airflow.ui.formats import format_repaired_share
+
+    assert format_repaired_share(87.5, 75.0) == "87.5% repaired, 12.5% unrepaired (lowest node 75.0%)"
+    assert format_repaired_share(100.0, 100.0) == "100.0% repaired, 0.0% unrepaired"
+    assert format_repaired_share(0, None) == "0.0% repaired, 100.0% unrepaired"
+    assert format_repaired_share(None) == "-" and format_repaired_share("87") == "-"
+
+
+def test_repair_page_shows_coverage_per_type_the_incremental_split_and_the_last_preview(
+    client: tuple[Any, FakeSource, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    page = test_client.get("/ringward/repair", headers=admin).text
+    assert "Per repair type" not in page  # the fake world's report is from before types: full only, as Tables
+    assert test_client.get("/ringward/api/repair", headers=admin).json()["by_type"]["types"] == ["full"]
+    night = datetime(2026, 11, 25, 3, tzinfo=UTC)
+    world.store.runs.insert(0, RepairRunRow("night-9", "DONE", {"tables": {"app.events": "100.0%"}, "types": {
+        "full": {"repaired": {"app.events": "100.0%"}},
+        "incremental": {"repaired": {"app.events": "90.0%"},
+                        "repaired_share": {"app.events": {"repaired": 87.5, "lowest": 75.0, "nodes": 3}}},
+        "preview": {"previewed": {"app.events": "100.0%"}},
+    }}, {}, night))  # fmt: skip
+    found = _finding("app.events", "night-9", 2, night - timedelta(minutes=30))
+    monkeypatch.setattr(world.store, "preview_findings", lambda: [found], raising=False)
+    data = test_client.get("/ringward/api/repair", headers=admin).json()["by_type"]
+    assert data["types"] == ["full", "incremental", "preview"]
+    assert data["tables"][0]["last_preview"]["out_of_sync_ranges"] == 2
+    page = test_client.get("/ringward/repair", headers=admin).text
+    table = page[page.index("<table id='by-type'>") : page.index("</table>", page.index("<table id='by-type'>"))]
+    for header in ("full: repaired within gc_grace", "incremental: repaired within gc_grace",
+                   "preview: compared within gc_grace", "incremental: repaired / unrepaired data",
+                   "last preview: ranges out of sync"):  # fmt: skip
+        assert f"<th>{header}</th>" in table
+    assert "<span title='reported by night-9'>90.0%</span>" in table
+    assert "87.5% repaired, 12.5% unrepaired (lowest node 75.0%)" in table
+    assert "<span class='bad'>2 ranges out of sync</span>, found 2026-11-25 02:30:00 UTC" in table
+    assert "paxos" not in table  # never reported: no column
+
+
+def test_repair_page_per_type_escapes_what_it_reads_and_says_what_is_missing(
+    client: tuple[Any, FakeSource, dict[str, str]],
+) -> None:
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    evil = "<script>alert(1)</script>"
+    world.store.runs.insert(0, RepairRunRow(evil, "DONE", {"types": {
+        "full": {"repaired": {"app.events": evil}}, "incremental": {"repaired": {}}, "preview": {"previewed": {}},
+    }}, {}, datetime(2026, 11, 25, 3, tzinfo=UTC)))  # fmt: skip
+    page = test_client.get("/ringward/repair", headers=admin).text
+    assert evil not in page and "&lt;script&gt;" in page
+    table = page[page.index("<table id='by-type'>") :]
+    assert "not read yet" in table and "never previewed" in table and "not reported yet" in table

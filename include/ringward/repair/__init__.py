@@ -38,6 +38,16 @@ from ringward.repair._executor import (
     ThreadSessionPool,
     run_batch,
 )
+from ringward.repair._headroom import (
+    DISK_SIZE_SETTING,
+    DiskCapacity,
+    DiskHeadroomGuard,
+    configured_disk_capacity,
+    disk_capacity,
+    disk_headroom_reason,
+    free_ratio,
+    unchecked_headroom_note,
+)
 from ringward.repair._payload import decode_segment, encode_segment
 from ringward.repair._planning import ReplicaMapCache, ReplicaMapEntries, SegmentPlan, plan_segments
 from ringward.repair._progress import Progress
@@ -83,9 +93,9 @@ from ringward.repair._status import (
 from ringward.repair._types import (
     TableFeatures,
     TypeDue,
-    disk_headroom_reason,
-    headroom_held_back,
+    coverage_view,
     history_key,
+    incremental_repaired_shares,
     incremental_skip_reason,
     incremental_unit,
     joined_nodes,
@@ -98,6 +108,7 @@ from ringward.repair._units import duration_parts, format_duration, parse_bytes,
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
+    "DISK_SIZE_SETTING",
     "LOCAL_KEYSPACES",
     "RECENT_RUNS",
     "REPAIR_TYPES",
@@ -106,6 +117,8 @@ __all__ = [
     "BackPressure",
     "BatchEffects",
     "BatchResult",
+    "DiskCapacity",
+    "DiskHeadroomGuard",
     "DueSelection",
     "Exclusion",
     "FixedSplitter",
@@ -146,18 +159,22 @@ __all__ = [
     "apply_overrides",
     "back_pressure_reason",
     "backoff_delay",
+    "configured_disk_capacity",
     "coverage_entries",
     "coverage_records",
+    "coverage_view",
     "decode_segment",
+    "disk_capacity",
     "disk_headroom_reason",
     "due_segments",
     "dump_config",
     "duration_parts",
     "encode_segment",
     "format_duration",
+    "free_ratio",
     "group_segments",
-    "headroom_held_back",
     "history_key",
+    "incremental_repaired_shares",
     "incremental_skip_reason",
     "incremental_unit",
     "intensity_pause",
@@ -188,6 +205,7 @@ __all__ = [
     "status_config",
     "status_table",
     "type_plan_id",
+    "unchecked_headroom_note",
     "unit_time_exceeded",
     "window_allows_start",
 ]

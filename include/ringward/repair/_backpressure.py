@@ -23,6 +23,9 @@ class NodeBacklog:
     streaming: bool = False
     cleanup_running: bool = False
     pending_ranges: bool = False
+    # Not back-pressure: the node's data size (nodetool status' Load, read with the rest), which incremental
+    # repair's disk-headroom guard measures against the disk's capacity. None when not read.
+    load_bytes: int | None = None
 
 
 def back_pressure_reason(node: str, backlog: NodeBacklog, config: RepairConfig) -> str | None:

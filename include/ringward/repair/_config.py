@@ -112,6 +112,28 @@ class RepairWindow(_Strict):
         return self
 
 
+def _disk_sizes(value: object) -> object:
+    """`data_disk_capacity`: one size, or {datacenter or address: size}; every size positive."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return {str(name): _positive_size(size, f"{name}: ") for name, size in value.items()}
+    return _positive_size(value, "")
+
+
+def _positive_size(value: object, prefix: str) -> int:
+    try:
+        size = parse_bytes(value)
+    except ValueError:
+        size = 0
+    if size <= 0:
+        raise ValueError(f"{prefix}expected a positive size such as 2199023255552 or '2TiB', got {value!r}")
+    return size
+
+
+DiskCapacities = Annotated[int | dict[str, int] | None, BeforeValidator(_disk_sizes)]
+
+
 class BackPressure(_Strict):
     """Node load above which no repair session starts on the node (CEP-37 holds repair off the same way)."""
 
@@ -285,6 +307,10 @@ class RepairConfig(_Strict):
     # Reaper's run (which stays open) and CEP-37 (which repairs a node once it is back) would. 0 = do not wait.
     wait_for_down_nodes: Duration = timedelta(hours=8)
     back_pressure: BackPressure = BackPressure()
+    # The size of each node's data disk, for incremental repair's disk-headroom guard: one size for every node,
+    # or {datacenter or address: size} (a node's entry over its datacenter's). A node's own Cassandra 4.1+
+    # data_disk_usage_max_disk_size wins; with neither, the guard cannot measure the node and says so.
+    data_disk_capacity: DiskCapacities = None
     # TTL of the repair history rows; rows of ranges no longer planned (nodes that left) expire after it.
     history_ttl: Duration = timedelta(days=30)
 

@@ -147,6 +147,10 @@ def _never_held_back(command: RepairCommand) -> str | None:
     return None
 
 
+def _never_refused(command: RepairCommand) -> str | None:
+    return None
+
+
 def _unsupported_repair(command: RepairCommand) -> SessionResult:
     raise NotImplementedError("BatchEffects needs `repair` or `sessions`")
 
@@ -159,8 +163,10 @@ class BatchEffects:
     the pool itself (the fleet simulator's virtual-time pool); `save` stores the records of one command's
     segments together; `live_nodes` says who is up; `enabled` re-reads the kill switch; `stop_requested` is
     set when the task is killed; `held_back` says why a command must not start now (back-pressure on a
-    participant: pending compactions, streaming, cleanup), or None; `progress` receives the run's live
-    progress (the shape the Repair page reads) at most once a minute and at the end."""
+    participant: pending compactions, streaming, cleanup), or None; `refused` says why a command must not run
+    in this run at all (incremental repair's disk-headroom guard: free disk does not come back within minutes
+    as a compaction backlog does), and the command is postponed at once with that reason; `progress` receives
+    the run's live progress (the shape the Repair page reads) at most once a minute and at the end."""
 
     repair: Callable[[RepairCommand], SessionResult] = _unsupported_repair
     save: Callable[[Sequence[RecordUpdate]], None] = lambda updates: None
@@ -172,6 +178,7 @@ class BatchEffects:
     log: Callable[[str], None] = print
     sessions: SessionPool | None = None
     held_back: Callable[[RepairCommand], str | None] = _never_held_back
+    refused: Callable[[RepairCommand], str | None] = _never_refused
     progress: Callable[[dict[str, Any]], None] | None = None
     ring_changed: Callable[[], bool] = lambda: False
 
@@ -227,6 +234,7 @@ class _BatchRun:
         self.not_before: dict[str, datetime] = {}
         self.held_reason: dict[str, str] = {}
         self.held_since: dict[str, datetime] = {}
+        self.refusals_said: set[str] = set()  # each refusal reason is logged once, not once per command
         # Seconds each node spent in sessions of each unit this run (CEP-37's table_max_repair_time is per
         # table and node): over the limit, the unit's rest is left for the next run.
         self.spent: dict[tuple[str, tuple[str, ...], str], float] = {}
@@ -341,7 +349,10 @@ class _BatchRun:
         self.waiting -= 1
         updates = []
         for segment in command.segments:
-            previous = self.records.get(segment.segment_id) or SegmentRecord(segment.segment_id)
+            # A first record is of the run's type: a default (full) one would overwrite the full history.
+            previous = self.records.get(segment.segment_id) or SegmentRecord(
+                segment.segment_id, repair_type=self.config.repair_type or "full"
+            )
             record = replace(
                 previous, state=SegmentState.POSTPONED, attempts=previous.attempts_in(self.run_id), run_id=self.run_id
             )
@@ -500,6 +511,14 @@ class _BatchRun:
         if over is not None:
             self._take(command)
             self._postpone(command, over)
+            return 0
+        refusal = self.fx.refused(command)
+        if refusal is not None:
+            self._take(command)
+            if refusal not in self.refusals_said:
+                self.refusals_said.add(refusal)
+                self.fx.log(f"refused {command.describe()} (postponed to the next run): {refusal}")
+            self._postpone(command, refusal)
             return 0
         reason = self.fx.held_back(command)
         if reason is not None:

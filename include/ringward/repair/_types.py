@@ -4,27 +4,27 @@ Each type (full, incremental, preview, paxos) has its own history, found by `his
 its own: a preview never makes a full or incremental repair wait. `select_due_by_type` decides per type what
 is due tonight, with CEP-37's per-host controls (priority hosts first; force-repair hosts and nodes that
 joined since the last run regardless of cadence). `repair_flags` is the nodetool repair options of a type,
-checked against Cassandra 5.0's nodetool `Repair.java`. The incremental guards (disk headroom, tables with
-materialized views or CDC) take their readings as arguments: no IO here.
+checked against Cassandra 5.0's nodetool `Repair.java`. The incremental guard on tables with materialized views
+or CDC takes the schema's features as arguments (the disk-headroom guard is `_headroom`): no IO here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ringward.repair._config import RepairConfig, RepairType, RepairTypeSettings
 from ringward.repair._run import DueSelection, select_due
-from ringward.repair._segments import RepairCommand, RepairUnit, Segment
+from ringward.repair._segments import RepairUnit, Segment
 from ringward.repair._state import SegmentRecord
 
 __all__ = [
     "TableFeatures",
     "TypeDue",
-    "disk_headroom_reason",
-    "headroom_held_back",
+    "coverage_view",
     "history_key",
+    "incremental_repaired_shares",
     "incremental_skip_reason",
     "incremental_unit",
     "joined_nodes",
@@ -165,25 +165,6 @@ def incremental_skip_reason(table: str, features: TableFeatures) -> str | None:
     return None
 
 
-def disk_headroom_reason(node: str, free_ratio: float | None, min_free_ratio: float | None) -> str | None:
-    """Why no incremental session may start on `node` (anticompaction needs room to rewrite SSTables), or
-    None. `free_ratio` is the injected reading (free / total of the data disk); None = not readable, which
-    refuses too: an unknown disk is not known to have room."""
-    if min_free_ratio is None or min_free_ratio == 0:
-        return None
-    if free_ratio is None:
-        return (
-            f"{node}: free disk space unknown; incremental repair needs {min_free_ratio:.0%} free. "
-            "Make the data disk's usage readable, or set repair_types.incremental.min_free_disk_ratio: 0."
-        )
-    if free_ratio < min_free_ratio:
-        return (
-            f"{node}: {free_ratio:.0%} of its data disk is free, below min_free_disk_ratio "
-            f"{min_free_ratio:.0%}; free space (or add disk) before incremental repair runs on it."
-        )
-    return None
-
-
 def incremental_unit(
     unit: RepairUnit, all_tables: Sequence[str], features: Mapping[str, TableFeatures]
 ) -> tuple[RepairUnit | None, list[str]]:
@@ -207,17 +188,25 @@ def incremental_unit(
     return RepairUnit(unit.keyspace, tuple(kept), "incremental", unit.nodes), reasons
 
 
-def headroom_held_back(
-    free_ratio: Callable[[str], float | None], min_free_ratio: float | None
-) -> Callable[[RepairCommand], str | None]:
-    """A `held_back` check for the executor (BatchEffects.held_back) before each incremental session: the
-    first replica of the command short of disk headroom, with `free_ratio(node)` the injected reading."""
+def incremental_repaired_shares(per_node: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float | int]]:
+    """Per "keyspace.table", its repaired share across the nodes (`per_node`: node -> table -> the node's "Percent
+    repaired", the share of its data of the table that incremental repair marked repaired): `repaired` the mean
+    over the nodes that reported the table, `lowest` the least repaired node's, `nodes` how many reported it.
+    The rest (100 - repaired) is unrepaired: written since the last incremental session, or never repaired."""
+    by_table: dict[str, list[float]] = {}
+    for shares in per_node.values():
+        for table, share in shares.items():
+            by_table.setdefault(table, []).append(share)
+    return {
+        table: {"repaired": round(sum(shares) / len(shares), 1), "lowest": min(shares), "nodes": len(shares)}
+        for table, shares in sorted(by_table.items())
+    }
 
-    def check(command: RepairCommand) -> str | None:
-        for node in command.replicas:
-            reason = disk_headroom_reason(node, free_ratio(node), min_free_ratio)
-            if reason is not None:
-                return reason
-        return None
 
-    return check
+def coverage_view(record: SegmentRecord) -> SegmentRecord:
+    """A record as a type's coverage reads it. The status counts `last_full_success`, which only a full repair
+    moves; for the other types it is the type's own last success, so each type's coverage is the share of
+    ranges that type repaired (a preview: compared) within gc_grace. A full record is left as it is."""
+    if record.repair_type == "full":
+        return record
+    return replace(record, last_full_success=record.last_success)

@@ -15,7 +15,13 @@ from ringward.errors import RingwardError
 from ringward.repair import duration_parts
 from ringward.replication import REPLICATION_FACTOR, Replication
 
-__all__ = ["format_duration", "format_replication", "format_timestamp", "humanize_replications"]
+__all__ = [
+    "format_duration",
+    "format_repaired_share",
+    "format_replication",
+    "format_timestamp",
+    "humanize_replications",
+]
 
 
 def format_timestamp(value: datetime | str | None) -> str:
@@ -51,6 +57,18 @@ def format_duration(seconds: float | int | str | None) -> str:
     if hours:
         return f"{hours} h {minutes:02d} min"
     return f"{minutes} min {secs:02d} s"
+
+
+def format_repaired_share(repaired: object, lowest: object = None) -> str:
+    """An incremental table's split as `87.5% repaired, 12.5% unrepaired (lowest node 75.0%)`; "-" when the share
+    is no number."""
+    if isinstance(repaired, bool) or not isinstance(repaired, int | float):
+        return "-"
+    share = min(100.0, max(0.0, float(repaired)))
+    text = f"{share:.1f}% repaired, {100.0 - share:.1f}% unrepaired"
+    if isinstance(lowest, int | float) and not isinstance(lowest, bool) and lowest < share:
+        text += f" (lowest node {float(lowest):.1f}%)"
+    return text
 
 
 def _options(value: Replication | Mapping[str, object] | str) -> Replication | None:

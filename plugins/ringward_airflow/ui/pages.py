@@ -7,7 +7,13 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
-from ringward_airflow.ui.formats import format_duration, format_replication, format_timestamp, humanize_replications
+from ringward_airflow.ui.formats import (
+    format_duration,
+    format_repaired_share,
+    format_replication,
+    format_timestamp,
+    humanize_replications,
+)
 from ringward_airflow.ui.style import STYLESHEET, THEME_SCRIPT, state_class
 
 __all__ = ["cluster_page", "error_page", "migration_page", "repair_page"]
@@ -350,6 +356,7 @@ def repair_page(data: dict[str, Any], svg: str) -> str:
                                                               for e in excluded], tid="excluded-table")
                      + "</details>")  # fmt: skip
     parts.append(f"<div class='svg' id='coverage'>{svg}</div>")
+    parts.append(_by_type(data.get("by_type") or {}))
     previews = data.get("previews") or []
     if previews:
         parts.append(
@@ -369,6 +376,56 @@ def repair_page(data: dict[str, Any], svg: str) -> str:
     parts.append(_table(["when", "who", "action", "reason"], presses, tid="switch-events"))
     running = current is not None and current.get("state") in ("running", "queued")
     return _page("ringward repair", "".join(parts), refresh=15 if running else None)
+
+
+_TYPE_COVERAGE = {
+    "full": "full: repaired within gc_grace",
+    "incremental": "incremental: repaired within gc_grace",
+    "preview": "preview: compared within gc_grace",
+    "paxos": "paxos: repaired within gc_grace",
+}
+
+
+def _by_type(view: dict[str, Any]) -> str:
+    """Per repair type: each table's coverage by that type, an incremental table's repaired/unrepaired split and
+    what the last preview of it found. Nothing while the reports list full repair only (the Tables above)."""
+    kinds = view.get("types") or []
+    if set(kinds) <= {"full"}:
+        return ""
+    headers = ["table", *(_TYPE_COVERAGE[kind] for kind in kinds)]
+    incremental, preview = "incremental" in kinds, "preview" in kinds
+    if incremental:
+        headers.append("incremental: repaired / unrepaired data")
+    if preview:
+        headers.append("last preview: ranges out of sync")
+    rows = []
+    for entry in view["tables"]:
+        row = [escape(entry["table"])]
+        for kind in kinds:
+            found = entry["coverage"].get(kind)
+            row.append(f"<span title='reported by {escape(str(found['run_id']))}'>{_e(found['share'])}</span>"
+                       if found else "<span class='muted'>not reported yet</span>")  # fmt: skip
+        if incremental:
+            share = entry.get("repaired_share")
+            row.append(escape(format_repaired_share(share.get("repaired"), share.get("lowest"))) if share
+                       else "<span class='muted'>not read yet</span>")  # fmt: skip
+        if preview:
+            row.append(_last_preview(entry.get("last_preview")))
+        rows.append(row)
+    return ("<h2>Per repair type</h2><p class='muted'>Each type's latest report; a preview compares and repairs "
+            "nothing. The repaired share is read from every node's tablestats at the end of the run.</p>"
+            + _table(headers, rows, tid="by-type"))  # fmt: skip
+
+
+def _last_preview(preview: dict[str, Any] | None) -> str:
+    if preview is None:
+        return "<span class='muted'>never previewed</span>"
+    run = f" <span class='muted'>({_e(preview['run_id'])})</span>"
+    count = int(preview.get("out_of_sync_ranges") or 0)
+    if not count:
+        return "<span class='ok'>in sync</span>" + run
+    ranges = "range" if count == 1 else "ranges"
+    return f"<span class='bad'>{count} {ranges} out of sync</span>, found {_when(preview['found_at'])}" + run
 
 
 NODE_ROWS = 200  # nodes listed under the current run (failing and busy first); the JSON has all

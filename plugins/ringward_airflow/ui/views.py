@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
@@ -20,6 +20,7 @@ from ringward.migration import migration_steps, repair_segments
 from ringward.migration_record import MigrationRecord
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import (
+    REPAIR_TYPES,
     Exclusion,
     format_duration,
     load_config,
@@ -39,6 +40,7 @@ __all__ = [
     "REPAIR_DAG",
     "RunAccess",
     "StoredStateError",
+    "by_type_view",
     "cluster_view",
     "migration_view",
     "repair_view",
@@ -325,7 +327,8 @@ def repair_view(source: Source) -> tuple[dict[str, Any], str]:
         progress = _stored("repair_progress", lambda: store.run_progress(run["run_id"]))
     paused = bool(events and events[0].paused)
     read_previews = getattr(store, "preview_findings", None) if store is not None else None
-    previews = _stored("repair_previews", read_previews)[:_PREVIEWS_SHOWN] if read_previews is not None else []
+    findings = _stored("repair_previews", read_previews) if read_previews is not None else []
+    previews = findings[:_PREVIEWS_SHOWN]
     data = {
         "ops_keyspace": store is not None,
         "latest_run": None if latest is None else {
@@ -333,6 +336,7 @@ def repair_view(source: Source) -> tuple[dict[str, Any], str]:
             "metrics": latest.summary.get("metrics") or {},
         },
         "tables": tables,
+        "by_type": by_type_view(runs, [f"{keyspace}.{table}" for keyspace, table in covered], findings),
         "current_run": _current_run(run, progress),
         "switch": {"paused": paused, "events": [
             {"paused": e.paused, "changed_at": _iso(e.changed_at), "changed_by": e.changed_by, "reason": e.reason}
@@ -349,6 +353,72 @@ def repair_view(source: Source) -> tuple[dict[str, Any], str]:
                      for f in previews],
     }  # fmt: skip
     return data, coverage_svg(tables)
+
+
+def _reported_types(summary: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A run report's `types` ({type: its state, metrics, coverage...}); a report made before several types ran
+    in one night is one type's: its `tables` are that type's coverage."""
+    types = summary.get("types")
+    if isinstance(types, Mapping):
+        return types
+    kind = str(summary.get("repair_type") or "full")
+    return {kind: {"repaired": summary.get("tables") or {}}} if kind in REPAIR_TYPES else {}
+
+
+def by_type_view(runs: list[Any], tables: list[str], findings: list[Any]) -> dict[str, Any]:
+    """Per repair type, per table in scope: the coverage the latest report of that type gave it (repaired
+    within gc_grace; a preview's: compared), the repaired/unrepaired split of an incremental table (tablestats'
+    Percent repaired, mean over the nodes and the lowest node's, read at the end of the run), and what the last
+    preview of the table found: the ranges out of sync in that run's findings, none = in sync. From the stored
+    reports and preview findings only (`runs` latest first)."""
+    coverage: dict[tuple[str, str], dict[str, Any]] = {}
+    shares: dict[str, dict[str, Any]] = {}
+    # table -> (run id, recorded at) of its latest reported preview
+    previewed: dict[str, tuple[str, datetime | None]] = {}
+    kinds: set[str] = set()
+    for run in runs:
+        for kind, entry in _reported_types(run.summary).items():
+            if not isinstance(entry, Mapping) or kind not in REPAIR_TYPES:
+                continue
+            kinds.add(kind)
+            covered = entry.get("previewed" if kind == "preview" else "repaired") or {}
+            for table, share in covered.items() if isinstance(covered, Mapping) else ():
+                coverage.setdefault((str(table), kind), {"share": str(share), "run_id": run.run_id})
+                if kind == "preview":
+                    previewed.setdefault(str(table), (run.run_id, run.updated_at))
+            split = entry.get("repaired_share") or {}
+            for table, share in split.items() if isinstance(split, Mapping) else ():
+                if isinstance(share, Mapping):
+                    shares.setdefault(str(table), {**share, "run_id": run.run_id})
+    found: dict[tuple[str | None, str], list[Any]] = {}
+    newest: dict[str, Any] = {}  # table -> its latest finding (findings come latest first)
+    for finding in findings:
+        name = f"{finding.keyspace}.{finding.table}"
+        found.setdefault((finding.run_id, name), []).append(finding)
+        newest.setdefault(name, finding)
+    rows = []
+    for table in tables:
+        preview = None
+        run_id = _last_preview_run(previewed.get(table), newest.get(table))
+        if run_id is not None:
+            in_run = found.get((run_id, table), [])
+            preview = {"run_id": run_id, "out_of_sync_ranges": sum(f.out_of_sync_ranges for f in in_run),
+                       "found_at": _iso(max(f.found_at for f in in_run)) if in_run else None}  # fmt: skip
+        rows.append({
+            "table": table,
+            "coverage": {kind: coverage.get((table, kind)) for kind in REPAIR_TYPES if kind in kinds},
+            "repaired_share": shares.get(table) if "incremental" in kinds else None,
+            "last_preview": preview,
+        })  # fmt: skip
+    return {"types": [kind for kind in REPAIR_TYPES if kind in kinds], "tables": rows}
+
+
+def _last_preview_run(reported: tuple[str, datetime | None] | None, newest: Any) -> str | None:
+    """The run of a table's last preview: its latest report's, unless a finding was kept after that report (a run
+    whose preview has not reported yet, or whose report failed)."""
+    if newest is not None and (reported is None or reported[1] is None or newest.found_at > reported[1]):
+        return str(newest.run_id) if newest.run_id is not None else None
+    return reported[0] if reported is not None else None
 
 
 def _reported_coverage(runs: list[Any]) -> dict[str, tuple[str, str, datetime | None]]:
