@@ -193,7 +193,7 @@ class MigrationPrecheckOperator(MigrationOperator):
             )
             picture = self._show(plan, migration_id)
             steps = migration_steps(plan)
-            # 3.11: refused here, with the commands to run by hand; before any nodetool command (its JMX differs).
+            # 3.11: refused here, with the commands to run by hand; before any nodetool command (untried on 3.11).
             refuse_read_only_release(release, plan, steps, sorted(gc_grace))
             check_health(ring, self._nodetool_client(), cql)
             run_precheck_checks(self.precheck_checks, PrecheckInput(keyspace, ring, plan, self._nodetool_client(), cql))

@@ -157,6 +157,12 @@ def test_ringward_plan_refuses_the_shorthand_on_3_11(live_3_11: None, capsys: py
     assert "3.11.19 refuses" in err and "Name every datacenter" in err
 
 
+def test_a_release_that_is_no_version_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["plan", "--ring", str(RING_TEXT), "--from", '{"class": "SimpleStrategy", "replication_factor": 1}',
+                 "--to", TO_BOTH_DCS, "--release", "three-eleven"])  # fmt: skip
+    assert code == 2 and "--release 'three-eleven' is not a Cassandra version" in capsys.readouterr().err
+
+
 def test_a_plan_on_4_0_prints_no_manual_procedure(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["plan", "--ring", str(RING_TEXT), "--from", '{"class": "NetworkTopologyStrategy", "dc1": 2}',
                  "--to", TO_BOTH_DCS, "--release", "4.0.19"])  # fmt: skip
@@ -248,6 +254,15 @@ def test_the_printed_procedure_cleans_up_the_nodes_that_lose_ranges() -> None:
                       ["nodetool", "-h", node, "cleanup", "shop"])
     ]  # fmt: skip
     assert "--table <table>" in "\n".join(lines)  # tables unknown: a placeholder to fill in
+
+
+def test_the_precheck_refuses_a_cluster_mid_upgrade_before_planning() -> None:
+    class MixedCql:
+        def release_versions(self) -> dict[str, list[str]]:
+            return {"3.11.19": ["10.40.1.11"], "4.0.19": ["10.40.1.12"]}
+
+    with pytest.raises(ClusterError, match="different Cassandra releases"):
+        cluster_release_of(MixedCql())  # type: ignore[arg-type]  # only release_versions is asked
 
 
 @pytest.mark.parametrize("release", ["4.0.19", "4.1.10", "5.0.9"])

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ringward.cassandra_release import CASSANDRA_5_0, CassandraRelease
-from ringward.errors import ConfigurationError, MigrationError
+from ringward.errors import ClusterError, ConfigurationError, MigrationError
 from ringward.migration import migration_steps
 from ringward.plan import MigrationPlan, build_plan, build_ring_change_plan
 from ringward.replication import DEFAULT_KEYSPACE_RF, Replication
@@ -158,7 +158,7 @@ def _schema_inputs(args: argparse.Namespace) -> _Inputs:
         raise ConfigurationError(
             f"--default-keyspace-rf {given_rf} is not a replication factor.", "Give 1 or more (Cassandra's default: 1)."
         )
-    given_release = CassandraRelease.parse(args.release) if args.release else None
+    given_release = _release(args.release) if args.release else None
     if current is not None or not args.keyspace:
         return _Inputs(
             keyspace, current, gc_grace, None, given_rf or DEFAULT_KEYSPACE_RF, given_release or CASSANDRA_5_0
@@ -178,6 +178,15 @@ def _schema_inputs(args: argparse.Namespace) -> _Inputs:
         )
     finally:
         session.cluster.shutdown()
+
+
+def _release(text: str) -> CassandraRelease:
+    try:
+        return CassandraRelease.parse(text)
+    except ClusterError:
+        raise ConfigurationError(
+            f"--release {text!r} is not a Cassandra version.", "Give it as the nodes report it, e.g. 3.11.19."
+        ) from None
 
 
 def _contact_point(args: argparse.Namespace) -> str:
