@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "capacity",
+    "cassandra_release",
     "cluster_health",
     "consistency",
     "diff",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
 
+from ringward.cassandra_release import CASSANDRA_5_0, CassandraRelease
 from ringward.diff import PlacementDiff, RangeChange, diff_replication, diff_rings
 from ringward.errors import UnsafeChangeError
 from ringward.placement import ReplicaMap, replica_map
@@ -172,16 +173,18 @@ def build_plan(
     known_keyspaces: Iterable[str] | None = None,
     keep_quorum: bool = True,
     default_keyspace_rf: int = DEFAULT_KEYSPACE_RF,
+    release: CassandraRelease = CASSANDRA_5_0,
 ) -> MigrationPlan:
     """The plan for changing `keyspace` from `old` to `new`; malformed settings raise ReplicationError.
 
     `new` is read as ALTER KEYSPACE reads it against `old` (`ringward.stored_replication`); `default_keyspace_rf` is the
-    cluster's cassandra.yaml setting, which a SimpleStrategy or bare NTS request without a factor may take.
+    cluster's cassandra.yaml setting, which a SimpleStrategy or bare NTS request without a factor may take;
+    `release` the cluster's Cassandra release, whose ALTER semantics the plan models.
     """
     old_replication, new_replication = coerce_replication(old), coerce_replication(new)
     dcs = ring.datacenters()
-    stored_old = altered_replication(None, old_replication, dcs, default_keyspace_rf)
-    stored_new = altered_replication(stored_old, new_replication, dcs, default_keyspace_rf)
+    stored_old = altered_replication(None, old_replication, dcs, default_keyspace_rf, release=release)
+    stored_new = altered_replication(stored_old, new_replication, dcs, default_keyspace_rf, release=release)
     findings = analyse(
         ring,
         old_replication,
@@ -191,13 +194,19 @@ def build_plan(
         client_consistency=client_consistency,
         known_keyspaces=known_keyspaces,
         default_keyspace_rf=default_keyspace_rf,
+        release=release,
     )
     steps: tuple[Replication, ...] = ()
     notes: tuple[str, ...] = ()
     if stored_old != stored_new:
         try:
             route = staged_route(
-                ring, old_replication, new_replication, keep_quorum=keep_quorum, default_keyspace_rf=default_keyspace_rf
+                ring,
+                old_replication,
+                new_replication,
+                keep_quorum=keep_quorum,
+                default_keyspace_rf=default_keyspace_rf,
+                release=release,
             )
             steps, notes = route.steps, route.notes
         except UnsafeChangeError as error:

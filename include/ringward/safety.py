@@ -13,6 +13,7 @@ from itertools import compress
 from typing import Literal
 
 from ringward._placement_index import ring_index
+from ringward.cassandra_release import CASSANDRA_5_0, CassandraRelease
 from ringward.consistency import CONSISTENCY_LEVELS, safe_levels, unsafe_levels
 from ringward.diff import PlacementDiff, diff_replication, diff_rings
 from ringward.errors import RingwardError
@@ -93,6 +94,7 @@ def analyse(
     client_consistency: str | None = None,
     known_keyspaces: Iterable[str] | None = None,
     default_keyspace_rf: int = DEFAULT_KEYSPACE_RF,
+    release: CassandraRelease = CASSANDRA_5_0,
 ) -> list[Finding]:
     """Everything ringward knows about changing `keyspace` from `old` to `new` replication on `ring`.
 
@@ -102,8 +104,10 @@ def analyse(
     findings = _keyspace_findings(keyspace, known_keyspaces)
     try:
         dcs = ring.datacenters()
-        old_replication = altered_replication(None, coerce_replication(old), dcs, default_keyspace_rf)
-        new_replication = altered_replication(old_replication, coerce_replication(new), dcs, default_keyspace_rf)
+        old_replication = altered_replication(None, coerce_replication(old), dcs, default_keyspace_rf, release=release)
+        new_replication = altered_replication(
+            old_replication, coerce_replication(new), dcs, default_keyspace_rf, release=release
+        )
     except RingwardError as error:
         return [*findings, _from_error("malformed_replication", error)]
     findings += _settings_findings(ring, old_replication, new_replication, coerce_replication(new))

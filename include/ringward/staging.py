@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from itertools import compress, product, repeat
 
 from ringward._placement_index import ring_index
+from ringward.cassandra_release import CASSANDRA_5_0, CassandraRelease
 from ringward.consistency import quorum
 from ringward.errors import UnsafeChangeError
 from ringward.placement import ReplicaMap, replica_delta, replica_map, replicas_for_token
@@ -60,24 +61,39 @@ class Route:
 
 
 def staged_steps(
-    ring: Ring, old: Replication, new: Replication, *, keep_quorum: bool = True, default_keyspace_rf: int = 1
+    ring: Ring,
+    old: Replication,
+    new: Replication,
+    *,
+    keep_quorum: bool = True,
+    default_keyspace_rf: int = 1,
+    release: CassandraRelease = CASSANDRA_5_0,
 ) -> list[Replication]:
     """The replication settings to apply one after another, ending at `new` (empty when old == new).
 
     Raises UnsafeChangeError when no route of safe steps exists.
     """
-    return list(staged_route(ring, old, new, keep_quorum=keep_quorum, default_keyspace_rf=default_keyspace_rf).steps)
+    route = staged_route(
+        ring, old, new, keep_quorum=keep_quorum, default_keyspace_rf=default_keyspace_rf, release=release
+    )
+    return list(route.steps)
 
 
 def staged_route(
-    ring: Ring, old: Replication, new: Replication, *, keep_quorum: bool = True, default_keyspace_rf: int = 1
+    ring: Ring,
+    old: Replication,
+    new: Replication,
+    *,
+    keep_quorum: bool = True,
+    default_keyspace_rf: int = 1,
+    release: CassandraRelease = CASSANDRA_5_0,
 ) -> Route:
     """`staged_steps` with a one-line explanation of each step."""
     if old == new:
         return Route((), ())
     datacenters = ring.datacenters()
-    stored_old = altered_replication(None, old, datacenters, default_keyspace_rf)
-    stored_new = altered_replication(stored_old, new, datacenters, default_keyspace_rf)
+    stored_old = altered_replication(None, old, datacenters, default_keyspace_rf, release=release)
+    stored_new = altered_replication(stored_old, new, datacenters, default_keyspace_rf, release=release)
     router = _Router(ring, stored_old, stored_new, keep_quorum)
     target = _spelled_out(new, stored_new)
     if router.same_setting(stored_old, stored_new):

@@ -36,6 +36,7 @@ from ringward.replication import Replication
 from ringward.report import migration_report_markdown, refusal_markdown, stage_seconds
 from ringward.session_watch import await_participants
 from ringward_cassandra.cql import accepts_connections
+from ringward_cassandra.manual_procedure import refuse_read_only_release
 from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.schema import (
     LiveCql,
@@ -57,6 +58,7 @@ from ringward_airflow.migration_stages import (
     apply_step,
     check_health,
     clean_up,
+    cluster_release_of,
     journalled_pending,
     lease_resource,
     participant_problems,
@@ -174,21 +176,26 @@ class MigrationPrecheckOperator(MigrationOperator):
             checked_keyspace(keyspace, known=keyspace_names(session))  # its existence: checked here only
             ring = hook.ring()
             cql = LiveCql(session)
-            check_health(ring, self._nodetool_client(), cql)
+            release = cluster_release_of(cql)  # the ALTER semantics the plan models
             default_rf = default_keyspace_rf(session)  # a target without a factor may take it
             keep_quorum = not _truthy(self.allow_quorum_gap)
+            gc_grace = table_gc_grace(session, keyspace)
             plan = build_plan(
                 ring,
                 keyspace_replication(session, keyspace),  # refuses what Replication cannot express
                 target,
                 keyspace=keyspace,
-                table_gc_grace_seconds=table_gc_grace(session, keyspace),
+                table_gc_grace_seconds=gc_grace,
                 client_consistency=self.client_read_consistency or None,
                 default_keyspace_rf=default_rf,
                 keep_quorum=keep_quorum,
+                release=release,
             )
             picture = self._show(plan, migration_id)
             steps = migration_steps(plan)
+            # 3.11: refused here, with the commands to run by hand; before any nodetool command (untried on 3.11).
+            refuse_read_only_release(release, plan, steps, sorted(gc_grace))
+            check_health(ring, self._nodetool_client(), cql)
             run_precheck_checks(self.precheck_checks, PrecheckInput(keyspace, ring, plan, self._nodetool_client(), cql))
             # Capacity (may refuse), AutoRepair and Reaper, for the approval (see repair_controller_operators).
             notes = precheck_notes(context, plan, session, self._nodetool_client(), hook.connection_extra())

@@ -5,10 +5,11 @@ call these; the unit tests call them with in-memory fakes. Each interface names 
 `Journal` (the ops keyspace's migration journal), `Cql` (replication, ALTER, schema agreement), `Nodetool`
 (status, streaming, describering, repair, snapshot, cleanup).
 
-Stages, in the order the DAG runs them: `check_health`, the `PrecheckCheck`s and, for an unfinished
-migration, `unfinished_migration` + `take_over` (precheck; `lease_resource` names its lease), `apply_step`
-(ALTER + ownership confirmation), `repair_ranges` (blocking) or `start_wave` + `record_session_outcomes`
-(deferred), `preview_in_sync`, `clean_up`.
+Stages, in the order the DAG runs them: `cluster_release_of` (then the plan; a release ringward only plans
+for is refused there, `ringward_cassandra.manual_procedure`), `check_health`, the `PrecheckCheck`s and, for
+an unfinished migration, `unfinished_migration` + `take_over` (precheck; `lease_resource` names its lease),
+`apply_step` (ALTER + ownership confirmation), `repair_ranges` (blocking) or `start_wave` +
+`record_session_outcomes` (deferred), `preview_in_sync`, `clean_up`.
 
 Range repair runs through the nightly executor (`ringward.repair.run_batch`): the same wave rule (a node in
 one session at a time), retries with backoff and kill handling; the journal writes are its `save` effect,
@@ -26,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+from ringward.cassandra_release import CassandraRelease, cluster_release
 from ringward.cluster_health import refuse_mixed_versions
 from ringward.errors import (
     ClusterError,
@@ -79,6 +81,7 @@ __all__ = [
     "apply_step",
     "check_health",
     "clean_up",
+    "cluster_release_of",
     "confirm_ownership",
     "journalled_pending",
     "lease_resource",
@@ -266,6 +269,16 @@ def work_left(record: MigrationRecord, journal: Journal) -> list[str]:
 
 
 # -- precheck ---------------------------------------------------------------------------------------------
+def cluster_release_of(cql: Cql) -> CassandraRelease:
+    """The Cassandra release every node runs; a cluster mid-upgrade is refused (ClusterError, retried).
+
+    Read before anything else of the precheck that needs more than CQL: on a release ringward only plans for
+    (3.11), the precheck refuses after the plan, before a nodetool command (`manual_procedure`)."""
+    versions = cql.release_versions()
+    refuse_mixed_versions(versions)
+    return cluster_release(versions)
+
+
 def check_health(ring: Ring, nodetool: Nodetool, cql: Cql) -> None:
     """Refuse (ClusterError, retried) a cluster that is mid-upgrade, has a node not UN as another sees it,
     is streaming, or disagrees on the schema."""

@@ -1,4 +1,5 @@
-"""The live ring, read through cassandra-driver from system.local and system.peers_v2.
+"""The live ring, read through cassandra-driver from system.local and system.peers_v2 (system.peers on 3.11,
+which has no peers_v2).
 
 Both tables are read from the same coordinator: system.local describes the coordinator and
 system.peers_v2 every other node, so rows from two different coordinators would list one node
@@ -35,19 +36,24 @@ def node_from_local_row(row: Any, *, up: bool | None = None) -> Node:
     return _node(row, address, "system.local", up)
 
 
-def node_from_peer_row(row: Any, *, up: bool | None = None) -> Node:
-    """A system.peers_v2 (or system.peers) row as a Node."""
-    return _node(row, getattr(row, "peer", None), "system.peers_v2", up)
+def node_from_peer_row(row: Any, *, up: bool | None = None, table: str = "system.peers_v2") -> Node:
+    """A system.peers_v2 (or system.peers, `table`) row as a Node."""
+    return _node(row, getattr(row, "peer", None), table, up)
 
 
-def ring_from_rows(local_row: Any, peer_rows: Iterable[Any], up_by_host_id: dict[str, bool] | None = None) -> Ring:
-    """The ring from one coordinator's system.local row and its system.peers_v2 rows."""
+def ring_from_rows(
+    local_row: Any,
+    peer_rows: Iterable[Any],
+    up_by_host_id: dict[str, bool] | None = None,
+    peers_table: str = "system.peers_v2",
+) -> Ring:
+    """The ring from one coordinator's system.local row and its `peers_table` rows."""
     states = up_by_host_id or {}
     local = node_from_local_row(local_row, up=states.get(str(local_row.host_id)))
-    peers = [node_from_peer_row(row, up=states.get(str(row.host_id))) for row in peer_rows]
+    peers = [node_from_peer_row(row, up=states.get(str(row.host_id)), table=peers_table) for row in peer_rows]
     if any(peer.address == local.address for peer in peers):
         raise ClusterError(
-            f"{local.address} is listed both in system.local and in system.peers_v2.",
+            f"{local.address} is listed both in system.local and in {peers_table}.",
             "Read both tables from the same coordinator (ring_from_cluster pins one host).",
         )
     return Ring.of([local, *peers])
@@ -59,7 +65,8 @@ def ring_from_cluster(session: Any) -> Ring:
     local_rows = list(_execute(session, LOCAL_QUERY, host))
     if len(local_rows) != 1:
         raise ClusterError(f"system.local returned {len(local_rows)} rows.", "Connect to a Cassandra node and retry.")
-    return ring_from_rows(local_rows[0], _peer_rows(session, host), _up_by_host_id(session))
+    peers_table, peer_rows = _peer_rows(session, host)
+    return ring_from_rows(local_rows[0], peer_rows, _up_by_host_id(session), peers_table)
 
 
 def ring_from_contact_point(host: str, port: int = 9042, **settings: Any) -> Ring:
@@ -110,13 +117,14 @@ def _execute(session: Any, query: str, host: Any) -> Iterable[Any]:
     return session.execute(query, host=host)  # type: ignore[no-any-return]
 
 
-def _peer_rows(session: Any, host: Any) -> list[Any]:
+def _peer_rows(session: Any, host: Any) -> tuple[str, list[Any]]:
+    """The peers table read and its rows."""
     from cassandra import InvalidRequest
 
     try:
-        return list(_execute(session, PEERS_V2_QUERY, host))
-    except InvalidRequest:  # no system.peers_v2 before Cassandra 4.0
-        return list(_execute(session, PEERS_QUERY, host))
+        return "system.peers_v2", list(_execute(session, PEERS_V2_QUERY, host))
+    except InvalidRequest:  # no system.peers_v2 before Cassandra 4.0: 3.11 answers "unconfigured table peers_v2"
+        return "system.peers", list(_execute(session, PEERS_QUERY, host))
 
 
 def _driver_hosts(session: Any) -> list[Any]:

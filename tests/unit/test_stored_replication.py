@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ringward.cassandra_release import CASSANDRA_5_0, CassandraRelease
 from ringward.errors import ReplicationError
 from ringward.migration import migration_steps
 from ringward.placement import replica_map
@@ -146,3 +147,92 @@ def test_every_step_is_spelled_as_cassandra_stores_it() -> None:
     assert plan.steps[-1] == nts({"dc1": 2, "dc2": 1})
     step = migration_steps(plan)[-1]
     assert step.placements(ring)[1] is replica_map(ring, nts({"dc1": 2, "dc2": 1}))
+
+
+# --- the ALTER model per release (issue 26) ---------------------------------------------------------------
+# Facts from the sources jars on Maven Central (org.apache.cassandra:cassandra-all:<v>:sources):
+# - 3.11.19 cql3/statements/KeyspaceAttributes.asAlteredKeyspaceParams -> schema/ReplicationParams.fromMap: the
+#   requested map as given (no prepareOptions); locator/NetworkTopologyStrategy.validateOptions: "replication_factor
+#   is an option for SimpleStrategy, not NetworkTopologyStrategy" (equalsIgnoreCase); locator/SimpleStrategy
+#   .validateOptions: "SimpleStrategy requires a replication_factor strategy option."; NTS has no
+#   recognizedOptions (any datacenter name) and no "at least one datacenter" check.
+# - 4.0.19 NetworkTopologyStrategy.prepareOptions: the shorthand and the SimpleStrategy carry-over, no
+#   default_keyspace_rf (DatabaseDescriptor has no getDefaultKeyspaceRF); SimpleStrategy has no prepareOptions;
+#   NTS.validateExpectedOptions: "Configuration for at least one datacenter must be present".
+# - 4.1.10 NetworkTopologyStrategy.prepareOptions and SimpleStrategy.prepareOptions: identical to 5.0.9's.
+V3_11, V4_0, V4_1 = (CassandraRelease.parse(text) for text in ("3.11.19", "4.0.19", "4.1.10"))
+
+
+@pytest.mark.parametrize("release", [V4_0, V4_1, CASSANDRA_5_0])
+def test_the_shorthand_expands_from_4_0_on(release: CassandraRelease) -> None:
+    requested = parse({**BARE_NTS, "replication_factor": 2})
+    assert altered_replication(nts({"dc1": 3}), requested, DCS, release=release) == nts({"dc1": 3, "dc2": 2})
+
+
+def test_3_11_refuses_the_shorthand_in_any_spelling() -> None:
+    with pytest.raises(ReplicationError, match=r"3\.11\.19 refuses.*option for SimpleStrategy"):
+        altered_replication(nts({"dc1": 3}), parse({**BARE_NTS, "replication_factor": 2}), DCS, release=V3_11)
+    with pytest.raises(ReplicationError, match=r"shorthand is new in 4\.0"):  # a current setting alike
+        altered_replication(parse({**BARE_NTS, "replication_factor": 2}), nts({"dc1": 3}), DCS, release=V3_11)
+
+
+def test_3_11_stores_the_map_as_given_without_carrying_datacenters_over() -> None:
+    """No prepareOptions: ALTER to {dc2: 2} leaves dc1 without replicas, as on 5.0; a zero factor places none."""
+    assert altered_replication(nts({"dc1": 3}), nts({"dc2": 2}), DCS, release=V3_11) == nts({"dc2": 2})
+    assert altered_replication(nts({"dc1": 3}), nts({"dc1": 3, "dc2": 0}), DCS, release=V3_11) == nts({"dc1": 3})
+    assert altered_replication(None, Replication.simple(2), DCS, release=V3_11) == Replication.simple(2)
+
+
+@pytest.mark.parametrize("current", [None, Replication.simple(2), nts({"dc1": 2})])
+def test_3_11_refuses_a_network_topology_without_any_replica(current: Replication | None) -> None:
+    """3.11 accepts a bare NTS (or only zeros) and stores a keyspace without replicas: ringward refuses it."""
+    for requested in (parse(BARE_NTS), nts({"dc1": 0})):
+        with pytest.raises(ReplicationError, match="without a replica"):
+            altered_replication(current, requested, DCS, 3, release=V3_11)
+
+
+@pytest.mark.parametrize("release", [V3_11, V4_0])
+@pytest.mark.parametrize("current", [None, Replication.simple(3), nts({"dc1": 2})])
+def test_simple_strategy_needs_its_factor_below_4_1(release: CassandraRelease, current: Replication | None) -> None:
+    with pytest.raises(ReplicationError, match="requires a replication_factor strategy option"):
+        altered_replication(current, parse(SIMPLE), DCS, 3, release=release)
+
+
+@pytest.mark.parametrize("default_rf", [1, 3])
+def test_4_1_fills_a_simple_strategy_from_default_keyspace_rf(default_rf: int) -> None:
+    altered = altered_replication(nts({"dc1": 2}), parse(SIMPLE), DCS, default_rf, release=V4_1)
+    assert altered == Replication.simple(default_rf)
+
+
+def test_4_0_bare_nts_takes_only_a_simple_strategy_factor() -> None:
+    """prepareOptions of 4.0: the SimpleStrategy carry-over, and nothing else (no default_keyspace_rf)."""
+    assert altered_replication(Replication.simple(2), parse(BARE_NTS), DCS, 3, release=V4_0) == nts(
+        {"dc1": 2, "dc2": 2}
+    )
+    for current in (None, nts({"dc1": 2})):
+        with pytest.raises(ReplicationError, match="at least one datacenter must be present"):
+            altered_replication(current, parse(BARE_NTS), DCS, 3, release=V4_0)
+
+
+@pytest.mark.parametrize("release", [V4_0, V4_1, CASSANDRA_5_0])
+def test_only_zero_factors_are_refused_from_4_0_on(release: CassandraRelease) -> None:
+    """Zeros are dropped before validateExpectedOptions, which then finds no datacenter."""
+    with pytest.raises(ReplicationError, match="at least one datacenter must be present"):
+        altered_replication(nts({"dc1": 2}), nts({"dc1": 0}), DCS, release=release)
+
+
+def test_the_plan_reads_the_request_as_the_cluster_release_does() -> None:
+    """Bare NTS after NTS {dc1: 2}: 5.0 adds dc2 at default_keyspace_rf; 4.0 and 3.11 refuse the request."""
+    ring = load_ring_file(RINGS / "two_dc.json")
+    plan = build_plan(ring, nts({"dc1": 2}), parse(BARE_NTS), keyspace="ks", release=V4_1)
+    assert plan.steps[-1] == nts({"dc1": 2, "dc2": 1})
+    for release, refusal in ((V4_0, "at least one datacenter"), (V3_11, "without a replica")):
+        with pytest.raises(ReplicationError, match=refusal):
+            build_plan(ring, nts({"dc1": 2}), parse(BARE_NTS), keyspace="ks", release=release)
+
+
+def test_release_versions_parse_to_their_line() -> None:
+    assert (V3_11.line, V4_0.line, str(V4_1)) == ("3.11", "4.0", "4.1.10")
+    assert CassandraRelease.parse("5.0-rc1") == CASSANDRA_5_0
+    assert V3_11.is_read_only and not V4_0.is_read_only
+    assert (V4_0.has_default_keyspace_rf, V4_1.has_default_keyspace_rf) == (False, True)

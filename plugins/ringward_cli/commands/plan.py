@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ringward.errors import ConfigurationError
+from ringward.cassandra_release import CASSANDRA_5_0, CassandraRelease
+from ringward.errors import ClusterError, ConfigurationError, MigrationError
+from ringward.migration import migration_steps
 from ringward.plan import MigrationPlan, build_plan, build_ring_change_plan
 from ringward.replication import DEFAULT_KEYSPACE_RF, Replication
 from ringward.ring import Ring
@@ -21,6 +23,7 @@ __all__ = ["EXIT_REFUSED", "EXIT_SAFE", "handler", "register"]
 EXIT_SAFE = 0
 EXIT_REFUSED = 3
 _RING_FILE_SUFFIXES = {".txt", ".json", ".ring", ".out"}
+_ALL_TABLES = "(all tables)"  # the table name of a --gc-grace given for every table
 
 
 def register(subparsers: Any) -> None:
@@ -50,6 +53,11 @@ def register(subparsers: Any) -> None:
         help="the cluster's default_keyspace_rf, taken by a SimpleStrategy or bare NTS without a factor "
         "(read live with --keyspace; else 1, Cassandra's default)",
     )
+    parser.add_argument(
+        "--release",
+        help="the cluster's Cassandra release, e.g. 3.11.19: the ALTER semantics the plan models "
+        "(read live with --keyspace; else 5.0). Below 4.0 the plan also prints the commands to run it by hand",
+    )
     parser.add_argument("--format", choices=("table", "json", "summary"), default="summary")
     parser.add_argument("--svg", help="write a picture of the ring before and after to this file")
     parser.set_defaults(handler=handler)
@@ -62,6 +70,12 @@ class _Inputs:
     gc_grace: dict[str, int] | None
     known_keyspaces: list[str] | None
     default_keyspace_rf: int = DEFAULT_KEYSPACE_RF
+    release: CassandraRelease = CASSANDRA_5_0
+
+    @property
+    def tables(self) -> list[str]:
+        """The keyspace's tables, when read live (`--gc-grace` names none)."""
+        return sorted(name for name in self.gc_grace or {} if name != _ALL_TABLES)
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -95,8 +109,9 @@ def handler(args: argparse.Namespace) -> int:
             known_keyspaces=inputs.known_keyspaces,
             keep_quorum=not args.allow_quorum_gap,
             default_keyspace_rf=inputs.default_keyspace_rf,
+            release=inputs.release,
         )
-    _print(plan, args.format)
+    _print(plan, args.format, _by_hand(plan, inputs))
     if args.svg:
         from ringward.svg import render_placement_svg
 
@@ -104,27 +119,50 @@ def handler(args: argparse.Namespace) -> int:
     return EXIT_SAFE if plan.safe else EXIT_REFUSED
 
 
-def _print(plan: MigrationPlan, output_format: str) -> None:
+def _print(plan: MigrationPlan, output_format: str, by_hand: list[str] | None) -> None:
     if output_format == "json":
-        print(json.dumps(plan.to_json(), indent=2))
+        document = plan.to_json()
+        if by_hand is not None:
+            document["manual_procedure"] = by_hand
+        print(json.dumps(document, indent=2))
         return
     if output_format == "table":
         print(plan.table())
         print()
     print(plan.summary())
+    if by_hand is not None:
+        print()
+        print("\n".join(by_hand))
+
+
+def _by_hand(plan: MigrationPlan, inputs: _Inputs) -> list[str] | None:
+    """On a release ringward only plans for (3.11), a safe plan's way on: the DAG refuses it, so the lines
+    say so and give the commands to run it by hand. None on other releases and for refused plans."""
+    if not inputs.release.is_read_only or not plan.safe:
+        return None
+    from ringward_cassandra.manual_procedure import refuse_read_only_release
+
+    try:
+        refuse_read_only_release(inputs.release, plan, migration_steps(plan), inputs.tables)
+    except MigrationError as refusal:
+        return [refusal.problem, *refusal.fix.splitlines()]
+    return None
 
 
 def _schema_inputs(args: argparse.Namespace) -> _Inputs:
     keyspace = args.keyspace or "(unnamed)"
     current = _parse_replication(args.from_replication) if args.from_replication else None
-    gc_grace = {"(all tables)": args.gc_grace} if args.gc_grace is not None else None
+    gc_grace = {_ALL_TABLES: args.gc_grace} if args.gc_grace is not None else None
     given_rf = args.default_keyspace_rf
     if given_rf is not None and given_rf < 1:
         raise ConfigurationError(
             f"--default-keyspace-rf {given_rf} is not a replication factor.", "Give 1 or more (Cassandra's default: 1)."
         )
+    given_release = _release(args.release) if args.release else None
     if current is not None or not args.keyspace:
-        return _Inputs(keyspace, current, gc_grace, None, given_rf or DEFAULT_KEYSPACE_RF)
+        return _Inputs(
+            keyspace, current, gc_grace, None, given_rf or DEFAULT_KEYSPACE_RF, given_release or CASSANDRA_5_0
+        )
     from ringward_cassandra import schema
 
     session = schema.connect(_contact_point(args), **cql_login())
@@ -135,9 +173,20 @@ def _schema_inputs(args: argparse.Namespace) -> _Inputs:
             gc_grace if gc_grace is not None else schema.table_gc_grace(session, keyspace),
             schema.keyspace_names(session),
             given_rf or schema.default_keyspace_rf(session),
+            # A mixed cluster (mid-upgrade) is planned with its oldest release; the DAG refuses to change it.
+            given_release or min(map(CassandraRelease.parse, schema.release_versions(session))),
         )
     finally:
         session.cluster.shutdown()
+
+
+def _release(text: str) -> CassandraRelease:
+    try:
+        return CassandraRelease.parse(text)
+    except ClusterError:
+        raise ConfigurationError(
+            f"--release {text!r} is not a Cassandra version.", "Give it as the nodes report it, e.g. 3.11.19."
+        ) from None
 
 
 def _contact_point(args: argparse.Namespace) -> str:
