@@ -6,9 +6,9 @@ Two executors, as deployed:
   `ringward airflow` and the compose file's default configure. Airflow 3.3 has no SequentialExecutor any more and
   allows LocalExecutor on SQLite (`airflow standalone` runs exactly that): a one-machine deployment.
 - `celery`: CeleryExecutor, as the compose file's `celery` profile: Debian's redis-server on loopback (a free
-  port, no persistence) as broker and result backend, and `airflow celery worker` as a separate process, not the
-  scheduler's child; the result backend is the metadata database, as Airflow recommends (it warns against redis
-  there). Airflow 3.3 accepts SQLite with Celery, so the metadata database stays SQLite (PostgreSQL in compose).
+  port, no persistence) as broker, and `airflow celery worker` as a separate process, not the scheduler's child;
+  the result backend is the metadata database, as Airflow recommends (it warns against redis there). Airflow 3.3
+  accepts SQLite with Celery, so the metadata database stays SQLite (PostgreSQL in compose).
 """
 
 from __future__ import annotations
