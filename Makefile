@@ -6,7 +6,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
 VENV := .venv
 RINGWARD := $(VENV)/bin/ringward
 
-.PHONY: setup browser demo test test-unit test-integration lint dag-import-errors test-airflow-3.4 typecheck benchmark clean-cluster
+.PHONY: setup browser redis demo test test-unit test-integration lint dag-import-errors test-airflow-3.4 typecheck benchmark clean-cluster
 
 # Into ~/.local/bin. A Debian/Ubuntu python3 refuses pip installs (PEP 668) unless told that a --user install
 # is meant; that touches only ~/.local, never the system's packages.
@@ -24,6 +24,13 @@ browser:
 	@if [ ! -x /usr/bin/chromium ]; then \
 		echo "installing Debian's chromium for the browser test"; \
 		export DEBIAN_FRONTEND=noninteractive; apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
+	fi
+
+# The Celery tests start Debian's redis-server as their broker (on loopback, a free port, stopped after).
+redis:
+	@if [ ! -x /usr/bin/redis-server ]; then \
+		echo "installing Debian's redis-server for the Celery tests"; \
+		export DEBIAN_FRONTEND=noninteractive; apt-get install -y redis-server || { apt-get update && apt-get install -y redis-server; }; \
 	fi
 
 # `make demo SECURED=1`: the same on the secured topology (authentication, authorization, JMX password, TLS).
@@ -55,10 +62,10 @@ test-unit: setup
 	$(VENV)/bin/python -m pytest tests/unit tests/dags -q
 
 # The integration tests start and stop their own cluster (and stop it also when a test fails).
-test-integration: setup browser
+test-integration: setup browser redis
 	$(VENV)/bin/python -m pytest tests/integration -q
 
-test: lint typecheck browser
+test: lint typecheck browser redis
 	$(VENV)/bin/python -m pytest tests -q -p no:cacheprovider --durations=25; status=$$?; $(RINGWARD) cluster down >/dev/null 2>&1; exit $$status
 
 # The DAG tests and the executor's unit tests on the only Airflow 3.4 on PyPI (3.4.0b2), in a venv of their own

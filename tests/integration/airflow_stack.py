@@ -1,9 +1,14 @@
-"""Airflow as an operator runs it: api-server, scheduler (LocalExecutor), dag-processor and triggerer as separate
-processes against a throwaway AIRFLOW_HOME, driven only through the public REST API (/api/v2) the UI calls.
+"""Airflow as an operator runs it: api-server, scheduler, dag-processor and triggerer as separate processes
+against a throwaway AIRFLOW_HOME, driven only through the public REST API (/api/v2) the UI calls.
 
-LocalExecutor on SQLite: Airflow 3.3 has no SequentialExecutor any more and allows LocalExecutor on SQLite
-(`airflow standalone` runs exactly that), which is what a one-machine deployment of ringward uses; ringward's
-subclass of it (ringward_airflow.executor), as `ringward airflow` and the compose file configure.
+Two executors, as deployed:
+- `local` (the default): ringward's LocalExecutor subclass (ringward_airflow.executor) on SQLite, as
+  `ringward airflow` and the compose file's default configure. Airflow 3.3 has no SequentialExecutor any more and
+  allows LocalExecutor on SQLite (`airflow standalone` runs exactly that): a one-machine deployment.
+- `celery`: CeleryExecutor, as the compose file's `celery` profile: Debian's redis-server on loopback (a free
+  port, no persistence) as broker, and `airflow celery worker` as a separate process, not the scheduler's child;
+  the result backend is the metadata database, as Airflow recommends (it warns against redis there). Airflow 3.3
+  accepts SQLite with Celery, so the metadata database stays SQLite (PostgreSQL in compose).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -29,6 +35,9 @@ from ringward_cli.airflow_env import ensure_repair_pool
 ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "admin", "ringward-test"
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+EXECUTORS = ("local", "celery")
+LOCAL_EXECUTOR = "ringward_airflow.executor.LocalExecutor"
+CELERY_WORKER_CONCURRENCY = 2
 TERMINAL = {"success", "failed"}
 
 
@@ -38,18 +47,40 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def topology_under_test(name: str) -> str:
+    """A topology preset, or the file a developer names in RINGWARD_TEST_TOPOLOGY_<NAME> to run the tests on other
+    loopback addresses beside another cluster (the cluster and the Airflow connections both follow it)."""
+    return os.environ.get(f"RINGWARD_TEST_TOPOLOGY_{name.upper().replace('-', '_')}", name)
+
+
+def celery_settings(redis_host: str, redis_port: int, sql_alchemy_conn: str) -> dict[str, str]:
+    """CeleryExecutor's settings, as the test stack runs them and docker-compose.yaml's `celery` profile sets them
+    (tests/unit/test_deployment.py checks that the two agree): redis the broker, the metadata database (through
+    Celery's SQLAlchemy backend) the result backend."""
+    return {
+        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+        "AIRFLOW__CELERY__BROKER_URL": f"redis://{redis_host}:{redis_port}/0",
+        "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{sql_alchemy_conn}",
+        "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_WORKER_CONCURRENCY),
+        # Airflow's own default, said out loud: a message a worker took and did not acknowledge is redelivered
+        # after this long (the provider warns on every start when it is left unset).
+        "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT": "86400",
+    }
+
+
 def stack_environment(home: Path, port: int, topology: str = "seed") -> dict[str, str]:
     """`ringward airflow`'s environment (DAGs, plugins, the local cluster's connections), with its own home,
     database, port and users."""
     from ringward_cli.airflow_env import airflow_environment, local_connections
 
+    topology = topology_under_test(topology)
     env = airflow_environment(ROOT, topology=topology)
     env.update(local_connections(ROOT, topology))  # this topology's, not whatever the test process had set
     env.update(
         {
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-            "AIRFLOW__CORE__EXECUTOR": "ringward_airflow.executor.LocalExecutor",
+            "AIRFLOW__CORE__EXECUTOR": LOCAL_EXECUTOR,
             "AIRFLOW__CORE__PARALLELISM": "4",  # LocalExecutor forks this many workers; the machine has 2 cores
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
@@ -76,8 +107,10 @@ class AirflowStack:
     home: Path
     port: int
     env: dict[str, str]
+    executor: str = "local"
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _token: str | None = None
+    _workers_started: int = 0
 
     @property
     def url(self) -> str:
@@ -85,19 +118,84 @@ class AirflowStack:
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def start(self, timeout: float = 240.0) -> None:
-        airflow = str(Path(sys.executable).parent / "airflow")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"Unknown executor {self.executor!r}: use one of {', '.join(EXECUTORS)}.")
         (self.home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
-        subprocess.run([airflow, "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
+        if self.executor == "celery":
+            self._start_redis()
+        subprocess.run([_airflow(), "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
         ensure_repair_pool(self.env)
         for name in COMPONENTS:
-            with (self.home / f"{name}.log").open("wb") as log:  # the child keeps its own descriptor
-                self.processes[name] = subprocess.Popen(
-                    [airflow, name], env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                )
+            self._spawn(name, [_airflow(), name], self.env)
+        if self.executor == "celery":
+            self.start_worker()
         self.wait_until(self._healthy, timeout, "the Airflow components to report healthy")
 
+    def start_worker(self, timeout: float = 180.0) -> str:
+        """A new `airflow celery worker` (its own process group, name and pid file; its concurrency from
+        AIRFLOW__CELERY__WORKER_CONCURRENCY, as in the compose file); returns once it takes tasks."""
+        self._workers_started += 1
+        name = f"celery-worker-{self._workers_started}"
+        command = [_airflow(), "celery", "worker", "--celery-hostname", f"{name}@%h",
+                   "--pid", str(self.home / f"{name}.pid")]  # fmt: skip
+        self._spawn(name, command, self.env)
+        log = self.home / f"{name}.log"
+        ready_line = re.compile(rf"{re.escape(name)}@\S+ ready\.")
+
+        def ready() -> bool:
+            if self.processes[name].poll() is not None:
+                raise RuntimeError(f"{name} exited with {self.processes[name].returncode}:\n{self.log_tail()}")
+            return bool(ready_line.search(log.read_text(errors="replace")))
+
+        self.wait_until(ready, timeout, f"{name} to connect to the broker and report ready", self.log_tail)
+        return name
+
+    def kill_worker(self, name: str) -> None:
+        """SIGKILL a Celery worker's process group (the worker, its pool and the tasks they run): no warm shutdown."""
+        process = self.processes.pop(name)
+        _signal_group(process, signal.SIGKILL)
+        process.wait(30)
+        self.wait_until(lambda: not _group_members(process.pid), 10, f"{name}'s process group to end")
+
+    @property
+    def workers(self) -> list[str]:
+        return [name for name in self.processes if name.startswith("celery-worker-")]
+
+    def _start_redis(self) -> None:
+        import redis
+
+        port = free_port()
+        folder = self.home / "redis"
+        folder.mkdir()
+        # Loopback only, no RDB snapshots and no append-only file: a broker that lives and dies with the stack.
+        command = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--dir", str(folder),
+                   "--save", "", "--appendonly", "no", "--daemonize", "no"]  # fmt: skip
+        self._spawn("redis-server", command, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1)
+
+        def answers() -> bool:
+            if self.processes["redis-server"].poll() is not None:
+                raise RuntimeError(f"redis-server exited:\n{self.log_tail()}")
+            try:
+                return bool(client.ping())
+            except redis.ConnectionError:
+                return False
+
+        self.wait_until(answers, 30, f"redis-server on 127.0.0.1:{port} to answer PING", self.log_tail)
+        client.close()
+        self.env.update(celery_settings("127.0.0.1", port, self.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]))
+        # The worker's log server: a port of its own, never another stack's (8793 by default).
+        self.env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"] = str(free_port())
+
+    def _spawn(self, name: str, command: list[str], env: dict[str, str]) -> None:
+        with (self.home / f"{name}.log").open("wb") as log:  # the child keeps its own descriptor
+            self.processes[name] = subprocess.Popen(
+                command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
     def stop(self) -> None:
-        """SIGTERM every component's process group, then SIGKILL what is left after a grace period."""
+        """SIGTERM every process group, then SIGKILL what is left after a grace period; then check that nothing
+        of the stack runs any more (raises naming what survived)."""
         for process in self.processes.values():
             _signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + 10  # a throwaway home: no need to wait long for a clean exit
@@ -111,10 +209,20 @@ class AirflowStack:
         for pid in _processes_with_env(f"AIRFLOW_HOME={self.home}"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        self.wait_until(lambda: not self.leftovers(), 10, "every process of the stack to end", self.describe_leftovers)
+
+    def leftovers(self) -> list[int]:
+        """Pids of the stack still alive: a component's process group, or any process with this AIRFLOW_HOME."""
+        alive = set(_processes_with_env(f"AIRFLOW_HOME={self.home}"))
+        alive.update(pid for process in self.processes.values() for pid in _group_members(process.pid))
+        return sorted(alive)
+
+    def describe_leftovers(self) -> str:
+        return "still running: " + ", ".join(f"{pid} {_command_line(pid)}" for pid in self.leftovers())
 
     def log_tail(self, lines: int = 40) -> str:
         parts = []
-        for name in COMPONENTS:
+        for name in [*COMPONENTS, *(n for n in self.processes if n not in COMPONENTS)]:
             path = self.home / f"{name}.log"
             text = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else []
             parts.append(f"-- {name} ({path})\n" + "\n".join(text))
@@ -248,6 +356,33 @@ def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None
         os.killpg(process.pid, sig)
 
 
+def _airflow() -> str:
+    return str(Path(sys.executable).parent / "airflow")
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live processes in process group `pgid` (zombies excluded: they have ended, only their parent has not
+    read their status)."""
+    members = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(proc.name))
+    return members
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "(gone)"
+
+
 def _processes_with_env(entry: str) -> list[int]:
     found = []
     marker = entry.encode() + b"\0"
@@ -300,16 +435,19 @@ def nightly_config(home: Path, keyspaces: list[str]) -> Path:
     return path
 
 
-def start_stack(nightly_keyspaces: list[str] | None = None, topology: str = "seed") -> Iterator[AirflowStack]:
-    """The stack; with `nightly_keyspaces`, the nightly DAG's configuration selects only those (the scheduled
-    run a first unpause starts then leaves alone every other keyspace on the cluster)."""
+def start_stack(
+    nightly_keyspaces: list[str] | None = None, topology: str = "seed", executor: str = "local"
+) -> Iterator[AirflowStack]:
+    """The stack on `executor` ("local" or "celery"); with `nightly_keyspaces`, the nightly DAG's configuration
+    selects only those (the scheduled run a first unpause starts then leaves alone every other keyspace on the
+    cluster)."""
     with tempfile.TemporaryDirectory(prefix="ringward-airflow-") as tmp:
         home = Path(tmp)
         port = free_port()
         env = stack_environment(home, port, topology)
         if nightly_keyspaces is not None:
             env["RINGWARD_REPAIR_CONFIG"] = str(nightly_config(home, nightly_keyspaces))
-        stack = AirflowStack(home, port, env)
+        stack = AirflowStack(home, port, env, executor)
         try:
             stack.start()
             yield stack

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from airflow_stack import AirflowStack, start_stack
+from airflow_stack import AirflowStack, start_stack, topology_under_test
 from ringward_cassandra.localcluster import LocalCluster, Topology
 from spark_standalone import SparkStandalone
 
@@ -29,7 +29,7 @@ class ClusterManager:
 
     def ensure(self, topology: str) -> Topology:
         # A developer may run the cluster-agnostic tests on other loopback addresses, beside another cluster.
-        topology = os.environ.get(f"RINGWARD_TEST_TOPOLOGY_{topology.upper().replace('-', '_')}", topology)
+        topology = topology_under_test(topology)
         if self.current != topology:
             self.cluster.down(purge=True)
             self.current = topology

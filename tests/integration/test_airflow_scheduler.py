@@ -50,19 +50,50 @@ def approve_when_asked(stack: AirflowStack, dag_id: str, run_id: str, timeout: f
     return detail
 
 
+def run_approved_migration(stack: AirflowStack, nodes: list[str], keyspace: str) -> tuple[str, dict[str, Any]]:
+    """A keyspace_migration of a new seed keyspace to dc1: 2, approved through the API as soon as it asks; its
+    run id and approval, once the run ended."""
+    with connect(nodes) as session:
+        create_seed_keyspace(session, keyspace)
+    stack.set_paused(MIGRATION, False)
+    run_id = stack.trigger(
+        MIGRATION, {"keyspace": keyspace, "replication": {"class": NTS, "dc1": 2}, "require_approval": True}
+    )
+    approval = approve_when_asked(stack, MIGRATION, run_id)
+    stack.wait_for_state(MIGRATION, run_id, {"success", "failed"}, timeout=900)
+    return run_id, approval
+
+
 @pytest.fixture(scope="module")
 def approved_migration(cluster_manager: Any, airflow_stack: AirflowStack) -> tuple[str, dict[str, Any]]:
     """One keyspace_migration of the seed keyspace, approved through the API; its run id and approval."""
     cluster_manager.ensure("seed")
-    with connect(NODES) as session:
-        create_seed_keyspace(session, "seed_safe")
-    airflow_stack.set_paused(MIGRATION, False)
-    run_id = airflow_stack.trigger(
-        MIGRATION, {"keyspace": "seed_safe", "replication": {"class": NTS, "dc1": 2}, "require_approval": True}
-    )
-    approval = approve_when_asked(airflow_stack, MIGRATION, run_id)
-    airflow_stack.wait_for_state(MIGRATION, run_id, {"success", "failed"}, timeout=900)
-    return run_id, approval
+    return run_approved_migration(airflow_stack, NODES, "seed_safe")
+
+
+def assert_repair_deferred_and_resumed_in_one_try(stack: AirflowStack, run_id: str) -> str:
+    """The migration's repair deferred to the triggerer, whose event resumed the same try in a new worker
+    process, which journalled the wave done; its log."""
+    repair = stack.task_instance(MIGRATION, run_id, "step_1.repair")
+    assert repair["state"] == "success" and repair["try_number"] == 1, stack.describe(MIGRATION, run_id)
+    log = stack.log(MIGRATION, run_id, "step_1.repair", 1)
+    assert "Pausing task as DEFERRED" in log, log[-3000:]
+    deferred = log.index("Pausing task as DEFERRED")
+    # After the trigger's event the same try resumes (execute_complete), journals the wave and finds it done.
+    resumed = re.search(r"post_repair:1: 0 ranges to repair, (\d+) ranges?\b.*already done", log[deferred:])
+    assert resumed and int(resumed.group(1)) > 0, log[-3000:]
+    return log
+
+
+def assert_seed_hazard_repaired(cluster: LocalCluster, nodes: list[str], keyspace: str) -> None:
+    """The seed's hazard carried through `nodes` (the seed topology's, in its order): repair streamed the row
+    to the new replica; the former one cleaned up."""
+    former, kept, gained = nodes
+    assert cluster.nodetool(former, ["getendpoints", keyspace, "users", "1"]).stdout.split() == [kept, gained]
+    assert count_at_one_from(gained, keyspace) == 1
+    assert cluster.nodetool(former, ["flush", keyspace]).returncode == 0
+    sstables = cluster.nodetool(former, ["getsstables", keyspace, "users", "1"])
+    assert sstables.returncode == 0 and sstables.stdout.strip() == ""
 
 
 def test_migration_approved_through_the_api(
@@ -79,25 +110,8 @@ def test_migration_approved_through_the_api(
 
     # No spurious red try anywhere (the deferral race made step_1.repair, and the approval, fail a first try).
     assert failed_tries(airflow_stack, MIGRATION, run_id) == []
-    # The repair deferred to the real triggerer, whose event resumed it in a new worker process.
-    repair = airflow_stack.task_instance(MIGRATION, run_id, "step_1.repair")
-    assert repair["state"] == "success" and repair["try_number"] == 1
-    log = airflow_stack.log(MIGRATION, run_id, "step_1.repair", 1)
-    assert "Pausing task as DEFERRED" in log, log[-3000:]
-    deferred = log.index("Pausing task as DEFERRED")
-    # After the trigger's event the same try resumes (execute_complete), journals the wave and finds it done.
-    resumed = re.search(r"post_repair:1: 0 ranges to repair, (\d+) ranges?\b.*already done", log[deferred:])
-    assert resumed and int(resumed.group(1)) > 0, log[-3000:]
-
-    # The seed's hazard carried through: repair streamed the row to the new replica; the former one cleaned up.
-    assert seed_cluster.nodetool("127.0.0.2", ["getendpoints", "seed_safe", "users", "1"]).stdout.split() == [
-        "127.0.0.3",
-        "127.0.0.4",
-    ]
-    assert count_at_one_from("127.0.0.4", "seed_safe") == 1
-    assert seed_cluster.nodetool("127.0.0.2", ["flush", "seed_safe"]).returncode == 0
-    sstables = seed_cluster.nodetool("127.0.0.2", ["getsstables", "seed_safe", "users", "1"])
-    assert sstables.returncode == 0 and sstables.stdout.strip() == ""
+    assert_repair_deferred_and_resumed_in_one_try(airflow_stack, run_id)
+    assert_seed_hazard_repaired(seed_cluster, NODES, "seed_safe")
 
 
 def test_a_repair_failed_on_purpose_and_cleared_resumes_from_the_journal(
@@ -168,22 +182,28 @@ def test_a_paused_dag_runs_nothing_until_unpaused(seed_cluster: LocalCluster, ai
     assert airflow_stack.task_instance(MIGRATION, run_id, "precheck")["state"] == "success"
 
 
-def test_nightly_repair_through_the_scheduler(seed_cluster: LocalCluster, airflow_stack: AirflowStack) -> None:
-    with connect(NODES) as session:
-        create_seed_keyspace(session, "nightly")
-    airflow_stack.set_paused(NIGHTLY, False)
+def assert_nightly_repairs(stack: AirflowStack, nodes: list[str], keyspace: str) -> None:
+    """A nightly_subrange_repair run of a new seed keyspace, triggered through the API, ends in success with no
+    failed try and the keyspace's table repaired in full (ringward_ops' run record)."""
+    with connect(nodes) as session:
+        create_seed_keyspace(session, keyspace)
+    stack.set_paused(NIGHTLY, False)
     try:
-        run_id = airflow_stack.trigger(
+        run_id = stack.trigger(
             NIGHTLY,
-            {"keyspaces": ["nightly"], "config_overrides": {"splitter": {"subranges_per_range": 1},
-                                                            "retry_backoff": 1, "parallel_repair_count": 3}},
+            {"keyspaces": [keyspace], "config_overrides": {"splitter": {"subranges_per_range": 1},
+                                                           "retry_backoff": 1, "parallel_repair_count": 3}},
         )  # fmt: skip
-        run = airflow_stack.wait_for_state(NIGHTLY, run_id, {"success", "failed"}, timeout=600)
+        run = stack.wait_for_state(NIGHTLY, run_id, {"success", "failed"}, timeout=600)
     finally:
-        airflow_stack.set_paused(NIGHTLY, True)  # its schedule must not start runs of its own
-    assert run["state"] == "success", airflow_stack.describe(NIGHTLY, run_id)
-    assert failed_tries(airflow_stack, NIGHTLY, run_id) == []
-    with connect(NODES) as session:
+        stack.set_paused(NIGHTLY, True)  # its schedule must not start runs of its own
+    assert run["state"] == "success", stack.describe(NIGHTLY, run_id)
+    assert failed_tries(stack, NIGHTLY, run_id) == []
+    with connect(nodes) as session:
         latest = OpsStore(session).repair_runs()[0]
     assert (latest.run_id, latest.state) == (run_id, "DONE"), latest
-    assert latest.summary["tables"]["nightly.users"] == "100.0%", latest.summary
+    assert latest.summary["tables"][f"{keyspace}.users"] == "100.0%", latest.summary
+
+
+def test_nightly_repair_through_the_scheduler(seed_cluster: LocalCluster, airflow_stack: AirflowStack) -> None:
+    assert_nightly_repairs(airflow_stack, NODES, "nightly")

@@ -37,11 +37,11 @@ TARGET = {"class": "NetworkTopologyStrategy", "dc1": 2}
 GAINED, KEPT = "127.0.0.4", "127.0.0.3"
 
 
-def _fill(rows: int, body_bytes: int, keyspace: str = KEYSPACE) -> int:
+def _fill(rows: int, body_bytes: int, keyspace: str = KEYSPACE, nodes: list[str] = NODES) -> int:
     from cassandra import ConsistencyLevel
     from cassandra.concurrent import execute_concurrent_with_args
 
-    with connect(NODES) as session:
+    with connect(nodes) as session:
         session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
         session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': 'SimpleStrategy', "
                         "'replication_factor': 2}")  # fmt: skip

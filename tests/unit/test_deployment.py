@@ -368,6 +368,34 @@ def test_local_executor_by_default_and_celery_in_its_profile() -> None:
     assert services(celery)["redis"]["profiles"] == ["celery"]
 
 
+def integration_airflow_stack() -> ModuleType:
+    """tests/integration/airflow_stack.py: the harness that starts Airflow for the integration tests."""
+    import importlib.util
+
+    if "airflow_stack" in sys.modules:  # already imported by the integration tests of this session
+        return sys.modules["airflow_stack"]
+    spec = importlib.util.spec_from_file_location("airflow_stack", ROOT / "tests" / "integration" / "airflow_stack.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["airflow_stack"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_celery_profile_sets_what_the_celery_tests_ran() -> None:
+    """tests/integration/test_airflow_celery.py runs airflow_stack's Celery settings; every Airflow service of the
+    profile has the same, its broker the redis service and its result backend its own metadata database."""
+    stack = integration_airflow_stack()
+    celery = compose({**env_example(), "AIRFLOW_EXECUTOR": "CeleryExecutor"})
+    (redis_port,) = (int(port) for port in services(celery)["redis"]["expose"])
+    for name, service in airflow_services(celery).items():
+        environment = service["environment"]
+        expected = stack.celery_settings("redis", redis_port, environment["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+        assert {key: environment.get(key) for key in expected} == expected, name
+    worker = next(s for s in airflow_services(celery).values() if s.get("command") == "celery worker")
+    assert worker["environment"]["AIRFLOW__CELERY__WORKER_CONCURRENCY"] == str(stack.CELERY_WORKER_CONCURRENCY)
+
+
 def test_dockerfile_builds_on_the_official_airflow_image_of_the_pinned_versions() -> None:
     final_image, _ = from_images(DOCKERFILE)[-1]
     assert final_image == f"apache/airflow:{locked_version('apache-airflow')}-python{python_minor()}"
