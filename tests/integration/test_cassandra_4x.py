@@ -1,7 +1,7 @@
-"""ringward's main path on Cassandra 4.1 (issue 26): the keyspace migration (precheck, ALTER RF 1 -> 2, full
-repair of the gained ranges, verify, cleanup) and one nightly subrange repair, both as `ringward airflow dags
-test`, on the seed preset's three nodes running 4.1 (the `cassandra41` topology, started once, last).
-`RINGWARD_TEST_TOPOLOGY_CASSANDRA41=cassandra40` runs it on 4.0 (by hand: not in the suite's time budget).
+"""ringward's smoke group on Cassandra 4.1 and 4.0 (issue 26), each on the seed preset's three nodes running that
+line (topologies `cassandra41` and `cassandra40`, each started once, after the 5.0 suite): the seed's hazard
+reproduced, the keyspace migration (precheck, ALTER RF 1 -> 2, full repair of the gained ranges, verify,
+cleanup) and one nightly subrange repair as `ringward airflow dags test`, then the migration rolled back.
 
 RF 1 -> 2 rather than 1 -> 3: at QUORUM the planner stages 1 -> 3 as two steps, twice the suite time for the
 same code path."""
@@ -20,6 +20,7 @@ from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.ops_store import OpsStore
 from schema_agreement import settle_schema
+from test_hazard import assert_alter_without_repair_loses_reads_at_one
 from test_migration_dag import dag_run_state, failures, run_migration, write_rows
 from test_nightly_repair import conf, run_dag
 
@@ -28,10 +29,19 @@ pytestmark = pytest.mark.integration
 PARTITIONS, ROWS_PER_PARTITION = 200, 5
 
 
-def test_migration_and_nightly_repair_on_4_1(cassandra41_cluster: LocalCluster) -> None:
-    topology = cassandra41_cluster.topology()
-    nodes, series = topology.addresses, topology.cassandra or "4.1"
-    assert cassandra41_cluster.version().startswith(f"{series}.") and series < "5"
+def test_hazard_migration_nightly_and_rollback_on_4_1(cassandra41_cluster: LocalCluster) -> None:
+    smoke(cassandra41_cluster)
+
+
+def test_hazard_migration_nightly_and_rollback_on_4_0(cassandra40_cluster: LocalCluster) -> None:
+    smoke(cassandra40_cluster)
+
+
+def smoke(cluster: LocalCluster) -> None:
+    topology = cluster.topology()
+    nodes, series = topology.addresses, topology.cassandra or ""
+    assert series < "5" and cluster.version().startswith(f"{series}.")
+    assert_alter_without_repair_loses_reads_at_one(cluster, "hazard")
     with connect(nodes) as session:
         release = session.execute("SELECT release_version FROM system.local").one().release_version
         assert release.startswith(f"{series}.")
@@ -77,7 +87,27 @@ def test_migration_and_nightly_repair_on_4_1(cassandra41_cluster: LocalCluster) 
     assert nightly.returncode == 0 and "state=success" in nightly_log, nightly_log[-3000:]
     with connect(nodes) as session:
         history = OpsStore(session).repair_history("grow41")
+        (migration_id,) = [
+            row.migration_id
+            for row in session.execute("SELECT migration_id, keyspace_name FROM ringward_ops.migrations")
+            if row.keyspace_name == "grow41"
+        ]
     assert history and all(row.record.state is SegmentState.DONE for row in history), history
+
+    rolled_back = run_migration({"rollback_of": migration_id, "require_approval": False}, "keyspace_migration_rollback")
+    assert dag_run_state(rolled_back) == "success", failures(rolled_back)
+    with connect(nodes) as session:
+        replication = (
+            session.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = 'grow41'")
+            .one()
+            .replication
+        )
+        assert replication["class"].endswith("SimpleStrategy") and replication["replication_factor"] == "1"
+        # One replica per partition again, and it holds every row (the one written after the migration too).
+        total = session.execute(
+            SimpleStatement("SELECT count(*) FROM grow41.events", consistency_level=ConsistencyLevel.ONE)
+        ).one()[0]
+    assert total == PARTITIONS * ROWS_PER_PARTITION + 1
 
 
 def rows_missing_on_replicas(nodes: list[str]) -> dict[tuple[str, int], int]:

@@ -1,5 +1,5 @@
-"""The hazard ringward exists to prevent, reproduced on real Cassandra 5.0 (seed 000): after
-SimpleStrategy RF 2 -> NetworkTopologyStrategy dc1: 2 a new replica answers CL ONE with nothing."""
+"""The hazard ringward exists to prevent, reproduced on real Cassandra 5.0 (seed 000): after SimpleStrategy
+RF 2 -> NetworkTopologyStrategy dc1: 2 a new replica answers CL ONE with nothing. 4.1 and 4.0: test_cassandra_4x."""
 
 from __future__ import annotations
 
@@ -17,16 +17,23 @@ def _endpoints(cluster: LocalCluster, keyspace: str) -> list[str]:
 
 
 def test_alter_without_repair_loses_reads_at_one(seed_cluster: LocalCluster) -> None:
-    with connect(["127.0.0.2", "127.0.0.3", "127.0.0.4"]) as session:
-        create_seed_keyspace(session, "test")
-        assert _endpoints(seed_cluster, "test") == ["127.0.0.3", "127.0.0.2"]
-        assert count_at_one_from("127.0.0.4", "test") == 1  # not a replica yet: it asks one
+    assert_alter_without_repair_loses_reads_at_one(seed_cluster, "test")
 
-        session.execute("ALTER KEYSPACE test WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 2}")
+
+def assert_alter_without_repair_loses_reads_at_one(cluster: LocalCluster, keyspace: str) -> None:
+    """The seed's hazard on the seed preset's nodes (any Cassandra line): `keyspace` is created and altered."""
+    with connect(["127.0.0.2", "127.0.0.3", "127.0.0.4"]) as session:
+        create_seed_keyspace(session, keyspace)
+        assert _endpoints(cluster, keyspace) == ["127.0.0.3", "127.0.0.2"]
+        assert count_at_one_from("127.0.0.4", keyspace) == 1  # not a replica yet: it asks one
+
+        session.execute(
+            f"ALTER KEYSPACE {keyspace} WITH replication = {{'class': 'NetworkTopologyStrategy', 'dc1': 2}}"
+        )
         settle_schema(session)
 
-    assert _endpoints(seed_cluster, "test") == ["127.0.0.3", "127.0.0.4"]
-    assert count_at_one_from("127.0.0.4", "test") == 0
+    assert _endpoints(cluster, keyspace) == ["127.0.0.3", "127.0.0.4"]
+    assert count_at_one_from("127.0.0.4", keyspace) == 0
     # The row still exists on 127.0.0.3 (and, orphaned, on 127.0.0.2): a read at ALL reconciles it, and
     # with read_repair = 'NONE' writes nothing back.
-    assert count_at_one_from("127.0.0.3", "test", consistency=ConsistencyLevel.ALL) == 1
+    assert count_at_one_from("127.0.0.3", keyspace, consistency=ConsistencyLevel.ALL) == 1
