@@ -6,9 +6,9 @@ The deferral/approval race ringward_airflow.executor fixes for LocalExecutor: a 
 key its deferred (or approval-parked) workload ended with. By code reading, CeleryExecutor (provider 3.26.0) is
 protected: it keeps the key in `running` from the moment it sends the resumed workload (so the scheduler's
 `executor.has_task` guard holds), and it polls only the result of the Celery task it sent last for that key.
-These tests are the proof: the approval answered at once and the deferred repair resumed, both with no failed
-try; and the same with the worker that ran the repair killed (SIGKILL to its process group) while the repair was
-deferred, and a new worker started.
+The proof here: the approval answered at once and the deferred repair resumed, with no failed try, with the
+worker that ran the repair killed (SIGKILL to its process group) while the repair was deferred and a new worker
+started; and a nightly run.
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from ringward_cassandra.localcluster import LocalCluster, load_topology
 from test_airflow_scheduler import (
     MIGRATION,
     NTS,
+    approve_when_asked,
     assert_nightly_repairs,
     assert_repair_deferred_and_resumed_in_one_try,
-    assert_seed_hazard_repaired,
     failed_tries,
-    run_approved_migration,
 )
 from test_migration_recovery import _fill, _throttle
 
@@ -55,26 +54,17 @@ def worker_ran(stack: AirflowStack, worker: str, run_id: str, task_id: str) -> b
                      text) is not None  # fmt: skip
 
 
-def test_migration_approved_through_the_api_on_celery(seed_cluster: LocalCluster, celery_stack: AirflowStack) -> None:
-    run_id, approval = run_approved_migration(celery_stack, NODES, "celery_safe")
-    assert "celery_safe" in approval["subject"]
-    assert celery_stack.run(MIGRATION, run_id)["state"] == "success", celery_stack.describe(MIGRATION, run_id)
-    # The approval answered at once and the deferred repair resumed: neither left a failed try on Celery.
-    assert failed_tries(celery_stack, MIGRATION, run_id) == []
-    assert_repair_deferred_and_resumed_in_one_try(celery_stack, run_id)
-    assert_seed_hazard_repaired(seed_cluster, NODES, "celery_safe")
-    # The tasks ran on the Celery worker, not in the scheduler.
-    (worker,) = celery_stack.workers
-    assert worker_ran(celery_stack, worker, run_id, REPAIR)
-
-
 def test_nightly_repair_on_celery(seed_cluster: LocalCluster, celery_stack: AirflowStack) -> None:
     assert_nightly_repairs(celery_stack, NODES, NIGHTLY_KEYSPACE)
 
 
-def test_a_worker_killed_while_the_repair_is_deferred(seed_cluster: LocalCluster, celery_stack: AirflowStack) -> None:
-    """The worker that ran the repair dies (SIGKILL, no warm shutdown) while the repair waits in the triggerer;
-    a new worker starts. The repair's trigger fires either way; its resumed workload waits in redis for a worker."""
+def test_an_approved_migration_survives_its_worker_killed_while_the_repair_is_deferred(
+    seed_cluster: LocalCluster, celery_stack: AirflowStack
+) -> None:
+    """The approval answered through the API as soon as it is asked (the answer that used to race the scheduler);
+    then the worker that ran the repair dies (SIGKILL, no warm shutdown) while the repair waits in the triggerer,
+    and a new worker starts. The repair's trigger fires either way; its resumed workload waits in redis for a
+    worker. One migration for both: each alone is the same minutes of precheck, repair and Spark verification."""
     keyspace = "celery_killed"
     _fill(rows=3000, body_bytes=1000, keyspace=keyspace, nodes=NODES)  # incompressible: the throttle bites
     celery_stack.set_paused(MIGRATION, False)
@@ -84,9 +74,11 @@ def test_a_worker_killed_while_the_repair_is_deferred(seed_cluster: LocalCluster
         run_id = celery_stack.trigger(
             MIGRATION,
             # Only the stages up to the verification: the pre-repair and the cleanup add minutes and nothing here.
-            {"keyspace": keyspace, "replication": {"class": NTS, "dc1": 2}, "require_approval": False,
+            {"keyspace": keyspace, "replication": {"class": NTS, "dc1": 2}, "require_approval": True,
              "deferrable": True, "pre_repair": False, "cleanup": False},
         )  # fmt: skip
+        approval = approve_when_asked(celery_stack, MIGRATION, run_id)
+        assert keyspace in approval["subject"]
 
         def repair_deferred() -> bool:
             state = celery_stack.task_instance(MIGRATION, run_id, REPAIR)["state"]
@@ -108,7 +100,7 @@ def test_a_worker_killed_while_the_repair_is_deferred(seed_cluster: LocalCluster
     finally:
         _throttle(seed_cluster, 0)
     assert run["state"] == "success", celery_stack.describe(MIGRATION, run_id)
-    # No spurious failed try: the killed worker's end was never reported as the resumed repair's.
+    # No spurious failed try: neither the approval answered at once nor the killed worker's end.
     assert failed_tries(celery_stack, MIGRATION, run_id) == []
     # The repair finished in its one try: deferred on the first worker, resumed and journalled done on the second.
     assert_repair_deferred_and_resumed_in_one_try(celery_stack, run_id)
