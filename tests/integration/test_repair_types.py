@@ -1,9 +1,11 @@
 """Issue 24 on real Cassandra 5.0: each repair type's nodetool command as ringward builds it.
 
 Incremental repair marks SSTables repaired (repairedAt, seen as `Percent repaired` in tablestats) where a
-full repair does not; a preview finds the ranges a stopped node missed, per table, and repairs nothing; a
-paxos-only repair and the parallelism flags are accepted; the nightly DAG's disk-headroom guard refuses the
-incremental sessions of nodes short of free disk. Not run by the author (no cluster in the sandbox).
+full repair does not, repairs a write a replica missed while down and leaves nothing for the next run to
+stream; a preview finds the ranges a stopped node missed, per table, and repairs nothing; a paxos-only repair
+and the parallelism flags are accepted, and on two datacenters the coordinator records the datacenter-parallel
+and local-DC options it received; the nightly DAG's disk-headroom guard refuses the incremental sessions of
+nodes short of free disk.
 """
 
 from __future__ import annotations
@@ -86,7 +88,9 @@ def flush(cluster: LocalCluster, keyspace: str) -> None:
         assert cluster.nodetool(node, ["flush", keyspace]).returncode == 0
 
 
-def test_incremental_repair_marks_sstables_repaired_and_full_does_not(seed_cluster: LocalCluster) -> None:
+def test_incremental_repair_marks_sstables_repaired_and_repairs_a_missed_write_full_does_not(
+    seed_cluster: LocalCluster,
+) -> None:
     create("types_inc")
     write("types_inc", NODES, ConsistencyLevel.ALL)
     flush(seed_cluster, "types_inc")
@@ -100,9 +104,44 @@ def test_incremental_repair_marks_sstables_repaired_and_full_does_not(seed_clust
     # can drop it (the repairedAt check below is the proof either way).
     started = [o.output for o in incremental if "repair options" in o.output]
     assert all("incremental: true" in output for output in started), started[0][-1500:]
-    deadline = time.monotonic() + 120  # the session's anticompaction and finalisation end after nodetool returns
-    while any(percent_repaired(seed_cluster, node, "types_inc") < 100.0 for node in NODES):
-        assert time.monotonic() < deadline, {n: percent_repaired(seed_cluster, n, "types_inc") for n in NODES}
+    await_all_repaired(seed_cluster, "types_inc")
+
+    # A write made with a replica down (no hints): unrepaired data out of sync, which an incremental preview sees
+    # and the next incremental repair streams to the replica; after it, nothing is left for a run to stream.
+    down, up = NODES[2], NODES[:2]
+    for node in NODES:
+        assert seed_cluster.nodetool(node, ["disablehandoff"]).returncode == 0
+    seed_cluster.stop(down)
+    try:
+        with connect(up) as session:
+            missed = SimpleStatement("INSERT INTO types_inc.t (k, v) VALUES (%s, 'missed')",
+                                     consistency_level=ConsistencyLevel.ONE)  # fmt: skip
+            for key in range(ROWS, ROWS + 20):
+                session.execute(missed, (key,))
+    finally:
+        restart(seed_cluster, down)
+        for node in NODES:
+            seed_cluster.nodetool(node, ["enablehandoff"])
+    flush(seed_cluster, "types_inc")
+    unrepaired_preview = ["--preview"]  # no -full: compares unrepaired data, what an incremental run would stream
+    before = repair_everything(seed_cluster, "types_inc", unrepaired_preview)
+    assert any(o.in_sync is False for o in before), [o.output[-800:] for o in before]
+    again = repair_everything(seed_cluster, "types_inc", repair_flags("incremental", RepairTypeSettings()))
+    assert all(o.succeeded for o in again), [o.output[-800:] for o in again]
+    await_all_repaired(seed_cluster, "types_inc")
+    with connect([down], coordinator=down) as session:  # the replica answers ONE from its own data
+        count = SimpleStatement("SELECT count(*) FROM types_inc.t", consistency_level=ConsistencyLevel.ONE)
+        assert session.execute(count).one()[0] == ROWS + 20
+    after = repair_everything(seed_cluster, "types_inc", unrepaired_preview)
+    assert all(o.in_sync is True for o in after), [o.output[-800:] for o in after]
+
+
+def await_all_repaired(cluster: LocalCluster, keyspace: str) -> None:
+    """Every node's data of the table marked repaired: a session's anticompaction and finalisation end after
+    nodetool returns."""
+    deadline = time.monotonic() + 120
+    while any(percent_repaired(cluster, node, keyspace) < 100.0 for node in NODES):
+        assert time.monotonic() < deadline, {n: percent_repaired(cluster, n, keyspace) for n in NODES}
         time.sleep(2)
 
 
@@ -149,6 +188,47 @@ def test_parallelism_flags_are_accepted(seed_cluster: LocalCluster, settings: Re
     write("types_par", NODES, ConsistencyLevel.ALL)
     outcomes = repair_everything(seed_cluster, "types_par", repair_flags("full", settings))
     assert all(o.succeeded for o in outcomes), [o.output[-800:] for o in outcomes]
+
+
+def test_dc_parallel_and_local_dc_options_reach_cassandra_on_two_datacenters(two_dc_cluster: LocalCluster) -> None:
+    """The options each repair command arrived with, as the coordinator recorded them in
+    system_distributed.parent_repair_history: datacenter-parallel with 2 job threads, then local-DC-only."""
+    topology = two_dc_cluster.topology()
+    nodes = list(topology.addresses)
+    coordinator = nodes[0]
+    local_dc = next(node.datacenter for node in topology.nodes if node.address == coordinator)
+    with connect(nodes) as session:
+        session.execute("DROP KEYSPACE IF EXISTS types_two_dc")
+        session.execute("CREATE KEYSPACE types_two_dc WITH replication = "
+                        "{'class': 'NetworkTopologyStrategy', 'dc1': 2, 'dc2': 2}")  # fmt: skip
+        session.execute("CREATE TABLE types_two_dc.t (k int PRIMARY KEY, v text)")
+        settle_schema(session)
+    client = two_dc_cluster.nodetool_client()
+    try:
+        owned = [r for token_range, replicas in client.describe_ring(coordinator, "types_two_dc")
+                 if coordinator in replicas for r in token_range.unwrap()]  # fmt: skip
+        modes = {
+            "dc_parallel": RepairTypeSettings(parallelism="dc_parallel", job_threads=2),
+            "local": RepairTypeSettings(local_dc_only=True),
+        }
+        for settings in modes.values():
+            outcome = client.repair(coordinator, "types_two_dc", owned, tables=["t"],
+                                    flags=repair_flags("full", settings), timeout=600)  # fmt: skip
+            assert outcome.succeeded, outcome.output[-800:]
+    finally:
+        client.close()
+    with connect([coordinator], coordinator=coordinator) as session:
+        rows = session.execute(
+            "SELECT options, started_at FROM system_distributed.parent_repair_history "
+            "WHERE keyspace_name = 'types_two_dc' ALLOW FILTERING"
+        )
+        recorded = [dict(row.options) for row in sorted(rows, key=lambda row: row.started_at)]
+    assert len(recorded) == 2, recorded
+    dc_parallel, local = recorded
+    assert dc_parallel["parallelism"].lower() in {"dc_parallel", "datacenter_aware"}, dc_parallel
+    assert dc_parallel["jobThreads"] == "2" and dc_parallel["incremental"] == "false", dc_parallel
+    assert dc_parallel.get("dataCenters", "") == "", dc_parallel  # every datacenter
+    assert local["dataCenters"] == local_dc, local  # -local: the coordinator's datacenter only
 
 
 def test_a_paxos_only_repair_runs(seed_cluster: LocalCluster) -> None:
