@@ -289,6 +289,16 @@ def test_migration_triggered_and_approved_in_the_browser(
         page.goto(f"{airflow_stack.url}/ringward/repair")
         expect(page.locator("#tables")).to_be_visible(timeout=30_000)
         steps.shot("repair-page")
+        # The same pages in dark mode, as a browser (or Airflow's theme) that prefers dark asks for them.
+        page.emulate_media(color_scheme="dark")
+        for name, path in [("migration", f"migration/{DAG}/{quote(run_id, safe='')}"), ("cluster", "cluster"),
+                           ("repair", "repair")]:  # fmt: skip
+            page.goto(f"{airflow_stack.url}/ringward/{path}")
+            expect(page.locator("h1").first).to_be_visible(timeout=30_000)
+            scheme = page.evaluate("getComputedStyle(document.documentElement).colorScheme")
+            assert scheme == "dark", (name, scheme)
+            steps.shot(f"{name}-page-dark")
+        page.emulate_media(color_scheme="light")
     finally:
         if throttled:
             set_stream_throughput(seed_cluster, normal)
