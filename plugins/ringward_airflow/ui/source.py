@@ -166,13 +166,13 @@ def connection_info(conn: Any) -> ConnectionInfo:
 def read_dag_run(dag_id: str, run_id: str | None) -> RunInfo | None:
     """A DAG run's state, its task instances' timings and its XComs, from Airflow's metadata database.
 
-    The one place the plugin touches Airflow internals (`DagRun`, `TaskInstance`, `XComModel`,
-    `create_session`), and why they stay for now: the page is served by the api-server itself, which holds the
-    database session; Airflow's public interface for the same data is its REST API (/api/v2 dagRuns,
-    taskInstances, xcomEntries), which from here would need the viewer's token forwarded and one request per
-    XCom on every page load (the Repair page reloads every 15 s during a run). Moving to it is issue 28's
-    open item; everything else in the plugin goes through the public `airflow.plugins_manager`/FastAPI hooks
-    and the auth manager's access dependencies."""
+    Airflow internals read here (`DagRun`, `TaskInstance`, `XComModel`, `create_session`), and why they stay
+    for now: the page is served by the api-server itself, which holds the database session; Airflow's public
+    interface for the same data is its REST API (/api/v2 dagRuns, taskInstances, xcomEntries), which from here
+    would need the viewer's token forwarded and one request per XCom on every page load (the Repair page
+    reloads every 15 s during a run). Moving to it is issue 28's open item. The plugin's other internals:
+    `Connection.get_connection_from_secrets` (above: the connection as tasks get it, secrets backends
+    included) and `DagModel.get_team_name` in app.py (what the auth manager's DAG checks need)."""
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
