@@ -23,6 +23,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.observability.stats import Stats
 from ringward.errors import ClusterError, ConfigurationError, RepairError
 from ringward.repair import (
+    DEFAULT_CONFIG_PATH,
     REPAIR_TYPES,
     RING_CHANGED,
     BatchEffects,
@@ -560,10 +561,11 @@ class RepairRunOperator(BaseOperator):
 
     def _still_enabled(self, context: Any, config: RepairConfig) -> bool:
         """The kill switch, re-read from the configuration file between segments (parsed again only when the
-        file changed: at fleet size the loop asks millions of times a night)."""
-        path = self.config_path or os.environ.get(CONFIG_PATH_ENV) or ""
+        file changed: at fleet size the loop asks millions of times a night). Without a configured file the
+        shipped default is the file: parsed once, not on every ask (that was most of a fleet night's CPU)."""
+        path = self.config_path or os.environ.get(CONFIG_PATH_ENV) or str(DEFAULT_CONFIG_PATH)
         try:
-            stamp = (path, os.stat(path).st_mtime_ns) if path else None
+            stamp: tuple[str, int] | None = (path, os.stat(path).st_mtime_ns)
         except OSError:
             stamp = None
         if stamp is not None and stamp == self._switch_file:

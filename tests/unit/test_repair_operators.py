@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -240,3 +241,35 @@ def test_a_preview_with_repair_out_of_sync_repairs_what_it_found_in_full() -> No
     plain = one_type_run(parse_config({"repair_type": "preview"}))
     operator._session(command, plain)
     assert len(seen) == 2
+
+
+def test_the_kill_switch_parses_the_configuration_once_until_the_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The executor asks between sessions, millions of times a night at fleet size: a stat each time, the YAML
+    parsed again only when the file changed, the shipped default (no file configured) included."""
+    import ringward_airflow.repair_operators as operators
+    from ringward_airflow.repair_operators import RepairRunOperator
+
+    parsed: list[str | None] = []
+    real = operators.load_config
+    monkeypatch.setattr(operators, "load_config", lambda path=None: parsed.append(path) or real(path))
+    monkeypatch.delenv("RINGWARD_REPAIR_CONFIG", raising=False)
+    context = {"params": {}}
+    default = RepairRunOperator(task_id="repair")
+    config = operators.effective_config(None, {})
+    parsed.clear()
+    assert all(default._still_enabled(context, config) for _ in range(100))
+    assert parsed == [None]  # the shipped default, parsed once
+
+    file = tmp_path / "repair.yaml"
+    file.write_text("enabled: true\n")
+    configured = RepairRunOperator(task_id="repair", config_path=str(file))
+    parsed.clear()
+    assert all(configured._still_enabled(context, config) for _ in range(100))
+    assert parsed == [str(file)]
+    file.write_text("enabled: false\n")
+    stat = file.stat()
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a new mtime even on a coarse clock
+    assert configured._still_enabled(context, config) is False  # the operator switched it off
+    assert parsed == [str(file), str(file)]
