@@ -126,11 +126,12 @@ class Replication:
         setting is `previous` (None: CREATE KEYSPACE), with `default_keyspace_rf` 1.
 
         See `ringward.stored_replication.altered_replication` for the rules (CASSANDRA-14303 auto-expansion, bare
-        NetworkTopologyStrategy, SimpleStrategy without a factor). Zero factors are dropped.
+        NetworkTopologyStrategy, SimpleStrategy without a factor). Zero factors are dropped; a setting left
+        without any replica places none here (whether an ALTER to it is refused is the plan's question).
         """
         from ringward.stored_replication import altered_replication
 
-        return altered_replication(previous, self, ring_dcs)
+        return altered_replication(previous, self, ring_dcs, refuse_no_replicas=False)
 
     def total_factor(self, ring: Ring) -> int:
         """Replicas each range actually gets on `ring` (factors capped at the nodes available)."""

@@ -41,24 +41,27 @@ def altered_replication(
     default_keyspace_rf: int = DEFAULT_KEYSPACE_RF,
     *,
     release: CassandraRelease = CASSANDRA_5_0,
+    refuse_no_replicas: bool = True,
 ) -> Replication:
     """The replication a cluster on `release` stores for `ALTER KEYSPACE ... WITH replication = <requested>`;
     ReplicationError for what that release refuses.
 
     `current` None reads `requested` as CREATE KEYSPACE does (no previous options). `current` itself may
     be given in any spelling: it is first read as created. `default_keyspace_rf` counts from 4.1 only.
+    `refuse_no_replicas` False: a setting without any replica is read as one that places none (what placement
+    needs of any setting, and of a current one that exists already), not refused as an ALTER of it would be.
     """
     dcs = list(datacenters)
     if not release.prepares_replication_options:
         if current is not None:
-            _stored_as_given(current, release)
-        return _stored_as_given(requested, release)
+            _stored_as_given(current, release, refuse_no_replicas=False)
+        return _stored_as_given(requested, release, refuse_no_replicas=refuse_no_replicas)
     previous: dict[str, int] = {}
     if current is not None:
         stored = (
             current
             if _is_stored(current)
-            else altered_replication(None, current, dcs, default_keyspace_rf, release=release)
+            else altered_replication(None, current, dcs, default_keyspace_rf, release=release, refuse_no_replicas=False)
         )
         previous = dict(stored.factors)
     default_rf = default_keyspace_rf if release.has_default_keyspace_rf else None
@@ -84,7 +87,7 @@ def altered_replication(
         for dc in dcs:
             options.setdefault(dc, shorthand)
     kept = {dc: factor for dc, factor in options.items() if factor != 0}
-    if not kept:
+    if not kept and refuse_no_replicas:
         raise ReplicationError(
             f'Cassandra {release} refuses {requested.to_cql()}: "Configuration for at least one datacenter must '
             'be present" (no datacenter has a factor above 0'
@@ -96,7 +99,7 @@ def altered_replication(
     return Replication(NETWORK_TOPOLOGY, kept)
 
 
-def _stored_as_given(requested: Replication, release: CassandraRelease) -> Replication:
+def _stored_as_given(requested: Replication, release: CassandraRelease, *, refuse_no_replicas: bool) -> Replication:
     """What Cassandra 3.11 stores: the map as requested, after its own strategy's checks."""
     if requested.strategy == SIMPLE:
         if REPLICATION_FACTOR not in requested.factors:
@@ -109,7 +112,7 @@ def _stored_as_given(requested: Replication, release: CassandraRelease) -> Repli
             'Name every datacenter with its factor, e.g. {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3}.',
         )
     stored = {dc: factor for dc, factor in requested.factors.items() if factor != 0}
-    if not stored:
+    if not stored and refuse_no_replicas:
         raise ReplicationError(
             f"Cassandra {release} would store {requested.to_cql()} as given: a keyspace without a replica in "
             "any datacenter, every read and write of it failing.",

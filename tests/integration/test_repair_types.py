@@ -3,9 +3,9 @@
 Incremental repair marks SSTables repaired (repairedAt, seen as `Percent repaired` in tablestats) where a
 full repair does not, repairs a write a replica missed while down and leaves nothing for the next run to
 stream; a preview finds the ranges a stopped node missed, per table, and repairs nothing; a paxos-only repair
-and the parallelism flags are accepted, and on two datacenters the coordinator records the datacenter-parallel
-and local-DC options it received; the nightly DAG's disk-headroom guard refuses the incremental sessions of
-nodes short of free disk.
+and the parallelism flags are accepted; preview and paxos nights of the DAG keep their own history; on two
+datacenters the coordinator records the datacenter-parallel and local-DC options it received; the nightly
+DAG's disk-headroom guard refuses the incremental sessions of nodes short of free disk.
 """
 
 from __future__ import annotations
@@ -237,6 +237,35 @@ def test_a_paxos_only_repair_runs(seed_cluster: LocalCluster) -> None:
         session.execute("INSERT INTO types_paxos.t (k, v) VALUES (1, 'x') IF NOT EXISTS")
     outcomes = repair_everything(seed_cluster, "types_paxos", repair_flags("paxos", RepairTypeSettings()))
     assert all(o.succeeded for o in outcomes), [o.output[-800:] for o in outcomes]
+
+
+def test_preview_and_paxos_nights_through_the_dag_keep_their_own_history(seed_cluster: LocalCluster) -> None:
+    """The nightly DAG, run with `repair_type` as the trigger form sets it: a full night, then a preview night
+    and a paxos night (after a lightweight transaction). Each type's segments are recorded in its own history;
+    the preview never counts as a repair: the full history is left as the full night wrote it."""
+    create("types_night")
+    write("types_night", NODES, ConsistencyLevel.ALL)
+    with connect(NODES) as session:
+        session.execute("INSERT INTO types_night.t (k, v) VALUES (-1, 'lwt') IF NOT EXISTS")
+
+    def recorded(repair_type: str) -> dict[str, Any]:
+        with connect(NODES) as session:
+            rows = OpsStore(session).repair_history("types_night", repair_type=repair_type)
+        return {row.record.segment_id: row.record for row in rows}
+
+    nights: dict[str, str] = {}
+    for repair_type in ("full", "preview", "paxos"):
+        result = run_dag({**conf("types_night"), "repair_type": repair_type})
+        assert result.returncode == 0, output(result)[-3000:]
+        nights[repair_type] = latest_run(NODES).run_id
+        if repair_type == "full":
+            full = recorded("full")
+    for repair_type, run_id in nights.items():
+        records = recorded(repair_type)
+        assert records and {r.state for r in records.values()} == {SegmentState.DONE}, (repair_type, records)
+        assert {r.run_id for r in records.values()} == {run_id}, (repair_type, records)
+        assert {r.repair_type for r in records.values()} == {repair_type}
+    assert recorded("full") == full  # neither the preview nor the paxos night moved full's cadence or coverage
 
 
 def test_the_disk_guard_postpones_incremental_sessions_on_a_disk_too_small_saying_why(
