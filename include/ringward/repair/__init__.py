@@ -26,7 +26,7 @@ from ringward.repair._config import (
     load_config,
     parse_config,
 )
-from ringward.repair._estimates import SizeEstimate
+from ringward.repair._estimates import NodeSizeEstimate, SizeEstimate
 from ringward.repair._executor import (
     RING_CHANGED,
     BatchEffects,
@@ -124,6 +124,7 @@ __all__ = [
     "FixedSplitter",
     "NameFilter",
     "NodeBacklog",
+    "NodeSizeEstimate",
     "Parallelism",
     "Progress",
     "RecordUpdate",

@@ -1,15 +1,28 @@
-"""Data size per token range from system.size_estimates rows, for the size-based splitter."""
+"""Data size per token range from `system.size_estimates`, for the size-based splitter.
+
+Two forms of input, one index:
+- `SizeEstimate`: one row per table and range, as the table stores it (the capacity report of a migration, small
+  clusters);
+- `NodeSizeEstimate`: one row per table and node, the node's rows summed by Cassandra itself (`GROUP BY
+  table_name`). At fleet size this is what the nightly plan reads: 1000 nodes x 256 vnodes x 20 tables are
+  5.1 M rows per keyspace, 20,000 once summed per node. A node's total is spread over the ranges it lists, its
+  primary ranges (the ring ranges ending at its tokens, Cassandra 4.0+), in proportion to their width.
+
+Either way the unit's tables are summed into one density step function over the ring, so a range costs one
+bisection whatever the number of tables.
+"""
 
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ringward.repair._arcs import unrolled
-from ringward.ring import TokenRange
+from ringward.ring import Ring, TokenRange
 
-__all__ = ["SizeEstimate", "SizeIndex"]
+__all__ = ["NodeSizeEstimate", "SizeEstimate", "SizeIndex"]
 
 
 @dataclass(frozen=True)
@@ -27,53 +40,200 @@ class SizeEstimate:
     def range(self) -> TokenRange:
         return TokenRange(int(self.range_start), int(self.range_end))
 
+    @property
+    def data_bytes(self) -> int:
+        return self.mean_partition_size * self.partitions_count
+
 
 @dataclass(frozen=True)
-class _Interval:
-    low: int
-    high: int
-    bytes_per_token: float
-    partitions_per_token: float
+class NodeSizeEstimate:
+    """One table's system.size_estimates rows on one node, summed over the ranges it lists: partitions, and bytes
+    (each range's partitions x mean partition size)."""
+
+    keyspace: str
+    table: str
+    node: str
+    partitions_count: int
+    data_bytes: int
+
+
+# A piece of the unrolled ring with the data estimated in it: (low, high, bytes, partitions), low < high.
+_Piece = tuple[int, int, float, float]
 
 
 class SizeIndex:
     """Estimated bytes and partitions of any token range, for the tables of one unit.
 
-    Estimates spread evenly over each row's range (Murmur3 spreads partitions uniformly). Rows reported
-    by several nodes for the same range are counted once.
+    Estimates spread evenly over each row's range (Murmur3 spreads partitions uniformly). Rows reported by
+    several nodes for the same range (or twice for the same node) are counted once: the last one wins. Node
+    rows need the `ring` (which ranges each node lists); a node the ring does not hold is ignored.
     """
 
-    def __init__(self, rows: Iterable[SizeEstimate], keyspace: str, tables: tuple[str, ...]) -> None:
-        unique: dict[tuple[str, TokenRange], SizeEstimate] = {}
+    def __init__(
+        self,
+        rows: Iterable[SizeEstimate | NodeSizeEstimate],
+        keyspace: str,
+        tables: tuple[str, ...],
+        ring: Ring | None = None,
+    ) -> None:
+        wanted = frozenset(tables)
+        per_range: dict[tuple[str, int | str, int | str], SizeEstimate] = {}
+        per_node: dict[tuple[str, str], NodeSizeEstimate] = {}
         for row in rows:
-            if row.keyspace == keyspace and (not tables or row.table in tables):
-                unique[(row.table, row.range)] = row
-        per_table: dict[str, list[_Interval]] = {}
-        for (table, token_range), row in unique.items():
-            width = token_range.width()
-            total = row.mean_partition_size * row.partitions_count
-            for low, high in unrolled(token_range):
-                interval = _Interval(low, high, total / width, row.partitions_count / width)
-                per_table.setdefault(table, []).append(interval)
-        self._tables = {t: sorted(iv, key=lambda i: i.low) for t, iv in per_table.items()}
-        self._lows = {t: [i.low for i in iv] for t, iv in self._tables.items()}
+            if row.keyspace != keyspace or (wanted and row.table not in wanted):
+                continue
+            if isinstance(row, NodeSizeEstimate):
+                per_node[(row.table, row.node)] = row
+            else:
+                per_range[(row.table, row.range_start, row.range_end)] = row
+        pieces = _range_pieces(per_range.values())
+        if per_node:
+            if ring is None:
+                raise ValueError("NodeSizeEstimate rows need the ring: pass ring= to SizeIndex")
+            pieces.extend(_node_pieces(per_node.values(), ring))
+        self._build(sorted(pieces))
+
+    def _build(self, pieces: list[_Piece]) -> None:
+        if any(pieces[i][1] > pieces[i + 1][0] for i in range(len(pieces) - 1)):
+            pieces = _elementary(pieces)
+        bounds: list[int] = []
+        total_bytes: list[float] = []  # the integral from the first bound to each bound
+        total_partitions: list[float] = []
+        bytes_rate: list[float] = []  # density from each bound to the next (0 in a gap and past the last)
+        partitions_rate: list[float] = []
+        data: float = 0  # whole numbers stay whole (exact) while every piece's are
+        partitions: float = 0
+        for low, high, piece_bytes, piece_partitions in pieces:
+            if not bounds or bounds[-1] != low:
+                if bounds:
+                    bytes_rate.append(0.0)
+                    partitions_rate.append(0.0)
+                bounds.append(low)
+                total_bytes.append(data)
+                total_partitions.append(partitions)
+            width = high - low
+            bytes_rate.append(piece_bytes / width)
+            partitions_rate.append(piece_partitions / width)
+            # Sums of whole pieces stay exact: a range that is a row's range gets that row's numbers back.
+            data += piece_bytes
+            partitions += piece_partitions
+            bounds.append(high)
+            total_bytes.append(data)
+            total_partitions.append(partitions)
+        bytes_rate.append(0.0)
+        partitions_rate.append(0.0)
+        self._bounds = bounds
+        self._bytes = (total_bytes, bytes_rate)
+        self._partitions = (total_partitions, partitions_rate)
 
     @property
     def empty(self) -> bool:
-        return not self._tables
+        return not self._bounds
+
+    def _integral(self, position: int) -> tuple[float, float]:
+        index = bisect.bisect_right(self._bounds, position) - 1
+        if index < 0:
+            return 0.0, 0.0
+        offset = position - self._bounds[index]
+        (data, data_rate), (partitions, partitions_rate) = self._bytes, self._partitions
+        if offset == 0:
+            return data[index], partitions[index]
+        return data[index] + offset * data_rate[index], partitions[index] + offset * partitions_rate[index]
 
     def estimate(self, token_range: TokenRange) -> tuple[float, float]:
         """(bytes, partitions) expected in `token_range` across the unit's tables."""
         total_bytes = total_partitions = 0.0
-        for table, intervals in self._tables.items():
-            lows = self._lows[table]
-            for low, high in unrolled(token_range):
-                # Rows of one table do not overlap: start from the last interval beginning before `low`.
-                index = max(0, bisect.bisect_right(lows, low) - 1)
-                while index < len(intervals) and intervals[index].low < high:
-                    shared = min(high, intervals[index].high) - max(low, intervals[index].low)
-                    if shared > 0:
-                        total_bytes += shared * intervals[index].bytes_per_token
-                        total_partitions += shared * intervals[index].partitions_per_token
-                    index += 1
+        if not self._bounds:
+            return total_bytes, total_partitions
+        for low, high in unrolled(token_range):
+            high_bytes, high_partitions = self._integral(high)
+            low_bytes, low_partitions = self._integral(low)
+            total_bytes += high_bytes - low_bytes
+            total_partitions += high_partitions - low_partitions
         return total_bytes, total_partitions
+
+
+def _split_wrapping(token_range: TokenRange, data: float, partitions: float, out: list[_Piece]) -> None:
+    """The two unrolled parts of a wrapping range, each with its share of the range's data; whole numbers stay
+    whole and the two shares add up to the range's numbers exactly."""
+    (low, high), rest = unrolled(token_range)
+    width, first = token_range.width(), high - low
+    if isinstance(data, int) and isinstance(partitions, int):
+        first_data: float = data * first // width
+        first_partitions: float = partitions * first // width
+    else:
+        first_data, first_partitions = data * first / width, partitions * first / width
+    out.append((low, high, first_data, first_partitions))
+    out.append((rest[0], rest[1], data - first_data, partitions - first_partitions))
+
+
+def _range_pieces(rows: Iterable[SizeEstimate]) -> list[_Piece]:
+    """The tables' rows summed per range (the tables of a keyspace list the same ranges), then unrolled."""
+    sums: dict[tuple[int | str, int | str], list[int]] = {}
+    for row in rows:
+        key = (row.range_start, row.range_end)
+        found = sums.get(key)
+        if found is None:
+            sums[key] = [row.data_bytes, row.partitions_count]
+        else:
+            found[0] += row.data_bytes
+            found[1] += row.partitions_count
+    pieces: list[_Piece] = []
+    for (start, end), (data, partitions) in sums.items():
+        token_range = TokenRange(int(start), int(end))
+        if token_range.wraps:
+            _split_wrapping(token_range, data, partitions, pieces)
+        else:
+            pieces.append((token_range.start, token_range.end, data, partitions))
+    return pieces
+
+
+def _node_pieces(rows: Iterable[NodeSizeEstimate], ring: Ring) -> list[_Piece]:
+    """Each node's totals spread over its primary ranges in proportion to their width."""
+    data: dict[str, float] = {}
+    partitions: dict[str, float] = {}
+    for row in rows:
+        data[row.node] = data.get(row.node, 0.0) + row.data_bytes
+        partitions[row.node] = partitions.get(row.node, 0.0) + row.partitions_count
+    owned: dict[str, int] = {}
+    ranges = ring.ranges()
+    owner = ring.token_owner
+    for token_range in ranges:
+        address = owner[token_range.end].address
+        if address in data:
+            owned[address] = owned.get(address, 0) + token_range.width()
+    pieces: list[_Piece] = []
+    for token_range in ranges:
+        address = owner[token_range.end].address
+        if address not in owned:
+            continue
+        width = token_range.width()
+        share = width / owned[address]
+        range_data, range_partitions = data[address] * share, partitions[address] * share
+        if token_range.wraps:
+            _split_wrapping(token_range, range_data, range_partitions, pieces)
+        else:
+            pieces.append((token_range.start, token_range.end, range_data, range_partitions))
+    return pieces
+
+
+def _elementary(pieces: list[_Piece]) -> list[_Piece]:
+    """Overlapping pieces (rows of different ranges for the same tokens: a ring that changed between two
+    estimates) summed into disjoint ones."""
+    events: dict[int, list[float]] = {}
+    for low, high, data, partitions in pieces:
+        width = high - low
+        for position, sign in ((low, 1.0), (high, -1.0)):
+            delta = events.setdefault(position, [0.0, 0.0])
+            delta[0] += sign * data / width
+            delta[1] += sign * partitions / width
+    out: list[_Piece] = []
+    data_rate = partitions_rate = 0.0
+    positions = sorted(events)
+    for position, following in itertools.pairwise(positions):
+        data_rate += events[position][0]
+        partitions_rate += events[position][1]
+        if data_rate > 0 or partitions_rate > 0:
+            width = following - position
+            out.append((position, following, data_rate * width, partitions_rate * width))
+    return out

@@ -17,7 +17,7 @@ from ringward.errors import RingError
 from ringward.placement import replica_map
 from ringward.repair._arcs import split_evenly
 from ringward.repair._config import FixedSplitter, RepairConfig, SizeSplitter
-from ringward.repair._estimates import SizeEstimate, SizeIndex
+from ringward.repair._estimates import NodeSizeEstimate, SizeEstimate, SizeIndex
 from ringward.repair._segments import RepairUnit, Segment, SkippedSegment
 from ringward.replication import Replication
 from ringward.ring import Ring, TokenRange
@@ -154,7 +154,7 @@ def plan_segments(
     replica_map: ReplicaMapEntries,
     unit: RepairUnit,
     config: RepairConfig,
-    size_estimates: Iterable[SizeEstimate] = (),
+    size_estimates: Iterable[SizeEstimate | NodeSizeEstimate] = (),
 ) -> SegmentPlan:
     """Segments of `unit` on `ring`, given the keyspace's replica map (one entry per ring range, in order).
 
@@ -166,7 +166,7 @@ def plan_segments(
     # Datacenters present only matter when one of them is ignored; otherwise replicas pass through as they
     # are (the same tuple objects, which `group_segments` recognises by identity).
     filtering = not ignored.isdisjoint(datacenter.values())
-    sizes = SizeIndex(size_estimates, unit.keyspace, unit.tables)
+    sizes = SizeIndex(size_estimates, unit.keyspace, unit.tables, ring)
     kept: list[tuple[TokenRange, tuple[str, ...]]] = []
     skipped: list[SkippedSegment] = []
     for entry in replica_map if unit.nodes is not None else ():
