@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ringward.repair import NodeBacklog, SizeEstimate
+from ringward.repair import NodeBacklog, NodeSizeEstimate, SizeEstimate
 from ringward.replication import Replication
 from ringward.ring import MAX_TOKEN, MIN_TOKEN, Node, Ring
 
@@ -245,8 +245,22 @@ class SimCatalog:
     def table_bytes(self) -> dict[str, int]:
         return {t.qualified: t.bytes for t in self._tables}
 
-    def size_estimates(self, keyspace: str) -> list[SizeEstimate]:
-        """One row per table and ring range, as system.size_estimates lists the nodes' local primary ranges."""
+    def size_estimates(self, keyspace: str) -> list[NodeSizeEstimate]:
+        """One row per table and node: the node's system.size_estimates rows (its primary ranges) summed per
+        table, as `CqlCatalog` reads them (`GROUP BY table_name` on each node)."""
+        rows: list[NodeSizeEstimate] = []
+        owned = self._primary_widths
+        for table in (t for t in self._tables if t.keyspace == keyspace):
+            mean = max(1, table.bytes // table.partitions)
+            per_token = table.partitions / RING_TOKENS
+            rows.extend(
+                NodeSizeEstimate(keyspace, table.name, address, count, count * mean)
+                for address, count in ((a, round(w * per_token)) for a, w in owned.items())
+            )
+        return rows
+
+    def range_size_estimates(self, keyspace: str) -> list[SizeEstimate]:
+        """One row per table and ring range, as system.size_estimates lists the nodes' primary ranges."""
         rows: list[SizeEstimate] = []
         for table in (t for t in self._tables if t.keyspace == keyspace):
             mean = max(1, table.bytes // table.partitions)
@@ -257,6 +271,15 @@ class SimCatalog:
                     SizeEstimate(keyspace, table.name, str(token_range.start), str(token_range.end), mean, count)
                 )
         return rows
+
+    @cached_property
+    def _primary_widths(self) -> dict[str, int]:
+        """Node -> the tokens of its primary ranges."""
+        owned: dict[str, int] = {}
+        for token_range in self.ring.ranges():
+            address = self.ring.token_owner[token_range.end].address
+            owned[address] = owned.get(address, 0) + token_range.width()
+        return owned
 
     def backlog(self, address: str) -> NodeBacklog:
         """Back-pressure inputs of one node: the simulator's nodes have no backlog."""

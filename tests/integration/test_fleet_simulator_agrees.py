@@ -94,3 +94,43 @@ def test_segments_sessions_and_coverage_agree_with_the_seed_cluster(seed_cluster
     figures = json.loads(out.read_text())
     assert figures["run_state"] == "DONE" and figures["tables_fully_repaired"] == figures["tables"] == 6
     assert figures["sessions"] == sessions_of(rows)  # the same ranges together, on the same coordinator
+
+
+def test_each_node_sums_its_size_estimates_as_the_plan_reads_them(seed_cluster: LocalCluster) -> None:
+    """The nightly plan reads system.size_estimates summed per table by each node (one row per table, not one per
+    table and range): the sums equal the node's own rows added up, and the size splitter spreads each node's sum
+    over its primary ranges, so the plan's estimated bytes add up to the cluster's."""
+    from ringward_cassandra.cluster_repairs import node_size_estimates, size_estimates
+
+    keyspace = "sized_estimates"
+    nodes = seed_cluster.topology().addresses
+    with connect(nodes) as session:
+        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+        session.execute(
+            f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': 'NetworkTopologyStrategy', 'dc1': 2}}"
+        )
+        for table in ("a", "b"):
+            session.execute(f"CREATE TABLE {keyspace}.{table} (k int PRIMARY KEY, v text)")
+        settle_schema(session)
+        insert = {t: session.prepare(f"INSERT INTO {keyspace}.{t} (k, v) VALUES (?, ?)") for t in ("a", "b")}
+        for k in range(1500):
+            session.execute(insert["a" if k % 3 else "b"], (k, "x" * (k % 200)))
+        for node in nodes:
+            assert seed_cluster.nodetool(node, ["flush", keyspace]).returncode == 0
+            assert seed_cluster.nodetool(node, ["refreshsizeestimates"]).returncode == 0
+        per_range = size_estimates(session, keyspace)
+        per_node = node_size_estimates(session, keyspace)
+        ring = ring_from_cluster(session)
+        config = parse_config({"keyspaces": {"include": [keyspace]}, "splitter": {"type": "size"}})
+        plan = plan_cluster(CqlCatalog(session), ring, config)
+    summed: dict[tuple[str, str], list[int]] = {}
+    for row in per_range:  # each node lists its primary ranges (the wrapping one in two): the node that sent it
+        owner = ring.token_owner[ring.primary_token(int(row.range_end))].address
+        found = summed.setdefault((owner, row.table), [0, 0])
+        found[0] += row.partitions_count
+        found[1] += row.data_bytes
+    assert {(r.node, r.table): [r.partitions_count, r.data_bytes] for r in per_node} == summed
+    total = sum(r.data_bytes for r in per_node)
+    assert total > 0  # the estimates were refreshed after the flush
+    planned = sum(s.estimated_bytes or 0 for s in plan.segments)
+    assert abs(planned - total) <= len(plan.segments)  # each segment's estimate is rounded to a byte

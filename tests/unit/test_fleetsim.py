@@ -7,7 +7,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from ringward.repair import RepairCommand, Segment, SizeEstimate
+from ringward.repair import NodeSizeEstimate, RepairCommand, Segment, SizeEstimate
 from ringward.replication import Replication
 from ringward.ring import MIN_TOKEN, TokenRange
 from ringward_fleetsim import (
@@ -63,9 +63,12 @@ def test_small_spec_is_the_seed_cluster_with_the_autorepair_benchmark_keyspaces(
     assert catalog.tables() == {ks: {"t1": 864000, "t2": 864000} for ks in ("ar_a", "ar_b", "ar_c")}
     assert catalog.replication("ar_a") == Replication.network_topology({"dc1": 2})
     assert set(catalog.table_bytes().values()) == {10 * MiB}
-    estimates = catalog.size_estimates("ar_a")
+    estimates = catalog.range_size_estimates("ar_a")
     assert len(estimates) == 2 * 12 and all(isinstance(e, SizeEstimate) for e in estimates)
     assert sum(e.partitions_count for e in estimates if e.table == "t1") == pytest.approx(10 * MiB / 1024, rel=0.01)
+    per_node = catalog.size_estimates("ar_a")  # what the nightly plan reads: summed per table on each node
+    assert len(per_node) == 2 * 3 and all(isinstance(e, NodeSizeEstimate) for e in per_node)
+    assert sum(e.partitions_count for e in per_node if e.table == "t1") == pytest.approx(10 * MiB / 1024, rel=0.01)
     backlog = catalog.backlog("127.0.0.2")
     assert (backlog["pending_compactions"] if isinstance(backlog, dict) else backlog.pending_compactions) == 0
 

@@ -7,7 +7,13 @@ from typing import Any
 
 from ringward.repair import parse_config
 from ringward.ring import Node, Ring
-from ringward_cassandra.cluster_repairs import SIZE_ESTIMATES_QUERY, plan_cluster, size_estimates
+from ringward_cassandra.cluster_repairs import (
+    NODE_SIZE_ESTIMATES_QUERY,
+    SIZE_ESTIMATES_QUERY,
+    node_size_estimates,
+    plan_cluster,
+    size_estimates,
+)
 
 RING = Ring.of(
     [
@@ -25,14 +31,20 @@ REPLICATION = {
 
 class FakeSession:
     def __init__(self) -> None:
-        self.hosts = [SimpleNamespace(address=n.address, is_up=True) for n in RING.nodes]
+        # The driver connects to rpc addresses; the ring names nodes by broadcast address.
+        self.hosts = [SimpleNamespace(address=f"192.168.0.{i}", broadcast_address=n.address, is_up=True)
+                      for i, n in enumerate(RING.nodes, 1)]  # fmt: skip
         self.cluster = SimpleNamespace(metadata=SimpleNamespace(all_hosts=lambda: self.hosts))
         self.estimate_hosts: list[str] = []
 
     def execute(self, query: str, params: Any = (), host: Any = None) -> list[Any]:
+        if query == NODE_SIZE_ESTIMATES_QUERY:
+            self.estimate_hosts.append(host.broadcast_address)
+            partitions = 10 * int(host.broadcast_address[-1])
+            return [SimpleNamespace(table_name="orders", partitions_count=partitions, data_bytes=100 * partitions)]
         if query == SIZE_ESTIMATES_QUERY:
-            self.estimate_hosts.append(host.address)
-            low = int(host.address[-1]) * 1000  # each node reports only its own range
+            self.estimate_hosts.append(host.broadcast_address)
+            low = int(host.broadcast_address[-1]) * 1000  # each node reports only its own range
             row = {"keyspace_name": params[0], "table_name": "orders", "range_start": str(low)}
             row.update(range_end=str(low + 500), mean_partition_size=100, partitions_count=10)
             return [SimpleNamespace(**row)]
@@ -64,12 +76,45 @@ def test_size_estimates_come_from_every_live_node() -> None:
     assert [(r.range_start, r.range_end) for r in rows] == [("1000", "1500"), ("2000", "2500")]
 
 
+def test_node_size_estimates_are_summed_by_each_live_node_and_named_as_the_ring_names_it() -> None:
+    session = FakeSession()
+    session.hosts[0].is_up = False
+    rows = node_size_estimates(session, "shop")
+    assert session.estimate_hosts == ["10.0.0.2", "10.0.0.3"]
+    assert [(r.node, r.table, r.partitions_count, r.data_bytes) for r in rows] == [
+        ("10.0.0.2", "orders", 20, 2000),
+        ("10.0.0.3", "orders", 30, 3000),
+    ]
+
+
+def test_a_node_without_arithmetic_in_selectors_has_its_rows_summed_here() -> None:
+    from cassandra import InvalidRequest
+
+    class Release311(FakeSession):
+        def execute(self, query: str, params: Any = (), host: Any = None) -> list[Any]:
+            if query == NODE_SIZE_ESTIMATES_QUERY:
+                raise InvalidRequest('Error from server: code=2200 [Invalid query] message="line 1:43 no viable"')
+            return super().execute(query, params, host)
+
+    rows = node_size_estimates(Release311(), "shop")
+    assert [(r.node, r.partitions_count, r.data_bytes) for r in rows] == [
+        ("10.0.0.1", 10, 1000),
+        ("10.0.0.2", 10, 1000),
+        ("10.0.0.3", 10, 1000),
+    ]
+
+
 def test_the_size_splitter_uses_the_estimates() -> None:
     config = parse_config({"splitter": {"type": "size", "max_partitions_per_segment": 1000}})
     session = FakeSession()
     plan = plan_cluster(session, RING, config)
     assert session.estimate_hosts  # asked only for the size splitter
-    assert any(s.estimated_bytes for s in plan.segments)
+    # Each node's total lands on its primary range (the range ending at its token), for every table summed.
+    by_primary: dict[int, int] = {}
+    for segment in (s for s in plan.segments if s.keyspace == "shop"):  # the wrapping range comes in two pieces
+        token = RING.primary_token(segment.range.end)
+        by_primary[token] = by_primary.get(token, 0) + (segment.estimated_bytes or 0)
+    assert by_primary == {n.tokens[0]: 100 * 10 * int(n.address[-1]) for n in RING.nodes}
 
 
 def test_an_incremental_plan_leaves_out_tables_with_views_or_cdc_saying_why() -> None:
