@@ -9,7 +9,7 @@ nothing is planned, the repair history is not read. Shared by the Repair page of
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
 from ringward.repair._config import REPAIR_TYPES
@@ -107,7 +107,10 @@ def progress_figures(progress: Mapping[str, Any], running: bool) -> dict[str, An
 
 
 def _when(moment: datetime | None) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M") if moment is not None else "-"
+    """In UTC, as status_table writes its times."""
+    if moment is None:
+        return "-"
+    return (moment.astimezone(UTC) if moment.tzinfo is not None else moment).strftime("%Y-%m-%d %H:%M")
 
 
 def reported_table(tables: Sequence[str], reported: Mapping[str, Reported]) -> str:
