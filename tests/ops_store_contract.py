@@ -146,6 +146,13 @@ def check_run_progress_round_trip(h: Harness) -> None:
     h.store.record_run_progress(run_id, {**progress, "done": 11, "running": {}, "eta_seconds": None})
     assert h.store.run_progress(run_id) == {**progress, "done": 11, "running": {}, "eta_seconds": None}
     assert h.store.run_progress(h.name("other")) is None
+    # Which runs have stored progress, and when each last did (how the CLI finds the run under way).
+    before = h.store.progress_runs()[run_id]
+    assert before is not None and h.name("other") not in h.store.progress_runs()
+    h.advance(1.1)
+    h.store.record_run_progress(run_id, {"done": 12})
+    after = h.store.progress_runs()[run_id]
+    assert after is not None and after > before
 
 
 def check_repair_runs_latest_first(h: Harness) -> None:

@@ -231,6 +231,14 @@ class MemoryOpsStore:
             return None
         return {row["name"]: json.loads(row["value"]) for row in rows}
 
+    def progress_runs(self) -> dict[str, datetime | None]:
+        found: dict[str, datetime | None] = {}
+        for (run_id,) in list(self._tables["repair_progress"].partitions):
+            times = [row["updated_at"] for row in self._rows("repair_progress", (run_id,)) if row.get("updated_at")]
+            if times:
+                found[run_id] = max(times)
+        return found
+
     def record_repair_run(self, run_id: str, state: str, summary: dict[str, object], config: dict[str, object]) -> None:
         cells = {"state": state, "summary": json.dumps(summary, default=str), "config": json.dumps(config, default=str),
                  "updated_at": self.clock()}  # fmt: skip

@@ -669,6 +669,18 @@ class OpsStore:
             return None
         return {r.name: json.loads(r.value) for r in rows}  # type: ignore[attr-defined]
 
+    def progress_runs(self) -> dict[str, datetime | None]:
+        """Run id -> when its progress was last stored, for every run with stored progress (a few rows per run,
+        expiring with the history): how a reader without Airflow finds the run under way."""
+        if "repair_progress" not in self._tables():
+            return {}
+        found: dict[str, datetime | None] = {}
+        for row in self._read(f"SELECT run_id, updated_at FROM {self.keyspace}.repair_progress", ()):
+            run_id, when = row.run_id, _utc(row.updated_at)  # type: ignore[attr-defined]
+            known = found.get(run_id)
+            found[run_id] = when if known is None or (when is not None and when > known) else known
+        return found
+
     def record_repair_run(self, run_id: str, state: str, summary: dict[str, object], config: dict[str, object]) -> None:
         self._write(
             f"INSERT INTO {self.keyspace}.repair_runs (run_id, state, summary, config, updated_at) "

@@ -19,6 +19,7 @@ __all__ = [
     "data_disk_max_sizes",
     "default_keyspace_rf",
     "describe_schema_versions",
+    "driver_schema",
     "keyspace_names",
     "keyspace_replication",
     "release_versions",
@@ -110,6 +111,13 @@ def table_gc_grace(session: CqlSession, keyspace: str) -> dict[str, int]:
         (keyspace,),
     )
     return {str(_field(row, "table_name")): int(_field(row, "gc_grace_seconds")) for row in rows}
+
+
+def driver_schema(session: Any) -> dict[str, list[str]]:
+    """Keyspace -> its tables (every keyspace of the cluster), from the driver's schema metadata (kept current
+    by its control connection): no query."""
+    keyspaces = session.cluster.metadata.keyspaces
+    return {name: sorted(meta.tables) for name, meta in keyspaces.items()}
 
 
 def keyspace_names(session: CqlSession) -> list[str]:

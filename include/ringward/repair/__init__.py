@@ -51,6 +51,15 @@ from ringward.repair._headroom import (
 from ringward.repair._payload import decode_segment, encode_segment
 from ringward.repair._planning import ReplicaMapCache, ReplicaMapEntries, SegmentPlan, plan_segments
 from ringward.repair._progress import Progress
+from ringward.repair._reported import (
+    Reported,
+    ReportedRun,
+    progress_figures,
+    reported_coverage,
+    reported_table,
+    reported_types,
+    run_under_way,
+)
 from ringward.repair._run import DueSelection, RunState, RunSummary, live_metrics, needs_replan, select_due
 from ringward.repair._scheduler import (
     ReplicaLocks,
@@ -140,6 +149,8 @@ __all__ = [
     "ReplicaLocks",
     "ReplicaMapCache",
     "ReplicaMapEntries",
+    "Reported",
+    "ReportedRun",
     "RunState",
     "RunSummary",
     "Segment",
@@ -191,15 +202,20 @@ __all__ = [
     "plan_segments",
     "plan_waves",
     "prioritised",
+    "progress_figures",
     "record_failure",
     "record_start",
     "record_success",
     "repair_flags",
     "repair_scope",
     "repair_status",
+    "reported_coverage",
+    "reported_table",
+    "reported_types",
     "retries_exhausted",
     "ring_fingerprint",
     "run_batch",
+    "run_under_way",
     "select_due",
     "select_due_by_type",
     "select_units",

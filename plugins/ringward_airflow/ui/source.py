@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from ringward.errors import ClusterError, ConfigurationError, RingwardError
 from ringward.ring import Ring
 from ringward_cassandra.ops_store import OpsStore
+from ringward_cassandra.schema import driver_schema
 
 __all__ = [
     "CONNECTION_ID",
@@ -352,8 +353,7 @@ class CassandraSource:
 
     def schema(self) -> dict[str, list[str]]:
         """From the driver's schema metadata (kept current by its control connection): no query."""
-        keyspaces = self.session.cluster.metadata.keyspaces
-        return {name: sorted(meta.tables) for name, meta in keyspaces.items()}
+        return driver_schema(self.session)
 
     def ops(self) -> OpsStore | None:
         store = OpsStore(self.session)

@@ -22,9 +22,11 @@ from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import (
     REPAIR_TYPES,
     Exclusion,
-    format_duration,
     load_config,
+    progress_figures,
     repair_scope,
+    reported_coverage,
+    reported_types,
     status_config,
 )
 from ringward.ring_picture import render_ring_svg
@@ -55,10 +57,6 @@ RANGE_ROWS = 1000  # range and segment tables show at most this many rows (the J
 
 def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment else None
-
-
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else format_duration(value)
 
 
 # -- migration -------------------------------------------------------------------------------------------
@@ -312,7 +310,7 @@ def repair_view(source: Source) -> tuple[dict[str, Any], str]:
     if latest is not None:
         for keyspace, why in sorted(dict(latest.summary.get("skipped_keyspaces") or {}).items()):
             excluded.append(Exclusion(keyspace, None, f"skipped by the latest run ({latest.run_id}): {why}"))
-    reported = _reported_coverage(runs)
+    reported = reported_coverage(runs)
     tables = []
     for keyspace, table in covered:
         name = f"{keyspace}.{table}"
@@ -355,16 +353,6 @@ def repair_view(source: Source) -> tuple[dict[str, Any], str]:
     return data, coverage_svg(tables)
 
 
-def _reported_types(summary: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A run report's `types` ({type: its state, metrics, coverage...}); a report made before several types ran
-    in one night is one type's: its `tables` are that type's coverage."""
-    types = summary.get("types")
-    if isinstance(types, Mapping):
-        return types
-    kind = str(summary.get("repair_type") or "full")
-    return {kind: {"repaired": summary.get("tables") or {}}} if kind in REPAIR_TYPES else {}
-
-
 def by_type_view(runs: list[Any], tables: list[str], findings: list[Any]) -> dict[str, Any]:
     """Per repair type, per table in scope: the coverage the latest report of that type gave it (repaired
     within gc_grace; a preview's: compared), the repaired/unrepaired split of an incremental table (tablestats'
@@ -377,7 +365,7 @@ def by_type_view(runs: list[Any], tables: list[str], findings: list[Any]) -> dic
     previewed: dict[str, tuple[str, datetime | None]] = {}
     kinds: set[str] = set()
     for run in runs:
-        for kind, entry in _reported_types(run.summary).items():
+        for kind, entry in reported_types(run.summary).items():
             if not isinstance(entry, Mapping) or kind not in REPAIR_TYPES:
                 continue
             kinds.add(kind)
@@ -419,19 +407,6 @@ def _last_preview_run(reported: tuple[str, datetime | None] | None, newest: Any)
     if newest is not None and (reported is None or reported[1] is None or newest.found_at > reported[1]):
         return str(newest.run_id) if newest.run_id is not None else None
     return reported[0] if reported is not None else None
-
-
-def _reported_coverage(runs: list[Any]) -> dict[str, tuple[str, str, datetime | None]]:
-    """keyspace.table -> (repaired share as the report wrote it, run id, recorded at), from the latest run whose
-    report lists the table (a run limited to some keyspaces leaves the others' last figure standing)."""
-    found: dict[str, tuple[str, str, datetime | None]] = {}
-    for run in runs:  # latest first
-        reported = run.summary.get("tables") or {}
-        if not isinstance(reported, dict):
-            continue
-        for name, share in reported.items():
-            found.setdefault(str(name), (str(share), run.run_id, run.updated_at))
-    return found
 
 
 def _percent(share: str | None) -> float | None:
@@ -481,25 +456,7 @@ def _current_run(run: dict[str, Any] | None, progress: dict[str, Any] | None) ->
                                "progress": None}  # fmt: skip
     if not progress:
         return current
-    done, failed = int(progress.get("done") or 0), int(progress.get("failed") or 0)
-    total = int(progress.get("total") or 0)
-    eta = progress.get("eta_seconds")
-    running_per_node = dict(progress.get("running") or {})
-    per_node = dict(progress.get("per_node") or {})
-    nodes = [
-        {"node": node, "running": int(running_per_node.get(node) or 0),
-         "done": int((per_node.get(node) or {}).get("done") or 0),
-         "failed": int((per_node.get(node) or {}).get("failed") or 0)}
-        for node in sorted(set(running_per_node) | set(per_node))
-    ]  # fmt: skip
-    nodes.sort(key=lambda n: (-n["failed"], -n["running"], n["node"]))  # what needs a look first
-    current["progress"] = {
-        "done": done, "failed": failed, "postponed": int(progress.get("postponed") or 0), "total": total,
-        "finished": done + failed, "running": sum(n["running"] for n in nodes),
-        "percent": round(100.0 * (done + failed) / total, 1) if total else 100.0,
-        "eta_seconds": eta, "eta": _seconds(float(eta)) if running and eta is not None else "-",
-        "updated_at": progress.get("updated_at"), "nodes": nodes,
-    }  # fmt: skip
+    current["progress"] = progress_figures(progress, running)
     return current
 
 
