@@ -216,6 +216,7 @@ def node_size_estimates(session: Any, keyspace: str) -> list[NodeSizeEstimate]:
     one row per table), named by the node's broadcast address as the ring names it."""
     from cassandra import InvalidRequest
     from cassandra.cluster import NoHostAvailable
+    from cassandra.protocol import RequestValidationException
 
     rows: list[NodeSizeEstimate] = []
     for host in (h for h in session.cluster.metadata.all_hosts() if h.is_up):
@@ -223,7 +224,7 @@ def node_size_estimates(session: Any, keyspace: str) -> list[NodeSizeEstimate]:
         try:
             try:
                 answer = list(session.execute(NODE_SIZE_ESTIMATES_QUERY, (keyspace,), host=host))
-            except InvalidRequest:  # 3.11: no arithmetic in selectors
+            except (InvalidRequest, RequestValidationException):  # 3.11: no arithmetic in selectors (a syntax error)
                 answer = _summed(session.execute(SIZE_ESTIMATES_QUERY, (keyspace,), host=host))
         except NoHostAvailable:  # pool not open yet or node just went down: its ranges get no estimate
             continue

@@ -121,7 +121,9 @@ def test_each_node_sums_its_size_estimates_as_the_plan_reads_them(seed_cluster: 
         per_range = size_estimates(session, keyspace)
         per_node = node_size_estimates(session, keyspace)
         ring = ring_from_cluster(session)
-        config = parse_config({"keyspaces": {"include": [keyspace]}, "splitter": {"type": "size"}})
+        config = parse_config(
+            {"keyspaces": {"include": [keyspace]}, "splitter": {"type": "size", "max_partitions_per_segment": 50}}
+        )
         plan = plan_cluster(CqlCatalog(session), ring, config)
     summed: dict[tuple[str, str], list[int]] = {}
     for row in per_range:  # each node lists its primary ranges (the wrapping one in two): the node that sent it
@@ -132,5 +134,6 @@ def test_each_node_sums_its_size_estimates_as_the_plan_reads_them(seed_cluster: 
     assert {(r.node, r.table): [r.partitions_count, r.data_bytes] for r in per_node} == summed
     total = sum(r.data_bytes for r in per_node)
     assert total > 0  # the estimates were refreshed after the flush
+    assert len(plan.segments) > len(ring.ranges())  # the splitter cut ranges by their estimated partitions
     planned = sum(s.estimated_bytes or 0 for s in plan.segments)
     assert abs(planned - total) <= len(plan.segments)  # each segment's estimate is rounded to a byte
