@@ -1,8 +1,9 @@
 """Capacity precheck: the bytes each node will receive, against its load and, where configured, its capacity.
 
 A node that gains a range receives one replica's copy of the keyspace's data in that range (repair streams
-it in). The bytes per range come from `system.size_estimates` (`ringward.repair.SizeEstimate` rows, spread
-evenly over each row's range); the plan's changes say which node gains which range. Growth above
+it in). The bytes per range come from `system.size_estimates` (`ringward.repair.SizeIndex`: each node's sums
+spread over its primary ranges by width, or per-range rows spread over each row's range); the plan's changes
+say which node gains which range. Growth above
 GROWTH_WARNING of a node's current load is a warning in the approval; a node whose load plus what it
 receives exceeds its configured capacity refuses the change.
 

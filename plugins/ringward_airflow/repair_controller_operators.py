@@ -23,7 +23,7 @@ from ringward.errors import ClusterError, ConfigurationError
 from ringward.markdown import markdown_code, markdown_escape
 from ringward.migration_record import MigrationRecord
 from ringward.plan import MigrationPlan
-from ringward.repair import SizeEstimate
+from ringward.repair import NodeSizeEstimate
 from ringward.repair._estimates import SizeIndex
 from ringward.repair_controllers import (
     AutoRepairSettings,
@@ -35,7 +35,7 @@ from ringward.repair_controllers import (
     settings_from_json,
     settings_to_json,
 )
-from ringward_cassandra.cluster_repairs import size_estimates
+from ringward_cassandra.cluster_repairs import node_size_estimates
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.repair_controllers import ReaperClient, apply_autorepair_changes, read_autorepair
 
@@ -84,13 +84,15 @@ def capacity_check(
     refuses (UnsafeChangeError) when a node would exceed its capacity."""
     capacities = configured_capacities(config, plan.ring)  # a bad configuration is refused first
     changes = plan.diff.affected()
-    rows: list[SizeEstimate] = size_estimates(session, plan.keyspace) if changes else []
+    # Summed per table on each node (one row per table and node, as the nightly plan reads them): a node's
+    # bytes spread over its primary ranges by width.
+    rows: list[NodeSizeEstimate] = node_size_estimates(session, plan.keyspace) if changes else []
     if changes and not rows:
         # A fresh keyspace has no estimates until the periodic recalculation: ask for it once.
         for node in plan.ring.nodes:
             nodetool.run(node.address, ["refreshsizeestimates"], timeout=120.0)
-        rows = size_estimates(session, plan.keyspace)
-    index = SizeIndex(rows, plan.keyspace, ())
+        rows = node_size_estimates(session, plan.keyspace)
+    index = SizeIndex(rows, plan.keyspace, (), plan.ring)
     loads = parse_status_loads(nodetool.checked(plan.ring.nodes[0].address, ["status"])) if changes else {}
     report = capacity_report(changes, lambda r: index.estimate(r)[0], loads, capacities, estimated=not index.empty)
     report.refuse_if_over()
