@@ -130,7 +130,7 @@ def scheduled_run(stack: AirflowStack) -> str:
     found: list[str] = []
 
     def listed() -> bool:
-        runs = stack.get(f"/dags/{NIGHTLY}/dagRuns").json()["dag_runs"]
+        runs = stack.runs(NIGHTLY)
         found[:] = [run["dag_run_id"] for run in runs if run["run_type"] == "scheduled"]
         return bool(found)
 

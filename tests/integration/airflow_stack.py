@@ -1,6 +1,13 @@
 """Airflow as an operator runs it: api-server, scheduler, dag-processor and triggerer as separate processes
 against a throwaway AIRFLOW_HOME, driven only through the public REST API (/api/v2) the UI calls.
 
+Every REST call goes through Airflow's official Python client (apache-airflow-client, of the same release
+as the stack), whose models validate each response: a change in the API's shape fails the tests. One
+request is not the client's: the token (POST /auth/token, which the client has no call for). A task try's
+log is fetched with the client but read line by line with its model of a log line, not its model of the
+whole response, which drops what a failed try's exception says (see `log_text`). The AirflowStack methods
+return the responses as the API's JSON has them (`as_json`): dicts, enums as strings, times as ISO strings.
+
 Two executors, as deployed:
 - `local` (the default): ringward's LocalExecutor subclass (ringward_airflow.executor) on SQLite, as
   `ringward airflow` and the compose file's default configure. Airflow 3.3 has no SequentialExecutor any more and
@@ -29,7 +36,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import airflow_client.client as client
 import httpx
+import urllib3
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 from ringward_cli.airflow_env import ensure_repair_pool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,6 +50,7 @@ EXECUTORS = ("local", "celery")
 LOCAL_EXECUTOR = "ringward_airflow.executor.LocalExecutor"
 CELERY_WORKER_CONCURRENCY = 2
 TERMINAL = {"success", "failed"}
+TIMEOUT = 60  # seconds, for each REST call
 
 
 def free_port() -> int:
@@ -110,6 +122,7 @@ class AirflowStack:
     executor: str = "local"
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _token: str | None = None
+    _api: client.ApiClient | None = None
     _workers_started: int = 0
 
     @property
@@ -196,6 +209,9 @@ class AirflowStack:
     def stop(self) -> None:
         """SIGTERM every process group, then SIGKILL what is left after a grace period; then check that nothing
         of the stack runs any more (raises naming what survived)."""
+        if self._api is not None:
+            self._api.rest_client.pool_manager.clear()  # its kept-alive connections to the api-server
+            self._api = None
         for process in self.processes.values():
             _signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + 10  # a throwaway home: no need to wait long for a clean exit
@@ -232,90 +248,105 @@ class AirflowStack:
         for name, process in self.processes.items():
             if process.poll() is not None:
                 raise RuntimeError(f"airflow {name} exited with {process.returncode}:\n{self.log_tail()}")
+        # /monitor/health needs no token: the api-server answers it before it can hand out one.
+        anonymous = client.ApiClient(client.Configuration(host=self.url, retries=False))
         try:
-            health = httpx.get(f"{self.url}/api/v2/monitor/health", timeout=5).json()
-        except (httpx.HTTPError, ValueError):
+            health = client.MonitorApi(anonymous).get_health(_request_timeout=5)
+        except (client.ApiException, urllib3.exceptions.HTTPError):
             return False
-        wanted = ("metadatabase", "scheduler", "triggerer", "dag_processor")
-        if not all((health.get(part) or {}).get("status") == "healthy" for part in wanted):
+        finally:
+            anonymous.rest_client.pool_manager.clear()
+        parts = (health.metadatabase, health.scheduler, health.triggerer, health.dag_processor)
+        if not all(part is not None and part.status == "healthy" for part in parts):
             return False
-        return all(self.get(f"/dags/{dag}", check=False).status_code == 200 for dag in DAGS)
+        for dag in DAGS:
+            try:
+                client.DAGApi(self.api()).get_dag(dag, _request_timeout=TIMEOUT)
+            except client.ApiException:  # not parsed yet (404), or not ready to answer
+                return False
+        return True
 
-    # -- REST API ---------------------------------------------------------------------------------------
+    # -- REST API, through the official client (apache-airflow-client, the release the stack runs) ------------
     def token(self) -> str:
+        """A JWT from the simple auth manager's POST /auth/token: the client has no call for it (its LoginApi
+        only redirects a browser to the login page), so it stays a plain HTTP request."""
         if self._token is None:
             response = httpx.post(f"{self.url}/auth/token", json={"username": USER, "password": PASSWORD}, timeout=30)
             response.raise_for_status()
             self._token = str(response.json()["access_token"])
         return self._token
 
-    def request(self, method: str, path: str, *, check: bool = True, **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.token()}", **kwargs.pop("headers", {})}
-        response = httpx.request(method, f"{self.url}/api/v2{path}", headers=headers, timeout=60, **kwargs)
-        if check and response.is_error:
-            raise AssertionError(f"{method} {path} -> {response.status_code}: {response.text}")
-        return response
-
-    def get(self, path: str, *, check: bool = True, **kwargs: Any) -> httpx.Response:
-        return self.request("GET", path, check=check, **kwargs)
+    def api(self) -> client.ApiClient:
+        """The client every REST call goes through, authenticated with `token()`."""
+        if self._api is None:
+            self._api = client.ApiClient(client.Configuration(host=self.url, access_token=self.token()))
+        return self._api
 
     def set_paused(self, dag_id: str, paused: bool) -> None:
-        self.request("PATCH", f"/dags/{dag_id}", json={"is_paused": paused})
+        client.DAGApi(self.api()).patch_dag(dag_id, client.DAGPatchBody(is_paused=paused), _request_timeout=TIMEOUT)
 
     def trigger(self, dag_id: str, conf: dict[str, Any], run_id: str | None = None) -> str:
-        body: dict[str, Any] = {"logical_date": None, "conf": conf}
-        if run_id:
-            body["dag_run_id"] = run_id
-        return str(self.request("POST", f"/dags/{dag_id}/dagRuns", json=body).json()["dag_run_id"])
+        body = client.TriggerDAGRunPostBody(conf=conf, dag_run_id=run_id)  # sends "logical_date": null
+        return client.DagRunApi(self.api()).trigger_dag_run(dag_id, body, _request_timeout=TIMEOUT).dag_run_id
 
     def run(self, dag_id: str, run_id: str) -> dict[str, Any]:
-        return dict(self.get(f"/dags/{dag_id}/dagRuns/{run_id}").json())
+        return as_json(client.DagRunApi(self.api()).get_dag_run(dag_id, run_id, _request_timeout=TIMEOUT))
+
+    def runs(self, dag_id: str) -> list[dict[str, Any]]:
+        """The DAG's runs (the first page, of the API's default size)."""
+        found = client.DagRunApi(self.api()).get_dag_runs(dag_id, _request_timeout=TIMEOUT)
+        return [as_json(run) for run in found.dag_runs]
 
     def task_instances(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
-        body = self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances", params={"limit": 500}).json()
-        return list(body["task_instances"])
+        found = client.TaskInstanceApi(self.api()).get_task_instances(dag_id, run_id, limit=500,
+                                                                      _request_timeout=TIMEOUT)  # fmt: skip
+        return [as_json(ti) for ti in found.task_instances]
 
     def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
-        return dict(self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}").json())
+        return as_json(client.TaskInstanceApi(self.api()).get_task_instance(dag_id, run_id, task_id,
+                                                                            _request_timeout=TIMEOUT))  # fmt: skip
+
+    def set_state(self, dag_id: str, run_id: str, task_id: str, state: str) -> None:
+        """Mark a task instance `state`, as an operator does from the UI (only that task, nothing around it)."""
+        body = client.PatchTaskInstanceBody(new_state=client.TaskInstanceState(state))
+        client.TaskInstanceApi(self.api()).patch_task_instance(dag_id, run_id, task_id, body, _request_timeout=TIMEOUT)
 
     def tries(self, dag_id: str, run_id: str, task_id: str) -> list[dict[str, Any]]:
-        body = self.get(f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/tries").json()
-        return list(body["task_instances"])
+        found = client.TaskInstanceApi(self.api()).get_task_instance_tries(dag_id, run_id, task_id,
+                                                                           _request_timeout=TIMEOUT)  # fmt: skip
+        return [as_json(attempt) for attempt in found.task_instances]
 
     def log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
-        response = self.get(
-            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
-            params={"full_content": "true"},
-            headers={"Accept": "application/json"},
-        )
-        content = response.json().get("content", [])
-        if isinstance(content, str):
-            return content
-        return "\n".join(
-            " ".join(str(part) for part in (line.get("event", ""), line.get("error_detail") or ""))
-            if isinstance(line, dict)
-            else str(line)
-            for line in content
-        )
+        # The response body, not the client's TaskInstancesLogResponse: see log_text.
+        response = client.TaskInstanceApi(self.api()).get_log_without_preload_content(
+            dag_id, run_id, task_id, try_number, full_content=True, accept="application/json",
+            _request_timeout=TIMEOUT,
+        )  # fmt: skip
+        try:
+            body = response.data
+        finally:
+            response.release_conn()
+        if response.status != 200:
+            raise client.ApiException(http_resp=response)
+        return log_text(body)
 
     def pending_approvals(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
-        body = self.get(f"/dags/{dag_id}/dagRuns/{run_id}/hitlDetails", params={"response_received": "false"})
-        return [d for d in body.json()["hitl_details"] if not d.get("response_received")]
+        found = client.TaskInstanceApi(self.api()).get_hitl_details(dag_id, run_id, response_received=False,
+                                                                    _request_timeout=TIMEOUT)  # fmt: skip
+        return [as_json(d) for d in found.hitl_details if not d.response_received]
 
     def answer(self, dag_id: str, run_id: str, task_id: str, option: str) -> None:
-        self.request(
-            "PATCH",
-            f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/-1/hitlDetails",
-            json={"chosen_options": [option]},
-        )
+        client.TaskInstanceApi(self.api()).update_hitl_detail(
+            dag_id, run_id, task_id, -1, client.UpdateHITLDetailPayload(chosen_options=[option]),
+            _request_timeout=TIMEOUT,
+        )  # fmt: skip
 
     def clear(self, dag_id: str, run_id: str, task_ids: list[str]) -> None:
-        self.request(
-            "POST",
-            f"/dags/{dag_id}/clearTaskInstances",
-            json={"dry_run": False, "dag_run_id": run_id, "task_ids": task_ids, "only_failed": False,
-                  "reset_dag_runs": True},
+        body = client.ClearTaskInstancesBody(
+            dry_run=False, dag_run_id=run_id, task_ids=[client.ClearTaskInstancesBodyTaskIdsInner(t) for t in task_ids],
+            only_failed=False, reset_dag_runs=True,
         )  # fmt: skip
+        client.TaskInstanceApi(self.api()).post_clear_task_instances(dag_id, body, _request_timeout=TIMEOUT)
 
     def wait_for_state(self, dag_id: str, run_id: str, states: set[str], timeout: float = 600) -> dict[str, Any]:
         found: dict[str, Any] = {}
@@ -332,8 +363,8 @@ class AirflowStack:
         """Task states of a run, for a failed assertion's message."""
         try:
             tis = self.task_instances(dag_id, run_id)
-        except AssertionError as error:
-            return str(error)
+        except client.ApiException as error:
+            return f"task instances of {dag_id} {run_id}: {error}"
         return "\n".join(f"{t['task_id']}: {t['state']} (try {t['try_number']})" for t in tis)
 
     @staticmethod
@@ -395,6 +426,33 @@ def _processes_with_env(entry: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def as_json(model: BaseModel) -> dict[str, Any]:
+    """A response of the client as the REST API's JSON has it: every field (null ones too), enums as their
+    values, times as ISO strings. The tests index these dicts and `at_time` parses their times."""
+    return dict(to_jsonable_python(model.model_dump(by_alias=True)))
+
+
+def log_text(body: bytes) -> str:
+    """A task try's log as text, from the JSON of GET .../logs/{try_number}: each structured line's event, and
+    its error detail if it has one (a failed try's exception).
+
+    Each line is read with the client's StructuredLogMessage.from_dict, which keeps a line's other fields in
+    `additional_properties`. The client's TaskInstancesLogResponse cannot be used: its `content` (anyOf a list
+    of StructuredLogMessage or of str) validates the lines without from_dict, and keeps nothing of a line but
+    `event` and `timestamp`, so the error detail would be lost (apache-airflow-client 3.3.2)."""
+    content = json.loads(body)["content"]
+    parts = []
+    for line in content:
+        if isinstance(line, str):
+            parts.append(line)
+        else:
+            message = client.StructuredLogMessage.from_dict(line)
+            assert message is not None
+            detail = message.additional_properties.get("error_detail") or ""
+            parts.append(f"{message.event} {detail}")
+    return "\n".join(parts)
 
 
 def at_time(value: str | None) -> datetime | None:

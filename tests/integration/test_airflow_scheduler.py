@@ -120,9 +120,7 @@ def test_a_repair_failed_on_purpose_and_cleared_resumes_from_the_journal(
     """An operator marks the finished repair failed (as they would a stuck one), then clears it from the UI."""
     run_id, _ = approved_migration
     task = "step_1.repair"
-    airflow_stack.request(
-        "PATCH", f"/dags/{MIGRATION}/dagRuns/{run_id}/taskInstances/{task}", json={"new_state": "failed"}
-    )
+    airflow_stack.set_state(MIGRATION, run_id, task, "failed")
     assert airflow_stack.task_instance(MIGRATION, run_id, task)["state"] == "failed"
     airflow_stack.clear(MIGRATION, run_id, [task])
     run = airflow_stack.wait_for_state(MIGRATION, run_id, {"success", "failed"}, timeout=300)

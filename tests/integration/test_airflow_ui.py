@@ -139,7 +139,7 @@ def settle_catch_up_run(stack: AirflowStack) -> None:
     runs: list[dict[str, Any]] = []
 
     def listed() -> bool:
-        runs[:] = stack.get(f"/dags/{NIGHTLY}/dagRuns").json()["dag_runs"]
+        runs[:] = stack.runs(NIGHTLY)
         return any(r["run_type"] == "scheduled" for r in runs)
 
     try:
@@ -168,7 +168,7 @@ def test_migration_triggered_and_approved_in_the_browser(
         create_seed_keyspace(session, keyspace)
     add_bulk_rows(keyspace)
     airflow_stack.set_paused(DAG, True)  # the form's "unpause on trigger" does it, as for a new user
-    before = {r["dag_run_id"] for r in airflow_stack.get(f"/dags/{DAG}/dagRuns").json()["dag_runs"]}
+    before = {r["dag_run_id"] for r in airflow_stack.runs(DAG)}
     steps = Steps(page, "migration-")
     normal = stream_throughput(seed_cluster)
     set_stream_throughput(seed_cluster, dict.fromkeys(NODES, THROTTLED))  # the repair streams slowly
@@ -201,7 +201,7 @@ def test_migration_triggered_and_approved_in_the_browser(
         runs: list[str] = []
 
         def triggered() -> bool:
-            listed = airflow_stack.get(f"/dags/{DAG}/dagRuns").json()["dag_runs"]
+            listed = airflow_stack.runs(DAG)
             runs[:] = [r["dag_run_id"] for r in listed if r["dag_run_id"] not in before]
             return bool(runs)
 
