@@ -367,6 +367,18 @@ class AirflowStack:
             return f"task instances of {dag_id} {run_id}: {error}"
         return "\n".join(f"{t['task_id']}: {t['state']} (try {t['try_number']})" for t in tis)
 
+    def wait_for_deferral(self, dag_id: str, run_id: str, task_id: str, timeout: float = 600) -> None:
+        """Until `task_id` is deferred (handed to the triggerer); fails at once if it ends first, since the
+        callers want to interrupt it there."""
+
+        def deferred() -> bool:
+            state = self.task_instance(dag_id, run_id, task_id)["state"]
+            assert state not in {"success", "failed"}, f"{task_id} ended ({state}) before it could be interrupted"
+            return bool(state == "deferred")
+
+        detail = lambda: self.describe(dag_id, run_id)  # noqa: E731
+        self.wait_until(deferred, timeout, f"{task_id} to defer to the triggerer", detail)
+
     @staticmethod
     def wait_until(
         condition: Callable[[], bool], timeout: float, what: str, detail: Callable[[], str] = lambda: ""

@@ -80,13 +80,7 @@ def test_an_approved_migration_survives_its_worker_killed_while_the_repair_is_de
         approval = approve_when_asked(celery_stack, MIGRATION, run_id)
         assert keyspace in approval["subject"]
 
-        def repair_deferred() -> bool:
-            state = celery_stack.task_instance(MIGRATION, run_id, REPAIR)["state"]
-            assert state not in {"success", "failed"}, f"the repair ended ({state}) before it could be interrupted"
-            return bool(state == "deferred")
-
-        celery_stack.wait_until(repair_deferred, 600, "the repair to defer to the triggerer",
-                                lambda: celery_stack.describe(MIGRATION, run_id))  # fmt: skip
+        celery_stack.wait_for_deferral(MIGRATION, run_id, REPAIR)
         (first_worker,) = celery_stack.workers
         celery_stack.kill_worker(first_worker)
         events["killed"] = time.monotonic()

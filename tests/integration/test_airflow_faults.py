@@ -36,13 +36,7 @@ def test_a_coordinator_killed_mid_repair_does_not_stop_the_run(
              "require_approval": False, "deferrable": True, "snapshot_before_cleanup": False},
         )  # fmt: skip
 
-        def repair_deferred() -> bool:
-            state = airflow_stack.task_instance(DAG, run_id, REPAIR)["state"]
-            assert state not in {"success", "failed"}, f"the repair ended ({state}) before it could be interrupted"
-            return bool(state == "deferred")
-
-        airflow_stack.wait_until(repair_deferred, 600, "the repair to defer to the triggerer",
-                                 lambda: airflow_stack.describe(DAG, run_id))  # fmt: skip
+        airflow_stack.wait_for_deferral(DAG, run_id, REPAIR)
         time.sleep(3)  # inside the session: validation and streaming under way
         seed_cluster.stop(GAINED, kill=True)
         events["killed"] = time.monotonic()
