@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -376,8 +377,9 @@ class AirflowStack:
             assert state not in {"success", "failed"}, f"{task_id} ended ({state}) before it could be interrupted"
             return bool(state == "deferred")
 
-        detail = lambda: self.describe(dag_id, run_id)  # noqa: E731
-        self.wait_until(deferred, timeout, f"{task_id} to defer to the triggerer", detail)
+        self.wait_until(
+            deferred, timeout, f"{task_id} to defer to the triggerer", partial(self.describe, dag_id, run_id)
+        )
 
     @staticmethod
     def wait_until(
