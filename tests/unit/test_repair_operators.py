@@ -273,3 +273,23 @@ def test_the_kill_switch_parses_the_configuration_once_until_the_file_changes(
     os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a new mtime even on a coarse clock
     assert configured._still_enabled(context, config) is False  # the operator switched it off
     assert parsed == [str(file), str(file)]
+
+
+def test_plan_chunks_hold_each_segment_as_encode_segment_json_and_decode_back() -> None:
+    import json
+
+    from ringward.repair import Segment
+    from ringward.repair._payload import decode_segment, encode_segment
+    from ringward.ring import TokenRange
+    from ringward_airflow import repair_operators
+
+    replicas = ("10.0.0.1", "10.0.0.2")
+    segments = [
+        Segment("shop", ("orders", "carts"), TokenRange(-(2**63) + 1, -5), replicas),
+        Segment('Quoted"Ks', (), TokenRange(2**63 - 7, -(2**63) + 3), replicas),  # a name JSON must escape
+        Segment("shop", ("orders", "carts"), TokenRange(7, 2**63 - 1), ("10.0.0.3",)),
+    ] * 3
+    chunks = repair_operators._chunks(segments)
+    rows = [row for chunk in chunks for row in chunk]
+    assert rows == [json.dumps(encode_segment(s), separators=(",", ":")) for s in segments]
+    assert [decode_segment(json.loads(row)) for row in rows] == segments
