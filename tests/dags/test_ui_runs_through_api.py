@@ -102,6 +102,7 @@ def probe_run(
     airflow_api: tuple[Any, Any, dict[str, str]], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Any, dict[str, str], str]]:
     """(Airflow's API app, tokens per role, the run id of a finished run of the probe DAG)."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
     from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
 
     test_client, _, tokens = airflow_api
@@ -109,6 +110,7 @@ def probe_run(
     (folder / "ringward_ui_api_probe.py").write_text(textwrap.dedent(PROBE))
     bag = DagBag(dag_folder=str(folder))
     assert DAG_ID in bag.dags, bag.import_errors
+    DagBundlesManager().sync_bundles_to_db()  # the DAG's bundle row (a fresh home has none before a parse)
     sync_bag_to_db(bag, "dags-folder", None)
     with warnings.catch_warnings():  # pathspec's pattern name, when the task runner discovers plugins
         warnings.filterwarnings("ignore", message="GitWildMatchPattern")
