@@ -314,3 +314,25 @@ def test_mapping_helpers() -> None:
     run = run_info(DAG, {"dag_run_id": RUN, "state": None, "start_date": None, "end_date": None}, [], {})
     assert run == RunInfo(DAG, RUN, "none", None, None, {}, ())
     json.dumps(EXPECTED_XCOMS)  # the fake's values are what JSON carries
+
+
+def test_in_process_reads_starved_of_worker_threads_fail_in_time_instead_of_hanging() -> None:
+    """The page's handler holds a worker thread while Airflow's sync endpoints need one of the same pool: with
+    none left (here a pool of one; in the api-server 40 pages at once) the read gives up after its timeout."""
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.get("/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+    def run(dag_id: str, run_id: str) -> dict[str, Any]:  # sync, as Airflow's: run in a worker thread
+        return {"dag_run_id": run_id, "state": "running", "start_date": None, "end_date": None}
+
+    async def page(tokens: int) -> RunInfo | None:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = tokens
+        reader = ApiRunReader(httpx.ASGITransport(app=app), TOKEN, timeout=1.0)
+        return await anyio.to_thread.run_sync(reader.dag_run, DAG, "no-tasks-here")
+
+    with pytest.raises(AirflowApiError, match="did not answer within 1 s"):
+        anyio.run(page, 1)
+    run_read = anyio.run(page, 2)  # one thread for the page, one for the endpoint: read
+    assert run_read is not None and run_read.state == "running"
