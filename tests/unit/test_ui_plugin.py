@@ -205,7 +205,7 @@ def client(airflow_api: tuple[Any, Any, dict[str, str]]) -> Iterator[tuple[Any, 
     test_client, subapp, tokens = airflow_api
     world = _world()
     real = subapp.state.source_factory
-    subapp.state.source_factory = lambda: world
+    subapp.state.source_factory = lambda request: world
     try:
         yield test_client, world, tokens
     finally:
@@ -544,12 +544,77 @@ def test_nightly_task_reads_the_pause_switch_between_segments() -> None:
     assert not operator._paused(Unreadable())
 
 
-def test_dag_run_reader_queries_airflows_database(airflow_api: Any) -> None:
-    """The metadata-database reader runs its queries (a run that does not exist: None, not an error)."""
-    from ringward_airflow.ui.source import read_dag_run
+@dataclass
+class ApiRuns(FakeSource):
+    """The in-memory cluster, with the runs read as the real source reads them: Airflow's REST API, in process,
+    with the viewer's token."""
 
-    assert read_dag_run("keyspace_migration", "no-such-run") is None
-    assert read_dag_run("no_such_dag", None) is None
+    reader: Any = None
+
+    def dag_run(self, dag_id: str, run_id: str | None) -> RunInfo | None:
+        return self.reader.dag_run(dag_id, run_id)
+
+
+def test_runs_are_read_through_airflows_api_in_process_as_the_viewer(airflow_api: Any) -> None:
+    """From inside a page's handler: Airflow's app found in the request's scope (the plugin's root middleware), the
+    viewer's token forwarded, the answers mapped: no such run is None (the page still shows ringward's record)."""
+    from ringward_airflow.ui.airflow_reads import ApiRunReader
+
+    test_client, subapp, tokens = airflow_api
+    world = _world()
+    readers: list[ApiRunReader] = []
+
+    def factory(request: Any) -> ApiRuns:
+        readers.append(ApiRunReader.for_request(request))
+        return ApiRuns(world.ring_, world.store, {}, world.gc_grace, world.replication, readers[-1])
+
+    real = subapp.state.source_factory
+    subapp.state.source_factory = factory
+    try:
+        for role in ("admin", "viewer"):
+            response = test_client.get(f"/ringward/api/migration/keyspace_migration/{RUN_ID}",
+                                       headers=bearer(tokens[role]))  # fmt: skip
+            assert response.status_code == 200, response.text[:300]
+            assert response.json()["found"] is True and response.json()["run"] is None  # no such run in Airflow
+            assert readers[-1].token == tokens[role]
+        # By cookie, as a browser: the cookie's token is the one forwarded.
+        test_client.cookies.set("_token", tokens["viewer"])
+        try:
+            response = test_client.get("/ringward/api/repair")
+        finally:
+            test_client.cookies.clear()
+        assert response.status_code == 200, response.text[:300]
+        assert response.json()["current_run"] is None and readers[-1].token == tokens["viewer"]
+    finally:
+        subapp.state.source_factory = real
+
+
+def test_airflow_refusing_the_viewer_the_run_is_the_pages_access_error(
+    client: tuple[Any, FakeSource, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow's API refusing the run (its own authorization, the token expired meanwhile) answers the page with
+    that refusal, not a page without the run; any other failure of the API is said in the run's place."""
+    from ringward_airflow.ui.airflow_reads import AirflowAccessRefused, AirflowApiError
+
+    test_client, world, tokens = client
+
+    def refused(dag_id: str, run_id: str | None) -> RunInfo | None:
+        raise AirflowAccessRefused(f"Airflow refused you the run of {dag_id} (Forbidden).", "Ask an administrator.")
+
+    monkeypatch.setattr(world, "dag_run", refused)
+    for url in (MIGRATION, f"/ringward/api/migration/keyspace_migration/{RUN_ID}", "/ringward/repair",
+                "/ringward/api/repair"):  # fmt: skip
+        response = test_client.get(url, headers=bearer(tokens["admin"]))
+        assert response.status_code == 403, (url, response.status_code)
+        assert "Airflow refused you the run of" in html.unescape(response.text), url
+
+    def failing(dag_id: str, run_id: str | None) -> RunInfo | None:
+        raise AirflowApiError("Airflow's API answered 500 reading the run of x: boom", "Check the api-server's log.")
+
+    monkeypatch.setattr(world, "dag_run", failing)
+    response = test_client.get(f"/ringward/api/migration/keyspace_migration/{RUN_ID}", headers=bearer(tokens["admin"]))
+    assert response.status_code == 200 and response.json()["found"] is True
+    assert response.json()["run"]["error"].startswith("Airflow's record of the run could not be read: Airflow's API")
 
 
 def test_airflow_lists_the_plugin_and_its_views_to_the_ui(airflow_api: Any) -> None:
@@ -1021,7 +1086,7 @@ def test_a_connection_extra_that_is_not_a_number_is_named_with_the_fix(
     monkeypatch.setattr(world, "connection", late)
     # Not monkeypatch: its undo on a starlette State deletes the attribute from the shared plugin app.
     real = subapp.state.source_factory
-    subapp.state.source_factory = lambda: world
+    subapp.state.source_factory = lambda request: world
     try:
         response = test_client.get("/ringward/api/cluster", headers=bearer(tokens["admin"]))
     finally:

@@ -9,6 +9,9 @@ and on a permission:
   - repair page: read access to the runs of nightly_subrange_repair; the pause switch: edit access to them;
   - cluster page: read access to the cassandra_default connection (it shows where the connection points).
 
+What the pages show of a DAG run (its state, task instances, XComs) is read through Airflow's REST API with the
+viewer's own token (`airflow_reads.py`), so Airflow's per-DAG authorization applies to it as to Airflow's own UI.
+
 A browser sends the `_token` cookie with every request to this host, also one a page of another port makes
 (same-site): a change made with the cookie is accepted only from the app's own pages (`_same_origin_writes`).
 """
@@ -30,6 +33,7 @@ from fastapi.security.utils import get_authorization_scheme_param
 from ringward.errors import ConfigurationError
 
 from ringward_airflow.ui import pages
+from ringward_airflow.ui.airflow_reads import AirflowAccessRefused, ApiRunReader, dag_team_name
 from ringward_airflow.ui.source import (
     CONNECTION_ID,
     CassandraSource,
@@ -128,10 +132,9 @@ def _same_origin_writes(request: Request) -> None:
 def _run_access(request: Request, user: GetUserDep) -> RunAccess:
     """What the user may read of the URL's DAG run besides the run: its XComs, its task instances."""
     from airflow.api_fastapi.app import get_auth_manager
-    from airflow.models.dag import DagModel
 
     dag_id = request.path_params["dag_id"]
-    details = DagDetails(id=dag_id, team_name=DagModel.get_team_name(dag_id))
+    details = DagDetails(id=dag_id, team_name=dag_team_name(dag_id))
 
     def may_read(entity: DagAccessEntity) -> bool:
         return bool(get_auth_manager().is_authorized_dag(method="GET", access_entity=entity, details=details,
@@ -147,10 +150,16 @@ REPAIR_EDIT = [Depends(requires_access_dag("PUT", DagAccessEntity.RUN, param_dag
 CLUSTER_READ = [Depends(_requires_connection_read)]
 
 
+def viewer_source(request: Request) -> Source:
+    """The real source of a request: the cluster of `cassandra_default`, and Airflow's runs as its viewer may read
+    them (Airflow's REST API, in process, with the viewer's token)."""
+    return CassandraSource(ApiRunReader.for_request(request))
+
+
 def _source(request: Request) -> Iterator[Source]:
-    """The request's `Source`, from the factory the app was created with."""
+    """The request's `Source`, from the factory the app was created with (called with the request)."""
     try:
-        opened = request.app.state.source_factory()
+        opened = request.app.state.source_factory(request)
     except ConnectionSettingError as error:  # defined, but with a setting the driver cannot take
         raise HTTPException(503, f"The Cassandra connection {CONNECTION_ID!r} cannot be used: {error}") from error
     except Exception as error:  # e.g. the connection is not defined: say which and how to fix it
@@ -168,8 +177,8 @@ def _source(request: Request) -> Iterator[Source]:
 SourceDep = Annotated[Source, Depends(_source)]
 
 
-def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAPI:
-    """The app; `source_factory` opens a `Source` per request (tests pass an in-memory one)."""
+def create_app(source_factory: Callable[[Request], Source] = viewer_source) -> FastAPI:
+    """The app; `source_factory` opens a `Source` per request, given the request (tests pass an in-memory one)."""
     # Every route, present and future: a change by cookie is checked before its own dependencies run.
     app = FastAPI(title="ringward", docs_url=None, redoc_url=None, openapi_url=None,
                   dependencies=[Depends(_same_origin_writes)])  # fmt: skip
@@ -180,6 +189,11 @@ def create_app(source_factory: Callable[[], Source] = CassandraSource) -> FastAP
         started = time.monotonic()
         try:
             return build()
+        except AirflowAccessRefused as error:  # Airflow's API refused the viewer the run: the page's access error
+            log.warning("%s", error)
+            if as_json:
+                return JSONResponse({"error": "forbidden", "detail": str(error)}, status_code=error.status)
+            return HTMLResponse(pages.error_page(title, str(error), root=root), status_code=error.status)
         except StoredStateError as error:  # a row of ringward_ops this ringward cannot read: which, and the fix
             log.warning("%s", error)
             if as_json:

@@ -3,7 +3,8 @@
 
 Every Airflow process loads plugins (task runners for macros, the DAG processor for timetables), so this
 module stays light: the FastAPI app and Airflow's API security code are imported only when the API server
-asks for `fastapi_apps`.
+asks for `fastapi_apps` (and the root middleware that lets the pages call Airflow's REST API in process, for
+`fastapi_root_middlewares`).
 """
 
 from __future__ import annotations
@@ -46,3 +47,10 @@ class RingwardPlugin(AirflowPlugin):
     @property  # type: ignore[override]
     def fastapi_apps(self) -> list[dict[str, Any]]:
         return [{"app": _app(), "url_prefix": URL_PREFIX, "name": "ringward pages"}]
+
+    @property  # type: ignore[override]
+    def fastapi_root_middlewares(self) -> list[dict[str, Any]]:
+        """Puts the api-server's app where the pages find it: they read runs through its REST API in process."""
+        from ringward_airflow.ui.airflow_reads import RootAppInScope
+
+        return [{"middleware": RootAppInScope, "args": [], "kwargs": {}, "name": "ringward: Airflow's app in scope"}]

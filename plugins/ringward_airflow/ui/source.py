@@ -1,4 +1,6 @@
-"""Where the pages read from: the cluster (ring, system tables, ringward_ops) and Airflow's metadata database.
+"""Where the pages read from: the cluster (ring, system tables, ringward_ops) and Airflow (a DAG run, its task
+instances and XComs, read through Airflow's REST API as the viewer: `airflow_reads.py`, which also names the
+Airflow internals the plugin still uses and why).
 
 A `Source` is opened per request. The driver session behind it is kept between requests (one per connection,
 rebuilt when the connection changes) with short timeouts, so a page loads fast or says at once that the
@@ -10,13 +12,14 @@ from __future__ import annotations
 import copy
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Protocol
 
 from ringward.errors import ClusterError, ConfigurationError, RingwardError
 from ringward.ring import Ring
 from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.schema import driver_schema
+
+from ringward_airflow.ui.airflow_reads import ApiRunReader, RunInfo, TaskTiming, airflow_connection
 
 __all__ = [
     "CONNECTION_ID",
@@ -77,33 +80,6 @@ class NodeInfo:
     host_id: str
 
 
-@dataclass(frozen=True)
-class TaskTiming:
-    task_id: str
-    map_index: int
-    state: str
-    start: datetime | None
-    end: datetime | None
-    tries: int
-
-    @property
-    def seconds(self) -> float | None:
-        if self.start is None or self.end is None:
-            return None
-        return (self.end - self.start).total_seconds()
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    dag_id: str
-    run_id: str
-    state: str
-    start: datetime | None
-    end: datetime | None
-    xcoms: dict[str, Any] = field(default_factory=dict)  # "task_id" or "task_id:key" -> value
-    tasks: tuple[TaskTiming, ...] = ()
-
-
 class Source(Protocol):
     """Everything the pages read or write, in the shapes ringward's own code uses."""
 
@@ -117,13 +93,7 @@ class Source(Protocol):
     def close(self) -> None: ...
 
 
-# -- Airflow's metadata database ---------------------------------------------------------------------------
-
-
-def airflow_connection(conn_id: str = CONNECTION_ID) -> Any:
-    from airflow.models.connection import Connection
-
-    return Connection.get_connection_from_secrets(conn_id)
+# -- the connection ------------------------------------------------------------------------------------------
 
 
 _NUMBERS = {"protocol_version": (int, "a protocol version such as 5"),
@@ -162,50 +132,6 @@ def connection_info(conn: Any) -> ConnectionInfo:
         local_dc=local_dc,
         protocol_version=int(extra["protocol_version"]) if "protocol_version" in extra else None,
     )
-
-
-def read_dag_run(dag_id: str, run_id: str | None) -> RunInfo | None:
-    """A DAG run's state, its task instances' timings and its XComs, from Airflow's metadata database.
-
-    Airflow internals read here (`DagRun`, `TaskInstance`, `XComModel`, `create_session`), and why they stay
-    for now: the page is served by the api-server itself, which holds the database session; Airflow's public
-    interface for the same data is its REST API (/api/v2 dagRuns, taskInstances, xcomEntries), which from here
-    would need the viewer's token forwarded and one request per XCom on every page load (the Repair page
-    reloads every 15 s during a run). Moving to it is issue 28's open item. The plugin's other internals:
-    `Connection.get_connection_from_secrets` (above: the connection as tasks get it, secrets backends
-    included) and `DagModel.get_team_name` in app.py (what the auth manager's DAG checks need)."""
-    from airflow.models.dagrun import DagRun
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        query = select(DagRun).where(DagRun.dag_id == dag_id)
-        query = query.where(DagRun.run_id == run_id) if run_id else query.order_by(DagRun.id.desc()).limit(1)
-        run = session.scalars(query).first()
-        if run is None:
-            return None
-        tis = session.scalars(
-            select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run.run_id)
-        ).all()
-        timings = [
-            TaskTiming(t.task_id, t.map_index, str(t.state or "none"), t.start_date, t.end_date, t.try_number)
-            for t in tis
-        ]
-        # Started tasks in start order, then the ones not started yet.
-        tasks = tuple(
-            sorted(timings, key=lambda t: (t.start is None, t.start.timestamp() if t.start else 0.0, t.task_id))
-        )
-        xcoms: dict[str, Any] = {}
-        for row in session.scalars(
-            select(XComModel).where(XComModel.dag_id == dag_id, XComModel.run_id == run.run_id)
-        ).all():
-            name = row.task_id if row.key == "return_value" else f"{row.task_id}:{row.key}"
-            if row.map_index >= 0:
-                name += f"[{row.map_index}]"
-            xcoms[name] = XComModel.deserialize_value(row)
-        return RunInfo(dag_id, run.run_id, str(run.state), run.start_date, run.end_date, xcoms, tasks)
 
 
 # -- the cluster -------------------------------------------------------------------------------------------
@@ -300,10 +226,12 @@ def drop_sessions() -> None:
 
 
 class CassandraSource:
-    """The real source: the `cassandra_default` connection's cluster and Airflow's metadata database."""
+    """The real source: the `cassandra_default` connection's cluster, and Airflow's runs as `runs` reads them (the
+    viewer's, through Airflow's REST API)."""
 
-    def __init__(self, conn_id: str = CONNECTION_ID) -> None:
+    def __init__(self, runs: ApiRunReader, conn_id: str = CONNECTION_ID) -> None:
         self.conn_id = conn_id
+        self.runs = runs
         self._conn = airflow_connection(conn_id)
         check_connection(self._conn)  # every page needs it: say what is wrong before any of them starts
 
@@ -365,7 +293,7 @@ class CassandraSource:
         return plan_cluster(self.session, self.ring(), config)
 
     def dag_run(self, dag_id: str, run_id: str | None) -> RunInfo | None:
-        return read_dag_run(dag_id, run_id)
+        return self.runs.dag_run(dag_id, run_id)
 
     def close(self) -> None:
         """Sessions are kept between requests; nothing to close per request."""

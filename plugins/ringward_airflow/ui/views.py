@@ -34,6 +34,7 @@ from ringward.ring_sources import ring_from_json
 from ringward.svg import render_placement_svg
 from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
 
+from ringward_airflow.ui.airflow_reads import AirflowAccessRefused
 from ringward_airflow.ui.formats import humanize_replications
 from ringward_airflow.ui.source import Source
 
@@ -231,8 +232,10 @@ def _altered_steps(state: str, count: int) -> int:
 def _dag_run(source: Source, dag_id: str, run_id: str | None) -> dict[str, Any] | None:
     try:
         run = source.dag_run(dag_id, run_id)
-    except Exception as error:  # the metadata database is Airflow's; its absence must not hide ringward's data
-        return {"error": f"Airflow's metadata database could not be read: {error}"}
+    except AirflowAccessRefused:  # the viewer may not read the run: the page's access error, not a note in it
+        raise
+    except Exception as error:  # Airflow's API failing must not hide ringward's own data: said in the run's place
+        return {"error": f"Airflow's record of the run could not be read: {error}"}
     if run is None:
         return None
     return {
