@@ -174,7 +174,18 @@ def main() -> None:
     parser.add_argument("--conf", default="{}", help="the DAG run's conf (JSON)")
     parser.add_argument("--json", type=Path, help="write the figures there as JSON")
     parser.add_argument("--nights", type=int, default=1, help="nights one after another (figures: a list)")
+    parser.add_argument("--plan-chunk-rows", type=int, help="segments per stored plan chunk (default: the shipped "
+                        "PLAN_CHUNK_ROWS), to give a small fleet's plan several windows")  # fmt: skip
+    parser.add_argument("--window-chunks", type=int, help="plan chunks the repair task reads at a time (default: "
+                        "the shipped RepairRunOperator.WINDOW_CHUNKS)")  # fmt: skip
     args = parser.parse_args()
+    if args.plan_chunk_rows or args.window_chunks:  # the tasks run in this process: the operators see these
+        from ringward_airflow import repair_operators
+
+        if args.plan_chunk_rows:
+            repair_operators.PLAN_CHUNK_ROWS = args.plan_chunk_rows
+        if args.window_chunks:
+            repair_operators.RepairRunOperator.WINDOW_CHUNKS = args.window_chunks
     nights = run_nights(args.spec, json.loads(args.conf), args.nights)
     figures: Any = nights[0] if args.nights == 1 else nights
     text = json.dumps(figures, indent=2, default=str)

@@ -29,6 +29,7 @@ from ringward.repair import (
     BatchEffects,
     DiskHeadroomGuard,
     DueSelection,
+    NextWindow,
     NodeBacklog,
     RecordUpdate,
     RepairCommand,
@@ -455,11 +456,13 @@ class RepairRunOperator(BaseOperator):
                 if ring_fingerprint(cassandra.ring(), {}) != fingerprint:
                     segments = []  # the rest of the old plan is not run: planned again below
                 else:
-                    records = self._history(store, segments)
+                    # The plan's later windows join the same run as its queue runs dry: no barrier between
+                    # windows, and a down node's segments wait across them, not at the end of each.
                     result = run_batch(
-                        segments, records, config=typed, run_id=run_id, effects=effects, run_started=started,
-                        parallelism=allowed_parallelism(typed, len(ring.nodes)), run_total=total,
-                        done_before=done_before,
+                        segments, self._history(store, segments), config=typed, run_id=run_id, effects=effects,
+                        run_started=started, parallelism=allowed_parallelism(typed, len(ring.nodes)),
+                        run_total=total, done_before=done_before,
+                        next_window=self._next_window(windows, store, kind, keyspaces),
                     )  # fmt: skip
                     done_before += len(result.outcomes)
                     kind_counts.update(o.state.value for o in result.outcomes)
@@ -530,6 +533,18 @@ class RepairRunOperator(BaseOperator):
         skipped = int(plan.get("not_due", 0) or 0) + int(plan.get("exhausted", 0) or 0)
         for name, value in live_metrics(progress, skipped).items():
             Stats.gauge(f"{METRIC_PREFIX}.{name}", value)
+
+    def _next_window(
+        self, windows: Iterator[list[Segment]], store: Any, kind: str, keyspaces: set[tuple[str, str]]
+    ) -> NextWindow:
+        def next_window() -> tuple[list[Segment], dict[str, SegmentRecord]] | None:
+            segments = next(windows, None)
+            if segments is None:
+                return None
+            keyspaces.update((kind, s.keyspace) for s in segments)
+            return segments, self._history(store, segments)
+
+        return next_window
 
     def _history(self, store: Any, segments: Sequence[Segment]) -> dict[str, SegmentRecord]:
         """The records of `segments` only, from the history partitions their ranges fall in."""

@@ -477,3 +477,72 @@ def test_a_unit_over_table_max_repair_time_leaves_its_rest_for_the_next_run() ->
     postponed = [o for o in result.outcomes if o.state is SegmentState.POSTPONED]
     assert len(postponed) == 1 and postponed[0].reason and "table_max_repair_time" in postponed[0].reason
     assert ("other", SegmentState.DONE) in states  # another unit on the same nodes is not held back
+
+
+def windows_of(*windows: list[Segment], records: dict[str, SegmentRecord] | None = None):  # type: ignore[no-untyped-def]
+    """A `next_window` over `windows` (the stored plan's later chunks), counting the windows taken."""
+    taken: list[int] = []
+    rest = iter(windows)
+
+    def next_window():  # type: ignore[no-untyped-def]
+        window = next(rest, None)
+        if window is None:
+            return None
+        taken.append(len(window))
+        return window, {s.segment_id: records[s.segment_id] for s in window if s.segment_id in (records or {})}
+
+    return next_window, taken
+
+
+def test_a_later_window_runs_while_a_down_node_is_waited_for_not_after() -> None:
+    """The plan comes in windows; c is down for 3 h. The second window's sessions (d, e, f) start at once,
+    not after the first window's wait for c, and c's segment still runs in this run once c is back."""
+    pool = VirtualPool(seconds=60)
+    back = pool.clock + timedelta(hours=3)
+    pool.down_until["c"] = back
+    second = [segment(10 + i, ("d", "e")) for i in range(3)] + [segment(20, ("e", "f"))]
+    next_window, taken = windows_of(second)
+    result = run_batch(
+        [segment(0, ("a", "b")), segment(1, ("b", "c"))], {}, config=config(wait_for_down_nodes="8h"),
+        run_id="run-1", parallelism=3, effects=pool.effects(), run_started=datetime(2026, 1, 1, tzinfo=UTC),
+        next_window=next_window,
+    )  # fmt: skip
+    assert taken == [4]
+    assert len(result.outcomes) == 6 and {o.state for o in result.outcomes} == {SegmentState.DONE}
+    started = {c.segments[0].range.start // 100: at for at, c in pool.started}
+    assert max(started[i] for i in (10, 11, 12, 20)) < datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
+    assert back <= started[1] <= back + timedelta(seconds=60)
+
+
+def test_the_next_window_is_taken_when_the_queue_runs_dry_not_before() -> None:
+    """A window is read from the store only when the queue has nothing left to start: the first window's six
+    one-range commands on three node pairs run in two rounds (0 s, 60 s) before the second window is asked for."""
+    pool = VirtualPool(seconds=60)
+    asked_at: list[datetime] = []
+    rest = iter([[segment(10, ("a", "b"))], [segment(11, ("c", "d"))]])
+
+    def next_window():  # type: ignore[no-untyped-def]
+        asked_at.append(pool.clock)
+        window = next(rest, None)
+        return None if window is None else (window, {})
+
+    first = [segment(i, pair) for i, pair in enumerate([("a", "b"), ("c", "d"), ("e", "f")] * 2)]
+    result = run_batch(first, {}, config=config(ranges_per_command=1), run_id="run-1", parallelism=3,
+                       effects=pool.effects(), run_started=pool.clock, next_window=next_window)  # fmt: skip
+    assert len(result.outcomes) == 8 and {o.state for o in result.outcomes} == {SegmentState.DONE}
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    # Once per window and once to learn the plan is over; the first ask after the second round started.
+    assert len(asked_at) == 3 and asked_at[0] == t0 + timedelta(seconds=120), asked_at
+    assert sorted({at for at, _ in pool.started}) == [t0, t0 + timedelta(seconds=60), t0 + timedelta(seconds=120)]
+
+
+def test_a_retried_task_skips_segments_of_later_windows_done_earlier_in_the_run() -> None:
+    pool = VirtualPool(seconds=60)
+    done_before = segment(10, ("d", "e"))
+    record = SegmentRecord(done_before.segment_id, state=SegmentState.DONE, run_id="run-1")
+    next_window, _ = windows_of([done_before, segment(11, ("e", "f"))], records={done_before.segment_id: record})
+    result = run_batch([segment(0, ("a", "b"))], {}, config=config(), run_id="run-1", parallelism=3,
+                       effects=pool.effects(), run_started=pool.clock, next_window=next_window)  # fmt: skip
+    by_index = {o.segment.range.start // 100: o for o in result.outcomes}
+    assert by_index[10].reason == "already repaired in this run"
+    assert by_index[11].state is SegmentState.DONE and len(pool.started) == 2

@@ -14,6 +14,10 @@ It is built for fleet-size nights (millions of segments): a command waiting on a
 look per scan, and scans stop after `_SCAN_LIMIT` waiting commands, so starting a session does not cost
 O(pending). Segments with a replica down wait, indexed by the down node, and run once it is back; only
 what is still blocked when nothing else is left is postponed to the next run.
+
+A plan too large to hold at once comes in windows (`next_window`): the next one is taken when the queue runs
+dry, into the same run, so a window is no barrier: sessions of the next window start while the last ones
+of this window run, and segments waiting for a down node wait across windows, not at the end of each.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ __all__ = [
     "RING_CHANGED",
     "BatchEffects",
     "BatchResult",
+    "NextWindow",
     "RecordUpdate",
     "SegmentOutcome",
     "SessionPool",
@@ -68,6 +73,9 @@ _PROGRESS_EVERY = timedelta(seconds=60)
 _BACK_PRESSURE_RETRY = timedelta(minutes=5)
 _BACK_PRESSURE_GIVE_UP = timedelta(hours=2)  # held back this long: left for the next run, saying why
 RING_CHANGED = "the ring changed: what is left is planned again"
+
+# The plan's next segments and their history records, or None once the plan is exhausted.
+NextWindow = Callable[[], tuple[Sequence[Segment], Mapping[str, SegmentRecord]] | None]
 
 
 @dataclass(frozen=True)
@@ -212,6 +220,7 @@ class _BatchRun:
         effects: BatchEffects,
         run_started: datetime,
         progress: Progress,
+        next_window: NextWindow | None = None,
     ) -> None:
         commands = group_segments(segments, config.ranges_per_command)
         # The plan's order is its priority: a command keeps its place while it waits (busy node, backoff).
@@ -219,6 +228,8 @@ class _BatchRun:
         self.position = {_key(c): i for i, c in enumerate(commands)}
         self.head = 0  # queue[:head] holds no command
         self.rank = dict(self.position)  # the plan's order, for commands that leave the queue and come back
+        self.next_window = next_window
+        self.segments_seen = progress.done + len(segments)  # the total grows with windows beyond a given one
         self.again: dict[str, RepairCommand] = {}  # put back (retries, held back): looked at first
         # Commands found waiting on a busy node are parked on it and looked at again only once it is free:
         # a scan never walks the same blocked commands again and again.
@@ -326,6 +337,34 @@ class _BatchRun:
 
     def _waiting_for_nodes(self) -> int:
         return sum(len(commands) for commands in self.blocked_by.values())
+
+    def _take_next_window(self) -> bool:
+        """Queue the plan's next window behind what waits (False once the plan is exhausted, or stopping)."""
+        if self.next_window is None or self.stop_reason is not None:
+            return False
+        window = self.next_window()
+        if window is None:
+            self.next_window = None
+            return False
+        segments, records = window
+        self.segments_seen += len(segments)
+        self.progress.total = max(self.progress.total, self.segments_seen)
+        for segment_id, record in records.items():
+            self.records.setdefault(segment_id, record)  # this run's own records are newer
+        todo, settled = _settled_apart(segments, self.records, self.run_id, self.config.max_retries)
+        for outcome in settled:
+            self.outcomes[outcome.segment.segment_id] = outcome
+            self.progress.advance()
+        rank = len(self.rank)
+        for command in group_segments(todo, self.config.ranges_per_command):
+            key = _key(command)
+            self.position[key] = len(self.queue)
+            self.rank[key] = rank
+            rank += 1
+            self.queue.append(command)
+            self.waiting += 1
+        self.changed = True
+        return True
 
     # -- state changes --------------------------------------------------------------------------------------
     def _finish(self, outcome: SegmentOutcome) -> None:
@@ -453,7 +492,7 @@ class _BatchRun:
     def _start_what_fits(self, pool: SessionPool) -> None:
         now = self.fx.now()
         room = self.parallelism - len(self.running)
-        if room <= 0 or not self.waiting:
+        if room <= 0 or not (self.waiting or self._take_next_window()):
             return
         live = self.fx.live_nodes()
         if live != self.live:
@@ -540,7 +579,8 @@ class _BatchRun:
 
     def _candidates(self) -> Iterator[tuple[RepairCommand, int | None]]:
         """Waiting commands in the order they may start, with their rank when they came off the ready heap:
-        those put back first, then parked ones whose node is free (in plan order), then the plan's queue."""
+        those put back first, then parked ones whose node is free (in plan order), then the plan's queue,
+        then the plan's next window once the queue is empty."""
         for command in list(self.again.values()):
             yield command, None
         while self.ready:
@@ -548,11 +588,15 @@ class _BatchRun:
             yield command, rank
         queue = self.queue
         index = self.head
-        while index < len(queue):
-            queued = queue[index]
-            index += 1
-            if queued is not None:
-                yield queued, None
+        while True:
+            while index < len(queue):
+                queued = queue[index]
+                index += 1
+                if queued is not None:
+                    yield queued, None
+            # Asked for more with the queue empty and room left: the plan's next window may use the free nodes.
+            if self.head < len(queue) or not self._take_next_window():
+                return
 
     def _leftovers(self) -> list[RepairCommand]:
         parked = [c for entries in self.parked.values() for _, c in entries]
@@ -614,7 +658,7 @@ class _BatchRun:
     def run(self) -> BatchResult:
         pool = self.fx.sessions or ThreadSessionPool(self.fx.repair, self.parallelism)
         try:
-            while self.waiting or self.running:
+            while self.waiting or self.running or self._take_next_window():
                 self.stop_reason = self.stop_reason or self._why_stop()
                 if self.stop_reason is None:
                     self._start_what_fits(pool)
@@ -630,6 +674,8 @@ class _BatchRun:
                         self.changed = True
                         continue
                     self._idle_sleep()
+                elif self._take_next_window():  # only commands for down nodes: they wait while the rest runs
+                    continue
                 elif not self._waited_for_down_nodes():  # only commands waiting for a node that is down
                     break  # left for the next run
                 self._report()
@@ -658,6 +704,7 @@ def run_batch(
     run_started: datetime,
     run_total: int | None = None,
     done_before: int = 0,
+    next_window: NextWindow | None = None,
 ) -> BatchResult:
     """Repair `segments` (most urgent first), a node in at most one session at a time.
 
@@ -665,25 +712,35 @@ def run_batch(
     up) are reported as they are, so an Airflow retry of the task does not repeat work.
     Progress counts the whole run when given its `run_total` and the segments of earlier batches
     (`done_before`); each log line starts with it: `[done/total share ETA]`.
+    `next_window` gives the plan's later segments with their records, taken when the queue runs dry.
     """
-    todo: list[Segment] = []
-    settled: list[SegmentOutcome] = []
-    for segment in segments:
-        record = records.get(segment.segment_id)
-        if record is not None and record.run_id == run_id and record.state is SegmentState.DONE:
-            settled.append(SegmentOutcome(segment, SegmentState.DONE, record, reason="already repaired in this run"))
-        elif retries_exhausted(record, run_id, config.max_retries):
-            settled.append(SegmentOutcome(segment, SegmentState.FAILED, record, reason="retries used up in this run"))
-        else:
-            todo.append(segment)
+    todo, settled = _settled_apart(segments, records, run_id, config.max_retries)
     started = done_before + len(settled)
     total = max(run_total, started + len(todo)) if run_total is not None else len(segments)
     progress = Progress(
         total, "repair", "segments", clock=lambda: effects.now().timestamp(),
         done=started if run_total is not None else len(settled),
     )  # fmt: skip
-    result = _BatchRun(todo, records, config, run_id, parallelism, effects, run_started, progress).run()
+    batch = _BatchRun(todo, records, config, run_id, parallelism, effects, run_started, progress, next_window)
+    result = batch.run()
     return BatchResult((*settled, *result.outcomes), result.stop_reason, result.unstarted)
+
+
+def _settled_apart(
+    segments: Sequence[Segment], records: Mapping[str, SegmentRecord], run_id: str, max_retries: int
+) -> tuple[list[Segment], list[SegmentOutcome]]:
+    """The segments still to repair, and outcomes for those this run already finished (a retried task)."""
+    todo: list[Segment] = []
+    settled: list[SegmentOutcome] = []
+    for segment in segments:
+        record = records.get(segment.segment_id)
+        if record is not None and record.run_id == run_id and record.state is SegmentState.DONE:
+            settled.append(SegmentOutcome(segment, SegmentState.DONE, record, reason="already repaired in this run"))
+        elif retries_exhausted(record, run_id, max_retries):
+            settled.append(SegmentOutcome(segment, SegmentState.FAILED, record, reason="retries used up in this run"))
+        else:
+            todo.append(segment)
+    return todo, settled
 
 
 def _key(command: RepairCommand) -> str:
