@@ -106,6 +106,11 @@ def run_night(spec: Path, conf: dict[str, Any] | None = None, night: int = 0) ->
         "tables": len(report.get("tables") or {}),
         "tables_fully_repaired": sum(1 for v in (report.get("tables") or {}).values() if v == "100.0%"),
         "ops_store": store.stats(),
+        # The simulator's own counters, cumulative over the nights this process ran on it.
+        "repair_sessions": simulator.cluster.stats.sessions,
+        "node_session_seconds": dict(
+            zip(simulator.cluster.addresses, simulator.cluster.stats.node_seconds, strict=True)
+        ),
         "sessions": sessions_of(store.repair_history()) if len(simulator.ring().nodes) <= 12 else None,
         "wall_seconds": round(wall, 1),
         "process_cpu_seconds": round(cpu, 1),
