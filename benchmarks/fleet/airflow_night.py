@@ -44,14 +44,20 @@ def simulated_connections(spec: Path) -> dict[str, str]:
     }
 
 
-def run_nights(spec: Path, conf: dict[str, Any] | None = None, nights: int = 1) -> list[dict[str, Any]]:
+def run_nights(
+    spec: Path, conf: dict[str, Any] | None = None, nights: int = 1, plan_only: bool = False
+) -> list[dict[str, Any]]:
     """`nights` nights on the fleet of `spec`, one after another in this process (one simulator)."""
-    return [run_night(spec, conf, night) for night in range(nights)]
+    return [run_night(spec, conf, night, plan_only) for night in range(nights)]
 
 
-def run_night(spec: Path, conf: dict[str, Any] | None = None, night: int = 0) -> dict[str, Any]:
+def run_night(
+    spec: Path, conf: dict[str, Any] | None = None, night: int = 0, plan_only: bool = False
+) -> dict[str, Any]:
     """Run one night on the fleet of `spec` in this process; the figures of the run. `night`: how many
-    nights ran before this one in this process (each gets a logical date of its own)."""
+    nights ran before this one in this process (each gets a logical date of its own). `plan_only`: the plan
+    task runs, the repair and report tasks are marked success without running (dag.test's
+    mark_success_pattern): the plan task's figures at a size whose repair would take hours here."""
     os.environ.update(simulated_connections(spec))
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     from airflow.dag_processing.dagbag import DagBag
@@ -61,7 +67,8 @@ def run_night(spec: Path, conf: dict[str, Any] | None = None, night: int = 0) ->
     simulator = simulator_for(str(spec))
     started_wall, started_cpu = time.monotonic(), time.process_time()
     logical_date = datetime.now(UTC) + timedelta(seconds=night)
-    dag_run = dag.test(logical_date=logical_date, run_conf=conf or {})
+    skipped = "^(repair|report)$" if plan_only else None
+    dag_run = dag.test(logical_date=logical_date, run_conf=conf or {}, mark_success_pattern=skipped)
     wall, cpu = time.monotonic() - started_wall, time.process_time() - started_cpu
     tasks, xcoms = _airflow_records(dag_run.run_id)
     summary = xcoms.get(("plan", "summary"), {}).get("value") or {}
@@ -179,6 +186,8 @@ def main() -> None:
     parser.add_argument("--conf", default="{}", help="the DAG run's conf (JSON)")
     parser.add_argument("--json", type=Path, help="write the figures there as JSON")
     parser.add_argument("--nights", type=int, default=1, help="nights one after another (figures: a list)")
+    parser.add_argument("--plan-only", action="store_true", help="run the plan task only (repair and report "
+                        "are marked success without running)")  # fmt: skip
     parser.add_argument("--plan-chunk-rows", type=int, help="segments per stored plan chunk (default: the shipped "
                         "PLAN_CHUNK_ROWS), to give a small fleet's plan several windows")  # fmt: skip
     parser.add_argument("--window-chunks", type=int, help="plan chunks the repair task reads at a time (default: "
@@ -191,7 +200,7 @@ def main() -> None:
             repair_operators.PLAN_CHUNK_ROWS = args.plan_chunk_rows
         if args.window_chunks:
             repair_operators.RepairRunOperator.WINDOW_CHUNKS = args.window_chunks
-    nights = run_nights(args.spec, json.loads(args.conf), args.nights)
+    nights = run_nights(args.spec, json.loads(args.conf), args.nights, args.plan_only)
     figures: Any = nights[0] if args.nights == 1 else nights
     text = json.dumps(figures, indent=2, default=str)
     if args.json:
