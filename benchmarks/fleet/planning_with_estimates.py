@@ -71,7 +71,7 @@ def main() -> int:
     for key, label in (("planning_cpu", "planning CPU (s)"), ("process_cpu", "process CPU incl. catalog (s)")):
         print(f"{label:34}{old[key]:>18.1f}{new[key]:>14.1f}{new[key] / old[key]:>10.3f}")
     print(f"{'segments':34}{old['segments']:>18,.0f}{new['segments']:>14,.0f}")
-    print(f"{'estimated bytes (sum)':34}{old['estimated_bytes']:>18,.0f}{new['estimated_bytes']:>14,.0f}")
+    print(f"{'estimated bytes (sum)':34}{old['estimated_bytes']:>22,.0f}{new['estimated_bytes']:>22,.0f}")
     return 0
 
 
