@@ -9,7 +9,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ringward.placement import replica_map
 from ringward.repair import (
     BatchEffects,
     RecordUpdate,
@@ -19,12 +18,9 @@ from ringward.repair import (
     SegmentRecord,
     SegmentState,
     SessionResult,
-    SizeSplitter,
     allowed_parallelism,
     due_segments,
-    plan_segments,
     run_batch,
-    select_units,
 )
 
 from ringward_fleetsim.anchors import DAY, SchedulerResult, _Coverage
@@ -48,28 +44,24 @@ class RingwardPlan:
 
 
 def plan_ringward(cluster: SimCluster, config: RepairConfig) -> RingwardPlan:
-    """Every unit's segments on the ring at t = 0, as the plan task computes them. `planning_cpu_seconds`
-    counts ringward's code only (units, replica maps, segments), not the simulated catalog's reads."""
+    """Every unit's segments on the ring at t = 0, as the DAG's plan task computes them (`plan_cluster`: units,
+    outlier tables in units of their own, keyspaces sharing a replica map, the size splitter reading the
+    simulated node-summed size estimates). `planning_cpu_seconds` counts that call, the simulated catalog's
+    reads included (one row per table and node: about 5 % of it at fleet size)."""
+    from ringward_cassandra.cluster_repairs import plan_cluster
+
     ring = cluster.ring(0.0)
-    catalog = cluster.catalog
-    schema = {ks: sorted(tables) for ks, tables in catalog.tables().items()}
-    segments: list[Segment] = []
-    unit_tables: dict[str, tuple[str, ...]] = {}
-    sized = isinstance(config.splitter, SizeSplitter)
-    cpu = 0.0
     started = time.process_time()
-    units = select_units(schema, config)
-    cpu += time.process_time() - started
-    for unit in units:
-        replication = catalog.replication(unit.keyspace)
-        estimates = catalog.size_estimates(unit.keyspace) if sized else []
-        started = time.process_time()
-        entries = replica_map(ring, replication).entries()
-        segments.extend(plan_segments(ring, entries, unit, config, estimates).segments)
-        cpu += time.process_time() - started
-        del estimates
-        unit_tables[unit.keyspace] = tuple(f"{unit.keyspace}.{t}" for t in (unit.tables or schema[unit.keyspace]))
-    return RingwardPlan(segments, cpu, unit_tables)
+    planned = plan_cluster(cluster.catalog, ring, config)
+    cpu = time.process_time() - started
+    segments = list(planned.segments)
+    # Coverage is per keyspace and range: every table the keyspace's units repair, whichever unit holds it.
+    schema = cluster.catalog.tables()
+    unit_tables: dict[str, set[str]] = {}
+    for segment in segments:  # no tables named: the whole keyspace
+        names = segment.tables or tuple(schema[segment.keyspace])
+        unit_tables.setdefault(segment.keyspace, set()).update(f"{segment.keyspace}.{t}" for t in names)
+    return RingwardPlan(segments, cpu, {ks: tuple(sorted(names)) for ks, names in unit_tables.items()})
 
 
 def run_ringward(
