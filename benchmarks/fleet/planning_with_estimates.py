@@ -3,10 +3,10 @@
 `ringward_fleetsim.ringward_run.plan_ringward` plans every unit of the fleet spec as the plan task does, with
 the size estimates the simulated cluster serves. Since 2026-11-27 it calls the plan task's own `plan_cluster`
 (outlier tables in units of their own) and its CPU includes the simulated catalog's reads; before, it planned
-one unit per keyspace and counted ringward's code only (units, replica maps, segments, the size index). Each tree runs in its own child process: "old" is the tree
-at `--baseline` exported with `git archive` (its catalog serves one `system.size_estimates` row per table and
-ring range: 5.1 M per keyspace at 1000 x 256 x 20 tables), "new" is this checkout (one row per table and node,
-as the nodes sum them).
+one unit per keyspace and counted ringward's code only (units, replica maps, segments, the size index).
+Each tree runs in its own child process: "old" is the tree at `--baseline` exported with `git archive` (its
+catalog serves one `system.size_estimates` row per table and ring range: 5.1 M per keyspace at 1000 x 256 x 20
+tables), "new" is this checkout (one row per table and node, as the nodes sum them).
 
 Run: uv run python benchmarks/fleet/planning_with_estimates.py [--medium] [--keyspaces N] [--baseline REV]
 """
