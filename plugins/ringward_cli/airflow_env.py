@@ -123,9 +123,11 @@ REPAIR_POOL_COMMAND = (
 )
 
 
-def ensure_repair_pool(env: Mapping[str, str]) -> None:
-    """The `ringward_repair` pool the nightly repair task runs in (a task in a missing pool never starts)."""
-    subprocess.run([_airflow_binary(), *REPAIR_POOL_COMMAND], env=dict(env), check=True, stdout=subprocess.DEVNULL)
+def ensure_repair_pool(env: Mapping[str, str], airflow: str | None = None) -> None:
+    """The `ringward_repair` pool the nightly repair task runs in (a task in a missing pool never starts);
+    `airflow`: the installation's binary (default: this interpreter's)."""
+    command = [airflow or _airflow_binary(), *REPAIR_POOL_COMMAND]
+    subprocess.run(command, env=dict(env), check=True, stdout=subprocess.DEVNULL)
 
 
 def _airflow_binary() -> str:

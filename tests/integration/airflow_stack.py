@@ -16,6 +16,10 @@ Two executors, as deployed:
   port, no persistence) as broker, and `airflow celery worker` as a separate process, not the scheduler's child;
   the result backend is the metadata database, as Airflow recommends (it warns against redis there). Airflow 3.3
   accepts SQLite with Celery, so the metadata database stays SQLite (PostgreSQL in compose).
+
+`airflow` names the Airflow installation the components run from: by default this interpreter's (the locked
+3.3), or another virtualenv's `bin/airflow` (the 3.4 side environment, `make venv-af34`), with ringward
+installed in it. The tests still drive it with this environment's client: an API change would show.
 """
 
 from __future__ import annotations
@@ -121,6 +125,7 @@ class AirflowStack:
     port: int
     env: dict[str, str]
     executor: str = "local"
+    airflow: str = field(default_factory=lambda: _airflow())
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _token: str | None = None
     _api: client.ApiClient | None = None
@@ -137,10 +142,10 @@ class AirflowStack:
         (self.home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
         if self.executor == "celery":
             self._start_redis()
-        subprocess.run([_airflow(), "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
-        ensure_repair_pool(self.env)
+        subprocess.run([self.airflow, "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
+        ensure_repair_pool(self.env, self.airflow)
         for name in COMPONENTS:
-            self._spawn(name, [_airflow(), name], self.env)
+            self._spawn(name, [self.airflow, name], self.env)
         if self.executor == "celery":
             self.start_worker()
         self.wait_until(self._healthy, timeout, "the Airflow components to report healthy")
@@ -150,7 +155,7 @@ class AirflowStack:
         AIRFLOW__CELERY__WORKER_CONCURRENCY, as in the compose file); returns once it takes tasks."""
         self._workers_started += 1
         name = f"celery-worker-{self._workers_started}"
-        command = [_airflow(), "celery", "worker", "--celery-hostname", f"{name}@%h",
+        command = [self.airflow, "celery", "worker", "--celery-hostname", f"{name}@%h",
                    "--pid", str(self.home / f"{name}.pid")]  # fmt: skip
         self._spawn(name, command, self.env)
         log = self.home / f"{name}.log"
@@ -268,6 +273,10 @@ class AirflowStack:
         return True
 
     # -- REST API, through the official client (apache-airflow-client, the release the stack runs) ------------
+    def version(self) -> str:
+        """The Airflow version the api-server reports."""
+        return str(client.VersionApi(self.api()).get_version().version)
+
     def token(self) -> str:
         """A JWT from the simple auth manager's POST /auth/token: the client has no call for it (its LoginApi
         only redirects a browser to the login page), so it stays a plain HTTP request."""
@@ -508,18 +517,23 @@ def nightly_config(home: Path, keyspaces: list[str]) -> Path:
 
 
 def start_stack(
-    nightly_keyspaces: list[str] | None = None, topology: str = "seed", executor: str = "local"
+    nightly_keyspaces: list[str] | None = None,
+    topology: str = "seed",
+    executor: str = "local",
+    airflow: str | None = None,
 ) -> Iterator[AirflowStack]:
-    """The stack on `executor` ("local" or "celery"); with `nightly_keyspaces`, the nightly DAG's configuration
-    selects only those (the scheduled run a first unpause starts then leaves alone every other keyspace on the
-    cluster)."""
+    """The stack on `executor` ("local" or "celery"), run by the `airflow` binary given (default: this
+    interpreter's); with `nightly_keyspaces`, the nightly DAG's configuration selects only those (the scheduled
+    run a first unpause starts then leaves alone every other keyspace on the cluster)."""
     with tempfile.TemporaryDirectory(prefix="ringward-airflow-") as tmp:
         home = Path(tmp)
         port = free_port()
         env = stack_environment(home, port, topology)
+        if airflow is not None:  # its installation's tools first (spark-submit, python) for the tasks it runs
+            env["PATH"] = f"{Path(airflow).parent}{os.pathsep}{env['PATH']}"
         if nightly_keyspaces is not None:
             env["RINGWARD_REPAIR_CONFIG"] = str(nightly_config(home, nightly_keyspaces))
-        stack = AirflowStack(home, port, env, executor)
+        stack = AirflowStack(home, port, env, executor, airflow or _airflow())
         try:
             stack.start()
             yield stack
