@@ -9,9 +9,9 @@ Prints per scheduler: simulated time until every (table, range) was repaired onc
 whether every table was covered within its gc_grace, the simulation's CPU time; the ratios ringward/CEP-37
 and ringward/Reaper; ringward's planning CPU seconds.
 
-Two ringward rows: `ringward` is the pure executor on the pure plan (one unit per keyspace, in this process);
-`dag` is the real `nightly_subrange_repair` DAG through Airflow (`airflow_night.py` in a child process with a
-throwaway Airflow home), whose plan task also gives outlier tables units of their own, as operators run it.
+Two ringward rows, both on the plan task's own plan (`plan_cluster`: outlier tables in units of their own):
+`ringward` is the pure executor in this process; `dag` is the real `nightly_subrange_repair` DAG through
+Airflow (`airflow_night.py` in a child process with a throwaway Airflow home), as operators run it.
 The `dag` row adds what issue 23 asks of the real DAG: task instances, largest XCom, ops rows and largest
 partition, the plan task's CPU. Its coverage is the repair task's simulated time, counted only when the report
 finds every table fully repaired (a table left for the next night is "not covered").
