@@ -24,6 +24,7 @@ from ringward.repair import (
     SizeSplitter,
     SkippedSegment,
     TableFeatures,
+    bytes_per_replica_node,
     coverage_records,
     incremental_unit,
     plan_segments,
@@ -136,14 +137,18 @@ def plan_cluster(
     by_size = isinstance(config.splitter, SizeSplitter)
     estimates: dict[str, list[SizeEstimate] | list[NodeSizeEstimate]] = {}
     table_bytes: dict[str, int] | None = None
+    replications: dict[str, Replication] = {}
     if by_size and config.split_outlier_tables:  # sizes tell an outlier table (it gets a unit of its own)
         selected = {u.keyspace for u in select_units({ks: sorted(t) for ks, t in schema.items()}, config)}
         table_bytes = {}
         for keyspace in sorted(selected - set(leased or {})):
             estimates[keyspace] = catalog.size_estimates(keyspace)
+            one_copy: dict[str, int] = {}  # the nodes' estimates cover their primary ranges: one copy together
             for row in estimates[keyspace]:
-                name = f"{keyspace}.{row.table}"
-                table_bytes[name] = table_bytes.get(name, 0) + row.data_bytes
+                one_copy[row.table] = one_copy.get(row.table, 0) + row.data_bytes
+            replication = replications[keyspace] = catalog.replication(keyspace)
+            for table, size in one_copy.items():
+                table_bytes[f"{keyspace}.{table}"] = bytes_per_replica_node(size, ring, replication)
     units = select_units({ks: sorted(tables) for ks, tables in schema.items()}, config, table_bytes)
     excluded_tables: dict[str, str] = {}
     if config.session_type == "incremental":
@@ -156,7 +161,9 @@ def plan_cluster(
         if unit.keyspace in leased:
             excluded[unit.keyspace] = leased[unit.keyspace]
             continue
-        replication = catalog.replication(unit.keyspace)
+        if unit.keyspace not in replications:
+            replications[unit.keyspace] = catalog.replication(unit.keyspace)
+        replication = replications[unit.keyspace]
         key = replication.to_cql()
         if key not in maps:
             maps[key] = replica_map(ring, replication).entries()

@@ -11,15 +11,21 @@ from ringward.repair import (
     NodeBacklog,
     RepairUnit,
     back_pressure_reason,
+    bytes_per_replica_node,
     dump_config,
     load_config,
     parse_config,
     select_units,
     unit_time_exceeded,
 )
+from ringward.replication import Replication
+from ringward.ring import Node, Ring
 
+GiB = 2**30
 SCHEMA = {"ks": ["a", "b", "c", "big"], "other": ["x", "y"]}
-SIZES = {"ks.a": 100, "ks.b": 120, "ks.c": 80, "ks.big": 50_000, "other.x": 10, "other.y": 11}
+# Bytes per replica node: `big` is 500x the median and 500 GiB, over the shipped 256 GiB floor.
+SIZES = {"ks.a": GiB, "ks.b": 1.2 * GiB, "ks.c": 0.8 * GiB, "ks.big": 500 * GiB, "other.x": 10, "other.y": 11}
+SIZES = {name: int(size) for name, size in SIZES.items()}
 
 
 def test_an_outlier_table_becomes_its_own_unit_after_the_rest_named_explicitly() -> None:
@@ -34,14 +40,42 @@ def test_without_sizes_or_with_the_split_off_units_are_as_before() -> None:
     assert select_units(SCHEMA, parse_config({"split_outlier_tables": 1000}), SIZES) == before
 
 
+def test_an_outlier_under_split_outlier_min_size_stays_with_the_other_tables() -> None:
+    # 100x the median but 100 GiB a node: it validates in minutes, and a unit of its own would double the
+    # sessions on every range (issue 23: 506,734 sessions instead of 256,001 on the 1000-node fleet).
+    modest = {**SIZES, "ks.big": 100 * GiB}
+    assert select_units(SCHEMA, parse_config({}), modest) == [RepairUnit("ks"), RepairUnit("other")]
+    assert select_units(SCHEMA, parse_config({"split_outlier_min_size": "64GiB"}), modest)[1] == RepairUnit(
+        "ks", ("big",)
+    )
+    # 0: the factor alone decides, as before the floor existed.
+    tiny = {"ks.a": 100, "ks.b": 120, "ks.c": 80, "ks.big": 50_000}
+    assert select_units(SCHEMA, parse_config({"split_outlier_min_size": 0}), tiny)[1] == RepairUnit("ks", ("big",))
+    assert select_units(SCHEMA, parse_config({}), tiny)[0] == RepairUnit("ks")
+
+
 def test_the_median_is_of_the_selected_tables_and_unknown_sizes_are_never_outliers() -> None:
     # Excluding the small tables leaves `big` alone: a keyspace of one table has no outlier.
     config = parse_config({"tables": {"exclude": ["ks.a", "ks.b", "ks.c"]}})
     assert select_units(SCHEMA, config, SIZES)[0] == RepairUnit("ks", ("big",))
-    partial = {"ks.a": 1, "ks.b": 1}  # c and big have no size
+    partial = {"ks.a": GiB, "ks.b": GiB}  # c and big have no size
     assert select_units(SCHEMA, parse_config({}), partial)[0] == RepairUnit("ks")
-    empty = {"ks.a": 0, "ks.b": 0, "ks.c": 0, "ks.big": 5}  # median 0: nothing to compare against
+    empty = {"ks.a": 0, "ks.b": 0, "ks.c": 0, "ks.big": 500 * GiB}  # median 0: nothing to compare against
     assert select_units(SCHEMA, parse_config({}), empty)[0] == RepairUnit("ks")
+
+
+def test_bytes_per_replica_node_spreads_one_copy_over_the_nodes_that_hold_the_keyspace() -> None:
+    nodes = [Node(f"10.0.{dc}.{i}", f"dc{dc}", "r1", (dc * 1000 + i,)) for dc in (1, 2) for i in range(6)]
+    nodes += [Node(f"10.0.3.{i}", "dc3", "r1", (3000 + i,)) for i in range(2)]
+    ring = Ring.of(nodes)
+    one_copy = 1400 * GiB
+    # NTS dc1: 3, dc2: 3, dc3 holds nothing: 6 replicas over the 12 nodes of dc1 and dc2.
+    nts = Replication.network_topology({"dc1": 3, "dc2": 3})
+    assert bytes_per_replica_node(one_copy, ring, nts) == 700 * GiB
+    # A factor above a datacenter's node count stores one copy per node there: 3 + 2 replicas over 8 nodes.
+    assert bytes_per_replica_node(one_copy, ring, Replication.network_topology({"dc1": 3, "dc3": 5})) == 875 * GiB
+    # SimpleStrategy: RF copies over every node of the ring.
+    assert bytes_per_replica_node(one_copy, ring, Replication.simple(2)) == 200 * GiB
 
 
 def test_unit_time_exceeded_names_the_time_and_the_limit() -> None:
@@ -82,6 +116,8 @@ def test_back_pressure_limits_come_from_the_configuration() -> None:
     [
         ({"split_outlier_tables": 0.5}, "split_outlier_tables", "0 (never split) or a factor of at least 1"),
         ({"split_outlier_tables": -1}, "split_outlier_tables", "0 (never split)"),
+        ({"split_outlier_min_size": "lots"}, "split_outlier_min_size", "expected a size"),
+        ({"split_outlier_min_size": -1}, "split_outlier_min_size", "greater than or equal to 0"),
         ({"table_max_repair_time": 0}, "table_max_repair_time", "null for no limit"),
         ({"back_pressure": {"max_pending_compactions": 0}}, "back_pressure.max_pending_compactions", "greater than 0"),
         ({"back_pressure": {"sstable_upper_threshold": -5}}, "back_pressure.sstable_upper_threshold", "greater than 0"),
@@ -102,6 +138,7 @@ def test_new_fields_ship_in_the_default_file_and_round_trip_through_dump_config(
     shipped = load_config()
     assert shipped == parse_config({**dump_config(shipped)})
     assert shipped.split_outlier_tables == 10.0
+    assert shipped.split_outlier_min_size == 256 * GiB
     assert shipped.table_max_repair_time == timedelta(hours=6)
     assert shipped.back_pressure == BackPressure()
     assert shipped.history_ttl == timedelta(days=30)

@@ -77,6 +77,7 @@ from ringward.repair._segments import (
     RepairUnit,
     Segment,
     SkippedSegment,
+    bytes_per_replica_node,
     group_segments,
     select_units,
 )
@@ -173,6 +174,7 @@ __all__ = [
     "apply_overrides",
     "back_pressure_reason",
     "backoff_delay",
+    "bytes_per_replica_node",
     "configured_disk_capacity",
     "coverage_entries",
     "coverage_records",

@@ -50,6 +50,7 @@ DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 ByteCount = Annotated[int, BeforeValidator(parse_bytes), Field(gt=0)]
+ByteCountOrZero = Annotated[int, BeforeValidator(parse_bytes), Field(ge=0)]
 
 
 class _Strict(BaseModel):
@@ -300,6 +301,10 @@ class RepairConfig(_Strict):
     # A table bigger than this factor x the median of its keyspace's selected tables is repaired as its
     # own unit, so it cannot hold the others back (CEP-37 repairs table by table). 0 = never split.
     split_outlier_tables: float = 10.0
+    # ... and holds more than this on an average replica node. A smaller table validates in minutes (256 GiB is
+    # about 70 min at compaction's default 64 MiB/s), far inside table_max_repair_time, while a unit of its own
+    # costs a second repair session on every range: on a 1000-node ring that doubles the sessions. 0 = any size.
+    split_outlier_min_size: ByteCountOrZero = 256 * 2**30
     # CEP-37's name: repair time one unit may take in a run before the rest of it waits for the next run.
     table_max_repair_time: Duration | None = timedelta(hours=6)
     # Once only commands waiting for a node that is down remain, the run waits this long for it (polling who is

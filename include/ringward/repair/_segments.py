@@ -15,7 +15,8 @@ from fnmatch import fnmatchcase
 from itertools import pairwise
 
 from ringward.repair._config import RepairConfig, RepairType
-from ringward.ring import TokenRange
+from ringward.replication import Replication
+from ringward.ring import Ring, TokenRange
 
 __all__ = [
     "LOCAL_KEYSPACES",
@@ -23,6 +24,7 @@ __all__ = [
     "RepairUnit",
     "Segment",
     "SkippedSegment",
+    "bytes_per_replica_node",
     "group_segments",
     "select_units",
 ]
@@ -257,10 +259,11 @@ def select_units(
     keyspaces and keyspaces left without tables are dropped. Units name their tables explicitly only
     when some were excluded, so a new table is repaired without a configuration change.
 
-    With `table_bytes` (`{"keyspace.table": bytes}`) and `split_outlier_tables` > 0, a table bigger than
-    that factor x the median size of its keyspace's selected tables (those with a size) becomes its own
-    unit after the unit of the other tables, which then names them explicitly: a huge table cannot hold
-    the small ones back.
+    With `table_bytes` (`{"keyspace.table": bytes on an average replica node}`, see `bytes_per_replica_node`)
+    and `split_outlier_tables` > 0, a table bigger than that factor x the median size of its keyspace's
+    selected tables (those with a size), and bigger than `split_outlier_min_size`, becomes its own unit after
+    the unit of the other tables, which then names them explicitly: a huge table cannot hold the small ones
+    back. A table big only next to tiny ones stays with them: its own unit would double the sessions.
     """
     units: list[RepairUnit] = []
     for keyspace in sorted(schema):
@@ -272,7 +275,7 @@ def select_units(
         chosen = [t for t in all_tables if _selected(f"{keyspace}.{t}", config.tables.include, config.tables.exclude)]
         if not chosen:
             continue
-        outliers = _outliers(keyspace, chosen, table_bytes, config.split_outlier_tables)
+        outliers = _outliers(keyspace, chosen, table_bytes, config.split_outlier_tables, config.split_outlier_min_size)
         if outliers:
             rest = tuple(t for t in chosen if t not in outliers)
             if rest:
@@ -284,8 +287,10 @@ def select_units(
     return units
 
 
-def _outliers(keyspace: str, tables: list[str], table_bytes: Mapping[str, int] | None, factor: float) -> list[str]:
-    """Tables over `factor` x the median size of `tables`; tables without a size are never outliers."""
+def _outliers(
+    keyspace: str, tables: list[str], table_bytes: Mapping[str, int] | None, factor: float, min_size: int
+) -> list[str]:
+    """Tables over `factor` x the median size of `tables` and over `min_size`; tables without a size never are."""
     if not table_bytes or factor <= 0 or len(tables) < 2:
         return []
     sizes = {t: table_bytes[f"{keyspace}.{t}"] for t in tables if f"{keyspace}.{t}" in table_bytes}
@@ -294,4 +299,18 @@ def _outliers(keyspace: str, tables: list[str], table_bytes: Mapping[str, int] |
     median = statistics.median(sizes.values())
     if median <= 0:  # mostly empty tables: every table with data would be an "outlier"
         return []
-    return [t for t in tables if t in sizes and sizes[t] > factor * median]
+    return [t for t in tables if t in sizes and sizes[t] > factor * median and sizes[t] > min_size]
+
+
+def bytes_per_replica_node(one_copy: float, ring: Ring, replication: Replication) -> int:
+    """The share of a table of `one_copy` bytes (one replica's copy, as the nodes' size estimates add up to)
+    that an average node holding the keyspace stores: replicas / nodes in the datacenters that hold it."""
+    dcs = ring.datacenters()
+    if replication.is_simple:
+        nodes = len(ring.addresses())
+        replicas = min(replication.factor_for(""), nodes)
+    else:
+        held = {dc: len(members) for dc, members in dcs.items() if replication.factor_for(dc) > 0}
+        nodes = sum(held.values())
+        replicas = sum(min(replication.factor_for(dc), count) for dc, count in held.items())
+    return round(one_copy * replicas / nodes) if nodes else 0
