@@ -234,7 +234,7 @@ class PlanRepairOperator(BaseOperator):
                 for why in clusters[group].excluded_tables.values():
                     self.log.warning("%s", why)
             segments = clusters[group].segments
-            history = records_by_segment(store.repair_history(**_history_args(kind)))
+            history = history_of_segments(store, segments, _history_args(kind))
             found = select_due_by_type(
                 segments, {history_key(sid, kind): record for sid, record in history.items()}, run_id=run_id,
                 now=now, config=config, joined=joined, types=[kind],
@@ -547,14 +547,7 @@ class RepairRunOperator(BaseOperator):
         return next_window
 
     def _history(self, store: Any, segments: Sequence[Segment]) -> dict[str, SegmentRecord]:
-        """The records of `segments` only, from the history partitions their ranges fall in."""
-        wanted = {s.segment_id for s in segments}
-        partitions: dict[tuple[str, tuple[str, ...]], set[int]] = {}
-        for segment in segments:
-            partitions.setdefault((segment.keyspace, segment.tables), set()).add(history_bucket(segment.range.start))
-        rows = [row for (keyspace, tables), buckets in partitions.items()
-                for row in store.history_of(keyspace, tables, buckets, **self._type)]  # fmt: skip
-        return {k: v for k, v in records_by_segment(rows).items() if k in wanted}
+        return history_of_segments(store, segments, self._type)
 
     def _replan(
         self, context: Any, config: RepairConfig, cassandra: Any, store: Any, run_id: str, replans: int
@@ -564,7 +557,7 @@ class RepairRunOperator(BaseOperator):
         ring = cassandra.ring()
         leased = {ks: "under a migration lease" for ks in store.leased_keyspaces()}
         cluster = plan_cluster(cassandra.catalog(), ring, config, leased)
-        records = records_by_segment(store.repair_history(**_of_type(config)))
+        records = history_of_segments(store, cluster.segments, _of_type(config))
         fresh = {sid: r for sid, r in records.items() if not (r.run_id == run_id and r.state is SegmentState.DONE)}
         done_now = set(records) - set(fresh)
         due = select_due([s for s in cluster.segments if s.segment_id not in done_now], fresh, run_id=run_id,
@@ -776,6 +769,20 @@ def _postponed(record: SegmentRecord | None, segment: Segment, run_id: str, repa
 def _of_type(config: RepairConfig) -> dict[str, str]:
     """The store's history arguments for the config's type (`_history_args`)."""
     return _history_args(config.session_type)
+
+
+def history_of_segments(
+    store: Any, segments: Sequence[Segment], type_args: Mapping[str, str]
+) -> dict[str, SegmentRecord]:
+    """The records of `segments` only, read from the history partitions their ranges fall in (never a scan of
+    the whole history table: at fleet size that is millions of rows across every node)."""
+    wanted = {s.segment_id for s in segments}
+    partitions: dict[tuple[str, tuple[str, ...]], set[int]] = {}
+    for segment in segments:
+        partitions.setdefault((segment.keyspace, segment.tables), set()).add(history_bucket(segment.range.start))
+    rows = [row for (keyspace, tables), buckets in partitions.items()
+            for row in store.history_of(keyspace, tables, buckets, **type_args)]  # fmt: skip
+    return {k: v for k, v in records_by_segment(rows).items() if k in wanted}
 
 
 def _history_args(kind: str) -> dict[str, str]:

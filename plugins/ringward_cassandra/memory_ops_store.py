@@ -138,6 +138,11 @@ class MemoryOpsStore:
             "partitions": {name: len(t.partitions) for name, t in self._tables.items() if t.partitions},
         }
 
+    def reset_stats(self) -> None:
+        """Restart the written/read counters (a benchmark's seeded history is not the night's traffic)."""
+        self._written.clear()
+        self._read.clear()
+
     def _upsert(self, table: str, partition: Key, clustering: Key, cells: Mapping[str, Any], ttl: int | None) -> None:
         expires = self.clock() + timedelta(seconds=ttl) if ttl else None  # TTL 0: none, as in CQL
         self._tables[table].upsert(partition, clustering, cells, expires)

@@ -114,6 +114,15 @@ def test_a_node_joining_mid_run_is_planned_again_without_failing(tmp_path: Path,
     assert figures["run_state"] == "DONE" and figures["tables_fully_repaired"] == figures["tables"]
 
 
+def test_the_plan_task_reads_the_history_of_the_planned_segments(tmp_path: Path) -> None:
+    """A history of every segment repaired an hour ago (airflow_night.py --seed-history): the plan task finds
+    nothing due, reading exactly those records from their partitions, and writes no history itself."""
+    figures = night(tmp_path, FleetSpec.small(), None, "--seed-history", "1", "--plan-only")
+    assert figures["segments"] == figures["plan_types"]["full"]["not_due"] > 0 and figures["due"] == 0
+    assert figures["ops_store"]["rows_read"]["repair_segments"] == figures["segments"]
+    assert "repair_segments" not in figures["ops_store"]["rows_written"]
+
+
 def test_a_preview_night_runs_on_its_own_history_and_repairs_nothing(tmp_path: Path) -> None:
     figures = night(tmp_path, FleetSpec.small(), {"repair_type": "preview"})
     assert_bounded(figures)
