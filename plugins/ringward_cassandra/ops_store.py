@@ -6,6 +6,7 @@ it again, and leases use lightweight transactions, as Reaper's per-replica locks
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ringward.errors import MigrationError, RepairError
 from ringward.permissions import OPS_KEYSPACE, ops_keyspace_statement
-from ringward.repair import RecordUpdate, Segment, SegmentRecord, SegmentState
+from ringward.repair import RecordUpdate, SegmentRecord, SegmentState, segment_id_of
 from ringward.ring import TokenRange
 
 if TYPE_CHECKING:
@@ -863,30 +864,39 @@ def _merged(rows: Iterable[RepairHistoryRow], legacy: Iterable[RepairHistoryRow]
     return found + [r for r in legacy if (r.keyspace, r.tables, r.range) not in seen]
 
 
-def _history_row(row: Any) -> RepairHistoryRow:
-    def get(name: str) -> Any:
-        return getattr(row, name, None)
+@functools.lru_cache(maxsize=1024)
+def _tables_of(names: str | None) -> tuple[str, ...]:
+    """The tables of a `table_names` cell, in normal form: a partition's rows all share one (cached)."""
+    return tuple(sorted({t for t in (names or "").split(",") if t}))
 
-    tables = tuple(t for t in (get("table_names") or "").split(",") if t)
-    token_range = TokenRange(get("range_start"), get("range_end"))
-    # The id is the segment's own, recomputed from keyspace, tables and range.
-    segment_id = Segment(get("keyspace_name"), tables, token_range, ()).segment_id
+
+_STATES = {state.value: state for state in SegmentState}
+
+
+def _history_row(row: Any) -> RepairHistoryRow:
+    # Millions of rows a night at fleet size: one getattr per cell, the tables and the state looked up.
+    keyspace = row.keyspace_name
+    tables = _tables_of(getattr(row, "table_names", None))
+    token_range = TokenRange(row.range_start, row.range_end)
+    state = getattr(row, "state", None)
+    replicas = getattr(row, "replicas", None)
     record = SegmentRecord(
-        segment_id=segment_id,
-        state=SegmentState(get("state") or SegmentState.NOT_STARTED.value),
-        last_success=_utc(get("last_success")),
-        last_full_success=_utc(get("last_full_success")),
-        attempts=get("attempts") or 0,
-        last_error=get("last_error"),
-        duration=get("seconds"),
-        run_id=get("run_id"),
-        repair_type=get("repair_type") or "full",
+        segment_id=segment_id_of(keyspace, tables, token_range),  # the segment's own id, from its key
+        state=_STATES[state] if state else SegmentState.NOT_STARTED,
+        last_success=_utc(getattr(row, "last_success", None)),
+        last_full_success=_utc(getattr(row, "last_full_success", None)),
+        attempts=getattr(row, "attempts", None) or 0,
+        last_error=getattr(row, "last_error", None),
+        duration=getattr(row, "seconds", None),
+        run_id=getattr(row, "run_id", None),
+        repair_type=getattr(row, "repair_type", None) or "full",
     )
     return RepairHistoryRow(
-        keyspace=get("keyspace_name"), tables=tables, range=token_range, record=record,
-        started_at=_utc(get("started_at")), finished_at=_utc(get("finished_at")),
-        coordinator=get("coordinator"),
-        replicas=tuple(r for r in (get("replicas") or "").split(",") if r), updated_at=_utc(get("updated_at")),
+        keyspace=keyspace, tables=tables, range=token_range, record=record,
+        started_at=_utc(getattr(row, "started_at", None)), finished_at=_utc(getattr(row, "finished_at", None)),
+        coordinator=getattr(row, "coordinator", None),
+        replicas=tuple(r for r in replicas.split(",") if r) if replicas else (),
+        updated_at=_utc(getattr(row, "updated_at", None)),
     )  # fmt: skip
 
 

@@ -79,6 +79,7 @@ from ringward.repair._segments import (
     SkippedSegment,
     bytes_per_replica_node,
     group_segments,
+    segment_id_of,
     select_units,
 )
 from ringward.repair._state import (
@@ -220,6 +221,7 @@ __all__ = [
     "ring_fingerprint",
     "run_batch",
     "run_under_way",
+    "segment_id_of",
     "select_due",
     "select_due_by_type",
     "select_units",

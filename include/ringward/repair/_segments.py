@@ -26,6 +26,7 @@ __all__ = [
     "SkippedSegment",
     "bytes_per_replica_node",
     "group_segments",
+    "segment_id_of",
     "select_units",
 ]
 
@@ -58,6 +59,12 @@ def _segment_id(keyspace: str, tables: tuple[str, ...], token_range: TokenRange)
     # The repair history is keyed by this: never change the text hashed or the digest's length.
     key = f"{keyspace}|{','.join(tables)}|{token_range.start}|{token_range.end}"
     return hashlib.sha256(key.encode()).digest()[:10].hex()  # == hexdigest()[:20], without the other 44 chars
+
+
+def segment_id_of(keyspace: str, tables: Sequence[str], token_range: TokenRange) -> str:
+    """`Segment(keyspace, tables, token_range, ...).segment_id` without building the segment (a history read
+    computes millions of them)."""
+    return _segment_id(keyspace, _normalised(tables), token_range)
 
 
 def _normalised(tables: Sequence[str]) -> tuple[str, ...]:
