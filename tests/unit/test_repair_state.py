@@ -101,3 +101,18 @@ def test_ring_fingerprint_changes_with_tokens_owners_dcs_or_replication() -> Non
         ring_fingerprint(ring, {"ks": {"class": "NetworkTopologyStrategy", "dc1": 3}}),
     }
     assert base not in changed and len(changed) == 4
+
+
+def test_a_rings_fingerprint_is_computed_once_per_replication(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The repair task looks at the ring once a minute all night: an unchanged Ring is not hashed again."""
+    from ringward.repair import _state
+
+    computed: list[object] = []
+    real = _state._fingerprint
+    monkeypatch.setattr(_state, "_fingerprint", lambda ring, rep: computed.append(rep) or real(ring, rep))
+    ring = Ring.of([Node("a", "dc1", "r", (1, 5)), Node("b", "dc1", "r", (3,))])
+    first = ring_fingerprint(ring, {})
+    assert [ring_fingerprint(ring, {}) for _ in range(3)] == [first] * 3 and computed == [{}]
+    assert ring_fingerprint(ring, {"ks": 1}) != first and computed == [{}, {"ks": 1}]
+    # An equal ring read again (a new object) is fingerprinted again, and agrees.
+    assert ring_fingerprint(Ring.of(ring.nodes), {}) == first and len(computed) == 3
