@@ -114,6 +114,8 @@ def check_history_rows_expire(h: Harness) -> None:
     h.advance(2.5)
     assert {r.range for r in h.store.repair_history(keyspace)} == {kept.range, renewed.range}
     assert {r.range for r in h.store.history_of(keyspace, TABLES, [0])} == {kept.range}
+    ids = {(s.range.start, s.range.end): s.segment_id for s in (gone, kept, renewed)}
+    assert set(h.store.records_of(keyspace, TABLES, [0, 128], ids)) == {kept.segment_id, renewed.segment_id}
 
 
 def check_run_plan_round_trip(h: Harness) -> None:
@@ -195,6 +197,32 @@ def check_each_repair_type_keeps_its_own_history(h: Harness) -> None:
     assert [r.record for r in h.store.repair_history(keyspace, repair_type="preview")] == [preview]
     assert h.store.history_of(keyspace, TABLES, bucket, repair_type="paxos") == []
     assert [r.record for r in h.store.repair_history(keyspace)] == [full]
+    ids = {(100, 200): segment.segment_id}
+    assert h.store.records_of(keyspace, TABLES, bucket, ids) == {segment.segment_id: full}
+    assert h.store.records_of(keyspace, TABLES, bucket, ids, repair_type="preview") == {segment.segment_id: preview}
+    assert h.store.records_of(keyspace, TABLES, bucket, ids, repair_type="paxos") == {}
+
+
+def check_records_of_reads_the_named_segments_records(h: Harness) -> None:
+    """The plan task's read: the records of the segments it names, from the partitions it names, as
+    history_of would give them (a failed attempt's error too); ranges it does not name are left out."""
+    keyspace, run_id = h.name("ks"), h.name("run")
+    segments = [_segment(keyspace, start, end) for start, end in _ranges()]
+    failed = SegmentRecord(segments[1].segment_id, SegmentState.FAILED, None, None, 2, "boom", 3.0, run_id)
+    h.store.record_repairs([RecordUpdate(segments[0], _done(segments[0], run_id), STARTED, FINISHED),
+                            RecordUpdate(segments[1], failed, STARTED, FINISHED),
+                            *(RecordUpdate(s, _done(s, run_id), STARTED, FINISHED) for s in segments[2:])])  # fmt: skip
+    ids = {(s.range.start, s.range.end): s.segment_id for s in segments}
+    everything = h.store.records_of(keyspace, TABLES, range(256), ids)
+    assert everything == {r.record.segment_id: r.record for r in h.store.history_of(keyspace, TABLES, range(256))}
+    assert everything[segments[1].segment_id] == failed
+    assert h.store.records_of(keyspace, TABLES, [0], ids) == {s.segment_id: everything[s.segment_id]
+                                                               for s in segments[:2]}  # fmt: skip
+    third = segments[2]
+    named = {(third.range.start, third.range.end): third.segment_id}
+    assert h.store.records_of(keyspace, TABLES, [0, 128, 255], named) == {third.segment_id: _done(third, run_id)}
+    assert h.store.records_of(keyspace, ("events",), range(256), ids) == {}  # another unit's partitions
+    assert h.store.records_of(keyspace, TABLES, [], ids) == {}
 
 
 def check_preview_findings_kept_latest_first(h: Harness) -> None:
@@ -222,4 +250,5 @@ CHECKS = [
     check_pause_switch,
     check_preview_findings_kept_latest_first,
     check_each_repair_type_keeps_its_own_history,
+    check_records_of_reads_the_named_segments_records,
 ]

@@ -61,7 +61,7 @@ from ringward.repair import (
     status_table,
     type_plan_id,
 )
-from ringward_cassandra.cluster_repairs import plan_cluster, records_by_segment, status_records, table_statuses
+from ringward_cassandra.cluster_repairs import plan_cluster, status_records, table_statuses
 from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, PreviewFinding, history_bucket
 from ringward_cassandra.schema import data_disk_max_sizes
 
@@ -776,13 +776,15 @@ def history_of_segments(
 ) -> dict[str, SegmentRecord]:
     """The records of `segments` only, read from the history partitions their ranges fall in (never a scan of
     the whole history table: at fleet size that is millions of rows across every node)."""
-    wanted = {s.segment_id for s in segments}
-    partitions: dict[tuple[str, tuple[str, ...]], set[int]] = {}
+    units: dict[tuple[str, tuple[str, ...]], tuple[set[int], dict[tuple[int, int], str]]] = {}
     for segment in segments:
-        partitions.setdefault((segment.keyspace, segment.tables), set()).add(history_bucket(segment.range.start))
-    rows = [row for (keyspace, tables), buckets in partitions.items()
-            for row in store.history_of(keyspace, tables, buckets, **type_args)]  # fmt: skip
-    return {k: v for k, v in records_by_segment(rows).items() if k in wanted}
+        buckets, ids = units.setdefault((segment.keyspace, segment.tables), (set(), {}))
+        buckets.add(history_bucket(segment.range.start))
+        ids[segment.range.start, segment.range.end] = segment.segment_id
+    records: dict[str, SegmentRecord] = {}
+    for (keyspace, tables), (buckets, ids) in units.items():
+        records.update(store.records_of(keyspace, tables, buckets, ids, **type_args))
+    return records
 
 
 def _history_args(kind: str) -> dict[str, str]:

@@ -23,6 +23,7 @@ from ringward.ring import TokenRange
 
 from ringward_cassandra.ops_store import (
     DEFAULT_HISTORY_TTL,
+    RECORD_COLUMNS,
     REPAIR_SWITCH,
     Lease,
     PreviewFinding,
@@ -35,6 +36,7 @@ from ringward_cassandra.ops_store import (
     history_table,
     preview_columns,
     preview_finding,
+    record_of_cells,
 )
 
 __all__ = ["MemoryOpsStore"]
@@ -89,6 +91,25 @@ class _Table:
             del self.partitions[partition]
         live.sort(key=lambda item: item[0], reverse=self.descending)
         return [cells for _, cells in live]
+
+    def cells(self, partition: Key, now: datetime, columns: Sequence[str]) -> list[tuple[Any, ...]]:
+        """The live rows of a partition as tuples of `columns` (None where a cell is absent or expired), in no
+        particular order: the lean read `records_of` makes of millions of rows."""
+        stored = self.partitions.get(partition)
+        if not stored:
+            return []
+        found: list[tuple[Any, ...]] = []
+        for row in stored.values():
+            marker = row.get(_MARKER)
+            if not (marker and (marker[1] is None or marker[1] > now)) and not any(
+                expires is None or expires > now for _, expires in row.values()
+            ):
+                continue  # every cell expired: the row is gone
+            found.append(tuple(
+                None if (cell := row.get(c)) is None or (cell[1] is not None and cell[1] <= now) else cell[0]
+                for c in columns
+            ))  # fmt: skip
+        return found
 
     def delete(self, partition: Key) -> None:
         self.partitions.pop(partition, None)
@@ -206,6 +227,27 @@ class MemoryOpsStore:
             for bucket in sorted(set(buckets))
             for row in self._rows("repair_segments", (keyspace, names, bucket))
         ]
+
+    def records_of(
+        self,
+        keyspace: str,
+        tables: Sequence[str],
+        buckets: Iterable[int],
+        ids: Mapping[tuple[int, int], str],
+        repair_type: str = "full",
+    ) -> dict[str, SegmentRecord]:
+        names = ",".join(tables)
+        table, prefix = ("repair_segments", ()) if repair_type == "full" else ("repair_type_segments", (repair_type,))
+        now = self.clock()
+        records: dict[str, SegmentRecord] = {}
+        for bucket in sorted(set(buckets)):
+            rows = self._tables[table].cells((*prefix, keyspace, names, bucket), now, RECORD_COLUMNS)
+            self._read[table] += len(rows)
+            for row in rows:
+                segment_id = ids.get((row[0], row[1]))
+                if segment_id is not None:
+                    records[segment_id] = record_of_cells(segment_id, row, repair_type)
+        return records
 
     # -- run plans --------------------------------------------------------------------------------------
     def save_run_plan(self, run_id: str, chunks: Iterable[Sequence[str]], ttl_seconds: int | None = None) -> int:

@@ -553,6 +553,46 @@ class OpsStore:
             legacy = self._concurrent_read(cql, [(keyspace, names, *bucket_bounds(b)) for b in wanted])
         return _merged(rows, legacy)
 
+    def records_of(
+        self,
+        keyspace: str,
+        tables: Sequence[str],
+        buckets: Iterable[int],
+        ids: Mapping[tuple[int, int], str],
+        repair_type: str = "full",
+    ) -> dict[str, SegmentRecord]:
+        """The records of the segments `ids` names (`{(range_start, range_end): segment_id}`) in the history
+        partitions of (keyspace, tables) in `buckets`, keyed by segment id: `history_of` for due selection.
+        Only a record's columns are read and no history row is built: the plan task reads every planned
+        segment's record each night (millions at fleet size)."""
+        if LEGACY_HISTORY in self._tables():  # an upgraded cluster, until its legacy rows are rewritten
+            rows = self.history_of(keyspace, tables, buckets, repair_type)
+            return {ids[key]: r.record for r in rows if (key := (r.range.start, r.range.end)) in ids}
+        table = "repair_segments" if repair_type == "full" else "repair_type_segments"
+        if table not in self._tables():
+            return {}
+        names = ",".join(tables)
+        where = "keyspace_name = ? AND table_names = ? AND bucket = ?"
+        params: list[tuple[object, ...]] = [(keyspace, names, b) for b in sorted(set(buckets))]
+        if repair_type != "full":
+            where = f"repair_type = ? AND {where}"
+            params = [(repair_type, *p) for p in params]
+        statement = self._statement(f"SELECT {', '.join(RECORD_COLUMNS)} FROM {self.keyspace}.{table} WHERE {where}")
+        from cassandra.concurrent import execute_concurrent_with_args
+
+        records: dict[str, SegmentRecord] = {}
+        if not params:
+            return records
+        results = execute_concurrent_with_args(
+            self.session, statement, params, concurrency=_READ_CONCURRENCY, raise_on_first_error=True
+        )
+        for _, result in results:
+            for row in result:
+                segment_id = ids.get((row[0], row[1]))
+                if segment_id is not None:
+                    records[segment_id] = record_of_cells(segment_id, row, repair_type)
+        return records
+
     def _read_partitions(self, keyspace: str, partitions: Sequence[tuple[str, int]]) -> list[RepairHistoryRow]:
         cql = (
             f"SELECT * FROM {self.keyspace}.repair_segments WHERE keyspace_name = ? AND table_names = ? AND bucket = ?"
@@ -871,6 +911,18 @@ def _tables_of(names: str | None) -> tuple[str, ...]:
 
 
 _STATES = {state.value: state for state in SegmentState}
+
+
+# The columns `records_of` reads, in the order `record_of_cells` takes them.
+RECORD_COLUMNS = ("range_start", "range_end", "state", "last_success", "last_full_success", "attempts", "last_error",
+                  "seconds", "run_id")  # fmt: skip
+
+
+def record_of_cells(segment_id: str, cells: Sequence[Any], repair_type: str = "full") -> SegmentRecord:
+    """A SegmentRecord from a row of `_RECORD_COLUMNS` (shared with the in-memory store)."""
+    _, _, state, last_success, last_full_success, attempts, last_error, seconds, run_id = cells
+    return SegmentRecord(segment_id, _STATES[state] if state else SegmentState.NOT_STARTED, _utc(last_success),
+                         _utc(last_full_success), attempts or 0, last_error, seconds, run_id, repair_type)  # fmt: skip
 
 
 def _history_row(row: Any) -> RepairHistoryRow:

@@ -105,6 +105,10 @@ def test_an_upgraded_clusters_legacy_history_is_read_until_rewritten(scratch_ses
     assert rows[mid].record.run_id == "old-run"
     both = store.history_of("legacy_ks", ["t"], [0, 128])
     assert sorted((r.range.start, r.record.run_id) for r in both) == [(low, "new-run"), (mid, "old-run")]
+    # The plan task's lean read merges the legacy rows the same way.
+    ids = {(low, low + 10): "a", (mid, mid + 10): "b"}
+    lean = store.records_of("legacy_ks", ["t"], [0, 128], ids)
+    assert {k: r.run_id for k, r in lean.items()} == {"a": "new-run", "b": "old-run"}
     store.forget_repair_history("legacy_ks")
     assert store.repair_history("legacy_ks") == []
     scratch_session.execute(f"DROP TABLE {SCRATCH}.repair_history")
