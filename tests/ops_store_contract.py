@@ -129,6 +129,13 @@ def check_run_plan_round_trip(h: Harness) -> None:
     assert h.store.run_plan_chunk(run_id, 0) == ["a", "b"]
     with pytest.raises(RepairError, match="at most 5000"):
         h.store.save_run_plan(h.name("big"), [["x"] * (PLAN_CHUNK_ROWS + 1)], ttl_seconds=3600)
+    with pytest.raises(RepairError, match="has a line break"):  # commands are stored a line each
+        h.store.save_run_plan(h.name("lines"), [["x", "a\nb"]], ttl_seconds=3600)
+    assert h.store.run_plan_chunk(h.name("lines"), 0) == []  # refused before anything was written
+    # A full chunk spans several rows (PLAN_PAGE_COMMANDS commands a row); empty commands survive.
+    full = [f'{{"c": {i}}}' for i in range(PLAN_CHUNK_ROWS - 1)] + [""]
+    assert h.store.save_run_plan(h.name("full"), [full, ["", "y"]], ttl_seconds=3600) == 2
+    assert h.store.run_plan_chunk(h.name("full"), 0) == full and h.store.run_plan_chunk(h.name("full"), 1) == ["", "y"]
     # Plans expire with their TTL.
     h.store.save_run_plan(h.name("short"), [["x"]], ttl_seconds=1)
     h.advance(2)

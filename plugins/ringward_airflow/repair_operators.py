@@ -235,8 +235,9 @@ class PlanRepairOperator(BaseOperator):
                     self.log.warning("%s", why)
             segments = clusters[group].segments
             history = history_of_segments(store, segments, _history_args(kind))
+            keyed = history if kind == "full" else {history_key(sid, kind): record for sid, record in history.items()}
             found = select_due_by_type(
-                segments, {history_key(sid, kind): record for sid, record in history.items()}, run_id=run_id,
+                segments, keyed, run_id=run_id,
                 now=now, config=config, joined=joined, types=[kind],
             )  # fmt: skip
             typed.extend(found or [TypeDue(kind, config.for_type(kind), DueSelection((), tuple(segments), ()), 0)])
@@ -321,8 +322,15 @@ def _chunks(segments: Sequence[Segment]) -> list[list[str]]:
             found = texts[value] = json.dumps(value if isinstance(value, str) else list(value), separators=(",", ":"))
         return found
 
+    def addresses(replicas: tuple[str, ...]) -> str:
+        # Nearly every replica set of a vnode ring is its own: written directly when no character needs escaping.
+        raw = "".join(replicas)
+        if '"' in raw or "\\" in raw or not raw.isprintable() or not raw.isascii():
+            return json.dumps(list(replicas), separators=(",", ":"))
+        return '["' + '","'.join(replicas) + '"]' if replicas else "[]"
+
     encoded = [
-        f"[{text(s.keyspace)},{text(s.tables)},{s.range.start},{s.range.end},{text(s.replicas)}]" for s in segments
+        f"[{text(s.keyspace)},{text(s.tables)},{s.range.start},{s.range.end},{addresses(s.replicas)}]" for s in segments
     ]
     return [encoded[i : i + PLAN_CHUNK_ROWS] for i in range(0, len(encoded), PLAN_CHUNK_ROWS)]
 

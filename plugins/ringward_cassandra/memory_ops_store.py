@@ -34,6 +34,7 @@ from ringward_cassandra.ops_store import (
     _history_row,
     history_columns,
     history_table,
+    plan_pages,
     preview_columns,
     preview_finding,
     record_of_cells,
@@ -105,10 +106,10 @@ class _Table:
                 expires is None or expires > now for _, expires in row.values()
             ):
                 continue  # every cell expired: the row is gone
-            found.append(tuple(
+            found.append(tuple([
                 None if (cell := row.get(c)) is None or (cell[1] is not None and cell[1] <= now) else cell[0]
                 for c in columns
-            ))  # fmt: skip
+            ]))  # fmt: skip
         return found
 
     def delete(self, partition: Key) -> None:
@@ -257,13 +258,14 @@ class MemoryOpsStore:
             commands = list(chunk)
             _check_chunk(run_id, index, commands)
             self._tables["repair_plan"].delete((run_id, index))
-            for position, command in enumerate(commands):
-                self._upsert("repair_plan", (run_id, index), (position,), {"command": command}, ttl)
+            for page, text in enumerate(plan_pages(commands)):
+                self._upsert("repair_plan", (run_id, index), (page,), {"command": text}, ttl)
             count += 1
         return count
 
     def run_plan_chunk(self, run_id: str, chunk: int) -> list[str]:
-        return [str(row["command"]) for row in self._rows("repair_plan", (run_id, int(chunk)))]
+        return [command for row in self._rows("repair_plan", (run_id, int(chunk))) for command in
+                str(row["command"]).split("\n")]  # fmt: skip
 
     # -- runs and their progress ------------------------------------------------------------------------
     def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None:

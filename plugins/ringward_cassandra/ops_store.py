@@ -84,8 +84,8 @@ _SCHEMA = [
         last_error text, seconds double, run_id text, state text, started_at timestamp, finished_at timestamp,
         coordinator text, replicas text, updated_at timestamp,
         PRIMARY KEY ((repair_type, keyspace_name, table_names, bucket), range_start, range_end))""",
-    # A nightly run's plan: its repair commands (opaque JSON) in priority order, PLAN_CHUNK_ROWS per partition;
-    # XCom carries only a reference (run id, chunk count).
+    # A nightly run's plan: its repair commands (opaque JSON) in priority order, PLAN_CHUNK_ROWS per partition,
+    # PLAN_PAGE_COMMANDS per row (one line each); XCom carries only a reference (run id, chunk count).
     """CREATE TABLE IF NOT EXISTS {ks}.repair_plan (
         run_id text, chunk int, position int, command text,
         PRIMARY KEY ((run_id, chunk), position))""",
@@ -117,6 +117,9 @@ LEGACY_HISTORY = "repair_history"
 REPAIR_SWITCH = "nightly_subrange_repair"
 DEFAULT_HISTORY_TTL = 30 * 24 * 3600  # seconds: a range not repaired (nor planned) for 30 days is forgotten
 PLAN_CHUNK_ROWS = 5000  # repair commands per repair_plan partition
+# Commands per repair_plan row, one per line: a fleet night's plan is 2.5 million commands, and one INSERT each
+# would cost the plan task minutes of driver CPU; 100 a row is 25,600 writes of ~20 KB.
+PLAN_PAGE_COMMANDS = 100
 HISTORY_BUCKETS = 256
 _BUCKET_SHIFT = 56  # 64-bit tokens, top 8 bits
 _READ_CONCURRENCY = 32
@@ -669,7 +672,7 @@ class OpsStore:
             commands = list(chunk)
             _check_chunk(run_id, index, commands)
             self.session.execute(clear, (run_id, index))
-            rows = [(run_id, index, position, command) for position, command in enumerate(commands)]
+            rows = [(run_id, index, page, text) for page, text in enumerate(plan_pages(commands))]
             if rows:
                 execute_concurrent_with_args(self.session, insert, rows, concurrency=_WRITE_CONCURRENCY,
                                              raise_on_first_error=True)  # fmt: skip
@@ -682,7 +685,7 @@ class OpsStore:
             self._statement(f"SELECT command FROM {self.keyspace}.repair_plan WHERE run_id = ? AND chunk = ?"),
             (run_id, int(chunk)),
         )
-        return [str(row.command) for row in rows]
+        return [command for row in rows for command in str(row.command).split("\n")]
 
     # -- runs and their progress ------------------------------------------------------------------------
     def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None:
@@ -881,6 +884,11 @@ def history_columns(
     return columns
 
 
+def plan_pages(commands: Sequence[str]) -> list[str]:
+    """A chunk's commands as repair_plan rows: PLAN_PAGE_COMMANDS a row, one a line (`run_plan_chunk` splits)."""
+    return ["\n".join(commands[i : i + PLAN_PAGE_COMMANDS]) for i in range(0, len(commands), PLAN_PAGE_COMMANDS)]
+
+
 def _check_chunk(run_id: str, index: int, commands: Sequence[str]) -> None:
     if len(commands) > PLAN_CHUNK_ROWS:
         raise RepairError(
@@ -894,6 +902,11 @@ def _check_chunk(run_id: str, index: int, commands: Sequence[str]) -> None:
                 f"Command {position} of chunk {index} of run {run_id}'s plan is a {type(command).__name__}, "
                 "not a string.",
                 "Save each command as its JSON string (json.dumps) and decode it after run_plan_chunk.",
+            )
+        if "\n" in command:
+            raise RepairError(
+                f"Command {position} of chunk {index} of run {run_id}'s plan has a line break.",
+                "Save each command as one line of JSON (json.dumps escapes line breaks).",
             )
 
 

@@ -57,12 +57,12 @@ def test_counters_count_rows_per_table_and_the_largest_partition() -> None:
         store.record_repair("app", ("t",), token_range, SegmentRecord("x", SegmentState.DONE, clock(), clock()))
     for start in bucket_bounds(200):
         store.record_repair("app", ("t",), TokenRange(start, start + 1), SegmentRecord("x"), ttl_seconds=60)
-    store.save_run_plan("r", [["a"] * 4, ["b"]], ttl_seconds=60)
-    assert store.history_of("app", ["t"], [3]) and len(store.run_plan_chunk("r", 0)) == 4
+    store.save_run_plan("r", [["a"] * 150, ["b"]], ttl_seconds=60)  # rows of 100 commands (PLAN_PAGE_COMMANDS)
+    assert store.history_of("app", ["t"], [3]) and len(store.run_plan_chunk("r", 0)) == 150
     stats = store.stats()
-    assert stats["rows_written"] == {"repair_segments": 12, "repair_plan": 5}
-    assert stats["rows_read"] == {"repair_segments": 10, "repair_plan": 4}
-    assert stats["largest_partition"] == {"repair_segments": 10, "repair_plan": 4}
+    assert stats["rows_written"] == {"repair_segments": 12, "repair_plan": 3}
+    assert stats["rows_read"] == {"repair_segments": 10, "repair_plan": 2}
+    assert stats["largest_partition"] == {"repair_segments": 10, "repair_plan": 2}
     assert stats["partitions"] == {"repair_segments": 2, "repair_plan": 2}
     clock.advance(61)  # bucket 200's rows and the plan expire; expired partitions are not counted
     assert store.stats()["partitions"] == {"repair_segments": 1}

@@ -288,6 +288,9 @@ def test_plan_chunks_hold_each_segment_as_encode_segment_json_and_decode_back() 
         Segment("shop", ("orders", "carts"), TokenRange(-(2**63) + 1, -5), replicas),
         Segment('Quoted"Ks', (), TokenRange(2**63 - 7, -(2**63) + 3), replicas),  # a name JSON must escape
         Segment("shop", ("orders", "carts"), TokenRange(7, 2**63 - 1), ("10.0.0.3",)),
+        # Replica names JSON must escape (written by json.dumps), and none at all.
+        Segment("shop", (), TokenRange(8, 9), ('node"1', "node\\2", "nœud-3", "tab\tbed")),
+        Segment("shop", (), TokenRange(9, 10), ()),
     ] * 3
     chunks = repair_operators._chunks(segments)
     rows = [row for chunk in chunks for row in chunk]
