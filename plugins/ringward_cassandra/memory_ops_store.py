@@ -32,12 +32,12 @@ from ringward_cassandra.ops_store import (
     SwitchEvent,
     _check_chunk,
     _history_row,
+    add_records,
     history_columns,
     history_table,
     plan_pages,
     preview_columns,
     preview_finding,
-    record_of_cells,
 )
 
 __all__ = ["MemoryOpsStore"]
@@ -244,10 +244,7 @@ class MemoryOpsStore:
         for bucket in sorted(set(buckets)):
             rows = self._tables[table].cells((*prefix, keyspace, names, bucket), now, RECORD_COLUMNS)
             self._read[table] += len(rows)
-            for row in rows:
-                segment_id = ids.get((row[0], row[1]))
-                if segment_id is not None:
-                    records[segment_id] = record_of_cells(segment_id, row, repair_type)
+            add_records(records, rows, ids, repair_type)
         return records
 
     # -- run plans --------------------------------------------------------------------------------------

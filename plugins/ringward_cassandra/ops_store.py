@@ -590,10 +590,7 @@ class OpsStore:
             self.session, statement, params, concurrency=_READ_CONCURRENCY, raise_on_first_error=True
         )
         for _, result in results:
-            for row in result:
-                segment_id = ids.get((row[0], row[1]))
-                if segment_id is not None:
-                    records[segment_id] = record_of_cells(segment_id, row, repair_type)
+            add_records(records, result, ids, repair_type)
         return records
 
     def _read_partitions(self, keyspace: str, partitions: Sequence[tuple[str, int]]) -> list[RepairHistoryRow]:
@@ -931,8 +928,21 @@ RECORD_COLUMNS = ("range_start", "range_end", "state", "last_success", "last_ful
                   "seconds", "run_id")  # fmt: skip
 
 
+def add_records(
+    records: dict[str, SegmentRecord],
+    rows: Iterable[Sequence[Any]],
+    ids: Mapping[tuple[int, int], str],
+    repair_type: str,
+) -> None:
+    """Add to `records` the rows of `RECORD_COLUMNS` whose range `ids` names (shared with the in-memory store)."""
+    for row in rows:
+        segment_id = ids.get((row[0], row[1]))
+        if segment_id is not None:
+            records[segment_id] = record_of_cells(segment_id, row, repair_type)
+
+
 def record_of_cells(segment_id: str, cells: Sequence[Any], repair_type: str = "full") -> SegmentRecord:
-    """A SegmentRecord from a row of `_RECORD_COLUMNS` (shared with the in-memory store)."""
+    """A SegmentRecord from a row of `RECORD_COLUMNS`."""
     _, _, state, last_success, last_full_success, attempts, last_error, seconds, run_id = cells
     return SegmentRecord(segment_id, _STATES[state] if state else SegmentState.NOT_STARTED, _utc(last_success),
                          _utc(last_full_success), attempts or 0, last_error, seconds, run_id, repair_type)  # fmt: skip

@@ -313,12 +313,11 @@ def _outliers(
 def bytes_per_replica_node(one_copy: float, ring: Ring, replication: Replication) -> int:
     """The share of a table of `one_copy` bytes (one replica's copy, as the nodes' size estimates add up to)
     that an average node holding the keyspace stores: replicas / nodes in the datacenters that hold it."""
-    dcs = ring.datacenters()
     if replication.is_simple:
         nodes = len(ring.addresses())
         replicas = min(replication.factor_for(""), nodes)
     else:
-        held = {dc: len(members) for dc, members in dcs.items() if replication.factor_for(dc) > 0}
+        held = {dc: len(members) for dc, members in ring.datacenters().items() if replication.factor_for(dc) > 0}
         nodes = sum(held.values())
         replicas = sum(min(replication.factor_for(dc), count) for dc, count in held.items())
     return round(one_copy * replicas / nodes) if nodes else 0
