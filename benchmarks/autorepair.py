@@ -143,8 +143,9 @@ def autorepair_turns_finished_since(since: datetime) -> int:
         rows = session.execute(
             "SELECT repair_type, host_id, repair_start_ts, repair_finish_ts FROM system_distributed.auto_repair_history"
         )
-        # A turn that started after `since` and has finished since (a finish stamp alone can be the stamp
-        # AutoRepair gives a node it has no history of, without repairing anything).
+        # A turn that started after `since` and has finished since. AutoRepair gives a node it has no history
+        # of a stamp with start == finish when the type is switched on, without repairing anything: a turn
+        # that repaired something finishes strictly after it starts.
         finished = {
             row.host_id
             for row in rows
@@ -152,7 +153,7 @@ def autorepair_turns_finished_since(since: datetime) -> int:
             and row.repair_start_ts is not None
             and row.repair_finish_ts is not None
             and row.repair_start_ts.replace(tzinfo=UTC) >= since
-            and row.repair_finish_ts >= row.repair_start_ts
+            and row.repair_finish_ts > row.repair_start_ts
         }
     return len(finished)
 
