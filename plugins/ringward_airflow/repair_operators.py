@@ -274,6 +274,7 @@ class PlanRepairOperator(BaseOperator):
             "not_due": total("not_due"),
             "skipped_ranges": len(cluster.skipped_ranges),
             "skipped_keyspaces": dict(cluster.excluded_keyspaces),
+            "keyspaces": sorted({keyspace for c in clusters.values() for keyspace in c.gc_grace}),
             "skipped_tables": {k: v for c in clusters.values() for k, v in c.excluded_tables.items()},
             "down_nodes": down,
             "planning_cpu_seconds": round(time.process_time() - started, 2),
@@ -413,7 +414,7 @@ class RepairRunOperator(BaseOperator):
         clock = getattr(self._client, "clock", None)
         total = int(reference.get("due") or 0)
         paused = _Every(2.0, lambda: self._paused(store), clock)
-        back_pressure = _BackPressure(self._client, config, clock)
+        back_pressure = _BackPressure(self._client, config, clock, keyspaces=plan.get("keyspaces") or ())
         back_pressure.prefetch(ring.addresses())
         effects = BatchEffects(
             save=lambda updates: store.record_repairs(updates, ttl_seconds=_ttl(config)),
@@ -836,10 +837,14 @@ def _ring_watch(cassandra: Any, fingerprint: str | None, clock: Any) -> _Every:
 
 class _BackPressure:
     """Why a command must wait (a participant under back-pressure), from each node's backlog read at most
-    every `ttl` seconds; a node whose backlog cannot be read is not held back (its sessions still run)."""
+    every `ttl` seconds; a node whose backlog cannot be read is not held back (its sessions still run).
+    SSTables are counted in the run's `keyspaces` only (the plan's; none: every keyspace)."""
 
-    def __init__(self, client: Any, config: RepairConfig, clock: Any = None, ttl: float = 300.0) -> None:
+    def __init__(
+        self, client: Any, config: RepairConfig, clock: Any = None, ttl: float = 300.0, keyspaces: Sequence[str] = ()
+    ) -> None:
         self._client = client
+        self._keyspaces = tuple(keyspaces)
         self._config = config
         self._reads: dict[str, _Every] = {}
         self._clock = clock
@@ -847,7 +852,7 @@ class _BackPressure:
 
     def _backlog(self, node: str) -> NodeBacklog:
         try:
-            return self._client.backlog(node)  # type: ignore[no-any-return]
+            return self._client.backlog(node, self._keyspaces)  # type: ignore[no-any-return]
         except ClusterError:
             return NodeBacklog()
 

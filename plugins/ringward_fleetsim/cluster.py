@@ -324,7 +324,7 @@ class SimNodetool:
     def abort_repairs(self, address: str) -> None:
         return None
 
-    def backlog(self, address: str) -> NodeBacklog:
+    def backlog(self, address: str, keyspaces: Sequence[str] = ()) -> NodeBacklog:
         """What the back-pressure check reads; the simulated nodes have no backlog."""
         return NodeBacklog()
 

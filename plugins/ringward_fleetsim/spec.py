@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -281,7 +282,7 @@ class SimCatalog:
             owned[address] = owned.get(address, 0) + token_range.width()
         return owned
 
-    def backlog(self, address: str) -> NodeBacklog:
+    def backlog(self, address: str, keyspaces: Sequence[str] = ()) -> NodeBacklog:
         """Back-pressure inputs of one node: the simulator's nodes have no backlog."""
         self.ring.node(address)
         return NodeBacklog()

@@ -60,7 +60,8 @@ def test_one_command_repairs_every_range_of_a_replica_set(seed_cluster: LocalClu
 
 def test_the_back_pressure_read_of_a_real_node_counts_sstables_per_table(seed_cluster: LocalCluster) -> None:
     """`backlog` on a real 5.0 node: three flushes of one table are three SSTables (autocompaction off), Cassandra's
-    own tables are left out, and a threshold below that count holds the node back, naming the setting."""
+    own tables are left out, a keyspace named alone is the only one counted, and a threshold below that count
+    holds the node back, naming the setting."""
     node = NODES[0]
     with connect(NODES) as session:
         session.execute("DROP KEYSPACE IF EXISTS pressure")
@@ -78,9 +79,12 @@ def test_the_back_pressure_read_of_a_real_node_counts_sstables_per_table(seed_cl
     nodetool = seed_cluster.nodetool_client()
     try:
         backlog = nodetool.backlog(node)
+        named = nodetool.backlog(node, ["pressure"])
+        elsewhere = nodetool.backlog(node, ["system_distributed"])  # a keyspace without the flushed table
     finally:
         nodetool.close()
     assert backlog.max_sstables_per_table >= 3, backlog
+    assert named.max_sstables_per_table == backlog.max_sstables_per_table and elsewhere.max_sstables_per_table == 0
     assert not backlog.streaming and not backlog.pending_ranges and not backlog.cleanup_running
     config = parse_config({"back_pressure": {"sstable_upper_threshold": 2}})
     reason = back_pressure_reason(node, backlog, config)

@@ -46,8 +46,10 @@ class Scripted(NodetoolClient):
     def __init__(self, outputs: dict[str, str]) -> None:
         super().__init__()
         self.outputs = outputs
+        self.asked: list[list[str]] = []
 
     def checked(self, address: str, args: Sequence[str], timeout: float = 600.0) -> str:
+        self.asked.append(list(args))
         return self.outputs[args[0]]
 
 
@@ -65,6 +67,15 @@ def test_an_idle_node_of_an_older_release_and_a_joining_node() -> None:
     assert client.backlog("127.0.0.2") == NodeBacklog(pending_compactions=3, load_bytes=2**20)
     joining = client.backlog("127.0.0.5")
     assert joining.pending_ranges and joining.load_bytes == 3 * 2**29  # its Load, for the disk-headroom guard
+
+
+def test_sstables_are_counted_in_the_keyspaces_named_or_in_every_keyspace() -> None:
+    client = Scripted({"compactionstats": COMPACTIONS_5_0, "netstats": NETSTATS_IDLE, "status": STATUS,
+                       "tablestats": TABLESTATS_5_0})  # fmt: skip
+    client.backlog("127.0.0.2", ["shop", "audit"])
+    client.backlog("127.0.0.2")
+    tablestats = [args for args in client.asked if args[0] == "tablestats"]
+    assert tablestats == [["tablestats", "shop", "audit"], ["tablestats"]]
 
 
 def test_the_sstable_count_of_cassandras_own_tables_and_old_sstables_do_not_count() -> None:

@@ -261,7 +261,7 @@ def test_the_disk_guard_postpones_the_incremental_sessions_of_a_full_node_saying
     full_node = simulator.ring().nodes[0].address
     nodetool = simulator.nodetool()
     loads = {node.address: 10 * 2**30 for node in simulator.ring().nodes} | {full_node: 90 * 2**30}
-    nodetool.backlog = lambda address: NodeBacklog(load_bytes=loads[address])
+    nodetool.backlog = lambda address, keyspaces=(): NodeBacklog(load_bytes=loads[address])
     types = {"full": {"enabled": True}, "incremental": {"enabled": True}}
     figures = night(simulator, "night-1", {"config_overrides": {"repair_types": types, "data_disk_capacity": "100GiB"}},
                     nodetool)  # fmt: skip
@@ -317,3 +317,21 @@ def test_the_repaired_share_is_read_on_every_node_that_answers() -> None:
     repair._client = Client()
     ring = SimpleNamespace(addresses=lambda: ["n1", "n2", "n3"])
     assert repair._repaired_shares(ring, ["ks"]) == {"ks.t": {"repaired": 75.0, "lowest": 50.0, "nodes": 2}}
+
+
+def test_the_back_pressure_read_names_the_keyspaces_the_night_repairs(simulator: Simulator) -> None:
+    """Each node's backlog counts SSTables in the planned keyspaces only (`nodetool tablestats KS...`: all of a
+    node's tables, Cassandra's own included, cost 0.7 s a read on the seed cluster); the plan says which."""
+    nodetool = simulator.nodetool()
+    asked: list[tuple[str, tuple[str, ...]]] = []
+
+    def backlog(address: str, keyspaces: tuple[str, ...] = ()) -> NodeBacklog:
+        asked.append((address, tuple(keyspaces)))
+        return NodeBacklog()
+
+    nodetool.backlog = backlog
+    selected = {"config_overrides": {"keyspaces": {"include": ["ar_a"]}}}
+    figures = night(simulator, "night-1", selected, nodetool)
+    assert figures["plan"]["keyspaces"] == ["ar_a"]
+    assert {address for address, _ in asked} == set(simulator.ring().addresses())
+    assert {keyspaces for _, keyspaces in asked} == {("ar_a",)}
