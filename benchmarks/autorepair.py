@@ -177,6 +177,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--megabytes", type=int, default=60, help="data per table before replication")
     parser.add_argument("--drift", type=float, default=0.05, help="share of rows written while a replica is down")
+    parser.add_argument("--task-logs", action="store_true", help="print ringward's task logs (where the time goes)")
     args = parser.parse_args()
     rows = args.megabytes * 1024 * 1024 // ROW_BYTES
     extra = int(rows * args.drift)
@@ -213,6 +214,9 @@ def main() -> int:
             work, gaps, path = critical_path(stack.task_instances(NIGHTLY, run_id))
             breakdown = [f"critical path: tasks running {work:.1f}s + gaps between them {gaps:.1f}s"]
             breakdown += [f"  {task:<10} gap {gap:5.1f}s  run {seconds:6.1f}s" for task, gap, seconds in path]
+            if args.task_logs:
+                for task, *_ in path:
+                    print(f"--- {task} ---\n{stack.log(NIGHTLY, run_id, task, 1)}")
         drift(cluster, nodetool, range(rows + 2 * extra, rows + 3 * extra))
         results["AutoRepair (full, check 5 s)"] = autorepair(nodetool)
         reference = results["nodetool repair -full -pr, node by node"]
