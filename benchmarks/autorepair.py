@@ -216,7 +216,7 @@ def main() -> int:
             breakdown += [f"  {task:<10} gap {gap:5.1f}s  run {seconds:6.1f}s" for task, gap, seconds in path]
             if args.task_logs:
                 for task, *_ in path:
-                    print(f"--- {task} ---\n{stack.log(NIGHTLY, run_id, task, 1)}")
+                    print(f"--- {task} ---\n{stack.log(NIGHTLY, run_id, task, 1, timestamps=True)}")
         drift(cluster, nodetool, range(rows + 2 * extra, rows + 3 * extra))
         results["AutoRepair (full, check 5 s)"] = autorepair(nodetool)
         reference = results["nodetool repair -full -pr, node by node"]

@@ -326,7 +326,7 @@ class AirflowStack:
                                                                            _request_timeout=TIMEOUT)  # fmt: skip
         return [as_json(attempt) for attempt in found.task_instances]
 
-    def log(self, dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+    def log(self, dag_id: str, run_id: str, task_id: str, try_number: int, timestamps: bool = False) -> str:
         # The response body, not the client's TaskInstancesLogResponse: see log_text.
         response = client.TaskInstanceApi(self.api()).get_log_without_preload_content(
             dag_id, run_id, task_id, try_number, full_content=True, accept="application/json",
@@ -338,7 +338,7 @@ class AirflowStack:
             response.release_conn()
         if response.status != 200:
             raise client.ApiException(http_resp=response)
-        return log_text(body)
+        return log_text(body, timestamps)
 
     def pending_approvals(self, dag_id: str, run_id: str) -> list[dict[str, Any]]:
         found = client.TaskInstanceApi(self.api()).get_hitl_details(dag_id, run_id, response_received=False,
@@ -457,9 +457,9 @@ def as_json(model: BaseModel) -> dict[str, Any]:
     return dict(to_jsonable_python(model.model_dump(by_alias=True)))
 
 
-def log_text(body: bytes) -> str:
+def log_text(body: bytes, timestamps: bool = False) -> str:
     """A task try's log as text, from the JSON of GET .../logs/{try_number}: each structured line's event, and
-    its error detail if it has one (a failed try's exception).
+    its error detail if it has one (a failed try's exception); with `timestamps`, each line's time first.
 
     Each line is read with the client's StructuredLogMessage.from_dict, which keeps a line's other fields in
     `additional_properties`. The client's TaskInstancesLogResponse cannot be used: its `content` (anyOf a list
@@ -474,7 +474,8 @@ def log_text(body: bytes) -> str:
             message = client.StructuredLogMessage.from_dict(line)
             assert message is not None
             detail = message.additional_properties.get("error_detail") or ""
-            parts.append(f"{message.event} {detail}")
+            when = f"{message.timestamp:%H:%M:%S.%f} " if timestamps and message.timestamp else ""
+            parts.append(f"{when}{message.event} {detail}")
     return "\n".join(parts)
 
 
