@@ -215,19 +215,26 @@ class NodetoolClient:
         repairs, as CEP-37's `sstable_upper_threshold` looks at the table it repairs; none: every keyspace but
         Cassandra's own), streaming (`netstats`), and whether it is joining, leaving or moving, with its Load
         (`status`). The worker reads it at most every 5 minutes per node. Naming the keyspaces matters:
-        `tablestats` of every table, Cassandra's ~50 included, is 0.7 s of a seed node's time."""
+        `tablestats` of every table, Cassandra's ~50 included, is 0.7 s of a seed node's time. A keyspace
+        dropped since the plan fails the named read: then every table is read, rather than no backlog at all."""
         compactions = self.checked(address, ["compactionstats"])
         pending = _PENDING_COMPACTIONS.search(compactions)
         status = self.checked(address, ["status"])
         state = _states(status).get(address, "UN")
         return NodeBacklog(
             pending_compactions=int(pending.group(1)) if pending else 0,
-            max_sstables_per_table=most_sstables_in_one_table(self.checked(address, ["tablestats", *keyspaces])),
+            max_sstables_per_table=most_sstables_in_one_table(self._tablestats(address, keyspaces)),
             streaming=self.is_streaming(address),
             cleanup_running=bool(_CLEANUP_RUNNING.search(compactions)),
             pending_ranges=state[1:] in {"J", "L", "M"},
             load_bytes=parse_status_loads(status).get(address),
         )
+
+    def _tablestats(self, address: str, keyspaces: Sequence[str]) -> str:
+        if keyspaces:
+            with contextlib.suppress(ClusterError):
+                return self.checked(address, ["tablestats", *keyspaces])
+        return self.checked(address, ["tablestats"])
 
     def percent_repaired(self, address: str, keyspaces: Sequence[str]) -> dict[str, float]:
         """ "keyspace.table" -> the share of `address`'s data of each table of `keyspaces` that incremental repair

@@ -81,10 +81,12 @@ def test_the_back_pressure_read_of_a_real_node_counts_sstables_per_table(seed_cl
         backlog = nodetool.backlog(node)
         named = nodetool.backlog(node, ["pressure"])
         elsewhere = nodetool.backlog(node, ["system_distributed"])  # a keyspace without the flushed table
+        dropped = nodetool.backlog(node, ["no_such_keyspace"])  # refused by the node: every table is read instead
     finally:
         nodetool.close()
     assert backlog.max_sstables_per_table >= 3, backlog
     assert named.max_sstables_per_table == backlog.max_sstables_per_table and elsewhere.max_sstables_per_table == 0
+    assert dropped.max_sstables_per_table == backlog.max_sstables_per_table
     assert not backlog.streaming and not backlog.pending_ranges and not backlog.cleanup_running
     config = parse_config({"back_pressure": {"sstable_upper_threshold": 2}})
     reason = back_pressure_reason(node, backlog, config)

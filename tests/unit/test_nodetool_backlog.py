@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ringward.errors import ClusterError
 from ringward.repair import NodeBacklog
 from ringward_cassandra.nodetool import NodetoolClient
 
@@ -76,6 +77,24 @@ def test_sstables_are_counted_in_the_keyspaces_named_or_in_every_keyspace() -> N
     client.backlog("127.0.0.2")
     tablestats = [args for args in client.asked if args[0] == "tablestats"]
     assert tablestats == [["tablestats", "shop", "audit"], ["tablestats"]]
+
+
+class DroppedKeyspace(Scripted):
+    def checked(self, address: str, args: Sequence[str], timeout: float = 600.0) -> str:
+        if args[0] == "tablestats" and "gone" in args:
+            self.asked.append(list(args))
+            raise ClusterError("nodetool tablestats gone failed on 127.0.0.2: Unknown keyspace gone", "Check.")
+        return super().checked(address, args, timeout)
+
+
+def test_a_keyspace_dropped_since_the_plan_falls_back_to_every_table_not_to_no_backlog() -> None:
+    client = DroppedKeyspace({"compactionstats": COMPACTIONS_5_0, "netstats": NETSTATS_IDLE, "status": STATUS,
+                              "tablestats": TABLESTATS_5_0})  # fmt: skip
+    assert client.backlog("127.0.0.2", ["shop", "gone"]).max_sstables_per_table == 31
+    assert [args for args in client.asked if args[0] == "tablestats"] == [
+        ["tablestats", "shop", "gone"],
+        ["tablestats"],
+    ]
 
 
 def test_the_sstable_count_of_cassandras_own_tables_and_old_sstables_do_not_count() -> None:
