@@ -6,7 +6,8 @@ are hashes of keyspace, tables and range: the same config on the same ring gives
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import SimpleNamespace
@@ -48,6 +49,8 @@ __all__ = [
     "status_records",
     "table_statuses",
 ]
+
+_LOG = logging.getLogger(__name__)
 
 SIZE_ESTIMATES_QUERY = (
     "SELECT keyspace_name, table_name, range_start, range_end, mean_partition_size, partitions_count "
@@ -197,19 +200,15 @@ def _incremental_units(
     return kept, excluded
 
 
-def size_estimates(session: Any, keyspace: str) -> list[SizeEstimate]:
-    """system.size_estimates rows of `keyspace` from every node that is up: each node lists only its own
-    ranges, so one coordinator would leave the rest of the ring without estimates (a range without one is
-    kept as one segment, never skipped)."""
-    from cassandra.cluster import NoHostAvailable
-
-    hosts = [h for h in session.cluster.metadata.all_hosts() if h.is_up]
+def size_estimates(
+    session: Any, keyspace: str, open_dc_session: DatacenterSessions | None = None
+) -> list[SizeEstimate]:
+    """system.size_estimates rows of `keyspace` from every node that is up, in every datacenter: each node lists
+    only its own ranges, so one coordinator would leave the rest of the ring without estimates (a range without
+    one is kept as one segment, never skipped)."""
     rows: list[SizeEstimate] = []
-    for host in hosts:
-        try:
-            answer = list(session.execute(SIZE_ESTIMATES_QUERY, (keyspace,), host=host))
-        except NoHostAvailable:  # pool not open yet or node just went down: its ranges get no estimate
-            continue
+    for _node, answer in _from_each_live_node(session, open_dc_session, lambda s, h: s.execute(
+            SIZE_ESTIMATES_QUERY, (keyspace,), host=h)):  # fmt: skip
         for row in answer:
             rows.append(
                 SizeEstimate(row.keyspace_name, row.table_name, row.range_start, row.range_end,
@@ -218,29 +217,125 @@ def size_estimates(session: Any, keyspace: str) -> list[SizeEstimate]:
     return rows
 
 
-def node_size_estimates(session: Any, keyspace: str) -> list[NodeSizeEstimate]:
+def node_size_estimates(
+    session: Any, keyspace: str, open_dc_session: DatacenterSessions | None = None
+) -> list[NodeSizeEstimate]:
     """Each live node's system.size_estimates rows of `keyspace` summed per table by the node (one query per node,
-    one row per table), named by the node's broadcast address as the ring names it."""
+    one row per table), named by the node's broadcast address as the ring names it. Nodes of every datacenter
+    are read, also those the session's load balancing ignores (see `_from_each_live_node`)."""
     from cassandra import InvalidRequest
-    from cassandra.cluster import NoHostAvailable
     from cassandra.protocol import RequestValidationException
 
-    rows: list[NodeSizeEstimate] = []
-    for host in (h for h in session.cluster.metadata.all_hosts() if h.is_up):
-        node = str(getattr(host, "broadcast_address", None) or host.address)
+    def read(on: Any, host: Any) -> list[Any]:
         try:
-            try:
-                answer = list(session.execute(NODE_SIZE_ESTIMATES_QUERY, (keyspace,), host=host))
-            except (InvalidRequest, RequestValidationException):  # 3.11: no arithmetic in selectors (a syntax error)
-                answer = _summed(session.execute(SIZE_ESTIMATES_QUERY, (keyspace,), host=host))
-        except NoHostAvailable:  # pool not open yet or node just went down: its ranges get no estimate
-            continue
+            return list(on.execute(NODE_SIZE_ESTIMATES_QUERY, (keyspace,), host=host))
+        except (InvalidRequest, RequestValidationException):  # 3.11: no arithmetic in selectors (a syntax error)
+            return _summed(on.execute(SIZE_ESTIMATES_QUERY, (keyspace,), host=host))
+
+    rows: list[NodeSizeEstimate] = []
+    for node, answer in _from_each_live_node(session, open_dc_session, read):
         for row in answer:
             rows.append(
                 NodeSizeEstimate(keyspace, row.table_name, node, int(row.partitions_count or 0),
                                  int(row.data_bytes or 0))
             )  # fmt: skip
     return rows
+
+
+class DatacenterSessions(Protocol):
+    """Opens a session whose local datacenter is `datacenter`, with `base`'s credentials, TLS and port, on
+    `contact_points` (that datacenter's nodes); the caller shuts its cluster down."""
+
+    def __call__(self, base: Any, datacenter: str, contact_points: list[str]) -> Any: ...
+
+
+def open_datacenter_session(base: Any, datacenter: str, contact_points: list[str]) -> Any:
+    """A short-lived session local to `datacenter`: the same port, credentials, TLS and protocol as `base` (the
+    plan's own cluster), no schema or token metadata (only per-node reads run on it)."""
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import DCAwareRoundRobinPolicy
+
+    timeout = base.profile_manager.default.request_timeout
+    profile = ExecutionProfile(load_balancing_policy=DCAwareRoundRobinPolicy(local_dc=datacenter),
+                               request_timeout=timeout)  # fmt: skip
+    side = Cluster(
+        contact_points=contact_points,
+        port=base.port,
+        auth_provider=base.auth_provider,
+        ssl_context=base.ssl_context,
+        ssl_options=base.ssl_options,
+        protocol_version=base.protocol_version,
+        connect_timeout=base.connect_timeout,
+        control_connection_timeout=base.control_connection_timeout,
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        schema_metadata_enabled=False,
+        token_metadata_enabled=False,
+    )
+    return side.connect()
+
+
+def _ignored_by(session: Any, host: Any) -> bool:
+    """Whether the session's load balancing keeps no connection to `host` (a node of a remote datacenter, with
+    the driver's DC-aware policy): a request sent to it with `host=` fails with NoHostAvailable."""
+    from cassandra.policies import HostDistance
+
+    manager = getattr(session.cluster, "profile_manager", None)
+    return manager is not None and manager.distance(host) == HostDistance.IGNORED
+
+
+def _from_each_live_node(
+    session: Any, open_dc_session: DatacenterSessions | None, read: Callable[[Any, Any], Iterable[Any]]
+) -> Iterator[tuple[str, Iterable[Any]]]:
+    """`read(session, host)` on every live node, named by its broadcast address. Nodes the session's load
+    balancing ignores (other datacenters than its local one; the driver knows no up/down state of them) are read
+    through a short-lived session local to their datacenter, one per datacenter. A node that cannot be read is
+    logged by name, with the reason: its ranges get no estimate (one segment each), which is safe but not sized."""
+    from cassandra.cluster import NoHostAvailable
+
+    # The driver tracks no state of a node it keeps no connection to: such a node's `is_up` is None, not True.
+    hosts = [
+        h for h in session.cluster.metadata.all_hosts() if h.is_up or (h.is_up is None and _ignored_by(session, h))
+    ]
+    remote: dict[str, list[Any]] = {}
+    missed: list[str] = []
+
+    def name(host: Any) -> str:
+        return str(getattr(host, "broadcast_address", None) or host.address)
+
+    for host in hosts:
+        if _ignored_by(session, host):
+            remote.setdefault(str(host.datacenter), []).append(host)
+            continue
+        try:
+            answer = read(session, host)
+        except NoHostAvailable:  # pool not open yet or node just went down: its ranges get no estimate
+            missed.append(f"{name(host)} (no connection)")
+            continue
+        yield name(host), answer
+    opener = open_dc_session or open_datacenter_session
+    for datacenter, dc_hosts in sorted(remote.items()):
+        try:
+            side = opener(session.cluster, datacenter, [str(h.address) for h in dc_hosts])
+        except Exception as error:  # the driver's NoHostAvailable, an auth or TLS error: reported, then skipped
+            missed.extend(f"{name(h)} (datacenter {datacenter} unreachable: {error})" for h in dc_hosts)
+            continue
+        try:
+            for host in dc_hosts:
+                target = side.cluster.metadata.get_host(host.address) or host
+                try:
+                    answer = read(side, target)
+                except NoHostAvailable:
+                    missed.append(f"{name(host)} (no connection from datacenter {datacenter}'s session)")
+                    continue
+                yield name(host), answer
+        finally:
+            side.cluster.shutdown()
+    if missed:
+        _LOG.warning(
+            "system.size_estimates not read from %d node(s), whose ranges are planned without a size "
+            "estimate (one segment each): %s. Fix: make sure the Airflow workers can reach every node's native "
+            "port, in every datacenter.", len(missed), "; ".join(missed),
+        )  # fmt: skip
 
 
 def _summed(range_rows: Iterable[Any]) -> list[Any]:

@@ -139,3 +139,30 @@ def test_alter_keyspace_stores_what_ringward_reads_a_request_as(two_dc_cluster: 
             session.execute("DROP KEYSPACE IF EXISTS rl_alter_case")
             raise AssertionError("Cassandra accepted a mixed-case replication_factor")
         settle_schema(session)
+
+
+def test_size_estimates_are_read_from_the_nodes_of_every_datacenter(two_dc_cluster: LocalCluster) -> None:
+    """The nightly plan's per-node size estimates on a two-DC cluster, from a session local to dc1: the driver
+    opens no connection to dc2's nodes, and their estimates were silently missing (issue 40). Every node of both
+    datacenters now answers, with data only a dc2 node can report (a keyspace replicated to dc2 alone)."""
+    from ringward_cassandra.cluster_repairs import node_size_estimates
+
+    nodes = two_dc_cluster.topology().addresses
+    keyspace = "rl_sized_dc2"
+    with connect(nodes, local_dc="dc1") as session:
+        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+        session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': '{NTS}', 'dc1': 1, 'dc2': 2}}")
+        session.execute(f"CREATE TABLE {keyspace}.t (k int PRIMARY KEY, v text)")
+        settle_schema(session)
+        insert = session.prepare(f"INSERT INTO {keyspace}.t (k, v) VALUES (?, ?)")
+        for k in range(600):
+            session.execute(insert, (k, "x" * 100))
+        for node in nodes:
+            assert two_dc_cluster.nodetool(node, ["flush", keyspace]).returncode == 0
+            assert two_dc_cluster.nodetool(node, ["refreshsizeestimates"]).returncode == 0
+        rows = node_size_estimates(session, keyspace)
+        session.execute(f"DROP KEYSPACE {keyspace}")
+    by_node = {r.node: r for r in rows}
+    assert sorted(by_node) == sorted(nodes)  # 127.0.0.5 and .6 are dc2's
+    for dc2_node in ("127.0.0.5", "127.0.0.6"):
+        assert by_node[dc2_node].partitions_count > 0, by_node[dc2_node]  # its primary ranges hold dc2's copies

@@ -152,3 +152,73 @@ def test_table_features_read_views_and_cdc_from_the_schema() -> None:
     assert table_features(Session()) == {
         "audit.log": TableFeatures((), True), "shop.orders": TableFeatures(("v1", "v2"), False),
     }  # fmt: skip
+
+
+class TwoDatacenterSession(FakeSession):
+    """dc1 is the session's local datacenter; its load balancing keeps no connection to dc2's node (the driver's
+    DC-aware policy gives it the distance IGNORED), so a request sent there with `host=` fails."""
+
+    def __init__(self) -> None:
+        from cassandra.policies import HostDistance
+
+        super().__init__()
+        for host, datacenter in zip(self.hosts, ("dc1", "dc1", "dc2"), strict=True):
+            host.datacenter = datacenter
+        self.hosts[2].is_up = None  # the driver keeps no state of a node it does not connect to
+        distance = {id(h): HostDistance.IGNORED if h.datacenter == "dc2" else HostDistance.LOCAL for h in self.hosts}
+        self.cluster.profile_manager = SimpleNamespace(distance=lambda host: distance[id(host)])
+        self.side_sessions: list[tuple[str, list[str]]] = []
+        self.shut_down: list[str] = []
+
+    def execute(self, query: str, params: Any = (), host: Any = None) -> list[Any]:
+        from cassandra.cluster import NoHostAvailable
+
+        if host is not None and host.datacenter == "dc2":
+            raise NoHostAvailable("no pool to a remote datacenter's node", {})
+        return super().execute(query, params, host)
+
+    def open_dc_session(self, base: Any, datacenter: str, contact_points: list[str]) -> Any:
+        """A session local to `datacenter` that reaches its nodes (by their rpc address, as the driver names them)."""
+        assert base is self.cluster
+        self.side_sessions.append((datacenter, contact_points))
+        outer = self
+        by_address = {h.address: h for h in self.hosts}
+
+        class Side:
+            cluster = SimpleNamespace(
+                metadata=SimpleNamespace(get_host=lambda address: by_address[address]),
+                shutdown=lambda: outer.shut_down.append(datacenter),
+            )
+
+            def execute(self, query: str, params: Any = (), host: Any = None) -> list[Any]:
+                return FakeSession.execute(outer, query, params, host)
+
+        return Side()
+
+
+def test_size_estimates_of_a_remote_datacenter_are_read_through_a_session_local_to_it() -> None:
+    """The driver opens no connection to another datacenter's nodes: their per-node reads went through a session
+    local to that datacenter, not silently dropped (issue 40: 8,658 failed requests on a 3-DC fleet)."""
+    session = TwoDatacenterSession()
+    rows = node_size_estimates(session, "shop", open_dc_session=session.open_dc_session)
+    assert sorted(r.node for r in rows) == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    assert session.side_sessions == [("dc2", ["192.168.0.3"])]
+    assert session.shut_down == ["dc2"]  # the side session is closed after its reads
+    per_range = size_estimates(session, "shop", open_dc_session=session.open_dc_session)
+    assert sorted(r.range_start for r in per_range) == ["1000", "2000", "3000"]
+
+
+def test_a_node_whose_estimates_cannot_be_read_is_named_in_a_warning(caplog: Any) -> None:
+    import logging
+
+    session = TwoDatacenterSession()
+
+    def unreachable(base: Any, datacenter: str, contact_points: list[str]) -> Any:
+        raise OSError("connection refused")
+
+    with caplog.at_level(logging.WARNING, logger="ringward_cassandra.cluster_repairs"):
+        rows = node_size_estimates(session, "shop", open_dc_session=unreachable)
+    assert sorted(r.node for r in rows) == ["10.0.0.1", "10.0.0.2"]
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "1 node(s)" in warning and "10.0.0.3 (datacenter dc2 unreachable: connection refused)" in warning
+    assert "Fix:" in warning
