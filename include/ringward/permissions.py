@@ -3,6 +3,9 @@ administrator runs once (and once per keyspace ringward may change).
 
 This list is the one the operator's guide prints (`ringward grants`) and the one the secured test
 cluster's setup runs: the integration tests on that cluster prove that it is enough, with nothing more.
+The Spark verification logs in with a role of its own that may only read the managed keyspaces
+(`spark_keyspace_grants`): ringward's role writes its state and ALTERs keyspaces, and its password never
+travels to Spark executors.
 Repair, cleanup and the other node operations go through JMX, whose credentials are separate. Every role
 may read system.local, system.peers(_v2), system.size_estimates and system_schema without a GRANT
 (measured on Cassandra 5.0.9); system_views and system_distributed need one, table by table.
@@ -17,15 +20,19 @@ from ringward.errors import ConfigurationError
 
 __all__ = [
     "OPS_KEYSPACE",
+    "SPARK_ROLE",
     "Grant",
     "cluster_grants",
     "create_role_statement",
     "grant_statements",
     "keyspace_grants",
     "ops_keyspace_statement",
+    "spark_grant_statements",
+    "spark_keyspace_grants",
 ]
 
 OPS_KEYSPACE = "ringward_ops"
+SPARK_ROLE = "ringward_spark"  # the read-only role the Spark verification logs in as (`cassandra_spark`)
 
 
 @dataclass(frozen=True)
@@ -68,10 +75,20 @@ def cluster_grants() -> list[Grant]:
 def keyspace_grants(keyspace: str) -> list[Grant]:
     """What ringward needs on a keyspace whose replication it changes (or rolls back) and verifies."""
     quoted = _identifier(keyspace)
+    return [Grant("ALTER", f"KEYSPACE {quoted}", "the ALTER KEYSPACE of each step and of a rollback")]
+
+
+def spark_keyspace_grants(keyspace: str) -> list[Grant]:
+    """What the Spark verification's read-only role needs on a keyspace ringward migrates: nothing but reads."""
     return [
-        Grant("ALTER", f"KEYSPACE {quoted}", "the ALTER KEYSPACE of each step and of a rollback"),
-        Grant("SELECT", f"KEYSPACE {quoted}", "verification: row counts per range on the new replicas (Spark)"),
-    ]
+        Grant("SELECT", f"KEYSPACE {_identifier(keyspace)}",
+              "verification: row counts per range on the new replicas (the Spark job, with its own role)"),
+    ]  # fmt: skip
+
+
+def spark_grant_statements(role: str, keyspaces: Iterable[str]) -> list[str]:
+    """Every GRANT for the Spark verification's `role` reading `keyspaces`."""
+    return [grant.statement(role) for keyspace in keyspaces for grant in spark_keyspace_grants(keyspace)]
 
 
 def grant_statements(role: str, keyspaces: Iterable[str]) -> list[str]:

@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow.sdk import Context
-from ringward.errors import VerificationError
+from airflow.sdk import BaseHook, Context
+from airflow.sdk.exceptions import AirflowNotFoundException
+from ringward.errors import ConfigurationError, VerificationError
 from ringward.migration import verify_targets
 from ringward.ring import TokenRange
 from ringward_spark.counts import stage_scans
@@ -21,7 +22,9 @@ from ringward_spark.submit import CassandraOptions, SparkSubmission, StagePhase,
 
 from ringward_airflow.migration_base import MigrationOperator, load_migration
 
-__all__ = ["SparkBaselineOperator", "SparkVerifyOperator", "StageInputs", "cassandra_options"]
+__all__ = ["SparkBaselineOperator", "SparkVerifyOperator", "StageInputs", "cassandra_options", "spark_login"]
+
+SPARK_CASSANDRA_CONN_ID = "cassandra_spark"
 
 
 def cassandra_options(conn: Any) -> CassandraOptions:
@@ -35,6 +38,43 @@ def cassandra_options(conn: Any) -> CassandraOptions:
         password=conn.password or None,
         ssl_options=extra.get("ssl_options") or None,
     )
+
+
+def spark_login(main: Any, spark: Any | None, spark_conn_id: str) -> CassandraOptions:
+    """How the Spark job logs in to Cassandra: with the read-only role of the `spark_conn_id` connection, never
+    with ringward's own role, whose password Spark would hand to its executors (it may write ringward_ops and ALTER
+    keyspaces). Contact points and port stay the `cassandra` connection's; TLS and the local DC too unless the
+    Spark connection gives its own. A cluster without logins needs no Spark connection."""
+    base = cassandra_options(main)
+    if spark is None:
+        if base.username:
+            raise ConfigurationError(
+                f"The cassandra connection logs in as {base.username!r}, and there is no connection "
+                f"{spark_conn_id!r} for the Spark verification's own read-only role.",
+                f"Create the connection {spark_conn_id!r} (type cassandra, login and password of the role that "
+                "`ringward grants` prints as ringward_spark, with SELECT on the migrated keyspace only): the Spark "
+                "job must not log in with ringward's own role.",
+            )
+        return base
+    own = cassandra_options(spark)
+    if base.username and (not own.username or own.username == base.username):
+        raise ConfigurationError(
+            f"The connection {spark_conn_id!r} logs in as {own.username or 'nobody'!r}: the Spark verification "
+            "needs a role of its own, other than the cassandra connection's.",
+            f"Give {spark_conn_id!r} the login and password of the read-only role `ringward grants` prints "
+            "(ringward_spark).",
+        )
+    return CassandraOptions(
+        local_dc=own.local_dc or base.local_dc, username=own.username, password=own.password,
+        ssl_options=own.ssl_options or base.ssl_options,
+    )  # fmt: skip
+
+
+def _connection_or_none(conn_id: str) -> Any | None:
+    try:
+        return BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
 
 
 @dataclass(frozen=True)
@@ -52,10 +92,18 @@ class StageInputs:
 
 
 class _SparkStage(MigrationOperator):
-    def __init__(self, *, step_index: int = 1, spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        step_index: int = 1,
+        spark_conn_id: str = "spark_default",
+        spark_cassandra_conn_id: str = SPARK_CASSANDRA_CONN_ID,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.step_index = step_index
         self.spark_conn_id = spark_conn_id
+        self.spark_cassandra_conn_id = spark_cassandra_conn_id
         self._submission: SparkSubmission | None = None  # the running Spark application, for on_kill
 
     def _inputs(self, context: Context) -> StageInputs:
@@ -83,8 +131,9 @@ class _SparkStage(MigrationOperator):
             gained={replica: tuple(ranges) for replica, ranges in gained.items()},
             hosts=hosts,
             port=int(connection.port or 9042),
-            cassandra=cassandra_options(connection),
-        )
+            cassandra=spark_login(connection, _connection_or_none(self.spark_cassandra_conn_id),
+                                  self.spark_cassandra_conn_id),
+        )  # fmt: skip
 
     def _run_stage(self, inputs: StageInputs, phases: Sequence[StagePhase]) -> dict[str, Any]:
         """One Spark application for the whole stage."""

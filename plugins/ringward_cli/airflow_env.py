@@ -19,7 +19,7 @@ from typing import Any
 
 from ringward_cassandra.localcluster import LocalCluster, load_topology
 from ringward_cassandra.localcluster.runtime import project_home
-from ringward_cassandra.localcluster.security import JMX_USER, RINGWARD_ROLE, ClusterSecrets, ensure_secrets
+from ringward_cassandra.localcluster.security import JMX_USER, RINGWARD_ROLE, SPARK_ROLE, ClusterSecrets, ensure_secrets
 from ringward_cassandra.localcluster.spark_jars import connector_lib_dir
 
 __all__ = ["airflow_environment", "connections_to_import", "ensure_airflow_connections", "ensure_airflow_db",
@@ -43,10 +43,15 @@ def local_connections(home: Path, topology: str = "seed") -> dict[str, str]:
              "extra": {"spark-binary": "spark-submit", "ringward-jars-dir": str(connector_lib_dir(home))}}  # fmt: skip
     nodetool: dict[str, Any] = {"conn_type": "generic", "host": "127.0.0.1",
                                 "extra": LocalCluster(home).nodetool_connection_extra(loaded)}  # fmt: skip
+    reader = dict(cassandra)  # the Spark verification's connection: the same nodes, without logins here
     if loaded.secured:
-        _secure(cassandra, spark, nodetool, ensure_secrets(LocalCluster(home).root / "secrets", loaded.addresses))
+        found = ensure_secrets(LocalCluster(home).root / "secrets", loaded.addresses)
+        _secure(cassandra, spark, nodetool, found)
+        # Its own read-only role on a secured cluster (its password travels to Spark executors).
+        reader = {**cassandra, "login": SPARK_ROLE, "password": found.spark_password}
     return {
         "AIRFLOW_CONN_CASSANDRA_DEFAULT": json.dumps(cassandra),
+        "AIRFLOW_CONN_CASSANDRA_SPARK": json.dumps(reader),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark),
         "AIRFLOW_CONN_RINGWARD_NODETOOL": json.dumps(nodetool),
     }

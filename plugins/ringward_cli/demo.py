@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ringward.permissions import keyspace_grants
+from ringward.permissions import SPARK_ROLE, keyspace_grants, spark_keyspace_grants
 from ringward.plan import build_plan
 from ringward.replication import Replication
 from ringward_cassandra.cql import connect
@@ -69,6 +69,8 @@ def safe_migration(cluster: LocalCluster, home: Path, topology: str) -> int:
         if LOGIN:  # what an administrator grants ringward's role on a keyspace it may migrate
             for grant in keyspace_grants("test"):
                 session.execute(grant.statement(RINGWARD_ROLE))
+            for grant in spark_keyspace_grants("test"):  # the Spark verification's read-only role
+                session.execute(grant.statement(SPARK_ROLE))
         ring = ring_from_cluster(session)
     plan = build_plan(ring, Replication.simple(2), TARGET, keyspace="test")
     print("Placement before -> after (ringward plan):")

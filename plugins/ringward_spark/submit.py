@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
@@ -70,6 +71,13 @@ SPARK_CONF: Mapping[str, str] = {
     "spark.default.parallelism": "2",
     "spark.python.worker.reuse": "true",
 }
+
+# Spark's RPC carries the Cassandra role's password to the executors (inside the serialized tasks): on a local
+# master ringward turns on Spark's authentication and AES-based RPC encryption (Spark makes the secret itself for
+# `local`); on a cluster the secret is the cluster's, so the connection's `ringward-conf` sets these (a warning in
+# the task log says so when it does not).
+RPC_SECURITY: Mapping[str, str] = {"spark.authenticate": "true", "spark.network.crypto.enabled": "true"}
+_LOG = logging.getLogger(__name__)
 
 # spark-submit already adds Spark's Java 17 --add-opens (launcher JavaModuleOptions) to the driver and
 # executors; the connector's shaded netty still wants reflective access to direct buffers.
@@ -323,6 +331,16 @@ class SparkSubmission:
         if self.plan is not None:  # read by the job's driver, which runs here (client mode)
             (scratch / "plan.json").write_text(json.dumps(self.plan))
             plan_args = ["--plan", str(scratch / "plan.json")]
+        master = self.master or _connection_master(self.conn_id)
+        if master.startswith("local"):
+            settings.update(RPC_SECURITY)
+        elif settings.get("spark.authenticate") != "true" or settings.get("spark.network.crypto.enabled") != "true":
+            _LOG.warning(
+                "Spark RPC to %s is neither authenticated nor encrypted, and it carries the Cassandra role's "
+                "password to the executors. Fix: set spark.authenticate=true, spark.authenticate.secret (the "
+                "cluster's) and spark.network.crypto.enabled=true in the connection's %s extra, as the cluster "
+                "sets them.", master or "the Spark master", CONF_EXTRA,
+            )  # fmt: skip
         hook = _submit_hook_class()(
             master=self.master, conn_id=self.conn_id or "spark_default", conf=dict(sorted(settings.items())),
             jars=",".join(connector_jars(extra)), py_files=str(job_code_zip(scratch / "ringward-job.zip")),
@@ -393,6 +411,15 @@ class SparkSubmission:
             + _error_excerpt("\n".join(hook.output)),
             "Read the error above; check that the Spark and Cassandra clusters are up and the table exists.",
         )
+
+
+def _connection_master(conn_id: str | None) -> str:
+    """The master a `spark` connection names, as the provider reads it (host, with the port when given)."""
+    from airflow.sdk import BaseHook
+
+    connection = BaseHook.get_connection(conn_id or "spark_default")
+    host = str(connection.host or "")
+    return f"{host}:{connection.port}" if connection.port else host
 
 
 def _is_secret(key: str, value: str) -> bool:

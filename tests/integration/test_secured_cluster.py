@@ -22,7 +22,7 @@ from cassandra import ConsistencyLevel
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import Cluster, NoHostAvailable
 from cassandra.query import SimpleStatement
-from ringward.permissions import cluster_grants, keyspace_grants
+from ringward.permissions import SPARK_ROLE, cluster_grants, keyspace_grants, spark_keyspace_grants
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.localcluster.roles import admin_settings
@@ -95,6 +95,8 @@ def approved_migration(cluster_manager: Any, secured_stack: AirflowStack) -> tup
         create_seed_keyspace(session, MIGRATED)
         for grant in keyspace_grants(MIGRATED):  # what an administrator grants per managed keyspace
             session.execute(grant.statement("ringward"))
+        for grant in spark_keyspace_grants(MIGRATED):  # and the Spark verification's read-only role
+            session.execute(grant.statement(SPARK_ROLE))
     secured_stack.set_paused(MIGRATION, False)
     run_id = secured_stack.trigger(
         MIGRATION,
@@ -125,6 +127,14 @@ def test_a_migration_approved_deferred_and_verified_on_the_secured_cluster(
     assert states["step_1.baseline"] == states["step_1.verify_counts"] == "success", states
     verify_log = secured_stack.log(MIGRATION, run_id, "step_1.verify_counts", 1)
     assert secured_cluster.secrets_required().store_password not in verify_log
+    # It read the keyspace as the Spark role, which holds SELECT on it and nothing else; ringward's role reads
+    # no managed keyspace (issue 36: the password Spark hands to executors can neither write nor ALTER).
+    with connect(NODES, **admin(secured_cluster)) as session:
+        spark_held = {(r.permission, r.resource) for r in session.execute(f"LIST ALL PERMISSIONS OF {SPARK_ROLE}")}
+        ringward_held = {(r.permission, r.resource) for r in session.execute("LIST ALL PERMISSIONS OF ringward")}
+    assert spark_held == {("SELECT", f"<keyspace {MIGRATED}>")}, spark_held
+    assert ("SELECT", f"<keyspace {MIGRATED}>") not in ringward_held, ringward_held
+    assert json.loads(secured_stack.env["AIRFLOW_CONN_CASSANDRA_SPARK"])["login"] == SPARK_ROLE
     # The seed's hazard, carried through on the secured cluster: the new replica serves the row at CL ONE.
     assert count_at_one_from("127.0.0.4", MIGRATED, **admin(secured_cluster)) == 1
 

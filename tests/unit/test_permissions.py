@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 from ringward.errors import ConfigurationError
-from ringward.permissions import cluster_grants, grant_statements, keyspace_grants, ops_keyspace_statement
+from ringward.permissions import (
+    SPARK_ROLE,
+    cluster_grants,
+    grant_statements,
+    keyspace_grants,
+    ops_keyspace_statement,
+    spark_grant_statements,
+)
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "operators-guide.md"
 
@@ -16,8 +23,18 @@ def test_the_statements_name_the_role_and_each_managed_keyspace() -> None:
     statements = grant_statements("ringward", ["shop", "Orders"])
     assert statements[0] == "GRANT ALL PERMISSIONS ON KEYSPACE ringward_ops TO ringward;"
     assert "GRANT ALTER ON KEYSPACE shop TO ringward;" in statements
-    assert 'GRANT SELECT ON KEYSPACE "Orders" TO ringward;' in statements  # case survives: quoted
+    assert 'GRANT ALTER ON KEYSPACE "Orders" TO ringward;' in statements  # case survives: quoted
     assert len(statements) == len(cluster_grants()) + 2 * len(keyspace_grants("x"))
+
+
+def test_ringwards_role_reads_no_managed_keyspace_and_the_spark_role_only_reads_it() -> None:
+    """The Spark verification reads rows with a role of its own (issue 36): ringward's role, which writes its state
+    and ALTERs keyspaces, holds no SELECT on a managed keyspace, and the Spark role holds nothing but that."""
+    assert not [s for s in grant_statements("ringward", ["shop"]) if "KEYSPACE shop" in s and "SELECT" in s]
+    assert spark_grant_statements(SPARK_ROLE, ["shop", "Orders"]) == [
+        "GRANT SELECT ON KEYSPACE shop TO ringward_spark;",
+        'GRANT SELECT ON KEYSPACE "Orders" TO ringward_spark;',
+    ]
 
 
 def test_no_grant_reaches_beyond_what_ringward_reads_or_changes() -> None:
@@ -29,7 +46,7 @@ def test_no_grant_reaches_beyond_what_ringward_reads_or_changes() -> None:
 
 
 def test_names_that_would_break_the_statement_are_quoted() -> None:
-    [alter, _] = [grant.statement('evil"; DROP') for grant in keyspace_grants("shop")]
+    [alter] = [grant.statement('evil"; DROP') for grant in keyspace_grants("shop")]
     assert alter == 'GRANT ALTER ON KEYSPACE shop TO "evil""; DROP";'
 
 
@@ -44,7 +61,10 @@ def test_the_guide_lists_exactly_these_grants() -> None:
     """The guide's permissions section is the list the code (and the secured tests) use, statement by statement
     (with `my_keyspace` standing for each managed keyspace)."""
     section = GUIDE.read_text().split("### 2.6 Permissions", 1)[1].split("\n## ", 1)[0]
-    assert set(re.findall(r"^GRANT .*;$", section, re.MULTILINE)) == set(grant_statements("ringward", ["my_keyspace"]))
+    listed = set(re.findall(r"^GRANT .*;$", section, re.MULTILINE))
+    assert listed == set(
+        grant_statements("ringward", ["my_keyspace"]) + spark_grant_statements(SPARK_ROLE, ["my_keyspace"])
+    )
     assert ops_keyspace_statement({"dc1": 3}) in section
 
 
@@ -55,7 +75,10 @@ def test_the_grants_command_prints_what_an_administrator_runs(capsys: pytest.Cap
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == ops_keyspace_statement({"dc1": 6, "dc2": 2})
     assert lines[1].startswith("CREATE ROLE IF NOT EXISTS ringward WITH LOGIN = true")
-    assert lines[2:] == grant_statements("ringward", ["shop"])
+    ringward = grant_statements("ringward", ["shop"])
+    assert lines[2 : 2 + len(ringward)] == ringward
+    assert lines[2 + len(ringward)].startswith("CREATE ROLE IF NOT EXISTS ringward_spark WITH LOGIN = true")
+    assert lines[3 + len(ringward) :] == ["GRANT SELECT ON KEYSPACE shop TO ringward_spark;"]
 
 
 def test_a_malformed_datacenter_is_refused_with_the_form_to_use(capsys: pytest.CaptureFixture[str]) -> None:

@@ -97,7 +97,9 @@ def test_both_stages_are_one_application_each_and_missing_rows_fail_every_table_
     assert len(recorded.submitted) == 3
 
 
-def test_the_stage_inputs_come_from_the_stored_record_and_the_connection_without_side_effects() -> None:
+def test_the_stage_inputs_come_from_the_stored_record_and_the_connection_without_side_effects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The step's ranges from the precheck's record (no planning), the tables and settings from the cluster;
     the hook is closed before any Spark job, and the operator keeps nothing of the inputs."""
     from pathlib import Path
@@ -125,6 +127,9 @@ def test_the_stage_inputs_come_from_the_stored_record_and_the_connection_without
         contact_points=lambda: ["10.0.0.1", "10.0.0.2"], get_connection=lambda conn_id: connection,
         close=lambda: closed.append(True),
     )  # fmt: skip
+    spark_role = SimpleNamespace(login="reader_spark", password="spw", extra_dejson={})
+    asked: list[str] = []
+    monkeypatch.setattr(spark_operators, "_connection_or_none", lambda conn_id: asked.append(conn_id) or spark_role)
     operator = SparkBaselineOperator(task_id="baseline", step_index=len(steps))
     attributes = set(vars(operator))
     operator._hook = hook  # type: ignore[assignment]
@@ -140,7 +145,9 @@ def test_the_stage_inputs_come_from_the_stored_record_and_the_connection_without
         replica: {t.range for t in targets if t.replica == replica} for replica in {t.replica for t in targets}
     }
     assert inputs.hosts == ("10.0.0.1", "10.0.0.2") and inputs.port == 9142
-    assert inputs.cassandra == CassandraOptions(local_dc="dc1", username="reader", password="pw")
+    # The job logs in with the Spark connection's read-only role, never the cassandra connection's.
+    assert inputs.cassandra == CassandraOptions(local_dc="dc1", username="reader_spark", password="spw")
+    assert asked == ["cassandra_spark"]
     assert closed == [True]
     assert set(vars(operator)) == attributes  # no `_hosts`, `_port` or options left on the operator
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -282,6 +282,55 @@ def test_operator_reads_local_dc_role_and_tls_from_the_cassandra_connection() ->
     assert cassandra_options(bare) == CassandraOptions(local_dc="dc1")
 
 
+def test_the_spark_job_logs_in_with_its_own_read_only_role_never_ringwards() -> None:
+    """Issue 36 (3): the Spark verification's password travels to executors, so it is the `cassandra_spark`
+    connection's read-only role; on a cluster with logins, a missing or same-role Spark connection is refused."""
+    import pytest
+    from ringward.errors import ConfigurationError
+    from ringward_airflow.spark_operators import spark_login
+
+    main = SimpleNamespace(login="ringward", password="pw",
+                           extra_dejson={"local_dc": "dc2", "ssl_options": {"ca_certs": "/ca.pem"}})  # fmt: skip
+    spark = SimpleNamespace(login="ringward_spark", password="spw", extra_dejson={})
+    assert spark_login(main, spark, "cassandra_spark") == CassandraOptions(
+        "dc2", "ringward_spark", "spw", {"ca_certs": "/ca.pem"}
+    )
+    with pytest.raises(ConfigurationError, match="no connection 'cassandra_spark'") as refused:
+        spark_login(main, None, "cassandra_spark")
+    assert "ringward grants" in refused.value.fix
+    same = SimpleNamespace(login="ringward", password="pw", extra_dejson={})
+    with pytest.raises(ConfigurationError, match="a role of its own"):
+        spark_login(main, same, "cassandra_spark")
+    with pytest.raises(ConfigurationError, match="'nobody'"):
+        spark_login(main, SimpleNamespace(login=None, password=None, extra_dejson={}), "cassandra_spark")
+    open_cluster = SimpleNamespace(login=None, password=None, extra_dejson={"local_dc": "dc1"})
+    assert spark_login(open_cluster, None, "cassandra_spark") == CassandraOptions(local_dc="dc1")
+    assert spark_login(open_cluster, open_cluster, "cassandra_spark") == CassandraOptions(local_dc="dc1")
+
+
+def test_a_local_master_gets_authenticated_encrypted_rpc_and_a_cluster_without_it_a_warning(
+    tmp_path: Path, jars_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 36 (3): the password travels to executors over Spark RPC. On `local[*]` ringward turns on Spark's
+    authentication and RPC encryption; on a cluster the secret is the cluster's, so a connection that leaves them
+    off gets a warning naming the fix."""
+    _spark_default(monkeypatch, "local[2]")
+    confs = _confs(_command(SparkSubmission(["count"], conn_id="spark_default"), tmp_path))
+    assert confs["spark.authenticate"] == "true" and confs["spark.network.crypto.enabled"] == "true"
+    _spark_default(monkeypatch, "spark://master-1", 7077)
+    with caplog.at_level("WARNING", logger="ringward_spark.submit"):
+        confs = _confs(_command(SparkSubmission(["count"], conn_id="spark_default"), tmp_path))
+    assert "spark.authenticate" not in confs  # the cluster's secret is not ringward's to make up
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "spark://master-1:7077" in warning and "spark.network.crypto.enabled=true" in warning
+    caplog.clear()
+    secured = {"spark.authenticate": "true", "spark.network.crypto.enabled": "true", "spark.authenticate.secret": "s"}
+    _spark_default(monkeypatch, "spark://master-1", 7077, **{"ringward-conf": secured})
+    with caplog.at_level("WARNING", logger="ringward_spark.submit"):
+        _command(SparkSubmission(["count"], conn_id="spark_default"), tmp_path)
+    assert not caplog.records
+
+
 # -- secrets stay off spark-submit's command line (security review, issue 25, finding 12 a) --------------------
 TRUST_STORE_PASSWORD = "spark.cassandra.connection.ssl.trustStore.password"
 SECRET = "tr ust=st0re#pw:\\x"  # the characters a properties file must escape

@@ -17,12 +17,13 @@ from ringward.permissions import grant_statements, ops_keyspace_statement
 
 from ringward_cassandra.cql import build_cluster
 from ringward_cassandra.localcluster.errors import LocalClusterError
-from ringward_cassandra.localcluster.security import ADMIN_ROLE, RINGWARD_ROLE, ClusterSecrets
+from ringward_cassandra.localcluster.security import ADMIN_ROLE, RINGWARD_ROLE, SPARK_ROLE, ClusterSecrets
 from ringward_cassandra.localcluster.topology import Topology
 
 __all__ = ["admin_settings", "ensure_roles"]
 
 _DONE = ".roles-created"
+_SPARK_DONE = ".spark-role-created"
 
 
 def admin_settings(found: ClusterSecrets) -> dict[str, Any]:
@@ -34,7 +35,7 @@ def ensure_roles(topology: Topology, found: ClusterSecrets, deadline: float, log
     """Create the roles and GRANTs once (a marker file records it); True when it did so now."""
     marker = Path(found.folder) / _DONE
     if marker.exists():
-        return False
+        return _ensure_spark_role(topology, found, deadline, log)
     points = topology.addresses
     datacenters: dict[str, int] = {}
     for node in topology.nodes:
@@ -66,6 +67,22 @@ def ensure_roles(topology: Topology, found: ClusterSecrets, deadline: float, log
         for statement in grants:
             _execute_until_known(session, statement, deadline)
         log(f"secured cluster: role {RINGWARD_ROLE} with {len(grants)} GRANTs")
+    marker.touch(mode=0o600)
+    _ensure_spark_role(topology, found, deadline, log)
+    return True
+
+
+def _ensure_spark_role(topology: Topology, found: ClusterSecrets, deadline: float, log: Callable[[str], None]) -> bool:
+    """The Spark verification's read-only role, without GRANTs: a keyspace's SELECT is granted when an
+    administrator lets ringward manage it (`ringward.permissions.spark_keyspace_grants`)."""
+    marker = Path(found.folder) / _SPARK_DONE
+    if marker.exists():
+        return False
+    with _session_when_ready(topology.addresses, admin_settings(found), deadline) as session:
+        session.execute(
+            f"CREATE ROLE IF NOT EXISTS {SPARK_ROLE} WITH LOGIN = true AND PASSWORD = %s", (found.spark_password,)
+        )
+    log(f"secured cluster: read-only role {SPARK_ROLE} for the Spark verification")
     marker.touch(mode=0o600)
     return True
 

@@ -15,15 +15,18 @@ import shutil
 import ssl
 import subprocess
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+
+from ringward.private_files import write_private
 
 from ringward_cassandra.localcluster.errors import LocalClusterError
 
-__all__ = ["ADMIN_ROLE", "JMX_USER", "RINGWARD_ROLE", "ClusterSecrets", "ensure_secrets", "load_secrets"]
+__all__ = ["ADMIN_ROLE", "JMX_USER", "RINGWARD_ROLE", "SPARK_ROLE", "ClusterSecrets", "ensure_secrets", "load_secrets"]
 
 ADMIN_ROLE = "ringward_admin"  # the test setup's superuser: creates keyspaces and grants, never used by ringward
 RINGWARD_ROLE = "ringward"  # the least-privilege role ringward's connections log in as
+SPARK_ROLE = "ringward_spark"  # the Spark verification's read-only role (connection cassandra_spark)
 JMX_USER = "ringward"
 _SECRETS_FILE = "secrets.json"
 
@@ -37,6 +40,7 @@ class ClusterSecrets:
     ringward_password: str
     jmx_password: str
     store_password: str  # the nodes' key store and the clients' trust store
+    spark_password: str = ""  # the Spark verification's role; made on first use by secrets kept from before it
 
     @property
     def ca_certificate(self) -> str:
@@ -75,6 +79,9 @@ def ensure_secrets(folder: Path, addresses: Sequence[str]) -> ClusterSecrets:
     """The cluster's secrets, made on first use: a CA, one node certificate naming every node's address,
     the JMX files, and the passwords. Idempotent (a cluster keeps its secrets until purged)."""
     found = load_secrets(folder)
+    if found is not None and not found.spark_password:  # kept from before the Spark role: add its password
+        found = replace(found, spark_password=secrets.token_urlsafe(18))
+        write_private(folder, _SECRETS_FILE, json.dumps(asdict(found), indent=2))
     if found is not None:
         return found
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -85,6 +92,7 @@ def ensure_secrets(folder: Path, addresses: Sequence[str]) -> ClusterSecrets:
         ringward_password=secrets.token_urlsafe(18),
         jmx_password=secrets.token_urlsafe(18),
         store_password=secrets.token_urlsafe(18),
+        spark_password=secrets.token_urlsafe(18),
     )
     previous = os.umask(0o077)
     try:

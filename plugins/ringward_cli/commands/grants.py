@@ -7,11 +7,14 @@ from typing import Any
 
 from ringward.errors import ConfigurationError
 from ringward.permissions import (
+    SPARK_ROLE,
     cluster_grants,
     create_role_statement,
     grant_statements,
     keyspace_grants,
     ops_keyspace_statement,
+    spark_grant_statements,
+    spark_keyspace_grants,
 )
 
 __all__ = ["register"]
@@ -21,10 +24,15 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "grants",
         help="print the CREATE and GRANT statements ringward's CQL role needs",
-        description="Print, for an administrator to run, the ops keyspace, ringward's role and its GRANTs "
-        "(docs/operators-guide.md §2.6). Nothing is sent to a cluster.",
+        description="Print, for an administrator to run, the ops keyspace, ringward's role and its GRANTs, then "
+        "the Spark verification's read-only role and its GRANTs (docs/operators-guide.md §2.6). Nothing is sent "
+        "to a cluster.",
     )
     parser.add_argument("--role", default="ringward", help="the role ringward's cassandra connection logs in as")
+    parser.add_argument(
+        "--spark-role", default=SPARK_ROLE,
+        help="the read-only role the Spark verification's connection (cassandra_spark) logs in as",
+    )  # fmt: skip
     parser.add_argument(
         "--keyspace", dest="keyspaces", action="append", default=[], metavar="NAME",
         help="a keyspace whose replication ringward may change (repeat)",
@@ -44,6 +52,10 @@ def handle(args: argparse.Namespace) -> int:
     reasons = [grant.why for grant in cluster_grants()]
     reasons += [grant.why for keyspace in args.keyspaces for grant in keyspace_grants(keyspace)]
     for statement, why in zip(grant_statements(args.role, args.keyspaces), reasons, strict=True):
+        print(f"{statement}  -- {why}" if args.why else statement)
+    print(create_role_statement(args.spark_role))
+    spark_reasons = [grant.why for keyspace in args.keyspaces for grant in spark_keyspace_grants(keyspace)]
+    for statement, why in zip(spark_grant_statements(args.spark_role, args.keyspaces), spark_reasons, strict=True):
         print(f"{statement}  -- {why}" if args.why else statement)
     return 0
 
