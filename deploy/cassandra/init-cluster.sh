@@ -6,13 +6,15 @@
 #      the admin, and replicate system_auth to every node of the DC (up to 3).
 #   2. Repair system_auth on every node, so that every replica holds the roles.
 #   3. As the admin: disable the default superuser (random password, no superuser, no login), create
-#      ringward_ops, and the role `ringward` (RINGWARD_CQL_PASSWORD) with its grants.
+#      ringward_ops, the role `ringward` (RINGWARD_CQL_PASSWORD) with its grants, and the Spark
+#      verification's read-only role `ringward_spark` (RINGWARD_SPARK_CQL_PASSWORD): SELECT on the managed
+#      keyspaces only.
 #
 # Passwords never reach a command line: cqlsh reads them from a credentials file, the statements that set
 # them from a file, nodetool from a password file, all in a private temporary directory.
 #
 # Environment: RINGWARD_CASSANDRA_NODES (comma-separated; CQL goes to the first), RINGWARD_CASSANDRA_DC,
-# CASSANDRA_ADMIN_USER, CASSANDRA_ADMIN_PASSWORD, RINGWARD_CQL_PASSWORD, RINGWARD_JMX_USER,
+# CASSANDRA_ADMIN_USER, CASSANDRA_ADMIN_PASSWORD, RINGWARD_CQL_PASSWORD, RINGWARD_SPARK_CQL_PASSWORD, RINGWARD_JMX_USER,
 # RINGWARD_JMX_PASSWORD, RINGWARD_MANAGED_KEYSPACES (comma- or space-separated; may be empty).
 set -euo pipefail
 
@@ -27,7 +29,7 @@ identifier() {  # a name that goes into CQL unquoted or inside quotes: letters, 
 
 # No placeholder of .env.example, no weak value: deploy/check-secrets.sh (one folder up).
 bash "$(dirname "${BASH_SOURCE[0]}")/../check-secrets.sh" \
-    CASSANDRA_ADMIN_PASSWORD RINGWARD_CQL_PASSWORD RINGWARD_JMX_PASSWORD
+    CASSANDRA_ADMIN_PASSWORD RINGWARD_CQL_PASSWORD RINGWARD_SPARK_CQL_PASSWORD RINGWARD_JMX_PASSWORD
 admin="${CASSANDRA_ADMIN_USER:-ringward_admin}"
 dc="${RINGWARD_CASSANDRA_DC:-dc1}"
 jmx_user="${RINGWARD_JMX_USER:-ringward}"
@@ -137,13 +139,15 @@ GRANT SELECT ON TABLE system_distributed.parent_repair_history TO ringward;
 GRANT SELECT ON TABLE system_views.settings TO ringward;
 GRANT SELECT ON TABLE system_views.gossip_info TO ringward;
 GRANT SELECT ON TABLE system_views.disk_usage TO ringward;
+CREATE ROLE IF NOT EXISTS ringward_spark WITH LOGIN = true AND PASSWORD = '${RINGWARD_SPARK_CQL_PASSWORD}';
+ALTER ROLE ringward_spark WITH SUPERUSER = false AND LOGIN = true AND PASSWORD = '${RINGWARD_SPARK_CQL_PASSWORD}';
 CQL
     # Per managed keyspace. A GRANT on a keyspace that does not exist is refused: absent ones are skipped.
     for keyspace in "${managed[@]}"; do
         if one_row "${work}/admin" "SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = '${keyspace}'"
         then
             echo "GRANT ALTER ON KEYSPACE \"${keyspace}\" TO ringward;"
-            echo "GRANT SELECT ON KEYSPACE \"${keyspace}\" TO ringward;"
+            echo "GRANT SELECT ON KEYSPACE \"${keyspace}\" TO ringward_spark;"
         else
             echo "cassandra-init: skipped keyspace ${keyspace} (RINGWARD_MANAGED_KEYSPACES): it does not exist;" \
                 "create it, then run: docker compose run --rm cassandra-init" >&2

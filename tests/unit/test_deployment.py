@@ -24,7 +24,7 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from ringward.permissions import grant_statements, keyspace_grants
+from ringward.permissions import SPARK_ROLE, grant_statements, keyspace_grants, spark_keyspace_grants
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yaml"
@@ -766,10 +766,17 @@ def run_cassandra_init(
 
 # ringward.permissions' list (docs/operators-guide.md §2.6), as the script sends it; `shop` stands for a managed
 # keyspace, which the script always quotes.
-GRANTS = [statement.rstrip(";") for statement in grant_statements("ringward", [])] + [
-    grant.statement("ringward").rstrip(";").replace("KEYSPACE shop", 'KEYSPACE "shop"')
-    for grant in keyspace_grants("shop")
-]
+GRANTS = (
+    [statement.rstrip(";") for statement in grant_statements("ringward", [])]
+    + [
+        grant.statement("ringward").rstrip(";").replace("KEYSPACE shop", 'KEYSPACE "shop"')
+        for grant in keyspace_grants("shop")
+    ]
+    + [
+        grant.statement(SPARK_ROLE).rstrip(";").replace("KEYSPACE shop", 'KEYSPACE "shop"')
+        for grant in spark_keyspace_grants("shop")
+    ]
+)
 
 
 def test_cassandra_init_replaces_the_default_superuser_and_creates_ringwards_role(tmp_path: Path) -> None:
@@ -807,12 +814,15 @@ def test_cassandra_init_replaces_the_default_superuser_and_creates_ringwards_rol
     # The role the Airflow connection logs in as, with exactly the documented grants.
     ringward = state["roles"]["ringward"]
     assert ringward == {"password": values["RINGWARD_CQL_PASSWORD"], "login": True, "superuser": False}
+    reader = state["roles"][SPARK_ROLE]  # the Spark verification's own role (cassandra_spark)
+    assert reader == {"password": values["RINGWARD_SPARK_CQL_PASSWORD"], "login": True, "superuser": False}
     assert [statement for user, statement in executed if statement.startswith("GRANT")] == GRANTS
     assert all(user == admin for user, statement in executed if statement.startswith(("GRANT", "CREATE KEYSPACE")))
     assert "skipped keyspace not_created_yet" in result.stderr
     # No password reaches a command line.
     every_argument = " ".join(" ".join(argv) for argv in recorded(tmp_path))
-    for secret_name in ("CASSANDRA_ADMIN_PASSWORD", "RINGWARD_CQL_PASSWORD", "RINGWARD_JMX_PASSWORD"):
+    for secret_name in ("CASSANDRA_ADMIN_PASSWORD", "RINGWARD_CQL_PASSWORD", "RINGWARD_SPARK_CQL_PASSWORD",
+                        "RINGWARD_JMX_PASSWORD"):  # fmt: skip
         assert values[secret_name] not in every_argument, f"{secret_name} appears on a command line"
     assert name == "cassandra-init"
 
@@ -856,6 +866,12 @@ def test_cassandra_connection_logs_in_as_the_ringward_role(airflow_secrets: Modu
     assert connection.password == values["RINGWARD_CQL_PASSWORD"]
     _, init = cassandra_init_service(model)
     assert init["environment"]["RINGWARD_CQL_PASSWORD"] == connection.password
+    # The Spark verification logs in with its own read-only role, which cassandra-init creates.
+    reader = parse_connection(airflow_secrets, "cassandra_spark", connection_values(model)["cassandra_spark"])
+    assert (reader.login, reader.host) == (SPARK_ROLE, connection.host)
+    assert (
+        reader.password == values["RINGWARD_SPARK_CQL_PASSWORD"] == init["environment"]["RINGWARD_SPARK_CQL_PASSWORD"]
+    )
 
 
 # cassandra.yaml as the releases write it: a one-line value (4.x, 5.0's authorizer) or a class_name block.
