@@ -46,6 +46,7 @@ from ringward_cassandra.schema import (
     table_gc_grace,
 )
 
+from ringward_airflow.governance import refuse_unpermitted, snapshot_wanted
 from ringward_airflow.hooks import RingwardCassandraHook
 from ringward_airflow.migration_base import MigrationOperator, load_migration, load_record
 from ringward_airflow.migration_stages import (
@@ -154,6 +155,9 @@ class MigrationPrecheckOperator(MigrationOperator):
                                                  "kind": type(refusal).__name__, "markdown": self.summary})  # fmt: skip
 
     def _precheck(self, context: Context) -> dict[str, Any]:
+        # First: a run setting that gives up a safety step needs the deployment's permission (before any cluster
+        # access, a resumed run's included). The QUORUM gap as this task was given it.
+        refuse_unpermitted({**dict(context.get("params") or {}), "allow_quorum_gap": self.allow_quorum_gap})
         lease_owner = None
         if self.rollback_of:
             self.keyspace, self.replication, lease_owner = self._rollback_target(str(self.rollback_of))
@@ -463,7 +467,9 @@ class CleanupOperator(MigrationOperator):
     def execute(self, context: Context) -> list[str]:
         record = load_migration(context, self.precheck_task_id)
         try:
-            nodes = clean_up(record, self._nodetool_client(), snapshot=_truthy(self.snapshot_before_cleanup),
+            # Without a snapshot only where the deployment allows it (the precheck refused the run otherwise).
+            snapshot = snapshot_wanted({"snapshot_before_cleanup": self.snapshot_before_cleanup})
+            nodes = clean_up(record, self._nodetool_client(), snapshot=snapshot,
                              stop_check=self._raise_if_killed, log=self.log.info)  # fmt: skip
             self.cassandra.ops_store().set_migration_state(record.migration_id, str(MigrationState.cleaned()))
         finally:

@@ -257,8 +257,9 @@ def test_the_alter_task_alters_the_stored_step_and_records_the_state(
     assert store.calls == [("state", "ks@run1", "altered:1")]
 
 
+@pytest.mark.parametrize("allowed", [True, False])
 def test_the_cleanup_task_cleans_the_nodes_the_stored_steps_took_ranges_from(
-    monkeypatch: pytest.MonkeyPatch, no_planning: dict[str, Any]
+    monkeypatch: pytest.MonkeyPatch, no_planning: dict[str, Any], allowed: bool
 ) -> None:
     from ringward.migration import cleanup_nodes
     from ringward.migration_record import MigrationRecord
@@ -271,9 +272,13 @@ def test_the_cleanup_task_cleans_the_nodes_the_stored_steps_took_ranges_from(
                                cleanup=lambda *a: done.append(("cleanup", a[0])), close=lambda: None)  # fmt: skip
     monkeypatch.setattr(CleanupOperator, "cassandra", property(lambda self: hook))
     monkeypatch.setattr(CleanupOperator, "_nodetool_client", lambda self: nodetool)
+    monkeypatch.setenv("AIRFLOW__RINGWARD__ALLOW_CLEANUP_WITHOUT_SNAPSHOT", str(allowed))
     operator = CleanupOperator(task_id="cleanup", snapshot_before_cleanup="false")
     nodes = operator.execute({"ti": FakeTI({("precheck", "return_value"): record}), "run_id": "run1"})  # type: ignore[arg-type]
     typed = MigrationRecord.from_json(record)
     assert nodes == cleanup_nodes(typed.ring, typed.old, typed.new)
-    assert done == [("cleanup", node) for node in nodes]  # the form's "false" means no snapshot
+    if allowed:  # the form's "false" means no snapshot, where the deployment allows it
+        assert done == [("cleanup", node) for node in nodes]
+    else:  # otherwise the snapshot is taken all the same (the precheck refuses such a run first)
+        assert done == [step for node in nodes for step in (("snapshot", node), ("cleanup", node))]
     assert store.calls == [("state", "ks@run1", "cleaned")]
