@@ -185,7 +185,8 @@ PARAMS = {
         "1 min and 2 min later (Airflow adds jitter), and repairs only the ranges not yet done.",
     ),
 }
-# How long an approval waits for its answer; the migration's lease outlasts it (ringward_airflow.migration_stages).
+# How long an approval waits for its answer; the keyspace lease outlasts it (ringward_cassandra.ops_store
+# LEASE_TTL_SECONDS), and the first task after the approval renews it.
 APPROVAL_TIMEOUT = timedelta(days=2)
 # Repair tries outlast a node restart: each try first waits for its nodes (node_wait_seconds), and the
 # retries back off exponentially (30 s, 1 min, 2 min), so a restarting node does not exhaust them.
