@@ -5,13 +5,17 @@ What the Airflow UI shows of each DAG is MIGRATION_DOC / ROLLBACK_DOC below: ope
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.providers.standard.operators.python import BranchPythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG, Asset, Param, TaskGroup
+from ringward.governance import RUN_DEFAULTS
 from ringward.migration import MAX_STAGED_STEPS
+from ringward_airflow import governance
+from ringward_airflow.governance import MigrationApprovalOperator
 from ringward_airflow.migration_operators import (
     CleanupOperator,
     KeyspaceAlterOperator,
@@ -38,7 +42,10 @@ Give the **keyspace** and the **target replication**. The run then:
    replicas. A change that would lose data or cannot work (unknown datacenter, more replicas than nodes,
    a datacenter left out, a system keyspace) is **refused**: the run fails at the precheck, every other task
    is skipped, and the task `refused` shows the problem and the fix. Nothing is changed on the cluster.
-2. **approval** (when *Require approval* is on): the plan waits under *Required Actions* for a person.
+2. **approval**: the plan waits under *Required Actions* for a person other than the one who triggered the run;
+   it lists every run setting that differs from the safe default. Turning the approval off, skipping the
+   pre-repair or the snapshot, or allowing a QUORUM gap is refused unless the Airflow deployment allows it
+   (`[ringward]` settings in airflow.cfg, see the operator's guide, "Governance").
 3. per ALTER step: full repair of the affected ranges, the `ALTER KEYSPACE`, full repair of the same ranges
    on their new replicas, then verification (preview repair, per-replica row counts).
    Cassandra's AutoRepair (every node) and the keyspace's Reaper schedules (with a `reaper_default`
@@ -86,17 +93,21 @@ ROLLBACK_PARAMS = {
 }
 PARAMS = {
     "require_approval": Param(
-        True, type="boolean", title="Require approval", description="Wait for a person to approve the plan."
+        RUN_DEFAULTS["require_approval"],
+        type="boolean",
+        title="Require approval",
+        description="Wait for another person to approve the plan. Off only where the deployment allows it "
+        "([ringward] allow_unapproved_migrations); otherwise the precheck refuses the run.",
     ),
     "pre_repair": Param(
-        True,
+        RUN_DEFAULTS["pre_repair"],
         type="boolean",
         title="Repair before the ALTER",
         description="Full repair of the affected ranges on their current replicas first, so the new replicas "
-        "receive complete data.",
+        "receive complete data. Off only where the deployment allows it ([ringward] allow_skipping_pre_repair).",
     ),
     "client_read_consistency": Param(
-        "LOCAL_QUORUM",
+        RUN_DEFAULTS["client_read_consistency"],
         type="string",
         enum=["ONE", "LOCAL_ONE", "TWO", "QUORUM", "LOCAL_QUORUM", "EACH_QUORUM", "ALL"],
         title="Applications read at",
@@ -104,55 +115,60 @@ PARAMS = {
         "empty at it between the ALTER and the repair.",
     ),
     "dry_run": Param(
-        False, type="boolean", title="Dry run", description="Only show the plan: stop after the precheck."
+        RUN_DEFAULTS["dry_run"],
+        type="boolean",
+        title="Dry run",
+        description="Only show the plan: stop after the precheck.",
     ),
     "cleanup": Param(
-        True,
+        RUN_DEFAULTS["cleanup"],
         type="boolean",
         title="Clean up",
         description="Run nodetool cleanup on the nodes that lost ranges (after verification).",
     ),
     "require_cleanup_approval": Param(
-        False,
+        RUN_DEFAULTS["require_cleanup_approval"],
         type="boolean",
         title="Require approval before cleanup",
         description="Ask a person again before cleanup (a rollback is possible until then).",
     ),
     "snapshot_before_cleanup": Param(
-        True,
+        RUN_DEFAULTS["snapshot_before_cleanup"],
         type="boolean",
         title="Snapshot before cleanup",
-        description="Take a snapshot of the keyspace on each node before its cleanup deletes data.",
+        description="Take a snapshot of the keyspace on each node before its cleanup deletes data. Off only where "
+        "the deployment allows it ([ringward] allow_cleanup_without_snapshot).",
     ),
     "repair_parallelism": Param(
-        2,
+        RUN_DEFAULTS["repair_parallelism"],
         type="integer",
         minimum=1,
         title="Repair sessions at once",
         description="How many repair sessions run at the same time.",
     ),
     "repair_session_timeout": Param(
-        3600,
+        RUN_DEFAULTS["repair_session_timeout"],
         type="integer",
         minimum=10,
         title="Repair session timeout (seconds)",
         description="A repair session taking longer than this fails and is retried.",
     ),
     "deferrable": Param(
-        True,
+        RUN_DEFAULTS["deferrable"],
         type="boolean",
         title="Wait in the triggerer",
         description="Wait for repairs in Airflow's triggerer instead of holding a worker slot.",
     ),
     "allow_quorum_gap": Param(
-        False,
+        RUN_DEFAULTS["allow_quorum_gap"],
         type="boolean",
         title="Allow a QUORUM gap",
         description="Stage the change keeping only a replica of every range per step (QUORUM reads may miss "
-        "writes until each step's repair): what a refusal offers when no route keeps QUORUM overlap.",
+        "writes until each step's repair): what a refusal offers when no route keeps QUORUM overlap. Only where "
+        "the deployment allows it ([ringward] allow_quorum_gap).",
     ),
     "node_capacity": Param(
-        {},
+        dict(RUN_DEFAULTS["node_capacity"]),
         type="object",
         title="Node capacity",
         description='Bytes each node may hold, by node address or datacenter, e.g. {"dc1": "2TiB", "10.0.0.7": '
@@ -160,7 +176,7 @@ PARAMS = {
         "`capacity` when empty), and warns when a node grows by more than half its load.",
     ),
     "node_wait_seconds": Param(
-        600,
+        RUN_DEFAULTS["node_wait_seconds"],
         type="integer",
         minimum=0,
         title="Wait for down nodes (seconds)",
@@ -169,6 +185,9 @@ PARAMS = {
         "1 min and 2 min later (Airflow adds jitter), and repairs only the ranges not yet done.",
     ),
 }
+# How long an approval waits for its answer; the keyspace lease outlasts it (ringward_cassandra.ops_store
+# LEASE_TTL_SECONDS), and the first task after the approval renews it.
+APPROVAL_TIMEOUT = timedelta(days=2)
 # Repair tries outlast a node restart: each try first waits for its nodes (node_wait_seconds), and the
 # retries back off exponentially (30 s, 1 min, 2 min), so a restarting node does not exhaust them.
 REPAIR_RETRIES = {
@@ -179,14 +198,17 @@ REPAIR_RETRIES = {
 }
 
 
-def _approval_path(name: str, subject: str, body: str) -> tuple[BranchPythonOperator, ApprovalOperator, EmptyOperator]:
-    """branch -> (approval | straight through) -> join; the approval is skipped unless the param asks for it."""
+def _approval_path(
+    name: str, subject: str, body: str, needed: Callable[[dict[str, Any]], bool]
+) -> tuple[BranchPythonOperator, MigrationApprovalOperator, EmptyOperator]:
+    """branch -> (approval | straight through) -> join; the approval is skipped unless `needed(params)`."""
     join = EmptyOperator(task_id=f"{name}_passed", trigger_rule="none_failed_min_one_success")
     branch = BranchPythonOperator(
         task_id=f"{name}_needed",
-        python_callable=lambda params, flag=f"require_{name}": f"{name}" if params[flag] else join.task_id,
+        python_callable=lambda params: name if needed(params) else join.task_id,
     )
-    approval = ApprovalOperator(task_id=name, subject=subject, body=body, response_timeout=timedelta(days=2))
+    # Another person answers (ringward_airflow.governance); the body ends with the run's non-default settings.
+    approval = MigrationApprovalOperator(task_id=name, subject=subject, body=body, response_timeout=APPROVAL_TIMEOUT)
     branch >> [approval, join]
     approval >> join
     return branch, approval, join
@@ -231,15 +253,17 @@ def _wire() -> None:
         trigger_rule="all_done",
         python_callable=lambda ti, params: bool(ti.xcom_pull(task_ids="precheck")) and not params["dry_run"],
     )
-    approval_needed, _, approved = _approval_path(
+    approval_branch, _, approved = _approval_path(
         "approval",
         subject="Approve the replication change of {{ ti.xcom_pull(task_ids='precheck')['keyspace'] }}",
         # The plan as Markdown (verdict, settings, placement tables); the plain summary for older records.
         body="{% set plan = ti.xcom_pull(task_ids='precheck') %}"
         "[Open the migration page: ring picture, range table, progress](/{{ migration_page(dag.dag_id, run_id) }})"
         "\n\n{{ plan.get('approval_md') or plan['summary'] }}",
+        # A run skips it only where the deployment allows it (the precheck refuses such a run otherwise).
+        needed=governance.approval_needed,
     )
-    continue_unless_dry_run >> approval_needed
+    continue_unless_dry_run >> approval_branch
     # AutoRepair and Reaper schedules off from here to the end of the run (restore_repair_controllers).
     pause_controllers = PauseRepairControllersOperator(task_id="pause_repair_controllers")
     approved >> pause_controllers
@@ -252,7 +276,7 @@ def _wire() -> None:
             has_step = StepGateOperator(task_id="has_step", step_index=index)
             pre_repair_wanted = ShortCircuitOperator(
                 task_id="pre_repair_wanted",
-                python_callable=lambda params: params["pre_repair"],
+                python_callable=governance.pre_repair_wanted,  # off only where the deployment allows it
                 ignore_downstream_trigger_rules=False,
             )
             repair_options = {
@@ -288,6 +312,7 @@ def _wire() -> None:
         "cleanup_approval",
         subject="Approve nodetool cleanup of {{ ti.xcom_pull(task_ids='precheck')['keyspace'] }}",
         body="Verification passed. Cleanup deletes what former replicas still hold; rollback is possible until then.",
+        needed=lambda params: bool(params["require_cleanup_approval"]),
     )
     cleanup = CleanupOperator(task_id="cleanup", snapshot_before_cleanup="{{ params.snapshot_before_cleanup }}")
     report = MigrationReportOperator(

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from ringward.errors import RepairError
+from ringward.errors import MigrationError, RepairError
 from ringward.repair import RecordUpdate, Segment, SegmentRecord, SegmentState
 from ringward.ring import TokenRange
 from ringward_cassandra.ops_store import PLAN_CHUNK_ROWS, PreviewFinding, bucket_bounds, history_bucket
@@ -246,7 +246,30 @@ def check_preview_findings_kept_latest_first(h: Harness) -> None:
     assert h.store.preview_findings(keyspace) == [first]  # findings expire with their TTL
 
 
+def check_a_lease_lives_its_ttl_from_its_owners_last_renewal(h: Harness) -> None:
+    """A migration renews its keyspace lease at every task: the renewal, not the first take, starts the TTL;
+    nobody else takes it meanwhile; once expired it is free (and the nightly repair sees the keyspace again)."""
+    keyspace = h.name("leased")
+    resource = f"keyspace:{keyspace}"
+    h.store.lease_ttl_seconds = 3
+    h.store.acquire_lease(resource, "m1", "keyspace_migration")
+    with pytest.raises(MigrationError, match="is held by m1"):
+        h.store.acquire_lease(resource, "m2", "keyspace_migration")
+    h.advance(2)
+    h.store.acquire_lease(resource, "m1", "keyspace_migration")  # renewed: 3 s from now
+    h.advance(2)  # past the first take's TTL, within the renewal's
+    assert keyspace in h.store.leased_keyspaces() and h.store.lease(resource).owner == "m1"
+    h.advance(1.5)  # past the renewal's
+    assert keyspace not in h.store.leased_keyspaces() and h.store.lease(resource) is None
+    h.store.acquire_lease(resource, "m2", "keyspace_migration")  # expired: free for another migration
+    h.store.release_lease(resource, "m1")  # not its owner: changes nothing
+    assert h.store.lease(resource).owner == "m2"
+    h.store.release_lease(resource, "m2")
+    assert h.store.lease(resource) is None
+
+
 CHECKS = [
+    check_a_lease_lives_its_ttl_from_its_owners_last_renewal,
     check_history_round_trip_and_partitions,
     check_upsert_keeps_what_it_does_not_write,
     check_record_repairs_writes_every_update,

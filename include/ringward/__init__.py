@@ -14,6 +14,7 @@ __all__ = [
     "consistency",
     "diff",
     "errors",
+    "governance",
     "markdown",
     "migration",
     "migration_record",

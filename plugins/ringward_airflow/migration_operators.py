@@ -46,11 +46,13 @@ from ringward_cassandra.schema import (
     table_gc_grace,
 )
 
+from ringward_airflow.governance import refuse_unpermitted, snapshot_wanted
 from ringward_airflow.hooks import RingwardCassandraHook
 from ringward_airflow.migration_base import MigrationOperator, load_migration, load_record
 from ringward_airflow.migration_stages import (
     DEFAULT_PRECHECK_CHECKS,
     LEASE_PURPOSE,
+    LEASE_RENEWAL_SECONDS,
     PrecheckCheck,
     PrecheckInput,
     RepairSettings,
@@ -59,6 +61,7 @@ from ringward_airflow.migration_stages import (
     check_health,
     clean_up,
     cluster_release_of,
+    hold_lease,
     journalled_pending,
     lease_resource,
     participant_problems,
@@ -154,6 +157,9 @@ class MigrationPrecheckOperator(MigrationOperator):
                                                  "kind": type(refusal).__name__, "markdown": self.summary})  # fmt: skip
 
     def _precheck(self, context: Context) -> dict[str, Any]:
+        # First: a run setting that gives up a safety step needs the deployment's permission (before any cluster
+        # access, a resumed run's included). The QUORUM gap as this task was given it.
+        refuse_unpermitted({**dict(context.get("params") or {}), "allow_quorum_gap": self.allow_quorum_gap})
         lease_owner = None
         if self.rollback_of:
             self.keyspace, self.replication, lease_owner = self._rollback_target(str(self.rollback_of))
@@ -291,6 +297,7 @@ class KeyspaceAlterOperator(MigrationOperator):
         record = load_migration(context, self.precheck_task_id)
         step = record.step(self.step_index)
         try:
+            hold_lease(self.cassandra.ops_store(), record)
             apply_step(step, record.keyspace, record.ring, LiveCql(self.cassandra.session), self._nodetool_client(),
                        self.log.info)  # fmt: skip
             self.cassandra.ops_store().set_migration_state(record.migration_id, str(MigrationState.altered(step.index)))
@@ -356,6 +363,7 @@ class MigrationRepairOperator(MigrationOperator):
         self._cql_port = hook.native_port()
         try:
             store = hook.ops_store()
+            hold_lease(store, record)  # each deferred wave comes back through here
             if self.deferrable:
                 todo = journalled_pending(store, record.migration_id, self.stage, segments)
                 done = [segment for segment in segments if segment not in todo]
@@ -366,9 +374,17 @@ class MigrationRepairOperator(MigrationOperator):
                 return StageResult(len(segments), 0, len(segments)).as_json()
             settings = RepairSettings(self.parallelism, int(self.max_attempts), float(self.retry_backoff),
                                       self.session_timeout)  # fmt: skip
+            renewed = [time.monotonic()]
+
+            def await_ready(nodes: Sequence[str]) -> None:  # a long blocking stage renews between sessions
+                if time.monotonic() - renewed[0] >= LEASE_RENEWAL_SECONDS:
+                    hold_lease(store, record)
+                    renewed[0] = time.monotonic()
+                self._await_participants(nodes)
+
             return repair_ranges(
                 segments, migration_id=record.migration_id, stage=self.stage, journal=store,
-                nodetool=self._nodetool_client(), settings=settings, await_ready=self._await_participants,
+                nodetool=self._nodetool_client(), settings=settings, await_ready=await_ready,
                 stop_requested=self._killed.is_set, log=self.log.info, sleep=self._sleep_unless_killed,
             ).as_json()  # fmt: skip
         finally:
@@ -442,8 +458,10 @@ class PreviewVerifyOperator(MigrationOperator):
         self.step_index = step_index
 
     def execute(self, context: Context) -> dict[str, Any]:
-        segments = load_migration(context, self.precheck_task_id).repair_segments(self.step_index, "post")
+        record = load_migration(context, self.precheck_task_id)
+        segments = record.repair_segments(self.step_index, "post")
         try:
+            hold_lease(self.cassandra.ops_store(), record)
             in_sync = preview_in_sync(segments, self._nodetool_client(), self._raise_if_killed, self.log.warning)
         finally:
             self._release()
@@ -463,7 +481,10 @@ class CleanupOperator(MigrationOperator):
     def execute(self, context: Context) -> list[str]:
         record = load_migration(context, self.precheck_task_id)
         try:
-            nodes = clean_up(record, self._nodetool_client(), snapshot=_truthy(self.snapshot_before_cleanup),
+            hold_lease(self.cassandra.ops_store(), record)
+            # Without a snapshot only where the deployment allows it (the precheck refused the run otherwise).
+            snapshot = snapshot_wanted({"snapshot_before_cleanup": self.snapshot_before_cleanup})
+            nodes = clean_up(record, self._nodetool_client(), snapshot=snapshot,
                              stop_check=self._raise_if_killed, log=self.log.info)  # fmt: skip
             self.cassandra.ops_store().set_migration_state(record.migration_id, str(MigrationState.cleaned()))
         finally:

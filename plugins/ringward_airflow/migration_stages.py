@@ -83,6 +83,7 @@ __all__ = [
     "clean_up",
     "cluster_release_of",
     "confirm_ownership",
+    "hold_lease",
     "journalled_pending",
     "lease_resource",
     "participant_problems",
@@ -183,6 +184,25 @@ LEASE_PURPOSE = "keyspace_migration"
 def lease_resource(keyspace: str) -> str:
     """The lease a migration of `keyspace` holds from its precheck to its report."""
     return f"keyspace:{keyspace}"
+
+
+class LeaseStore(Protocol):
+    def acquire_lease(self, resource: str, owner: str, purpose: str) -> None: ...
+
+
+# A stage that runs long (a blocking repair) renews the lease between its sessions this often.
+LEASE_RENEWAL_SECONDS = 3600.0
+
+
+def hold_lease(store: LeaseStore, record: MigrationRecord) -> None:
+    """Renew the migration's keyspace lease for its TTL (`OpsStore.lease_ttl_seconds`) from now.
+
+    Every stage calls this first, so the lease lasts as long as the migration, not 72 h from its precheck: a
+    late approval, a long repair or a cleared task still finds the keyspace leased, and the nightly repair
+    (which plans around leased keyspaces) stays off it until the report releases it. A lease that lapsed (the
+    run sat failed for days) is taken again; one another migration took meanwhile refuses the stage
+    (MigrationError) before it changes anything."""
+    store.acquire_lease(lease_resource(record.keyspace), record.lease_owner, LEASE_PURPOSE)
 
 
 # -- what the precheck reads and writes besides the plan -----------------------------------------------------

@@ -40,6 +40,7 @@ from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.repair_controllers import ReaperClient, apply_autorepair_changes, read_autorepair
 
 from ringward_airflow.migration_base import MigrationOperator, load_migration, stored_record
+from ringward_airflow.migration_stages import hold_lease
 
 __all__ = [
     "AUTOREPAIR",
@@ -136,6 +137,7 @@ class PauseRepairControllersOperator(MigrationOperator):
         nodetool = self._nodetool_client()
         try:
             store = self.cassandra.ops_store()
+            hold_lease(store, record)  # the first stage after the approval, which may have come days later
             current = read_autorepair(nodetool, nodes)
             saved = store.controller_pause(migration_id, AUTOREPAIR)
             if saved is None or saved[1]:

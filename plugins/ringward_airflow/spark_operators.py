@@ -21,6 +21,7 @@ from ringward_spark.stages import BASELINE, baseline_phases, verify_phases, veri
 from ringward_spark.submit import CassandraOptions, SparkSubmission, StagePhase, stage_job_args, stage_plan
 
 from ringward_airflow.migration_base import MigrationOperator, load_migration
+from ringward_airflow.migration_stages import hold_lease
 
 __all__ = ["SparkBaselineOperator", "SparkVerifyOperator", "StageInputs", "cassandra_options", "spark_login"]
 
@@ -116,6 +117,7 @@ class _SparkStage(MigrationOperator):
             gained.setdefault(target.replica, []).append(target.range)
         hook = self.cassandra
         try:
+            hold_lease(hook.ops_store(), record)
             rows = hook.session.execute(
                 "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (record.keyspace,)
             )

@@ -23,6 +23,7 @@ from ringward.ring import TokenRange
 
 from ringward_cassandra.ops_store import (
     DEFAULT_HISTORY_TTL,
+    LEASE_TTL_SECONDS,
     RECORD_COLUMNS,
     REPAIR_SWITCH,
     Lease,
@@ -35,6 +36,7 @@ from ringward_cassandra.ops_store import (
     add_records,
     history_columns,
     history_table,
+    lease_held,
     plan_pages,
     preview_columns,
     preview_finding,
@@ -138,7 +140,8 @@ class MemoryOpsStore:
                 "repair_type_segments",
             )
         }
-        self._leases: dict[str, Lease] = {}
+        self.lease_ttl_seconds = LEASE_TTL_SECONDS
+        self._leases: dict[str, tuple[Lease, datetime | None]] = {}  # resource -> lease, expiry (None: never)
         self._written: Counter[str] = Counter()
         self._read: Counter[str] = Counter()
 
@@ -316,15 +319,40 @@ class MemoryOpsStore:
 
     # -- leases (none unless a test or the simulator adds one) --------------------------------------------
     def add_lease(self, keyspace: str, owner: str, purpose: str) -> Lease:
+        """A keyspace lease that never expires (a test's or the simulator's)."""
         lease = Lease(f"keyspace:{keyspace}", owner, purpose, self.clock())
-        self._leases[keyspace] = lease
+        self._leases[lease.resource] = (lease, None)
         return lease
 
     def release_keyspace_lease(self, keyspace: str) -> None:
-        self._leases.pop(keyspace, None)
+        self._leases.pop(f"keyspace:{keyspace}", None)
+
+    def acquire_lease(self, resource: str, owner: str, purpose: str) -> None:
+        """As `OpsStore.acquire_lease`: taken, or renewed by its owner, for `lease_ttl_seconds` from now."""
+        held = self.lease(resource)
+        if held is not None and held.owner != owner:
+            raise lease_held("memory", resource, held.owner, held.purpose, held.acquired_at)
+        now = self.clock()
+        self._leases[resource] = (Lease(resource, owner, purpose, now), now + timedelta(seconds=self.lease_ttl_seconds))
+
+    def release_lease(self, resource: str, owner: str) -> None:
+        held = self.lease(resource)
+        if held is not None and held.owner == owner:
+            del self._leases[resource]
+
+    def lease(self, resource: str) -> Lease | None:
+        """The lease on `resource` unless it expired (as Cassandra's TTL drops the row)."""
+        lease, expires = self._leases.get(resource, (None, None))
+        if lease is None or (expires is not None and self.clock() >= expires):
+            return None
+        return lease
 
     def leased_keyspaces(self) -> dict[str, Lease]:
-        return dict(self._leases)
+        return {
+            resource.split(":", 1)[1]: lease
+            for resource in list(self._leases)
+            if resource.startswith("keyspace:") and (lease := self.lease(resource)) is not None
+        }
 
     # -- the repair pause switch ------------------------------------------------------------------------
     def switch_events(self, name: str = REPAIR_SWITCH, limit: int = 20) -> list[SwitchEvent]:

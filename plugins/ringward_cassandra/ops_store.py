@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_HISTORY_TTL",
     "HISTORY_BUCKETS",
+    "LEASE_TTL_SECONDS",
     "OPS_KEYSPACE",
     "PLAN_CHUNK_ROWS",
     "REPAIR_SWITCH",
@@ -115,6 +116,10 @@ _ADDED_LATER = {
 LEGACY_HISTORY = "repair_history"
 
 REPAIR_SWITCH = "nightly_subrange_repair"
+# A migration's keyspace lease lives this long from its last renewal (each migration task renews it): longer
+# than the approval's 48 h wait, so the lease taken by the precheck is still held when a late approval starts
+# the ALTER; a migration abandoned half done frees its keyspace for the nightly repair 3 days after its last task.
+LEASE_TTL_SECONDS = 72 * 3600
 DEFAULT_HISTORY_TTL = 30 * 24 * 3600  # seconds: a range not repaired (nor planned) for 30 days is forgotten
 PLAN_CHUNK_ROWS = 5000  # repair commands per repair_plan partition
 # Commands per repair_plan row, one per line: a fleet night's plan is 2.5 million commands, and one INSERT each
@@ -251,7 +256,7 @@ class OpsStore:
     def __init__(
         self,
         session: Session,
-        lease_ttl_seconds: int = 48 * 3600,
+        lease_ttl_seconds: int = LEASE_TTL_SECONDS,
         *,
         history_ttl_seconds: int = DEFAULT_HISTORY_TTL,
         keyspace: str = OPS_KEYSPACE,
@@ -319,26 +324,44 @@ class OpsStore:
 
     # -- leases -------------------------------------------------------------------------------------------
     def acquire_lease(self, resource: str, owner: str, purpose: str) -> None:
-        """Take `resource` for `owner`, or raise naming who holds it. Re-acquiring one's own lease is fine."""
+        """Take `resource` for `owner` for `lease_ttl_seconds` from now, or raise naming who holds it.
+
+        The owner's own lease is renewed: every cell is written again with a fresh TTL (`UPDATE … USING TTL …
+        IF owner = …`; the row lives while a cell does, so the first write's expired row marker does not end
+        it), and `acquired_at` becomes the time of the renewal. A lease that expired is taken afresh
+        (`INSERT … IF NOT EXISTS`), unless someone else took it meanwhile. Both are lightweight transactions."""
         from cassandra import ConsistencyLevel
         from cassandra.query import SimpleStatement
 
-        result = self.session.execute(
+        now = datetime.now(UTC)
+        renewed = self.session.execute(
             SimpleStatement(
-                f"INSERT INTO {self.keyspace}.leases (resource, owner, purpose, acquired_at) VALUES (%s, %s, %s, %s) "
-                f"IF NOT EXISTS USING TTL {self.lease_ttl_seconds}",
+                f"UPDATE {self.keyspace}.leases USING TTL {self.lease_ttl_seconds} SET owner = %s, purpose = %s, "
+                "acquired_at = %s WHERE resource = %s IF owner = %s",
                 consistency_level=ConsistencyLevel.QUORUM,
                 serial_consistency_level=ConsistencyLevel.SERIAL,
             ),
-            (resource, owner, purpose, datetime.now(UTC)),
+            (owner, purpose, now, resource, owner),
         ).one()
-        if result.applied or result.owner == owner:
+        if renewed.applied:
             return
-        raise MigrationError(
-            f"{resource} is held by {result.owner} ({result.purpose}, since {result.acquired_at}).",
-            "Wait for that run to finish, or, if it is dead, release it with "
-            f"`DELETE FROM {self.keyspace}.leases WHERE resource = '{resource}' IF owner = '{result.owner}'`.",
-        )
+        result = renewed
+        if getattr(renewed, "owner", None) is None:  # no lease (never taken, released or expired): take it
+            result = self.session.execute(
+                SimpleStatement(
+                    f"INSERT INTO {self.keyspace}.leases (resource, owner, purpose, acquired_at) "
+                    f"VALUES (%s, %s, %s, %s) IF NOT EXISTS USING TTL {self.lease_ttl_seconds}",
+                    consistency_level=ConsistencyLevel.QUORUM,
+                    serial_consistency_level=ConsistencyLevel.SERIAL,
+                ),
+                (resource, owner, purpose, now),
+            ).one()
+            if result.applied or result.owner == owner:
+                return
+        # A failed `IF owner = …` returns the owner only; the lease's other cells are read for the message.
+        held = self.lease(resource)
+        raise lease_held(self.keyspace, resource, str(result.owner), held.purpose if held else None,
+                         held.acquired_at if held else None)  # fmt: skip
 
     def release_lease(self, resource: str, owner: str) -> None:
         from cassandra import ConsistencyLevel
@@ -817,6 +840,15 @@ class OpsStore:
         if found and self._known_tables is not None:
             self._known_tables.add(table)
         return found
+
+
+def lease_held(keyspace: str, resource: str, owner: str, purpose: str | None, since: datetime | None) -> MigrationError:
+    """The refusal when `resource` is leased to another owner (shared with the in-memory store)."""
+    return MigrationError(
+        f"{resource} is held by {owner} ({purpose}, taken or last renewed at {since}).",
+        "Wait for that run to finish, or, if it is dead, release it with "
+        f"`DELETE FROM {keyspace}.leases WHERE resource = '{resource}' IF owner = '{owner}'`.",
+    )
 
 
 def _quorum(cql: str) -> Any:

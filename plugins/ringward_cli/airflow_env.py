@@ -22,8 +22,8 @@ from ringward_cassandra.localcluster.runtime import project_home
 from ringward_cassandra.localcluster.security import JMX_USER, RINGWARD_ROLE, SPARK_ROLE, ClusterSecrets, ensure_secrets
 from ringward_cassandra.localcluster.spark_jars import connector_lib_dir
 
-__all__ = ["airflow_environment", "connections_to_import", "ensure_airflow_connections", "ensure_airflow_db",
-           "fail_stale_test_runs", "hold_dags_test_lock", "local_connections"]  # fmt: skip
+__all__ = ["AUTOMATION_SETTINGS", "airflow_environment", "connections_to_import", "ensure_airflow_connections",
+           "ensure_airflow_db", "fail_stale_test_runs", "hold_dags_test_lock", "local_connections"]  # fmt: skip
 
 _CONN_PREFIX = "AIRFLOW_CONN_"
 # The connections ringward sets for the local cluster (only these are copied into the metadata database).
@@ -69,7 +69,21 @@ def _secure(cassandra: dict[str, Any], spark: dict[str, Any], nodetool: dict[str
     }
 
 
-def airflow_environment(home: Path | None = None, topology: str | None = None) -> dict[str, str]:
+# The deployment settings (`[ringward]` of Airflow's configuration, docs/operators-guide.md "Governance") that let
+# unattended automation run a migration: without an approval, approved by whoever triggered it, without the
+# pre-repair, cleanup without a snapshot. Only the demo and the tests set them (`automation=True`); `ringward
+# airflow` and the compose deployment leave every safety step on.
+AUTOMATION_SETTINGS = {
+    "AIRFLOW__RINGWARD__ALLOW_UNAPPROVED_MIGRATIONS": "True",
+    "AIRFLOW__RINGWARD__ALLOW_SELF_APPROVAL": "True",
+    "AIRFLOW__RINGWARD__ALLOW_SKIPPING_PRE_REPAIR": "True",
+    "AIRFLOW__RINGWARD__ALLOW_CLEANUP_WITHOUT_SNAPSHOT": "True",
+}
+
+
+def airflow_environment(home: Path | None = None, topology: str | None = None, *,
+                        automation: bool = False) -> dict[str, str]:  # fmt: skip
+    """Airflow's environment for the project-local home; with `automation`, also AUTOMATION_SETTINGS."""
     home = home or project_home()
     # RINGWARD_AIRFLOW_HOME: another home for another Airflow (`make test-airflow-3.4`): a newer Airflow migrates
     # the database past what the locked one can read.
@@ -97,6 +111,8 @@ def airflow_environment(home: Path | None = None, topology: str | None = None) -
     env.setdefault("RINGWARD_TOPOLOGY", Path(topology).stem if topology.endswith((".yaml", ".json")) else topology)
     for key, value in local_connections(home, topology).items():
         env.setdefault(key, value)
+    if automation:
+        env.update(AUTOMATION_SETTINGS)
     return env
 
 

@@ -76,7 +76,8 @@ def safe_migration(cluster: LocalCluster, home: Path, topology: str) -> int:
     print("Placement before -> after (ringward plan):")
     print(plan.table())
     print(plan.summary())
-    env = airflow_environment(home, topology=topology)
+    # The demo runs unattended: its deployment allows a migration without an approval (docs: "Governance").
+    env = airflow_environment(home, topology=topology, automation=True)
     ensure_connector_jars(home)  # once (Maven): the folder the local spark_default's ringward-jars-dir names
     ensure_airflow_db(env)
     conf = {"keyspace": "test", "replication": TARGET, "require_approval": False}

@@ -50,6 +50,31 @@ def test_the_form_offers_the_documented_params() -> None:
     assert params["allow_quorum_gap"] is False  # a refusal's fix may suggest it; the operator opts in
 
 
+def test_the_params_default_to_the_safe_settings_and_the_approvals_are_controls() -> None:
+    from ringward.governance import RUN_DEFAULTS
+    from ringward_airflow.governance import MigrationApprovalOperator
+
+    dagbag = DagBag(dag_folder=str(DAGS_FOLDER / "keyspace_migration.py"))
+    for dag_id in ("keyspace_migration", "keyspace_migration_rollback"):
+        dag = dagbag.dags[dag_id]
+        assert {name: dag.params[name] for name in RUN_DEFAULTS} == dict(RUN_DEFAULTS)
+        for task_id in ("approval", "cleanup_approval"):  # another person answers; the body lists the settings
+            assert isinstance(dag.get_task(task_id), MigrationApprovalOperator), (dag_id, task_id)
+        # A run asking to skip the approval or the pre-repair goes through them unless the deployment allows it.
+        branch = dag.get_task("approval_needed").python_callable
+        assert branch(params={"require_approval": False}) == "approval"
+        assert dag.get_task("step_1.pre_repair_wanted").python_callable(params={"pre_repair": False}) is True
+
+
+def test_the_keyspace_lease_outlasts_the_approvals_wait() -> None:
+    """The precheck's lease is still held when the latest approval lets the first stage renew it."""
+    from ringward_cassandra.ops_store import LEASE_TTL_SECONDS
+
+    for task_id in ("approval", "cleanup_approval"):
+        wait = _dag().get_task(task_id).response_timeout.total_seconds()
+        assert wait + 3600 < LEASE_TTL_SECONDS, task_id
+
+
 def test_every_param_has_a_title_and_a_description() -> None:
     dagbag = DagBag(dag_folder=str(DAGS_FOLDER / "keyspace_migration.py"))
     for dag_id in ("keyspace_migration", "keyspace_migration_rollback"):

@@ -91,7 +91,8 @@ def stack_environment(home: Path, port: int, topology: str = "seed") -> dict[str
     from ringward_cli.airflow_env import airflow_environment, local_connections
 
     topology = topology_under_test(topology)
-    env = airflow_environment(ROOT, topology=topology)
+    # The tests trigger unapproved runs, and approve their own as the one admin user: automation's settings.
+    env = airflow_environment(ROOT, topology=topology, automation=True)
     env.update(local_connections(ROOT, topology))  # this topology's, not whatever the test process had set
     env.update(
         {

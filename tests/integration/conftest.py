@@ -193,11 +193,13 @@ def cassandra40_cluster(cluster_manager: ClusterManager) -> LocalCluster:
 
 @pytest.fixture
 def task_env(seed_cluster: LocalCluster) -> Iterator[None]:
-    """The connections a task gets from `ringward airflow` (AIRFLOW_CONN_*), for running operators in-process."""
-    from ringward_cli.airflow_env import local_connections
+    """The connections a task gets from `ringward airflow` (AIRFLOW_CONN_*), for running operators in-process,
+    and the deployment settings of unattended automation (e.g. a cleanup without a snapshot when asked)."""
+    from ringward_cli.airflow_env import AUTOMATION_SETTINGS, local_connections
 
     saved = dict(os.environ)
     os.environ.update(local_connections(ROOT))
+    os.environ.update(AUTOMATION_SETTINGS)
     try:
         yield
     finally:

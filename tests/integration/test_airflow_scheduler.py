@@ -103,6 +103,9 @@ def test_migration_approved_through_the_api(
     assert "seed_safe" in approval["subject"]
     # The approver reads Markdown: the link to the run's Migration page, then the verdict first.
     assert f"ringward/migration/{MIGRATION}/" in approval["body"] and "## SAFE to apply" in approval["body"]
+    # Then the run's own settings and who triggered it (the stack's one admin, allowed to approve its own runs).
+    assert "### Run settings (triggered by `" in approval["body"], approval["body"]
+    assert "Every run setting is at its safe default." in approval["body"]
     assert airflow_stack.run(MIGRATION, run_id)["state"] == "success", airflow_stack.describe(MIGRATION, run_id)
     # The report as a person reads it, with per-stage times from Airflow's own task instances.
     report = airflow_stack.task_instance(MIGRATION, run_id, "report")["rendered_fields"]["summary"]

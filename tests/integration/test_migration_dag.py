@@ -28,7 +28,8 @@ NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 
 def run_migration(conf: dict[str, Any], dag_id: str = "keyspace_migration") -> subprocess.CompletedProcess[str]:
     """`ringward airflow dags test keyspace_migration --conf …`, exactly as an operator would run it."""
-    return run_dag_test(dag_id, json.dumps(conf), env=airflow_environment(ROOT), timeout=900)
+    # Unattended (no approval): the deployment settings automation needs (docs/operators-guide.md "Governance").
+    return run_dag_test(dag_id, json.dumps(conf), env=airflow_environment(ROOT, automation=True), timeout=900)
 
 
 def failures(result: subprocess.CompletedProcess[str]) -> str:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ringward_cli.airflow_env import airflow_environment, connections_to_import, ensure_airflow_connections
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,3 +54,18 @@ def test_a_connection_the_user_set_as_a_uri_is_left_alone(tmp_path: Path) -> Non
     env = environment(tmp_path) | {"AIRFLOW_CONN_CASSANDRA_DEFAULT": "cassandra://user:secret@db:9042"}
     assert "cassandra_default" not in connections_to_import(env)
     assert "other" not in connections_to_import(env | {"AIRFLOW_CONN_OTHER": '{"conn_type": "x"}'})
+
+
+def test_only_automation_gets_the_settings_that_skip_safety_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo and the tests run unattended (`automation=True`); `ringward airflow` and the compose deployment
+    keep every safety step (docs/operators-guide.md, "Governance")."""
+    from ringward_cli.airflow_env import AUTOMATION_SETTINGS
+
+    for key in AUTOMATION_SETTINGS:
+        monkeypatch.delenv(key, raising=False)
+    assert not any(key.startswith("AIRFLOW__RINGWARD__") for key in airflow_environment(ROOT, "seed"))
+    automation = airflow_environment(ROOT, "seed", automation=True)
+    assert {key: automation[key] for key in AUTOMATION_SETTINGS} == AUTOMATION_SETTINGS
+    assert "AIRFLOW__RINGWARD__ALLOW_QUORUM_GAP" not in automation  # nothing here needs it
+    compose = (ROOT / "docker-compose.yaml").read_text()
+    assert "AIRFLOW__RINGWARD__ALLOW" not in compose and "ALLOW_SELF_APPROVAL" not in compose

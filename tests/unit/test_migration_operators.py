@@ -156,6 +156,9 @@ class FakeStore:
     def release_lease(self, resource: str, owner: str) -> None:
         self.calls.append(("release", resource, owner))
 
+    def acquire_lease(self, resource: str, owner: str, purpose: str) -> None:
+        self.calls.append(("lease", resource, owner))
+
 
 def run_report(monkeypatch: pytest.MonkeyPatch, ti: FakeTI) -> tuple[MigrationReportOperator, dict[str, Any]]:
     store = FakeStore()
@@ -254,11 +257,12 @@ def test_the_alter_task_alters_the_stored_step_and_records_the_state(
     step, keyspace = calls[0][0], calls[0][1]
     assert (step.index, keyspace, calls[0][4]) == (1, "ks", "nodetool")
     assert result == step.after.to_cql() == "{'class': 'NetworkTopologyStrategy', 'dc1': '2'}"
-    assert store.calls == [("state", "ks@run1", "altered:1")]
+    assert store.calls == [("lease", "keyspace:ks", "ks@run1"), ("state", "ks@run1", "altered:1")]  # renewed first
 
 
+@pytest.mark.parametrize("allowed", [True, False])
 def test_the_cleanup_task_cleans_the_nodes_the_stored_steps_took_ranges_from(
-    monkeypatch: pytest.MonkeyPatch, no_planning: dict[str, Any]
+    monkeypatch: pytest.MonkeyPatch, no_planning: dict[str, Any], allowed: bool
 ) -> None:
     from ringward.migration import cleanup_nodes
     from ringward.migration_record import MigrationRecord
@@ -271,9 +275,100 @@ def test_the_cleanup_task_cleans_the_nodes_the_stored_steps_took_ranges_from(
                                cleanup=lambda *a: done.append(("cleanup", a[0])), close=lambda: None)  # fmt: skip
     monkeypatch.setattr(CleanupOperator, "cassandra", property(lambda self: hook))
     monkeypatch.setattr(CleanupOperator, "_nodetool_client", lambda self: nodetool)
+    monkeypatch.setenv("AIRFLOW__RINGWARD__ALLOW_CLEANUP_WITHOUT_SNAPSHOT", str(allowed))
     operator = CleanupOperator(task_id="cleanup", snapshot_before_cleanup="false")
     nodes = operator.execute({"ti": FakeTI({("precheck", "return_value"): record}), "run_id": "run1"})  # type: ignore[arg-type]
     typed = MigrationRecord.from_json(record)
     assert nodes == cleanup_nodes(typed.ring, typed.old, typed.new)
-    assert done == [("cleanup", node) for node in nodes]  # the form's "false" means no snapshot
-    assert store.calls == [("state", "ks@run1", "cleaned")]
+    if allowed:  # the form's "false" means no snapshot, where the deployment allows it
+        assert done == [("cleanup", node) for node in nodes]
+    else:  # otherwise the snapshot is taken all the same (the precheck refuses such a run first)
+        assert done == [step for node in nodes for step in (("snapshot", node), ("cleanup", node))]
+    assert store.calls == [("lease", "keyspace:ks", "ks@run1"), ("state", "ks@run1", "cleaned")]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 23, 10, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> None:
+        self.now += delta
+
+
+def _leased_store(clock: _Clock) -> Any:
+    """The in-memory ops store (leases expire as Cassandra's TTL drops them), with the migration states."""
+    from ringward_cassandra.memory_ops_store import MemoryOpsStore
+
+    class Store(MemoryOpsStore):
+        def set_migration_state(self, migration_id: str, state: str) -> None:
+            self.states.append(state)
+
+    store = Store(clock=clock)
+    store.states = []
+    store.ensure_schema()
+    return store
+
+
+def _stages_on(monkeypatch: pytest.MonkeyPatch, store: Any) -> list[BaseOperator]:
+    """The stages after the approval, on `store`, their cluster work faked (each renews the lease first)."""
+    from ringward_airflow import migration_operators as ops
+
+    hook = SimpleNamespace(session=object(), ops_store=lambda: store, close=lambda: None, native_port=lambda: 9042)
+    for cls in (ops.KeyspaceAlterOperator, MigrationRepairOperator, PreviewVerifyOperator, ops.CleanupOperator):
+        monkeypatch.setattr(cls, "cassandra", property(lambda self: hook))
+        monkeypatch.setattr(cls, "_nodetool_client", lambda self: SimpleNamespace(close=lambda: None))
+    monkeypatch.setattr(ops, "apply_step", lambda *args: None)
+    monkeypatch.setattr(ops, "repair_ranges", lambda segments, **kwargs: ops.StageResult(len(segments), 0, 0))
+    monkeypatch.setattr(ops, "preview_in_sync", lambda segments, *args: len(segments))
+    monkeypatch.setattr(ops, "clean_up", lambda *args, **kwargs: [])
+    return [
+        ops.KeyspaceAlterOperator(task_id="step_1.alter", step_index=1),
+        MigrationRepairOperator(task_id="step_1.repair", step_index=1, deferrable=False),
+        PreviewVerifyOperator(task_id="step_1.verify_preview", step_index=1),
+        ops.CleanupOperator(task_id="cleanup"),
+    ]
+
+
+def test_a_migration_approved_after_the_leases_first_ttl_keeps_the_nightly_repair_off_its_keyspace(
+    monkeypatch: pytest.MonkeyPatch, no_planning: dict[str, Any]
+) -> None:
+    """The approval may wait 48 h. However late it comes, and however long the stages after it take, the
+    keyspace stays leased from the first stage after the approval to the report: the nightly repair plans
+    around `leased_keyspaces()` (ringward_airflow.repair_operators), so it never repairs it mid-migration."""
+    from ringward_airflow.migration_stages import LEASE_PURPOSE, lease_resource
+
+    clock = _Clock()
+    store = _leased_store(clock)
+    ttl = timedelta(seconds=store.lease_ttl_seconds)
+    store.acquire_lease(lease_resource("ks"), "ks@run1", LEASE_PURPOSE)  # what the precheck takes
+    clock.advance(ttl + timedelta(hours=1))  # approved an hour after the precheck's lease ran out
+    context = {"ti": FakeTI({("precheck", "return_value"): no_planning}), "run_id": "run1"}
+    for stage in _stages_on(monkeypatch, store):
+        stage.execute(context)  # type: ignore[arg-type]
+        assert "ks" in store.leased_keyspaces(), stage.task_id
+        clock.advance(ttl - timedelta(minutes=1))  # the next stage starts just before the lease would lapse
+        assert store.leased_keyspaces()["ks"].owner == "ks@run1", stage.task_id
+    assert store.states == ["altered:1", "cleaned"]
+
+
+def test_a_stage_refuses_when_another_migration_took_the_keyspace_after_its_lease_lapsed(
+    monkeypatch: pytest.MonkeyPatch, no_planning: dict[str, Any]
+) -> None:
+    from ringward.errors import MigrationError
+    from ringward_airflow import migration_operators as ops
+    from ringward_airflow.migration_stages import LEASE_PURPOSE, lease_resource
+
+    clock = _Clock()
+    store = _leased_store(clock)
+    store.acquire_lease(lease_resource("ks"), "ks@run1", LEASE_PURPOSE)
+    clock.advance(timedelta(seconds=store.lease_ttl_seconds + 1))
+    store.acquire_lease(lease_resource("ks"), "ks@other", LEASE_PURPOSE)
+    alter = _stages_on(monkeypatch, store)[0]
+    altered: list[object] = []
+    monkeypatch.setattr(ops, "apply_step", lambda *args: altered.append(args))
+    with pytest.raises(MigrationError, match="held by ks@other"):
+        alter.execute({"ti": FakeTI({("precheck", "return_value"): no_planning}), "run_id": "run1"})  # type: ignore[arg-type]
+    assert altered == [] and store.states == []

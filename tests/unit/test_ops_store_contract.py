@@ -88,6 +88,9 @@ def test_leases_only_when_added() -> None:
     assert store.leased_keyspaces() == {"shop": lease} and lease.resource == "keyspace:shop"
     store.release_keyspace_lease("shop")
     assert store.leased_keyspaces() == {}
+    store.add_lease("shop", "migration-1", "keyspace_migration")
+    store.clock = lambda: datetime(2030, 1, 1, tzinfo=UTC)  # an added lease never expires
+    assert set(store.leased_keyspaces()) == {"shop"}
 
 
 def test_a_segment_record_keeps_its_id_through_the_store() -> None:

@@ -116,6 +116,7 @@ def test_the_stage_inputs_come_from_the_stored_record_and_the_connection_without
     record = MigrationRecord("ks@run1", "ks", ring, old, new, new, steps, "ks@run1", "run1")
     queries: list[tuple[str, tuple[str, ...]]] = []
     closed: list[bool] = []
+    leases: list[tuple[str, str, str]] = []
     connection = SimpleNamespace(port=9142, login="reader", password="pw", extra_dejson={"local_dc": "dc1"})
 
     def execute(query: str, args: tuple[str, ...]) -> list[Any]:
@@ -126,6 +127,7 @@ def test_the_stage_inputs_come_from_the_stored_record_and_the_connection_without
         session=SimpleNamespace(execute=execute), cassandra_conn_id="cassandra_default",
         contact_points=lambda: ["10.0.0.1", "10.0.0.2"], get_connection=lambda conn_id: connection,
         close=lambda: closed.append(True),
+        ops_store=lambda: SimpleNamespace(acquire_lease=lambda *lease: leases.append(lease)),
     )  # fmt: skip
     spark_role = SimpleNamespace(login="reader_spark", password="spw", extra_dejson={})
     asked: list[str] = []
@@ -149,6 +151,7 @@ def test_the_stage_inputs_come_from_the_stored_record_and_the_connection_without
     assert inputs.cassandra == CassandraOptions(local_dc="dc1", username="reader_spark", password="spw")
     assert asked == ["cassandra_spark"]
     assert closed == [True]
+    assert leases == [("keyspace:ks", "ks@run1", "keyspace_migration")]  # the stage renewed the migration's lease
     assert set(vars(operator)) == attributes  # no `_hosts`, `_port` or options left on the operator
     with pytest.raises(dataclasses.FrozenInstanceError):
         inputs.port = 1  # type: ignore[misc]
