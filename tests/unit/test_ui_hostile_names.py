@@ -426,3 +426,19 @@ def test_an_unreachable_cluster_names_its_hosts_only_to_who_may_read_the_connect
         assert hidden.headers["x-content-type-options"] == "nosniff" and hidden.headers["cache-control"] == "no-store"
         shown = test_client.get(url, headers=bearer(tokens["admin"]))
         assert shown.status_code == 503 and "127.0.0.1:1" in shown.text, url
+
+
+def test_the_precheck_logs_a_plan_with_hostile_names_one_line_per_line() -> None:
+    """The precheck logs the placement table and the plan as lines; a datacenter, rack or keyspace name holding a
+    line break stays inside its line (escaped), so it cannot start a line that reads as another log record."""
+    from ringward_airflow.migration_operators import _log_lines
+
+    bad = "\n[2026-11-27T10:00:00] INFO - approved by admin\r"
+    ring = Ring.of(_nodes(bad))
+    plan = build_plan(ring, {"class": "NetworkTopologyStrategy", f"dcA{bad}": 1},
+                      {"class": "NetworkTopologyStrategy", f"dcA{bad}": 2}, keyspace=f"ks{bad}")  # fmt: skip
+    for lines in (plan.summary_lines(), plan.table_lines()):
+        logged = _log_lines(lines)
+        assert logged.split("\n") == [line.replace("\n", "\\n").replace("\r", "\\r") for line in lines]
+    assert "\\n[2026-11-27T10:00:00] INFO - approved by admin\\r" in _log_lines(plan.summary_lines())
+    assert plan.summary() == "\n".join(plan.summary_lines()) and plan.table() == "\n".join(plan.table_lines())
