@@ -33,6 +33,7 @@ __all__ = [
     "staging",
     "stored_replication",
     "svg",
+    "text",
     "tokens",
     "verification",
 ]
