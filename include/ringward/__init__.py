@@ -34,6 +34,7 @@ __all__ = [
     "staging",
     "stored_replication",
     "svg",
+    "text",
     "tokens",
     "verification",
 ]

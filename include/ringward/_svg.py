@@ -1,8 +1,13 @@
-"""SVG building blocks for ring pictures: donut arcs at token positions, labels, legend rows."""
+"""SVG building blocks for ring pictures: donut arcs at token positions, labels, legend rows.
+
+Text from the cluster or the store (datacenter, rack, keyspace, address) enters only through `text` and `path`'s
+title, escaped there; characters XML 1.0 cannot hold (control characters) are shown as U+FFFD, so the picture
+stays a well-formed document whatever a name holds."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from xml.sax.saxutils import escape, quoteattr
 
@@ -70,17 +75,26 @@ def mid_angle(token_range: TokenRange) -> float:
     return (angle_of(token_range.start) + token_range.width() / _RING_SIZE * 180.0) % 360.0
 
 
+# Characters XML 1.0 does not allow in a document (tab, line feed and carriage return are allowed).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def xml_text(content: str) -> str:
+    """`content` as SVG text: markup characters escaped, characters XML cannot hold replaced."""
+    return escape(_NOT_XML.sub("\ufffd", content))
+
+
 def text(x: float, y: float, content: str, *, size: int = 12, anchor: str = "middle", extra: str = "") -> str:
     return (
         f"<text x='{x:.1f}' y='{y:.1f}' {FONT} font-size='{size}' text-anchor='{anchor}' "
-        f"dominant-baseline='middle'{' ' + extra if extra else ''}>{escape(content)}</text>"
+        f"dominant-baseline='middle'{' ' + extra if extra else ''}>{xml_text(content)}</text>"
     )
 
 
 def path(data: str, *, css_class: str, fill: str, title: str, extra: str = "") -> str:
     return (
         f"<path class={quoteattr(css_class)} d='{data}' fill={quoteattr(fill)}"
-        f"{' ' + extra if extra else ''}><title>{escape(title)}</title></path>"
+        f"{' ' + extra if extra else ''}><title>{xml_text(title)}</title></path>"
     )
 
 

@@ -117,6 +117,11 @@ class MigrationPlan:
         }
 
     def summary(self) -> str:
+        return "\n".join(self.summary_lines())
+
+    def summary_lines(self) -> list[str]:
+        """The summary's lines: each a line of its own even when a name in it holds a line break (a log writes
+        each with `ringward.text.log_safe`, so a datacenter or rack name cannot start a forged line)."""
         lines = [f"keyspace {self.keyspace}: {self._change_title()}"]
         affected, total = self.diff.affected_count(), self.total_ranges
         lines.append(f"affected {affected} of {total} ranges")
@@ -138,9 +143,12 @@ class MigrationPlan:
             lines.append(f"SAFE to apply ({warnings} warnings)")
         else:
             lines.append(f"REFUSED: {len(self.refusals)} refusals, {warnings} warnings")
-        return "\n".join(lines)
+        return lines
 
     def table(self) -> str:
+        return "\n".join(self.table_lines())
+
+    def table_lines(self) -> list[str]:
         """One row per range. A refused plan still shows the target's placement where it can be computed
         (datacenters not in the ring have none), marks moves as "would-move" and names on each range the
         refusals that concern it (those naming ranges) or the whole change."""
@@ -154,7 +162,7 @@ class MigrationPlan:
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         rendered = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
         rendered.insert(1, "  ".join("-" * w for w in widths))
-        return "\n".join(line.rstrip() for line in rendered)
+        return [line.rstrip() for line in rendered]
 
     def _change_title(self) -> str:
         if self.ring_after is not None:

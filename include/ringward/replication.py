@@ -159,6 +159,17 @@ class Replication:
     def __str__(self) -> str:
         return self.to_cql()
 
+    def describe(self) -> str:
+        """As people read it: `SimpleStrategy RF 3`, `NetworkTopologyStrategy {dc1: 3, dc2: 3}` (the Cassandra
+        4+ shorthand as `other DCs: 3`). Plain text from the typed value: whoever shows it escapes it."""
+        if self.is_simple:
+            factor = self.factors.get(REPLICATION_FACTOR)
+            return f"SimpleStrategy RF {factor}" if factor is not None else "SimpleStrategy (default RF)"
+        entries = [f"{dc}: {n}" for dc, n in self.factors.items() if dc != REPLICATION_FACTOR]
+        if REPLICATION_FACTOR in self.factors:
+            entries.append(f"other DCs: {self.factors[REPLICATION_FACTOR]}")
+        return f"{self.strategy} {{{', '.join(entries)}}}"
+
 
 def _cql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"

@@ -2,6 +2,9 @@
 
 Tokens are placed on the circle by value (the minimum token at 12 o'clock, clockwise), so arc
 lengths show how much of the token space each range covers.
+
+Every label is built from typed values (a replication as `Replication.describe` writes it) and escaped once, as
+the element is written (`ringward._svg`); the finished SVG is never rewritten.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from ringward import _svg
 from ringward.plan import MigrationPlan
 from ringward.ring import Ring, TokenRange
 
-__all__ = ["REPAIR_BUCKETS", "render_placement_svg", "render_repair_svg"]
+__all__ = ["REPAIR_BUCKETS", "render_placement_svg", "render_repair_svg", "xml_text"]
+
+xml_text = _svg.xml_text  # text from anywhere, as SVG element content
 
 _MOVED = "#d62728"
 _NEVER = "#c7c7c7"
@@ -39,8 +44,8 @@ def render_placement_svg(plan: MigrationPlan) -> str:
         _svg.text(width / 2, 54, _subtitle(plan), size=13, extra=f"fill='{'#2b7a2b' if plan.safe else _MOVED}'"),
     ]
     rings = (
-        (260.0, "before", plan.ring, plan.old.to_cql()),
-        (870.0, "after", plan.ring_after or plan.ring, plan.new.to_cql()),
+        (260.0, "before", plan.ring, plan.old.describe()),
+        (870.0, "after", plan.ring_after or plan.ring, plan.new.describe()),
     )
     cy = top + 220.0
     for cx, side, ring, caption in rings:

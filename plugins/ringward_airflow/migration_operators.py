@@ -35,6 +35,7 @@ from ringward.repair import Segment
 from ringward.replication import Replication
 from ringward.report import migration_report_markdown, refusal_markdown, stage_seconds
 from ringward.session_watch import await_participants
+from ringward.text import log_safe
 from ringward_cassandra.cql import accepts_connections
 from ringward_cassandra.manual_procedure import refuse_read_only_release
 from ringward_cassandra.ops_store import OpsStore
@@ -273,8 +274,9 @@ class MigrationPrecheckOperator(MigrationOperator):
 
     def _show(self, plan: MigrationPlan, migration_id: str) -> str | None:
         """Log the placement table and the plan; write the ring picture (its path, when written)."""
-        self.log.info("Placement diff for %s:\n%s", plan.keyspace, plan.table())
-        self.log.info("Plan:\n%s", plan.summary())
+        # Names from the cluster (keyspace, datacenter, rack, address) stay on their line: escaped per line.
+        self.log.info("Placement diff for %s:\n%s", log_safe(plan.keyspace), _log_lines(plan.table_lines()))
+        self.log.info("Plan:\n%s", _log_lines(plan.summary_lines()))
         try:
             picture = save_ring_picture(plan, self.plans_dir, migration_id)
         except ConfigurationError as unsafe:  # a picture is a convenience: its folder never blocks the change
@@ -636,3 +638,8 @@ def _parse_target(value: Any) -> Replication:
 
 def _truthy(value: Any) -> bool:
     return value if isinstance(value, bool) else str(value).strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _log_lines(lines: list[str]) -> str:
+    """Lines for one log record: each escaped (`log_safe`), joined by the line breaks the text itself means."""
+    return "\n".join(log_safe(line) for line in lines)

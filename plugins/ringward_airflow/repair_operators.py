@@ -61,6 +61,7 @@ from ringward.repair import (
     status_table,
     type_plan_id,
 )
+from ringward.text import log_safe
 from ringward_cassandra.cluster_repairs import plan_cluster, status_records, table_statuses
 from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, PreviewFinding, history_bucket
 from ringward_cassandra.schema import data_disk_max_sizes
@@ -615,8 +616,9 @@ class RepairRunOperator(BaseOperator):
             self.log.warning("Pause switch unreadable now (%s); carrying on.", error)
             return False
         if events and events[0].paused:
-            self.log.warning("Repair paused from the UI by %s at %s; the rest stays due.", events[0].changed_by,
-                             events[0].changed_at)  # fmt: skip
+            self.log.warning("Repair paused from the UI by %s at %s (%s); the rest stays due.",
+                             log_safe(events[0].changed_by), events[0].changed_at,
+                             log_safe(events[0].reason))  # fmt: skip
             return True
         return False
 

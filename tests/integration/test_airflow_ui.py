@@ -4,7 +4,9 @@ One migration: sign in, trigger keyspace_migration from its form, approve it in 
 on ringward's Migration page while its repair runs (streaming throttled on the nodes so the repair lasts long
 enough to be watched), watch the run succeed. One nightly repair run whose segments fail (a segment timeout
 shorter than any session): the Repair page shows them, filtered, with their last error, and the run's
-progress; then the cluster goes away and the pages say so at once.
+progress; then the cluster goes away and the pages say so at once. Between them, names that are markup (a
+datacenter, a rack, a keyspace of a stored migration; a pause reason and user): no injected element, no dialog,
+no Content-Security-Policy violation in the browser.
 
 Debian's /usr/bin/chromium drives the pages (nothing is downloaded; `make test` installs it when missing). Each
 step's screenshot is kept under .artifacts/screenshots/ (printed at the end).
@@ -304,6 +306,117 @@ def test_migration_triggered_and_approved_in_the_browser(
             set_stream_throughput(seed_cluster, normal)
         steps.shot("last-page")
         print("screenshots:\n" + "\n".join(str(path) for path in steps.taken))
+
+
+# Names as someone who means harm (or an odd snitch file) writes them, one per field the pages show: a
+# datacenter, a rack, a keyspace, a pause reason and user. The last rack is the shape the old Migration page
+# rewrote into live markup (its replication map was read back with ast.literal_eval, decoding the \x3c escapes).
+HOSTILE_KEYSPACE = "ks<img src=x onerror=alert('keyspace')>"
+HOSTILE_LAYOUT = [  # (datacenter, rack) of four nodes of a stored ring
+    ("dc<img src=x onerror=alert('dc')>", "\"><script>alert('rack')</script>"),
+    ("dc<img src=x onerror=alert('dc')>", "</style><svg onload=alert('style')>"),
+    ("\\x3cimg src=x onerror=alert('escape')\\x3e", "javascript:alert('url')"),
+    (
+        "\\x3cimg src=x onerror=alert('escape')\\x3e",
+        "{'class': 'NetworkTopologyStrategy', '\\x3cimg src=x onerror=alert(9)\\x3e': '3'}",
+    ),
+]
+HOSTILE_REASON = "<foreignObject><img src=x onerror=alert('reason')></foreignObject>\nforged log line"
+HOSTILE_USER_REASON = "quote's \"double\" <img src=x onerror=alert('quote')>"
+
+
+def hostile_migration_record(run_id: str) -> dict[str, Any]:
+    """A ringward_ops.migrations record, valid as the precheck writes one, whose ring's names are hostile (the
+    page rebuilds its plan and picture from the stored ring; nothing of it touches the cluster)."""
+    from ringward.migration import migration_steps
+    from ringward.migration_record import MigrationRecord
+    from ringward.plan import build_plan
+    from ringward.replication import Replication
+    from ringward.ring import Node, Ring
+
+    step = 2**64 // 8
+    tokens = [-(2**63) + step * i + 1 for i in range(8)]
+    ring = Ring.of(Node(f"10.9.0.{i + 1}", dc, rack, (tokens[i], tokens[i + 4]))
+                   for i, (dc, rack) in enumerate(HOSTILE_LAYOUT))  # fmt: skip
+    dc_a, dc_b = HOSTILE_LAYOUT[0][0], HOSTILE_LAYOUT[2][0]
+    old = {"class": "NetworkTopologyStrategy", dc_a: 1, dc_b: 1}
+    new = {"class": "NetworkTopologyStrategy", dc_a: 2, dc_b: 1}
+    plan = build_plan(ring, old, new, keyspace=HOSTILE_KEYSPACE)
+    record = MigrationRecord.from_plan(
+        plan, migration_steps(plan), migration_id=f"{HOSTILE_KEYSPACE}@{run_id}", requested=Replication.parse(new),
+        lease_owner=f"{DAG}/{run_id}", run_id=run_id, started_at="2026-11-27T10:00:00+00:00", dag_id=DAG,
+    )  # fmt: skip
+    return record.to_json()
+
+
+def test_hostile_names_run_no_script_in_the_browser(
+    seed_cluster: LocalCluster, airflow_stack: AirflowStack, page: Any
+) -> None:
+    """Names from Cassandra's topology and from ringward_ops rows that are markup, in a real browser: no injected
+    element exists, no dialog opens, and the browser reports no Content-Security-Policy violation (so the theme
+    line's hash in the policy is the script the pages carry, and nothing else tried to run)."""
+    from playwright.sync_api import expect
+
+    run_id = "manual__hostile-names"
+    steps = Steps(page, "hostile-")
+    dialogs: list[str] = []
+    violations: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.on(
+        "console",
+        lambda message: (
+            violations.append(message.text)
+            if "Content Security Policy" in message.text or "Content-Security-Policy" in message.text
+            else None
+        ),
+    )
+    with connect(NODES) as session:
+        store = OpsStore(session)
+        store.ensure_schema([("dc1", 3)])  # no-op when an earlier test's precheck created it
+        record = hostile_migration_record(run_id)
+        store.record_migration(record["migration_id"], HOSTILE_KEYSPACE, json.dumps(record["old"]),
+                               json.dumps(record["new"]), "altered:1", record)  # fmt: skip
+        store.set_switch(True, HOSTILE_USER_REASON, HOSTILE_REASON)
+        time.sleep(0.05)  # the presses are keyed by their millisecond: the resume must not overwrite the pause
+        store.set_switch(False, "ringward-ui-test", HOSTILE_USER_REASON)  # the nightly repair is not left paused
+        try:
+            sign_in(page, airflow_stack, steps)
+            for name, path in [("migration", f"migration/{DAG}/{quote(run_id, safe='')}"), ("repair", "repair"),
+                               ("cluster", "cluster")]:  # fmt: skip
+                response = page.goto(f"{airflow_stack.url}/ringward/{path}")
+                assert response is not None and response.status == 200, (name, response and response.status)
+                policy = response.headers.get("content-security-policy", "")
+                assert "frame-ancestors 'self'" in policy and "script-src 'sha256-" in policy, (name, policy)
+                assert response.headers.get("x-content-type-options") == "nosniff", name
+                expect(page.locator("h1").first).to_be_visible(timeout=30_000)
+                page.wait_for_load_state("load")
+                injected = page.evaluate(
+                    """() => ({
+                        scripts: document.querySelectorAll('script').length,
+                        elements: document.querySelectorAll('img, iframe, object, embed, foreignObject, svg svg, '
+                                                            + 'main script, main style').length,
+                        handlers: [...document.querySelectorAll('*')].filter(e => [...e.attributes].some(
+                            a => a.name.startsWith('on') || /^\\s*javascript:/i.test(a.value))).length,
+                    })"""
+                )
+                assert injected == {"scripts": 1, "elements": 0, "handlers": 0}, (name, injected)
+                steps.shot(f"{name}-page")
+            page.goto(f"{airflow_stack.url}/ringward/migration/{DAG}/{quote(run_id, safe='')}")
+            expect(page.locator("#keyspace")).to_have_text(HOSTILE_KEYSPACE)  # shown, as text
+            expect(page.locator("#placement svg")).to_contain_text(HOSTILE_LAYOUT[3][1])
+            page.goto(f"{airflow_stack.url}/ringward/repair")
+            expect(page.locator("#switch-events")).to_contain_text("<foreignObject><img src=x")
+            expect(page.locator("#switch-events")).to_contain_text(HOSTILE_USER_REASON)
+            page.goto(f"{airflow_stack.url}/ringward/api/migration/{DAG}/{quote(run_id, safe='')}/placement.svg")
+            page.wait_for_load_state("load")
+            assert page.evaluate("document.querySelectorAll('img, script, foreignObject').length") == 0
+            assert dialogs == [], dialogs
+            assert violations == [], violations
+        finally:
+            session.execute(f"DELETE FROM {store.keyspace}.migrations WHERE migration_id = %s",
+                            (record["migration_id"],))  # fmt: skip
+            steps.shot("last-page")
+            print("screenshots:\n" + "\n".join(str(path) for path in steps.taken))
 
 
 def test_repair_page_after_a_nightly_run_with_failing_segments(

@@ -1175,14 +1175,26 @@ def test_formats_of_times_durations_and_replication() -> None:
         "NetworkTopologyStrategy {dc1: 3, dc2: 3}"
     )
     cql = Replication.parse(NEW).to_cql()  # {'class': 'NetworkTopologyStrategy', 'dc1': '3'}
-    assert format_replication(cql) == "NetworkTopologyStrategy {dc1: 3}"
-    assert format_replication(str(Replication.parse(OLD).as_json())) == "SimpleStrategy RF 1"  # a dict repr
-    assert format_replication('{"class": "NetworkTopologyStrategy", "dc1": 2, "replication_factor": 3}') == (
+    # Text is never read as a replication by format_replication: only the typed value or its stored JSON map.
+    assert format_replication(cql) == cql
+    assert format_replication({"class": "NetworkTopologyStrategy", "dc1": 2, "replication_factor": 3}) == (
         "NetworkTopologyStrategy {dc1: 2, other DCs: 3}"
     )
-    assert format_replication("{'class': 'NoSuchStrategy'}") == "{'class': 'NoSuchStrategy'}"  # left as it is
+    assert format_replication({"class": "NoSuchStrategy"}) == "class: NoSuchStrategy"  # no setting: its pairs
+    # A check's own text: the CQL and JSON maps ringward writes into it, read as written (never as Python).
     assert humanize_replications(f"from {Replication.parse(OLD).to_cql()} -> {cql}.") == (
         "from SimpleStrategy RF 1 -> NetworkTopologyStrategy {dc1: 3}."
+    )
+    assert humanize_replications('first change to {"class": "NetworkTopologyStrategy", "dc1": 2}') == (
+        "first change to NetworkTopologyStrategy {dc1: 2}"
+    )
+    quoted = Replication.network_topology({"it's": 2})
+    assert humanize_replications(quoted.to_cql()) == "NetworkTopologyStrategy {it's: 2}"
+    assert humanize_replications("{'class': 'NoSuchStrategy'}") == "{'class': 'NoSuchStrategy'}"  # left as it is
+    # Python escapes are no CQL: a backslash sequence stays the text it is (literal_eval would decode it to '<').
+    escaped = Replication.network_topology({"\\x3cimg src=x onerror=alert(1)\\x3e": 3})
+    assert (
+        humanize_replications(escaped.to_cql()) == "NetworkTopologyStrategy {\\x3cimg src=x onerror=alert(1)\\x3e: 3}"
     )
 
 

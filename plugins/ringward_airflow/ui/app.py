@@ -14,6 +14,10 @@ viewer's own token (`airflow_reads.py`), so Airflow's per-DAG authorization appl
 
 A browser sends the `_token` cookie with every request to this host, also one a page of another port makes
 (same-site): a change made with the cookie is accepted only from the app's own pages (`_same_origin_writes`).
+
+Every response of the app (page, JSON, SVG, error) carries the same security headers (`SecurityHeaders`, the one
+place they are set): a Content-Security-Policy that runs no script but the pages' hashed theme line and lets only
+Airflow's own pages frame them, `X-Content-Type-Options: nosniff`, and `Cache-Control: no-store`.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from fastapi import Depends, FastAPI, Form, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.security.utils import get_authorization_scheme_param
 from ringward.errors import ConfigurationError
+from ringward.text import log_safe
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ringward_airflow.ui import pages
 from ringward_airflow.ui.airflow_reads import AirflowAccessRefused, ApiRunReader, dag_team_name
@@ -42,6 +48,7 @@ from ringward_airflow.ui.source import (
     drop_sessions,
     unreachable,
 )
+from ringward_airflow.ui.style import THEME_SCRIPT_HASH
 from ringward_airflow.ui.views import (
     REPAIR_DAG,
     RunAccess,
@@ -51,19 +58,77 @@ from ringward_airflow.ui.views import (
     repair_view,
 )
 
-__all__ = ["create_app"]
+__all__ = ["CONTENT_SECURITY_POLICY", "SECURITY_HEADERS", "SecurityHeaders", "create_app"]
 
 log = logging.getLogger(__name__)
 
 SVG = "image/svg+xml"
 
+# Nothing is loaded from anywhere but this app; no script runs but the theme line (by its hash: no inline handler,
+# no javascript: URL, no injected <script>); style is inline (the pages' one stylesheet and bar widths); the
+# large placement picture is an <img> of this app; forms post to this app only; only Airflow's own pages (same
+# origin) may frame the pages.
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'none'",
+    f"script-src {THEME_SCRIPT_HASH}",
+    "style-src 'unsafe-inline'",
+    "img-src 'self'",
+    "form-action 'self'",
+    "base-uri 'none'",
+    "frame-ancestors 'self'",
+])  # fmt: skip
+SECURITY_HEADERS = {
+    "content-security-policy": CONTENT_SECURITY_POLICY,
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "SAMEORIGIN",  # frame-ancestors for browsers that predate it
+    "cache-control": "no-store",  # run data, settings and names: kept by no cache, shared or the browser's
+}
 
-def _requires_connection_read(request: Request, user: GetUserDep) -> None:
+
+def _warn(message: str, *args: object) -> None:
+    """A warning in the API server's log; every argument (user input, names from the cluster or the store,
+    error texts quoting them) on one line, its control characters escaped (`log_safe`)."""
+    log.warning(message, *(log_safe(a) if isinstance(a, str | BaseException) else a for a in args))
+
+
+class SecurityHeaders:
+    """ASGI middleware: every response of the app, whatever route, error or exception handler made it, leaves with
+    `SECURITY_HEADERS` (replacing any of them a route set)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {name.encode("latin-1") for name in SECURITY_HEADERS}
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in names]
+                added = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in SECURITY_HEADERS.items()]
+                message = {**message, "headers": kept + added}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _reads_connection(user: GetUserDep) -> bool:
+    """Whether the user may read the cassandra_default connection (and so see where it points)."""
     from airflow.api_fastapi.app import get_auth_manager
 
     details = ConnectionDetails(conn_id=CONNECTION_ID)
-    if not get_auth_manager().is_authorized_connection(method="GET", details=details, user=user):
+    return bool(get_auth_manager().is_authorized_connection(method="GET", details=details, user=user))
+
+
+def _requires_connection_read(reads_connection: Annotated[bool, Depends(_reads_connection)]) -> None:
+    if not reads_connection:
         raise HTTPException(403, "Forbidden")
+
+
+# Whether an error may name the connection's hosts to this user: only to one who may read the connection.
+ConnectionReaderDep = Annotated[bool, Depends(_reads_connection)]
 
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -119,7 +184,7 @@ def _same_origin_writes(request: Request) -> None:
             return
         sender = sender_origin or request.headers.get("origin") or "a page that sent neither Origin nor Referer"
     own = " or ".join(sorted(_own_origins(request)))
-    log.warning("Refused %s %s by cookie from %s (this app: %s)", request.method, request.url.path, sender, own)
+    _warn("Refused %s %s by cookie from %s (this app: %s)", request.method, request.url.path, sender, own)
     raise HTTPException(
         403,
         f"Refused: this change was sent from {sender}, not from ringward's own page ({own}), so it may have been "
@@ -183,19 +248,23 @@ def create_app(source_factory: Callable[[Request], Source] = viewer_source) -> F
     app = FastAPI(title="ringward", docs_url=None, redoc_url=None, openapi_url=None,
                   dependencies=[Depends(_same_origin_writes)])  # fmt: skip
     app.state.source_factory = source_factory
+    app.add_middleware(SecurityHeaders)
 
-    def guarded(build: Callable[[], Any], title: str, *, as_json: bool, root: str = "") -> Any:
-        """Run `build`; an unreachable cluster becomes a 503 with a message saying so (page or JSON)."""
+    def guarded(build: Callable[[], Any], title: str, *, as_json: bool, hosts_shown: bool, root: str = "") -> Any:
+        """Run `build`; an unreachable cluster becomes a 503 with a message saying so (page or JSON).
+
+        `hosts_shown`: whether the user may read the connection; the driver's error names the hosts it tried,
+        so only such a user sees it (the log has it for everyone else's look)."""
         started = time.monotonic()
         try:
             return build()
         except AirflowAccessRefused as error:  # Airflow's API refused the viewer the run: the page's access error
-            log.warning("%s", error)
+            _warn("%s", error)
             if as_json:
                 return JSONResponse({"error": "forbidden", "detail": str(error)}, status_code=error.status)
             return HTMLResponse(pages.error_page(title, str(error), root=root), status_code=error.status)
         except StoredStateError as error:  # a row of ringward_ops this ringward cannot read: which, and the fix
-            log.warning("%s", error)
+            _warn("%s", error)
             if as_json:
                 return JSONResponse({"error": "stored_state", "detail": str(error)}, status_code=409)
             return HTMLResponse(pages.error_page(title, str(error), root=root), status_code=409)
@@ -206,7 +275,7 @@ def create_app(source_factory: Callable[[Request], Source] = viewer_source) -> F
             return HTMLResponse(pages.error_page(title, problem, root=root), status_code=503)
         except ConfigurationError as error:  # e.g. $RINGWARD_REPAIR_CONFIG names a file that cannot be read
             problem = f"ringward's configuration cannot be used: {error}"
-            log.warning("%s", problem)
+            _warn("%s", problem)
             if as_json:
                 return JSONResponse({"error": "configuration", "detail": problem}, status_code=500)
             return HTMLResponse(pages.error_page(title, problem, root=root), status_code=500)
@@ -215,7 +284,13 @@ def create_app(source_factory: Callable[[Request], Source] = viewer_source) -> F
                 raise
             drop_sessions()
             problem = f"The Cassandra cluster cannot be reached: {error}"
-            log.warning("%s (after %.1f s)", problem, time.monotonic() - started)
+            _warn("%s (after %.1f s)", problem, time.monotonic() - started)
+            if not hosts_shown:
+                problem = (
+                    f"The Cassandra cluster cannot be reached: no node of the connection {CONNECTION_ID!r} answered. "
+                    "Which nodes were tried is shown to users who may read that connection (the Cluster page), "
+                    "and is in the API server's log."
+                )
             if as_json:
                 return JSONResponse({"error": "cluster_unreachable", "detail": problem}, status_code=503)
             return HTMLResponse(pages.error_page(title, problem, root=root), status_code=503)
@@ -223,53 +298,60 @@ def create_app(source_factory: Callable[[Request], Source] = viewer_source) -> F
     # -- migration ------------------------------------------------------------------------------------
     @app.get("/migration/{dag_id}/{run_id}", response_class=HTMLResponse, dependencies=MIGRATION_READ)
     def migration_html(
-        dag_id: str, run_id: str, src: SourceDep, access: RunAccessDep, page: Annotated[int, Query(ge=1)] = 1
+        dag_id: str,
+        run_id: str,
+        src: SourceDep,
+        access: RunAccessDep,
+        hosts: ConnectionReaderDep,
+        page: Annotated[int, Query(ge=1)] = 1,
     ) -> Any:
         def build() -> Any:
             data, svg = migration_view(src, dag_id, run_id, access=access)
             return HTMLResponse(pages.migration_page(data, svg, page=page))
 
-        return guarded(build, f"Migration of run {run_id}", as_json=False, root="../../")
+        return guarded(build, f"Migration of run {run_id}", as_json=False, hosts_shown=hosts, root="../../")
 
     @app.get("/api/migration/{dag_id}/{run_id}", dependencies=MIGRATION_READ)
-    def migration_json(dag_id: str, run_id: str, src: SourceDep, access: RunAccessDep) -> Any:
+    def migration_json(dag_id: str, run_id: str, src: SourceDep, access: RunAccessDep, hosts: ConnectionReaderDep
+                       ) -> Any:  # fmt: skip
         return guarded(lambda: JSONResponse(_jsonable(migration_view(src, dag_id, run_id, access=access)[0])), "",
-                       as_json=True)  # fmt: skip
+                       as_json=True, hosts_shown=hosts)  # fmt: skip
 
     @app.get("/api/migration/{dag_id}/{run_id}/placement.svg", dependencies=MIGRATION_READ)
-    def migration_svg(dag_id: str, run_id: str, src: SourceDep) -> Any:
+    def migration_svg(dag_id: str, run_id: str, src: SourceDep, hosts: ConnectionReaderDep) -> Any:
         def build() -> Any:
             _, svg = migration_view(src, dag_id, run_id, access=RunAccess(xcoms=False, task_instances=False))
             if svg is None:
                 raise HTTPException(404, f"No ringward migration is recorded for run {run_id} of {dag_id}.")
             return Response(svg, media_type=SVG)
 
-        return guarded(build, "", as_json=True)
+        return guarded(build, "", as_json=True, hosts_shown=hosts)
 
     # -- repair ---------------------------------------------------------------------------------------
     # The repair page reads what the nightly repair stored (its reports and live progress): no planning, no
     # history scan, so the page's 15 s reload costs a few small reads whatever the cluster's size.
     @app.get("/repair", response_class=HTMLResponse, dependencies=REPAIR_READ)
-    def repair_html(src: SourceDep) -> Any:
+    def repair_html(src: SourceDep, hosts: ConnectionReaderDep) -> Any:
         def build() -> Any:
             data, svg = repair_view(src)
             return HTMLResponse(pages.repair_page(data, svg))
 
-        return guarded(build, "Nightly subrange repair", as_json=False)
+        return guarded(build, "Nightly subrange repair", as_json=False, hosts_shown=hosts)
 
     @app.get("/api/repair", dependencies=REPAIR_READ)
-    def repair_json(src: SourceDep) -> Any:
-        return guarded(lambda: JSONResponse(_jsonable(repair_view(src)[0])), "", as_json=True)
+    def repair_json(src: SourceDep, hosts: ConnectionReaderDep) -> Any:
+        return guarded(lambda: JSONResponse(_jsonable(repair_view(src)[0])), "", as_json=True, hosts_shown=hosts)
 
     @app.get("/api/repair/coverage.svg", dependencies=REPAIR_READ)
-    def repair_svg(src: SourceDep) -> Any:
-        return guarded(lambda: Response(repair_view(src)[1], media_type=SVG), "", as_json=True)
+    def repair_svg(src: SourceDep, hosts: ConnectionReaderDep) -> Any:
+        return guarded(lambda: Response(repair_view(src)[1], media_type=SVG), "", as_json=True, hosts_shown=hosts)
 
     @app.post("/api/repair/switch", dependencies=REPAIR_EDIT)
     def repair_switch(
         request: Request,
         user: GetUserDep,
         src: SourceDep,
+        hosts: ConnectionReaderDep,
         action: Annotated[str, Form()],
         confirm: Annotated[str, Form()] = "",
         reason: Annotated[str, Form()] = "",
@@ -289,15 +371,14 @@ def create_app(source_factory: Callable[[Request], Source] = viewer_source) -> F
                     "nothing to pause. Run the repair DAG once first.",
                 )
             event = store.set_switch(action == "pause", user.get_name(), reason)
-            log.warning("Nightly repair %s by %s (%s)", "PAUSED" if event.paused else "resumed", event.changed_by,
-                        reason)  # fmt: skip
+            _warn("Nightly repair %s by %s (%s)", "PAUSED" if event.paused else "resumed", event.changed_by, reason)
             if "text/html" in request.headers.get("accept", ""):
                 return RedirectResponse("../../repair", status_code=303)
             return JSONResponse({"paused": event.paused, "changed_by": event.changed_by,
                                  "changed_at": event.changed_at.isoformat() if event.changed_at else None,
                                  "reason": event.reason})  # fmt: skip
 
-        return guarded(build, "", as_json=True)
+        return guarded(build, "", as_json=True, hosts_shown=hosts)
 
     # -- cluster --------------------------------------------------------------------------------------
     @app.get("/cluster", response_class=HTMLResponse, dependencies=CLUSTER_READ)
@@ -306,15 +387,15 @@ def create_app(source_factory: Callable[[Request], Source] = viewer_source) -> F
             data, svg = cluster_view(src)
             return HTMLResponse(pages.cluster_page(data, svg))
 
-        return guarded(build, "Cluster", as_json=False)
+        return guarded(build, "Cluster", as_json=False, hosts_shown=True)  # CLUSTER_READ: reads the connection
 
     @app.get("/api/cluster", dependencies=CLUSTER_READ)
     def cluster_json(src: SourceDep) -> Any:
-        return guarded(lambda: JSONResponse(_jsonable(cluster_view(src)[0])), "", as_json=True)
+        return guarded(lambda: JSONResponse(_jsonable(cluster_view(src)[0])), "", as_json=True, hosts_shown=True)
 
     @app.get("/api/cluster/ring.svg", dependencies=CLUSTER_READ)
     def cluster_svg(src: SourceDep) -> Any:
-        return guarded(lambda: Response(cluster_view(src)[1], media_type=SVG), "", as_json=True)
+        return guarded(lambda: Response(cluster_view(src)[1], media_type=SVG), "", as_json=True, hosts_shown=True)
 
     return app
 

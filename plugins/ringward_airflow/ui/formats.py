@@ -1,11 +1,11 @@
 """How the pages write what the views return: times in UTC to the second, durations in words a person reads at a
 glance, replication settings as `NetworkTopologyStrategy {dc1: 3}` rather than the CQL map or a Python dict.
 
-Pure text functions; the JSON endpoints keep the raw values (ISO stamps, seconds, CQL maps)."""
+Pure text functions returning plain text: the pages escape what they return, once, as they write it. Nothing
+here reads markup or evaluates text; the JSON endpoints keep the raw values (ISO stamps, seconds, CQL maps)."""
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from collections.abc import Mapping
@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from ringward.errors import RingwardError
 from ringward.repair import duration_parts
-from ringward.replication import REPLICATION_FACTOR, Replication
+from ringward.replication import Replication
 
 __all__ = [
     "format_duration",
@@ -71,51 +71,53 @@ def format_repaired_share(repaired: object, lowest: object = None) -> str:
     return text
 
 
-def _options(value: Replication | Mapping[str, object] | str) -> Replication | None:
-    """The replication a value names: a Replication, a mapping, JSON text, or a CQL map / Python dict literal."""
+def format_replication(value: Replication | Mapping[str, object]) -> str:
+    """`SimpleStrategy RF 3`, `NetworkTopologyStrategy {dc1: 3, dc2: 3}` (the Cassandra 4+ shorthand reads as
+    `other DCs: 3`), from the typed setting or its stored JSON map; a map that is no replication setting is
+    written as `key: value` pairs. Plain text: the caller escapes it."""
     if isinstance(value, Replication):
-        return value
+        return value.describe()
     try:
-        if isinstance(value, str):
-            text = value.strip()
-            try:
-                parsed: object = json.loads(text)
-            except ValueError:
-                parsed = ast.literal_eval(text)  # a CQL map literal reads as a Python dict literal
-            if not isinstance(parsed, Mapping):
-                return None
-            return Replication.parse(parsed)
-        return Replication.parse(value)
-    except (RingwardError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return Replication.parse(value).describe()
+    except (RingwardError, TypeError, ValueError):
+        return ", ".join(f"{k}: {v}" for k, v in value.items()) if isinstance(value, Mapping) else str(value)
+
+
+# A replication map inside a check's text, as ringward writes one: the CQL map literal of `Replication.to_cql`
+# ('' is the only escape in a CQL string) or its JSON map (`json.dumps` of `Replication.as_json`).
+_CQL_STRING = r"'(?:[^']|'')*'"
+_CQL_MAP = re.compile(rf"\{{\s*'class'\s*:\s*{_CQL_STRING}(?:\s*,\s*{_CQL_STRING}\s*:\s*{_CQL_STRING})*\s*\}}")
+_CQL_PAIR = re.compile(rf"({_CQL_STRING})\s*:\s*({_CQL_STRING})")
+_JSON_MAP = re.compile(r'\{\s*"class"\s*:[^{}]*\}')
+
+
+def _cql_unquoted(literal: str) -> str:
+    return literal[1:-1].replace("''", "'")
+
+
+def _described(options: Mapping[str, object]) -> str | None:
+    try:
+        return Replication.parse(options).describe()
+    except (RingwardError, TypeError, ValueError):
         return None
 
 
-def format_replication(value: Replication | Mapping[str, object] | str) -> str:
-    """`SimpleStrategy RF 3`, `NetworkTopologyStrategy {dc1: 3, dc2: 3}` (the Cassandra 4+ shorthand reads as
-    `other DCs: 3`); a value that is not a replication setting is returned as given."""
-    replication = _options(value)
-    if replication is None:
-        return value if isinstance(value, str) else str(value)
-    factors = dict(replication.factors)
-    if replication.is_simple:
-        factor = factors.get(REPLICATION_FACTOR)
-        return f"SimpleStrategy RF {factor}" if factor is not None else "SimpleStrategy (default RF)"
-    entries = [f"{dc}: {n}" for dc, n in factors.items() if dc != REPLICATION_FACTOR]
-    if REPLICATION_FACTOR in factors:
-        entries.append(f"other DCs: {factors[REPLICATION_FACTOR]}")
-    return f"{replication.strategy} {{{', '.join(entries)}}}" if entries else f"{replication.strategy} {{}}"
-
-
-# A flat map whose first key is 'class' (or "class"), as the CQL map or a Python dict repr writes it.
-_MAP = re.compile(r"""\{\s*(['"])class\1\s*:[^{}]*\}""")
-
-
 def humanize_replications(text: str) -> str:
-    """`text` with each replication map in it (CQL or a dict repr) written as `format_replication` writes it."""
+    """A check's own text (a finding, the precheck summary) with each replication map ringward wrote into it
+    shown as `Replication.describe` writes it.
 
-    def replace(match: re.Match[str]) -> str:
-        found = match.group(0)
-        shown = format_replication(found)
-        return found if shown == found else shown
+    For the raw text a check wrote, never for markup: the caller escapes the result, once, last. The maps are
+    read as written (CQL strings with '' doubled, JSON with json.loads), never evaluated as Python."""
 
-    return _MAP.sub(replace, text)
+    def from_cql(match: re.Match[str]) -> str:
+        options = {_cql_unquoted(k): _cql_unquoted(v) for k, v in _CQL_PAIR.findall(match.group(0))}
+        return _described(options) or match.group(0)
+
+    def from_json(match: re.Match[str]) -> str:
+        try:
+            options = json.loads(match.group(0))
+        except ValueError:
+            return match.group(0)
+        return (_described(options) if isinstance(options, Mapping) else None) or match.group(0)
+
+    return _JSON_MAP.sub(from_json, _CQL_MAP.sub(from_cql, text))

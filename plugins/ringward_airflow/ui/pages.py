@@ -1,4 +1,9 @@
-"""Server-rendered HTML of the three pages (no JavaScript needed; a page refreshes itself while work runs)."""
+"""Server-rendered HTML of the three pages (no JavaScript needed; a page refreshes itself while work runs).
+
+Every value from the cluster, the store or Airflow (datacenter, rack, keyspace, table, run id, pause reason, user
+name, host) is plain text until it is written into the page, and is escaped there, once, last; markup is built
+only from the code's own constants. The one inline script is `THEME_SCRIPT`, allowed by its hash in the
+Content-Security-Policy the app sends with every response (`app.py`)."""
 
 from __future__ import annotations
 
@@ -10,7 +15,6 @@ from urllib.parse import quote
 from ringward_airflow.ui.formats import (
     format_duration,
     format_repaired_share,
-    format_replication,
     format_timestamp,
     humanize_replications,
 )
@@ -36,9 +40,9 @@ def _table(headers: list[str], rows: list[list[str]], *, row_classes: list[str] 
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = []
     for i, row in enumerate(rows):
-        cls = f" class='{row_classes[i]}'" if row_classes and row_classes[i] else ""
+        cls = f" class='{escape(row_classes[i])}'" if row_classes and row_classes[i] else ""
         body.append(f"<tr{cls}>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>")
-    ident = f" id='{tid}'" if tid else ""
+    ident = f" id='{escape(tid)}'" if tid else ""
     return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
@@ -64,9 +68,10 @@ def _took(seconds: Any) -> str:
     return escape(format_duration(seconds if isinstance(seconds, int | float) else None))
 
 
-def _repl(value: Any) -> str:
-    """A replication setting (CQL map, dict, dict repr) as `NetworkTopologyStrategy {dc1: 3}`."""
-    return escape(format_replication(value if isinstance(value, str | Mapping) else str(value)))
+def _repl(shown: Any) -> str:
+    """A replication setting as the view described it from the typed value (`NetworkTopologyStrategy {dc1: 3}`),
+    escaped."""
+    return escape(str(shown))
 
 
 def _badge(state: Any, text: str | None = None) -> str:
@@ -135,12 +140,12 @@ def migration_page(data: dict[str, Any], svg: str | None, *, page: int = 1) -> s
         f"<h1>Migration of <span id='keyspace'>{escape(data['keyspace'])}</span>: "
         f"<span id='state' class='badge {state_class(_migration_state(data['state']))}'>"
         f"{escape(data['state'])}</span></h1>",
-        f"<p id='change'>{_repl(data['old'])} &rarr; {_repl(data['new'])} &middot; {verdict} &middot; affected "
-        f"<b id='affected'>{data['affected_ranges']}</b> of {data['total_ranges']} ranges &middot; id "
+        f"<p id='change'>{_repl(data['old_shown'])} &rarr; {_repl(data['new_shown'])} &middot; {verdict} &middot; "
+        f"affected <b id='affected'>{data['affected_ranges']}</b> of {data['total_ranges']} ranges &middot; id "
         f"<code>{escape(data['migration_id'])}</code> &middot; started {_when(data['started_at'])}</p>",
         f"<div class='svg' id='placement'>{_placement(data, svg)}</div>",
         "<h2>Staged steps</h2>",
-        "<ol id='steps'>" + "".join(f"<li>{_repl(s)}</li>" for s in data["stored_steps"]) + "</ol>",
+        "<ol id='steps'>" + "".join(f"<li>{_repl(s)}</li>" for s in data["stored_steps_shown"]) + "</ol>",
         "<h2>Findings</h2>",
     ]
     if data["findings"]:
@@ -154,7 +159,7 @@ def migration_page(data: dict[str, Any], svg: str | None, *, page: int = 1) -> s
     parts.append("<h2>Progress</h2>")
     for step in data["steps"]:
         alter = _badge("success", "ALTER applied") if step["altered"] else _badge("none", "ALTER not applied yet")
-        parts.append(f"<h3>Step {step['index']}/{step['count']}: {_repl(step['after'])} &middot; {alter}</h3>")
+        parts.append(f"<h3>Step {step['index']}/{step['count']}: {_repl(step['after_shown'])} &middot; {alter}</h3>")
         for stage in step["stages"]:
             pct = round(100.0 * stage["done"] / stage["total"], 1) if stage["total"] else 100.0
             parts.append(f"<p class='stage' data-stage='{escape(stage['stage'])}'>{escape(stage['name'])}: "
@@ -222,7 +227,7 @@ _SEVERITY = {"error": "failed", "warn": "upstream_failed", "warning": "upstream_
 
 
 def _prose(text: Any) -> str:
-    """Text a check wrote, its replication maps as people read them, escaped."""
+    """Text a check wrote (never markup), its replication maps as people read them, escaped last."""
     return escape(humanize_replications(str(text)))
 
 
@@ -284,7 +289,7 @@ def _facts(value: Any, tid: str) -> str:
         return _table(["name", "value"], [[escape(str(k)), _e(v)] for k, v in value.items()], tid=tid)
     if isinstance(value, list | tuple):
         return _table(["#", "value"], [[str(i), _e(v)] for i, v in enumerate(value, 1)], tid=tid)
-    return f"<p id='{tid}'>{_e(value)}</p>"
+    return f"<p id='{escape(tid)}'>{_e(value)}</p>"
 
 
 def _timings(run: dict[str, Any] | None) -> str:
@@ -317,12 +322,14 @@ def repair_page(data: dict[str, Any], svg: str) -> str:
         parts.append("<p class='warn'>The configuration file disables repair (enabled: false).</p>")
     if data.get("config_note"):
         parts.append(f"<p class='warn' id='config-note'>{escape(data['config_note'])}</p>")
+    # No script: the required checkbox is the confirmation (the pages' Content-Security-Policy runs no inline
+    # handler), and the server refuses a press without it.
     parts.append(
-        f"<form method='post' action='api/repair/switch' id='switch-form' "
-        f"onsubmit=\"return confirm('{label}? Running sessions finish; no new segment starts while paused.')\">"
+        f"<form method='post' action='api/repair/switch' id='switch-form'>"
         f"<input type='hidden' name='action' value='{action}'>"
         "<label>reason <input name='reason' size='40'></label> "
-        "<label><input type='checkbox' name='confirm' value='yes' required> I confirm</label> "
+        "<label><input type='checkbox' name='confirm' value='yes' required> I confirm: running sessions finish; "
+        "no new segment starts while paused</label> "
         f"<button type='submit'>{label}</button></form>"
     )
     current = data["current_run"]

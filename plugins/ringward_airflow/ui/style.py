@@ -11,7 +11,10 @@ CSS `width`/`height` would resize them."""
 
 from __future__ import annotations
 
-__all__ = ["STATE_CLASSES", "STYLESHEET", "THEME_SCRIPT", "state_class"]
+import base64
+import hashlib
+
+__all__ = ["STATE_CLASSES", "STYLESHEET", "THEME_SCRIPT", "THEME_SCRIPT_HASH", "state_class"]
 
 # Airflow 3's state tokens (ui/src/theme.ts), as Tailwind 600 shades: every badge is white on that colour.
 _STATE_COLOURS = {
@@ -116,3 +119,6 @@ THEME_SCRIPT = (
     ".classList;if(p&&p.contains('dark'))t='dark';else if(p&&p.contains('light'))t='light';"
     "if(t==='dark'||t==='light')document.documentElement.setAttribute('data-theme',t)}catch(e){}"
 )
+
+# The Content-Security-Policy source that allows exactly this script inline, and no other (`app.py`).
+THEME_SCRIPT_HASH = "'sha256-" + base64.b64encode(hashlib.sha256(THEME_SCRIPT.encode()).digest()).decode() + "'"

@@ -12,7 +12,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from html import escape
 from typing import Any, TypeVar
 
 from ringward.errors import RingwardError
@@ -29,13 +28,13 @@ from ringward.repair import (
     reported_types,
     status_config,
 )
+from ringward.replication import Replication
 from ringward.ring_picture import render_ring_svg
 from ringward.ring_sources import ring_from_json
-from ringward.svg import render_placement_svg
+from ringward.svg import render_placement_svg, xml_text
 from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
 
 from ringward_airflow.ui.airflow_reads import AirflowAccessRefused
-from ringward_airflow.ui.formats import humanize_replications
 from ringward_airflow.ui.source import Source
 
 __all__ = [
@@ -196,6 +195,7 @@ def migration_view(
                            "failed": counts.get("failed", 0), "ranges": rows})  # fmt: skip
         progress.append({
             "index": step.index, "count": step.count, "before": step.before.to_cql(), "after": step.after.to_cql(),
+            "after_shown": step.after.describe(),
             "altered": step.index <= altered, "stages": stages,
             "verification": _verification(xcoms, step.index),
         })  # fmt: skip
@@ -205,8 +205,10 @@ def migration_view(
         "migration_id": found.migration_id, "keyspace": plan.keyspace, "state": state,
         "updated_at": _iso(found.updated_at), "started_at": record.get("started_at"),
         "old": plan.old.to_cql(), "new": plan.new.to_cql(), "safe": plan.safe,
+        "old_shown": plan.old.describe(), "new_shown": plan.new.describe(),
         "rollback_of": record.get("rollback_of"),
         "stored_steps": [str(s) for s in record.get("steps", [])],
+        "stored_steps_shown": [_described(s) for s in record.get("steps", [])],
         "summary": record.get("summary", ""),
         "affected_ranges": len(plan.affected), "total_ranges": plan.total_ranges,
         "findings": [f.to_json() for f in plan.findings],
@@ -219,8 +221,16 @@ def migration_view(
         "xcoms_readable": access.xcoms,
         "cleanup": _cleanup(xcoms, state),
     }  # fmt: skip
-    # The picture's labels name the settings as the pages do (`NetworkTopologyStrategy {dc1: 3}`), not as CQL.
-    return data, humanize_replications(render_placement_svg(plan))
+    # The picture names the settings as the pages do (`NetworkTopologyStrategy {dc1: 3}`), from the typed plan.
+    return data, render_placement_svg(plan)
+
+
+def _described(step: object) -> str:
+    """A stored step (its replication's JSON map) as people read it; the map's own text if it is none."""
+    try:
+        return Replication.parse(step).describe() if isinstance(step, Mapping) else str(step)
+    except RingwardError:
+        return str(step)
 
 
 def _altered_steps(state: str, count: int) -> int:
@@ -421,7 +431,8 @@ def _percent(share: str | None) -> float | None:
 
 
 def coverage_svg(tables: list[dict[str, Any]]) -> str:
-    """One bar per table: the share of its ranges repaired within gc_grace, as the latest report gave it."""
+    """One bar per table: the share of its ranges repaired within gc_grace, as the latest report gave it. Names and
+    shares are element text only, escaped as they are written (`xml_text`)."""
     width, row = 640, 22
     height = 40 + row * max(1, len(tables))
     parts = [
@@ -439,11 +450,11 @@ def coverage_svg(tables: list[dict[str, Any]]) -> str:
             else "#c0392b"  # fmt: skip
         fill = 0 if percent is None else max(0.0, min(percent, 100.0)) * 3
         parts.append(
-            f"<g class='table'><title>{escape(t['table'])}: {escape(label)}</title>"
-            f"<text x='10' y='{y + 14}'>{escape(t['table'])}</text>"
+            f"<g class='table'><title>{xml_text(t['table'])}: {xml_text(label)}</title>"
+            f"<text x='10' y='{y + 14}'>{xml_text(t['table'])}</text>"
             f"<rect x='250' y='{y + 2}' width='300' height='14' fill='#eee' stroke='#bbb'/>"
             f"<rect class='bar' x='250' y='{y + 2}' width='{fill:.1f}' height='14' fill='{colour}'/>"
-            f"<text x='{560}' y='{y + 14}'>{escape(label)}</text></g>"
+            f"<text x='{560}' y='{y + 14}'>{xml_text(label)}</text></g>"
         )
     parts.append("</svg>")
     return "".join(parts)
