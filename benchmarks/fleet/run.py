@@ -38,7 +38,7 @@ sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins")]
 
 from ringward.repair import load_config  # noqa: E402
 from ringward_fleetsim import Faults, FleetSpec, NodeDown, SchedulerResult, run_cep37, run_reaper  # noqa: E402
-from ringward_fleetsim.ringward_run import executor_takes_sessions, run_ringward  # noqa: E402
+from ringward_fleetsim.ringward_run import run_ringward  # noqa: E402
 
 HOUR = 3600.0
 
@@ -131,12 +131,9 @@ def main() -> int:
         results["reaper"] = run_reaper(spec)
         print(f"  Reaper simulated in {results['reaper'].wall_seconds:.1f} s CPU", flush=True)
     if "ringward" in chosen:
-        if executor_takes_sessions():
-            config = load_config(args.config) if args.config else load_config()
-            results["ringward"] = run_ringward(spec, config)
-            print(f"  ringward simulated in {results['ringward'].wall_seconds:.1f} s CPU", flush=True)
-        else:
-            print("  ringward: skipped, the executor does not take a SessionPool yet (merge main after the rewrite)")
+        config = load_config(args.config) if args.config else load_config()
+        results["ringward"] = run_ringward(spec, config)
+        print(f"  ringward simulated in {results['ringward'].wall_seconds:.1f} s CPU", flush=True)
     night: dict[str, Any] | None = None
     if "dag" in chosen:
         results["dag"], night = run_dag(spec)

@@ -55,9 +55,14 @@ def test_post_repair_covers_exactly_the_affected_ranges_coordinated_by_a_new_rep
 
 def test_pre_repair_runs_among_the_old_replicas(ring: Ring) -> None:
     step = migration_steps(build_plan(ring, SIMPLE_2, NTS_2, keyspace="test"))[0]
-    before = replica_map(ring, SIMPLE_2)
-    for segment in repair_segments(ring, step, "test", "pre"):
+    before, after = replica_map(ring, SIMPLE_2), replica_map(ring, NTS_2)
+    segments = repair_segments(ring, step, "test", "pre")
+    assert segments  # the seed change moves ranges: there is something to repair before it
+    for segment in segments:
         assert set(segment.replicas) == set(before.for_token(segment.range.end))
+    # Exactly the ranges whose replicas change, as the post repair covers them.
+    affected = sum(r.width() for r in ring.ranges() if set(before[r]) != set(after[r]))
+    assert sum(s.range.width() for s in segments) == affected
 
 
 def test_waves_never_put_a_node_in_two_sessions(ring: Ring) -> None:
