@@ -97,7 +97,7 @@ class MigrationOperator(BaseOperator):
         Airflow deep-copies operators (`dag.partial_subset`, clearing a task with its downstream). `setdefault`
         is one step under the GIL, so `on_kill` (from the SIGTERM handler, between any two bytecodes of
         `execute`) and `execute` always share one Event."""
-        event = self.__dict__.get("_kill_event")
+        event: threading.Event | None = self.__dict__.get("_kill_event")
         if event is None:
             event = self.__dict__.setdefault("_kill_event", threading.Event())
         return event
