@@ -1,5 +1,5 @@
 """Fleet benchmark (issue 23): CEP-37 AutoRepair, Reaper and ringward's nightly repair side by side, in one
-process, on one simulated cluster spec, with the same duration model and faults (plugins/ringward_fleetsim).
+process, on one simulated cluster spec, with the same duration model and faults (tools/fleetsim).
 
 Default: 1000 nodes x 256 vnodes x 3 DCs (NTS 3/3/3), 10 keyspaces x 20 tables, one node down for 6 h from
 t = 1 h. `--medium`: 100 nodes x 16 vnodes with tables a tenth the size (the same data per node);
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins")]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins"), str(ROOT / "tools" / "fleetsim")]
 
 from ringward.repair import load_config  # noqa: E402
 from ringward_fleetsim import Faults, FleetSpec, NodeDown, SchedulerResult, run_cep37, run_reaper  # noqa: E402

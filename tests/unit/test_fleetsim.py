@@ -232,7 +232,7 @@ def test_anchors_record_their_sessions_when_asked() -> None:
     assert len(cluster.log) == 96 and {r.tables for r in cluster.log} == {("t00",), ("t01",)}
 
 
-def test_simulator_for_gives_the_hooks_one_cluster_per_spec_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_simulator_for_gives_the_process_one_cluster_per_spec_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from ringward_fleetsim import simulator_for
 
     path = tmp_path / "small.json"
