@@ -38,8 +38,8 @@ demo: setup
 	$(VENV)/bin/python -m ringward_cli.demo $(if $(SECURED),--secured)
 
 lint: setup
-	$(VENV)/bin/ruff check include plugins dags tests benchmarks
-	$(VENV)/bin/ruff format --check include plugins dags tests benchmarks
+	$(VENV)/bin/ruff check include plugins dags tests benchmarks tools/fleetsim
+	$(VENV)/bin/ruff format --check include plugins dags tests benchmarks tools/fleetsim
 	$(MAKE) --no-print-directory dag-import-errors
 
 # Airflow itself parses every DAG file and lists what fails to import (exit 1 on any), in a throwaway

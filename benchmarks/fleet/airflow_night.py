@@ -1,9 +1,10 @@
 """One night of the real `nightly_subrange_repair` DAG, through Airflow (`dag.test()`), on a simulated fleet.
 
-The DAG file is the shipped one; only its two connections differ: `cassandra_default` and `ringward_nodetool`
-name the fleet spec in their extra (`fleet_simulator`), so the hooks hand the operators the simulator's ring,
-catalog, nodetool (sessions in virtual time) and in-memory ops store. Airflow runs the tasks, records the task
-instances and XComs in its metadata database, exactly as on a real cluster.
+The DAG file is the shipped one, and so are its operators. This process puts the simulator under them
+(`use_runtime(SimulatedRuntime(...))` around `dag.test()`, which runs the tasks in this process): they get the
+simulator's ring, catalog, nodetool (sessions in virtual time), clock and in-memory ops store instead of their
+connections'. Nothing outside this process can do that: no connection or setting selects the simulator. Airflow
+runs the tasks, records the task instances and XComs in its metadata database, exactly as on a real cluster.
 
 Prints (or writes with --json) what issue 23 asks of a night at fleet size: Airflow task instances, the largest
 XCom, ops-store rows written/read and the largest partition, the plan task's CPU seconds, the simulated time
@@ -32,20 +33,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-for folder in ("include", "plugins"):
+for folder in ("include", "plugins", "tools/fleetsim"):
     if str(ROOT / folder) not in sys.path:
         sys.path.insert(0, str(ROOT / folder))
 
 DAG_ID = "nightly_subrange_repair"
-
-
-def simulated_connections(spec: Path) -> dict[str, str]:
-    """The two connections of the nightly DAG, pointing at the simulated fleet of `spec`."""
-    extra = {"fleet_simulator": str(spec.resolve())}
-    return {
-        "AIRFLOW_CONN_CASSANDRA_DEFAULT": json.dumps({"conn_type": "cassandra", "host": "fleet", "extra": extra}),
-        "AIRFLOW_CONN_RINGWARD_NODETOOL": json.dumps({"conn_type": "generic", "host": "fleet", "extra": extra}),
-    }
 
 
 def run_nights(
@@ -93,17 +85,19 @@ def run_night(
     nights ran before this one in this process (each gets a logical date of its own). `plan_only`: the plan
     task runs, the repair and report tasks are marked success without running (dag.test's
     mark_success_pattern): the plan task's figures at a size whose repair would take hours here."""
-    os.environ.update(simulated_connections(spec))
     os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
     from airflow.dag_processing.dagbag import DagBag
+    from ringward_airflow.repair_runtime import use_runtime
     from ringward_fleetsim import simulator_for
+    from ringward_fleetsim.runtime import SimulatedRuntime
 
     dag = DagBag(dag_folder=str(ROOT / "dags" / f"{DAG_ID}.py")).dags[DAG_ID]
     simulator = simulator_for(str(spec))
     started_wall, started_cpu = time.monotonic(), time.process_time()
     logical_date = datetime.now(UTC) + timedelta(seconds=night)
     skipped = "^(repair|report)$" if plan_only else None
-    dag_run = dag.test(logical_date=logical_date, run_conf=conf or {}, mark_success_pattern=skipped)
+    with use_runtime(SimulatedRuntime(simulator)):  # the tasks run in this process, on the simulator
+        dag_run = dag.test(logical_date=logical_date, run_conf=conf or {}, mark_success_pattern=skipped)
     wall, cpu = time.monotonic() - started_wall, time.process_time() - started_cpu
     tasks, xcoms = _airflow_records(dag_run.run_id)
     summary = xcoms.get(("plan", "summary"), {}).get("value") or {}
@@ -125,7 +119,7 @@ def run_night(
         "plan_chunks": summary.get("chunks"),
         "repair_counts": repaired.get("counts"),
         "replans": repaired.get("replans"),
-        "simulated_seconds": repaired.get("simulated_seconds"),
+        "simulated_seconds": repaired.get("run_seconds"),  # the repair task's run on the virtual clock
         "run_state": report.get("state"),
         "repair_types": [
             entry[0] for entry in (xcoms.get(("plan", "return_value"), {}).get("value") or {}).get("types", [])

@@ -27,7 +27,7 @@ BASELINE = "e175771"  # main before node-summed size estimates
 CHILD = """
 import json, sys, time, dataclasses
 root = sys.argv[1]
-sys.path[:0] = [root + "/include", root + "/plugins"]
+sys.path[:0] = [root + "/include", root + "/plugins", root + "/tools/fleetsim"]  # older trees: plugins/
 from ringward.repair import load_config
 from ringward_fleetsim import FleetSpec
 from ringward_fleetsim.cluster import SimCluster

@@ -1,5 +1,5 @@
 """Fleet benchmark (issue 23): CEP-37 AutoRepair, Reaper and ringward's nightly repair side by side, in one
-process, on one simulated cluster spec, with the same duration model and faults (plugins/ringward_fleetsim).
+process, on one simulated cluster spec, with the same duration model and faults (tools/fleetsim).
 
 Default: 1000 nodes x 256 vnodes x 3 DCs (NTS 3/3/3), 10 keyspaces x 20 tables, one node down for 6 h from
 t = 1 h. `--medium`: 100 nodes x 16 vnodes with tables a tenth the size (the same data per node);
@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins")]
+sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins"), str(ROOT / "tools" / "fleetsim")]
 
 from ringward.repair import load_config  # noqa: E402
 from ringward_fleetsim import Faults, FleetSpec, NodeDown, SchedulerResult, run_cep37, run_reaper  # noqa: E402
-from ringward_fleetsim.ringward_run import executor_takes_sessions, run_ringward  # noqa: E402
+from ringward_fleetsim.ringward_run import run_ringward  # noqa: E402
 
 HOUR = 3600.0
 
@@ -131,12 +131,9 @@ def main() -> int:
         results["reaper"] = run_reaper(spec)
         print(f"  Reaper simulated in {results['reaper'].wall_seconds:.1f} s CPU", flush=True)
     if "ringward" in chosen:
-        if executor_takes_sessions():
-            config = load_config(args.config) if args.config else load_config()
-            results["ringward"] = run_ringward(spec, config)
-            print(f"  ringward simulated in {results['ringward'].wall_seconds:.1f} s CPU", flush=True)
-        else:
-            print("  ringward: skipped, the executor does not take a SessionPool yet (merge main after the rewrite)")
+        config = load_config(args.config) if args.config else load_config()
+        results["ringward"] = run_ringward(spec, config)
+        print(f"  ringward simulated in {results['ringward'].wall_seconds:.1f} s CPU", flush=True)
     night: dict[str, Any] | None = None
     if "dag" in chosen:
         results["dag"], night = run_dag(spec)

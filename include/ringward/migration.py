@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ringward.errors import ConfigurationError, MigrationError, UnsafeChangeError
 from ringward.placement import ReplicaMap, replica_map
@@ -25,6 +25,9 @@ from ringward.repair import RepairCommand, Segment, group_segments, plan_waves
 from ringward.replication import Replication
 from ringward.ring import MIN_TOKEN, Ring, TokenRange
 from ringward.safety import SYSTEM_KEYSPACES
+
+if TYPE_CHECKING:  # migration_record imports this module: its names are imported where they are used
+    from ringward.migration_record import MigrationState
 
 __all__ = [
     "MAX_STAGED_STEPS",
@@ -232,24 +235,29 @@ def cleanup_nodes(ring: Ring, first: Replication, last: Replication) -> list[str
 class RecordedMigration:
     """A migration as `ringward_ops` keeps it: what a new run needs to decide whether to resume it.
 
-    `state` is the text the stages write ("planned", "altered:N", "cleaned", "done"); `lease_owner` the
-    migration whose lease it runs under (a rollback runs under the lease of the migration it undoes).
+    `state` is the row's state as the stages write it (`MigrationState.parse` of "planned", "altered:N",
+    "cleaned", "done"); `lease_owner` the migration whose lease it runs under (a rollback runs under the lease
+    of the migration it undoes).
     """
 
     migration_id: str
     keyspace: str
-    state: str
+    state: MigrationState
     target: Replication
     lease_owner: str
     updated_at: datetime | None = None
 
     @property
     def is_done(self) -> bool:
-        return self.state == "done"
+        from ringward.migration_record import MigrationPhase
+
+        return self.state.phase is MigrationPhase.DONE
 
     @property
     def is_altered(self) -> bool:
-        return self.state.startswith("altered:") or self.state == "cleaned"
+        from ringward.migration_record import MigrationPhase
+
+        return self.state.phase in (MigrationPhase.ALTERED, MigrationPhase.CLEANED)
 
 
 def migration_to_resume(

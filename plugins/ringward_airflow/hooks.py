@@ -1,10 +1,6 @@
 """Hooks: a Cassandra session and a nodetool client per connection, built lazily and cached.
 
 Constructors only store arguments; the session is opened on first use, inside `execute`.
-
-A connection whose extra names `fleet_simulator` (the path of a fleet spec JSON) gives the fleet
-simulator's cluster instead (ring, catalog, ops store, nodetool, virtual clock): the nightly DAG runs on
-a simulated fleet unchanged but for its connections (benchmarks/fleet, tests/dags).
 """
 
 from __future__ import annotations
@@ -22,19 +18,7 @@ from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.ring_reader import ring_from_cluster
 
-__all__ = ["SIMULATOR_EXTRA", "NodetoolHook", "RingwardCassandraHook", "cluster_options", "connection_settings"]
-
-SIMULATOR_EXTRA = "fleet_simulator"
-
-
-def _simulator(conn: Any) -> Any:
-    """The fleet simulator a connection names in its extra, else None (one per spec file and process)."""
-    path = (conn.extra_dejson or {}).get(SIMULATOR_EXTRA)
-    if not path:
-        return None
-    from ringward_fleetsim import simulator_for
-
-    return simulator_for(str(path))
+__all__ = ["NodetoolHook", "RingwardCassandraHook", "cluster_options", "connection_settings"]
 
 
 class RingwardCassandraHook(BaseHook):
@@ -57,30 +41,19 @@ class RingwardCassandraHook(BaseHook):
     def session(self) -> Session:
         return self._cluster.connect()
 
-    @cached_property
-    def simulator(self) -> Any:
-        """The fleet simulator behind this connection, or None for a real cluster."""
-        return _simulator(self.get_connection(self.cassandra_conn_id))
-
     def ring(self) -> Ring:
-        if self.simulator is not None:
-            return self.simulator.ring()  # type: ignore[no-any-return]
         return ring_from_cluster(self.session)
 
     def catalog(self) -> ClusterCatalog:
         """Keyspaces, tables, replication and size estimates, as the nightly repair plans from them."""
-        if self.simulator is not None:
-            return self.simulator.catalog()  # type: ignore[no-any-return]
         return CqlCatalog(self.session)
 
     def now(self) -> datetime:
-        """The cluster's time: the wall clock, or the simulator's virtual one."""
-        return self.simulator.clock.now() if self.simulator is not None else datetime.now(UTC)
+        """The cluster's time (the wall clock, in UTC)."""
+        return datetime.now(UTC)
 
     def ops_store(self) -> OpsStore:
         """The ops keyspace's store; its schema is ensured once per session (DDL and an agreement wait)."""
-        if self.simulator is not None:
-            return self.simulator.ops_store()  # type: ignore[no-any-return]
         store = self.__dict__.get("_ops_store")
         if store is None:
             store = OpsStore(self.session)
@@ -127,9 +100,6 @@ class NodetoolHook(BaseHook):
     @cached_property
     def client(self) -> NodetoolClient:
         conn = self.get_connection(self.nodetool_conn_id)
-        simulator = _simulator(conn)
-        if simulator is not None:
-            return simulator.nodetool()  # type: ignore[no-any-return]
         extra = conn.extra_dejson
         return NodetoolClient(
             nodetool_path=extra.get("nodetool_path", "nodetool"),

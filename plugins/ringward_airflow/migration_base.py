@@ -65,7 +65,6 @@ class MigrationOperator(BaseOperator):
         self.cassandra_conn_id = cassandra_conn_id
         self.nodetool_conn_id = nodetool_conn_id
         self.precheck_task_id = precheck_task_id
-        self._killed = threading.Event()
         self._nodetool: NodetoolClient | None = None
         self._hook: RingwardCassandraHook | None = None
 
@@ -91,6 +90,17 @@ class MigrationOperator(BaseOperator):
         """Stop the client's resident JVM, if it started one (a later command starts another)."""
         if self._nodetool is not None:
             self._nodetool.close()
+
+    @property
+    def _killed(self) -> threading.Event:
+        """Set once the task is killed. Made on first use, not in the constructor: an Event holds a lock, and
+        Airflow deep-copies operators (`dag.partial_subset`, clearing a task with its downstream). `setdefault`
+        is one step under the GIL, so `on_kill` (from the SIGTERM handler, between any two bytecodes of
+        `execute`) and `execute` always share one Event."""
+        event: threading.Event | None = self.__dict__.get("_kill_event")
+        if event is None:
+            event = self.__dict__.setdefault("_kill_event", threading.Event())
+        return event
 
     def on_kill(self) -> None:
         # Airflow 3.3 lets execute() go on after SIGTERM: flag it and stop our nodetool processes.

@@ -244,8 +244,9 @@ def unfinished_migration(store: MigrationStore, keyspace: str, target: Replicati
     for migration_id, state, updated_at, body in store.migrations_of(keyspace):
         requested = Replication.parse(body.get("requested") or body["new"])
         owner = str(body.get("lease_owner") or migration_id)
+        parsed = MigrationState.parse(state)  # a state ringward never writes is refused, naming the fix
         recorded[migration_id] = (
-            RecordedMigration(migration_id, keyspace, state, requested, lease_owner=owner, updated_at=updated_at),
+            RecordedMigration(migration_id, keyspace, parsed, requested, lease_owner=owner, updated_at=updated_at),
             body,
             state,
         )

@@ -67,6 +67,7 @@ from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, P
 from ringward_cassandra.schema import data_disk_max_sizes
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
+from ringward_airflow.repair_runtime import current_runtime
 
 __all__ = [
     "COMMON_PARAMS",
@@ -198,8 +199,9 @@ class PlanRepairOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         config = _config_or_fail(self.config_path, context.get("params"))
-        cassandra = RingwardCassandraHook(self.cassandra_conn_id)
-        nodetool = NodetoolHook(self.nodetool_conn_id).client
+        runtime = current_runtime()
+        cassandra = runtime.cassandra(self.cassandra_conn_id)
+        nodetool = runtime.nodetool(self.nodetool_conn_id)
         nodetool.prepare()  # its JVM boots while the ring and schema are read
         try:
             return self._plan(context, config, cassandra, nodetool)
@@ -207,7 +209,7 @@ class PlanRepairOperator(BaseOperator):
             cassandra.close()
             nodetool.close()
 
-    def _plan(self, context: Any, config: RepairConfig, cassandra: RingwardCassandraHook, nodetool: Any) -> Any:
+    def _plan(self, context: Any, config: RepairConfig, cassandra: Any, nodetool: Any) -> Any:
         run_id = context["run_id"]
         started = time.process_time()
         ring = cassandra.ring()
@@ -387,9 +389,10 @@ class RepairRunOperator(BaseOperator):
         killed = self._killed = threading.Event()
         self._coordinators = frozenset()
         self._aborted = False
-        self._client = NodetoolHook(self.nodetool_conn_id).client
+        runtime = current_runtime()
+        self._client = runtime.nodetool(self.nodetool_conn_id)
         self._client.prepare()  # its JVM boots while the ring and plan are read
-        cassandra = RingwardCassandraHook(self.cassandra_conn_id)
+        cassandra = runtime.cassandra(self.cassandra_conn_id)
         try:
             result = self._run(context, config, reference, plan, cassandra, killed)
         finally:
@@ -410,9 +413,10 @@ class RepairRunOperator(BaseOperator):
         cassandra: Any, killed: threading.Event,
     ) -> dict[str, Any]:  # fmt: skip
         run_id = context["run_id"]
+        runtime = current_runtime()
         ring = cassandra.ring()
         store = cassandra.ops_store()
-        clock = getattr(self._client, "clock", None)
+        clock = runtime.monotonic
         total = int(reference.get("due") or 0)
         paused = _Every(2.0, lambda: self._paused(store), clock)
         back_pressure = _BackPressure(self._client, config, clock, keyspaces=plan.get("keyspaces") or ())
@@ -427,15 +431,18 @@ class RepairRunOperator(BaseOperator):
             log=self.log.info,
             held_back=back_pressure,
             progress=lambda progress: self._progress(store, run_id, progress, plan),
+            now=runtime.now,
+            sleep=runtime.sleep,
         )
-        simulated_pool = None
-        if clock is not None:  # the fleet simulator: sessions and time are virtual
-            effects.sessions = simulated_pool = _SimulatedPreviews(self._client.session_pool())
-            effects.now, effects.sleep = clock.now, clock.sleep
+        # A runtime's own session pool hands back what a preview found; the type being run says how to keep it.
+        keep_finding: list[Any] = [None]
+        effects.sessions = runtime.sessions(lambda command, found: keep_finding[0] and keep_finding[0](command, found))
         queue = _type_plans(reference, config, run_id)
         # Read before the window starts counting, as the backlogs are; only for a night with incremental repair.
         incremental = any(kind == "incremental" for kind, *_ in queue)
-        disk_guard = self._disk_guard(config, cassandra, ring, back_pressure, clock) if incremental else None
+        disk_guard = None
+        if incremental:
+            disk_guard = self._disk_guard(config, cassandra, ring, back_pressure, runtime.reads_node_state)
         started = effects.now()  # one window for the whole night, whatever the types
         counts: Counter[str] = Counter()
         by_type: dict[str, dict[str, int]] = {}
@@ -455,8 +462,7 @@ class RepairRunOperator(BaseOperator):
             self.log.info("Repair type %s: %d segment(s) planned.", kind, planned)
             effects.repair = _session_of(self, typed, store, run_id)
             effects.refused = disk_guard if kind == "incremental" and disk_guard is not None else _never_refused
-            if simulated_pool is not None and hasattr(self._client, "out_of_sync"):
-                simulated_pool.keep = _simulated_finding(self, typed, store, run_id) if kind == "preview" else None
+            keep_finding[0] = _finding_keeper(self, typed, store, run_id) if kind == "preview" else None
             fingerprint = reference.get("fingerprint")  # every type's stored plan was made on the plan task's ring
             # The ring is looked at every minute during a window, and between windows.
             effects.ring_changed = _ring_watch(cassandra, fingerprint, clock)
@@ -497,12 +503,11 @@ class RepairRunOperator(BaseOperator):
             by_type[kind] = dict(kind_counts)
             self.log.info("Repair type %s: %s", kind, dict(kind_counts))
         self.log.info("Run: %s%s", dict(counts), f"; stopped: {stop_reason}" if stop_reason else "")
-        simulated = (effects.now() - started).total_seconds() if clock is not None else None
         incremental_keyspaces = sorted(keyspace for kind, keyspace in keyspaces if kind == "incremental")
-        # The fleet simulator keeps no SSTables: no repaired share to read.
-        shares = self._repaired_shares(ring, incremental_keyspaces) if incremental_keyspaces and clock is None else {}
+        reads = incremental_keyspaces and runtime.reads_node_state
+        shares = self._repaired_shares(ring, incremental_keyspaces) if reads else {}
         return {"counts": dict(counts), "types": by_type, "stop_reason": stop_reason, "failed": failed[:100],
-                "failed_count": len(failed), "replans": replans, "simulated_seconds": simulated,
+                "failed_count": len(failed), "replans": replans, "run_seconds": runtime.run_seconds(started),
                 "repaired_shares": shares}  # fmt: skip
 
     def _repaired_shares(self, ring: Any, keyspaces: Sequence[str]) -> dict[str, dict[str, float | int]]:
@@ -522,14 +527,14 @@ class RepairRunOperator(BaseOperator):
         return incremental_repaired_shares({node: found for node, found in read_shares.items() if found is not None})
 
     def _disk_guard(
-        self, config: RepairConfig, cassandra: Any, ring: Any, back_pressure: _BackPressure, clock: Any
+        self, config: RepairConfig, cassandra: Any, ring: Any, back_pressure: _BackPressure, reads_node_state: bool
     ) -> DiskHeadroomGuard:
         """Incremental repair's disk-headroom guard for this run: each node's capacity read once (its own
         data_disk_usage_max_disk_size, else `data_disk_capacity`), its Load from the back-pressure reads."""
         ratio = config.repair_types.incremental.min_free_disk_ratio
         addresses = ring.addresses()
-        # The fleet simulator has no cassandra.yaml settings: the configured capacity only.
-        settings = data_disk_max_sizes(cassandra.session, addresses) if ratio and clock is None else {}
+        # A runtime without node settings to read (`reads_node_state`): the configured capacity only.
+        settings = data_disk_max_sizes(cassandra.session, addresses) if ratio and reads_node_state else {}
         capacities = {
             node.address: disk_capacity(node.address, node.datacenter, settings.get(node.address),
                                         config.data_disk_capacity)
@@ -718,37 +723,10 @@ def _session_of(operator: RepairRunOperator, config: RepairConfig, store: Any, r
     return lambda command: operator._session(command, config, store, run_id)
 
 
-class _SimulatedPreviews:
-    """The fleet simulator's session pool, keeping what a preview finds as `_session` does on a real cluster
-    (the simulator's sessions do not go through `_session`): `keep(command)` after each successful session."""
+def _finding_keeper(operator: RepairRunOperator, config: RepairConfig, store: Any, run_id: str) -> Any:
+    """Keeps what a session of the runtime's own pool found out of sync, as `_session` keeps a nodetool preview's."""
 
-    def __init__(self, pool: Any) -> None:
-        self._pool = pool
-        self.keep: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._pool, name)
-
-    def submit(self, command: RepairCommand) -> None:
-        self._pool.submit(command)
-
-    def close(self) -> None:
-        self._pool.close()
-
-    def wait(self, timeout: float) -> list[tuple[RepairCommand, SessionResult]]:
-        done: list[tuple[RepairCommand, SessionResult]] = self._pool.wait(timeout)
-        if self.keep is not None:
-            for command, result in done:
-                if result.succeeded:
-                    self.keep(command)
-        return done
-
-
-def _simulated_finding(operator: RepairRunOperator, config: RepairConfig, store: Any, run_id: str) -> Any:
-    """What the simulator's preview of a command finds, kept like a real preview's finding."""
-
-    def keep(command: RepairCommand) -> None:
-        found = operator._client.out_of_sync(command)
+    def keep(command: RepairCommand, found: Mapping[str, int]) -> None:
         if found:
             operator._keep_preview_finding(store, run_id, command, found, config)
 
@@ -814,12 +792,12 @@ _COORDINATORS_LOCK = threading.Lock()
 
 
 class _Every:
-    """`read()`, called again only once `seconds` have passed on the wall clock or the simulator's `clock`."""
+    """`read()`, called again only once `seconds` have passed on `clock` (the runtime's `monotonic`)."""
 
-    def __init__(self, seconds: float, read: Any, clock: Any = None) -> None:
+    def __init__(self, seconds: float, read: Any, clock: Any = time.monotonic) -> None:
         self._seconds = seconds
         self._read = read
-        self._now = (lambda: clock.now().timestamp()) if clock is not None else time.monotonic
+        self._now = clock
         self._at = -float("inf")
         self._value: Any = None
 
@@ -843,8 +821,9 @@ class _BackPressure:
     SSTables are counted in the run's `keyspaces` only (the plan's; none: every keyspace)."""
 
     def __init__(
-        self, client: Any, config: RepairConfig, clock: Any = None, ttl: float = 300.0, keyspaces: Sequence[str] = ()
-    ) -> None:
+        self, client: Any, config: RepairConfig, clock: Any = time.monotonic, ttl: float = 300.0,
+        keyspaces: Sequence[str] = (),
+    ) -> None:  # fmt: skip
         self._client = client
         self._keyspaces = tuple(keyspaces)
         self._config = config
@@ -911,7 +890,7 @@ class RepairReportOperator(BaseOperator):
         if not plan:
             raise AirflowFailException("The plan task left no plan: nothing to report. Fix the plan task first.")
         config = _config_or_fail(self.config_path, context.get("params"))
-        cassandra = RingwardCassandraHook(self.cassandra_conn_id)
+        cassandra = current_runtime().cassandra(self.cassandra_conn_id)
         try:
             return self._report(context, plan, config, cassandra)
         finally:
@@ -1031,9 +1010,9 @@ def longest_unrepaired_seconds(segments: Sequence[Segment], records: Mapping[str
 
 
 def _run_seconds(context: Any, now: datetime, repair_task_id: str = "repair") -> float:
-    simulated = (context["ti"].xcom_pull(task_ids=repair_task_id) or {}).get("simulated_seconds")
-    if simulated is not None:  # the fleet simulator's run: virtual seconds, not the DAG run's wall time
-        return float(simulated)
+    measured = (context["ti"].xcom_pull(task_ids=repair_task_id) or {}).get("run_seconds")
+    if measured is not None:  # the runtime's own clock timed the run (`RepairRuntime.run_seconds`)
+        return float(measured)
     return _wall_seconds(context, now)
 
 

@@ -82,14 +82,15 @@ class ClusterRepairPlan:
 
 
 class ClusterCatalog(Protocol):
-    """What the nightly repair reads of a cluster besides its ring: the real one through CQL (CqlCatalog),
-    or the fleet simulator's."""
+    """What the nightly repair reads of a cluster besides its ring (the real one: CqlCatalog, through CQL)."""
 
     def tables(self) -> dict[str, dict[str, int]]: ...  # {keyspace: {table: gc_grace_seconds}}
 
     def replication(self, keyspace: str) -> Replication: ...
 
     def size_estimates(self, keyspace: str) -> list[SizeEstimate] | list[NodeSizeEstimate]: ...
+
+    def table_features(self) -> dict[str, TableFeatures]: ...  # {"ks.table": views, CDC} of tables with either
 
 
 class CqlCatalog:
@@ -183,12 +184,10 @@ def plan_cluster(
 
 
 def _incremental_units(
-    units: list[Any], schema: Mapping[str, Mapping[str, int]], catalog: Any
+    units: list[Any], schema: Mapping[str, Mapping[str, int]], catalog: ClusterCatalog
 ) -> tuple[list[Any], dict[str, str]]:
-    """Units without the tables incremental repair must not take (materialized views, CDC), and why; a catalog
-    that cannot say (the fleet simulator's) has none."""
-    reader = getattr(catalog, "table_features", None)
-    features: Mapping[str, TableFeatures] = reader() if reader is not None else {}
+    """Units without the tables incremental repair must not take (materialized views, CDC), and why."""
+    features = catalog.table_features()
     kept: list[Any] = []
     excluded: dict[str, str] = {}
     for unit in units:

@@ -1,5 +1,6 @@
 """The real nightly_subrange_repair DAG, run through Airflow (`dag.test()` in a child process, as
-benchmarks/fleet/airflow_night.py runs it), on simulated fleets: only its two connections differ. What the
+benchmarks/fleet/airflow_night.py runs it), on simulated fleets that child process puts under the shipped
+operators (`use_runtime`; no connection is set, none could select the simulator). What the
 fleet-size redesign promises, read from Airflow's own database and the simulator's ops store: three task
 instances whatever the ring, small XComs, bounded ops partitions, every table covered; a node down for a while
 gets its ranges repaired once it is back, and a node joining mid-run makes the worker plan what is left again."""

@@ -23,7 +23,7 @@ from ringward_fleetsim import (
     run_cep37,
     run_reaper,
 )
-from ringward_fleetsim.ringward_run import executor_takes_sessions, run_ringward
+from ringward_fleetsim.ringward_run import run_ringward
 
 MiB = 2**20
 THIRD = 2**64 // 3
@@ -206,7 +206,6 @@ def test_anchors_run_on_a_multi_dc_fleet() -> None:
         assert result.uncovered_ranges == 0 and result.coverage_seconds is not None
 
 
-@pytest.mark.skipif(not executor_takes_sessions(), reason="ringward's executor does not take a SessionPool yet")
 def test_ringward_runs_on_the_simulator() -> None:
     result = run_ringward(FleetSpec.small())
     assert result.uncovered_ranges == 0 and result.sessions > 0
@@ -233,7 +232,7 @@ def test_anchors_record_their_sessions_when_asked() -> None:
     assert len(cluster.log) == 96 and {r.tables for r in cluster.log} == {("t00",), ("t01",)}
 
 
-def test_simulator_for_gives_the_hooks_one_cluster_per_spec_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_simulator_for_gives_the_process_one_cluster_per_spec_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from ringward_fleetsim import simulator_for
 
     path = tmp_path / "small.json"

@@ -55,9 +55,14 @@ def test_post_repair_covers_exactly_the_affected_ranges_coordinated_by_a_new_rep
 
 def test_pre_repair_runs_among_the_old_replicas(ring: Ring) -> None:
     step = migration_steps(build_plan(ring, SIMPLE_2, NTS_2, keyspace="test"))[0]
-    before = replica_map(ring, SIMPLE_2)
-    for segment in repair_segments(ring, step, "test", "pre"):
+    before, after = replica_map(ring, SIMPLE_2), replica_map(ring, NTS_2)
+    segments = repair_segments(ring, step, "test", "pre")
+    assert segments  # the seed change moves ranges: there is something to repair before it
+    for segment in segments:
         assert set(segment.replicas) == set(before.for_token(segment.range.end))
+    # Exactly the ranges whose replicas change, as the post repair covers them.
+    affected = sum(r.width() for r in ring.ranges() if set(before[r]) != set(after[r]))
+    assert sum(s.range.width() for s in segments) == affected
 
 
 def test_waves_never_put_a_node_in_two_sessions(ring: Ring) -> None:
@@ -117,8 +122,10 @@ def _recorded(migration_id: str, state: str, target: dict[str, object], *, owner
     from datetime import UTC, datetime
 
     from ringward.migration import RecordedMigration
+    from ringward.migration_record import MigrationState
 
-    return RecordedMigration(migration_id, "loadks", state, Replication.parse(target), owner or migration_id,
+    return RecordedMigration(migration_id, "loadks", MigrationState.parse(state), Replication.parse(target),
+                             owner or migration_id,
                              updated_at=datetime(2026, 11, 23, 12, minute, tzinfo=UTC))  # fmt: skip
 
 
@@ -160,6 +167,18 @@ def test_a_different_target_while_half_done_is_refused_with_both_ways_on() -> No
     assert "keyspace_migration_rollback with rollback_of loadks@run1" in refusal.value.fix
     assert "SET state = 'done' WHERE migration_id = 'loadks@run1'" in refusal.value.fix
     assert "'dc1': '2'" in refusal.value.fix or "'dc1': 2" in refusal.value.fix
+
+
+def test_a_cleaned_migration_counts_as_altered_and_not_done() -> None:
+    from ringward.errors import MigrationError
+    from ringward.migration import migration_to_resume
+
+    cleaned = _recorded("loadks@run1", "cleaned", NTS2)
+    assert cleaned.is_altered and not cleaned.is_done
+    assert _recorded("loadks@run1", "done", NTS2).is_done and not _recorded("loadks@run1", "planned", NTS2).is_altered
+    with pytest.raises(MigrationError) as refusal:
+        migration_to_resume([cleaned], "loadks", Replication.parse(NTS3))
+    assert "(its ALTER is applied; state cleaned)" in refusal.value.problem  # the state as the row stores it
 
 
 def test_only_the_latest_unfinished_migration_is_resumable() -> None:

@@ -534,6 +534,18 @@ def test_a_different_target_while_one_is_unfinished_is_refused_and_none_is_found
     assert "unfinished migration ks@run-1" in refused.value.problem
 
 
+def test_a_row_state_ringward_never_writes_is_refused_naming_the_fix() -> None:
+    from ringward_airflow.migration_stages import unfinished_migration
+
+    store, _ = _half_done_store()
+    _, body = store.rows["ks@run-1"]
+    store.rows["ks@run-1"] = ("altered", body)  # hand-edited: no step count
+    with pytest.raises(MigrationError) as refused:
+        unfinished_migration(store, "ks", NTS_3)
+    assert "'altered' is not one ringward writes" in refused.value.problem
+    assert "planned, altered:<step>, cleaned or done" in refused.value.fix
+
+
 def test_a_lease_someone_else_holds_stops_the_take_over_before_the_record_changes() -> None:
     from ringward_airflow.migration_stages import take_over, unfinished_migration
 

@@ -444,7 +444,10 @@ def test_live_progress_reports_done_failed_and_running_per_node() -> None:
     assert seen[-1]["done"] == 12 and seen[-1]["failed"] == 0 and seen[-1]["total"] == 12
     per_node = seen[-1]["per_node"]
     assert isinstance(per_node, dict) and sum(c["done"] for c in per_node.values()) == 24  # two replicas each
-    assert any(s["running"] for s in seen[:-1]) or len(seen) == 1
+    # Three sessions of two nodes each start at once: the first report (before any finished) names them running.
+    assert len(seen) >= 2 and seen[0]["final"] is False and seen[0]["done"] == 0
+    assert seen[0]["running"] == dict.fromkeys(NODES[:6], 1) and seen[0]["sessions"] == 3
+    assert seen[-1]["running"] == {} and seen[-1]["sessions"] == 0
 
 
 def test_a_night_of_twenty_thousand_commands_runs_in_virtual_time_keeping_the_node_rule() -> None:

@@ -34,7 +34,9 @@ from ringward_airflow.repair_operators import (
     _config_or_fail,
     _type_plans,
 )
+from ringward_airflow.repair_runtime import use_runtime
 from ringward_fleetsim import Faults, FleetSpec, NodeJoin, Simulator
+from ringward_fleetsim.runtime import SimulatedCassandra, SimulatedRuntime
 
 NOW = datetime(2026, 11, 25, 2, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -108,9 +110,8 @@ def _no_gauges(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(repair_operators.Stats, "gauge", lambda *a, **k: None)
 
 
-def _cassandra(simulator: Simulator) -> SimpleNamespace:
-    return SimpleNamespace(ring=simulator.ring, catalog=simulator.catalog, ops_store=simulator.ops_store,
-                           now=simulator.clock.now)  # fmt: skip
+def _cassandra(simulator: Simulator) -> SimulatedCassandra:
+    return SimulatedCassandra(simulator)
 
 
 def night(simulator: Simulator, run_id: str, params: dict[str, Any], nodetool: Any = None) -> dict[str, Any]:
@@ -123,7 +124,8 @@ def night(simulator: Simulator, run_id: str, params: dict[str, Any], nodetool: A
     plan = context["ti"].xcom[("plan", "summary")]
     repair = RepairRunOperator(task_id="repair")
     repair._client = nodetool
-    result = repair._run(context, config, reference, plan, cassandra, threading.Event())
+    with use_runtime(SimulatedRuntime(simulator)):  # the simulator's clock and sessions, as the DAG tests run it
+        result = repair._run(context, config, reference, plan, cassandra, threading.Event())
     context["ti"].xcom[("repair", "return_value")] = result
     report = RepairReportOperator(task_id="report")._report(context, plan, config, cassandra)
     return {"reference": reference, "plan": plan, "result": result, "report": report}

@@ -287,8 +287,10 @@ def test_segments_stay_within_one_vnode_range_by_default() -> None:
     # nodetool repair -st/-et refuses a range that spans two of the ring's ranges.
     plan = plan_segments(FOUR_NODES, replica_map(FOUR_NODES, {"dc1": 4}), RepairUnit("ks"), RepairConfig())
     ring_ranges = FOUR_NODES.ranges()
+    assert plan.segments and not plan.skipped  # rf 4 on four nodes: every range is repaired
     for segment in plan.segments:
         assert any(_inside(segment.range, r) for r in ring_ranges), segment.range
+    assert_tiles_exactly(plan.segments, ring_ranges)
 
 
 def _inside(piece: TokenRange, whole: TokenRange) -> bool:

@@ -1,6 +1,6 @@
-"""One simulated cluster behind the Airflow hooks: a connection whose extra names `fleet_simulator` (a spec
-JSON path) gets `simulator_for(path)`: ring, catalog, ops store, nodetool and virtual clock, shared by every
-hook of the process, so the real nightly DAG runs on it unchanged."""
+"""One simulated cluster: ring, catalog, ops store, nodetool and virtual clock. `simulator_for(path)` gives the
+process one per spec file; `ringward_fleetsim.runtime.SimulatedRuntime` puts it under the real nightly DAG's
+operators in the process that runs the DAG (benchmarks/fleet/airflow_night.py)."""
 
 from __future__ import annotations
 

@@ -297,7 +297,7 @@ class SimNodetool:
 
     def __init__(self, cluster: SimCluster) -> None:
         self.cluster = cluster
-        self.clock = cluster.clock  # the repair worker runs sessions and time virtually when it finds one
+        self.clock = cluster.clock  # the virtual time its answers and sessions are in
         self.pools: list[VirtualSessionPool] = []
         self._live: tuple[float, float, set[str]] | None = None  # valid from, until (exclusive), who is up
 

@@ -1,5 +1,7 @@
 """Fleet simulator: a synthetic Cassandra cluster in virtual time, for ringward's nightly repair and the
-two anchors (CEP-37 AutoRepair, Reaper). Pure Python: ringward.* only, no Airflow, driver or Spark."""
+two anchors (CEP-37 AutoRepair, Reaper). Pure Python: ringward.* only, no Airflow, driver or Spark
+(`ringward_fleetsim.runtime`, which puts a simulator under the DAG's operators, imports Airflow: import it
+by name). For benchmarks and tests only: it lives in tools/fleetsim, off the path of anything shipped."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ringward.repair import NodeBacklog, NodeSizeEstimate, SizeEstimate
+from ringward.repair import NodeBacklog, NodeSizeEstimate, SizeEstimate, TableFeatures
 from ringward.replication import Replication
 from ringward.ring import MAX_TOKEN, MIN_TOKEN, Node, Ring
 
@@ -242,6 +242,10 @@ class SimCatalog:
         if keyspace not in self.tables():
             raise KeyError(keyspace)
         return Replication.network_topology(dict.fromkeys(self.spec.datacenter_names(), self.spec.rf_per_dc))
+
+    def table_features(self) -> dict[str, TableFeatures]:
+        """No simulated table has a materialized view or CDC: incremental repair takes every one."""
+        return {}
 
     def table_bytes(self) -> dict[str, int]:
         return {t.qualified: t.bytes for t in self._tables}

@@ -4,7 +4,6 @@ executor (`ringward.repair.run_batch`) through the virtual SessionPool and clock
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,12 +26,7 @@ from ringward_fleetsim.anchors import DAY, SchedulerResult, _Coverage
 from ringward_fleetsim.cluster import DurationModel, SimCluster, SimNodetool
 from ringward_fleetsim.spec import FleetSpec
 
-__all__ = ["RingwardPlan", "executor_takes_sessions", "plan_ringward", "run_ringward"]
-
-
-def executor_takes_sessions() -> bool:
-    """Whether ringward's executor accepts an injected SessionPool (`BatchEffects.sessions`)."""
-    return any(f.name == "sessions" for f in dataclasses.fields(BatchEffects))
+__all__ = ["RingwardPlan", "plan_ringward", "run_ringward"]
 
 
 @dataclass
@@ -76,11 +70,6 @@ def run_ringward(
     """Nightly runs (one every `night_every` seconds, or as soon as the last one ended) until every
     (table, ring range) was repaired once, or `nights` runs. Each run: the due segments (never repaired
     first) -> `run_batch` with the virtual pool; history kept in memory between runs."""
-    if not executor_takes_sessions():
-        raise NotImplementedError(
-            "ringward's executor does not take a SessionPool yet (BatchEffects.sessions): merge main once "
-            "the executor rewrite has landed"
-        )
     config = config or RepairConfig()
     cluster = cluster or SimCluster(spec, model, record=False)
     wall = time.process_time()
