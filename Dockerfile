@@ -32,7 +32,10 @@ ARG UV_VERSION
 RUN pip install --no-cache-dir "uv==${UV_VERSION}"
 WORKDIR /src
 COPY pyproject.toml uv.lock README.md ./
-RUN uv export --frozen --no-dev --no-hashes --no-emit-project --no-header -o /requirements.txt
+# The runtime dependencies, plus the stack's tooling: the Celery executor (extra `local`) and pyspark for
+# spark-submit (dependency group `spark`; a group, not an extra, see pyproject.toml).
+RUN uv export --frozen --no-dev --extra local --group spark --no-hashes --no-emit-project --no-header \
+        -o /requirements.txt
 
 # --- the Airflow image ----------------------------------------------------------------------------
 FROM apache/airflow:${AIRFLOW_VERSION}-python${PYTHON_VERSION}

@@ -86,11 +86,15 @@ class NodetoolHook(BaseHook):
     `password_file` (an existing nodetool password file instead of the password), `nodetool_path`, `jmx_host`,
     `jmx_ports` {node: port}, `ssl`, and
     optionally `java_classpath` (Cassandra's jars, e.g. "/usr/share/cassandra/lib/*"), `java_options`,
-    `java_binary`: then the commands run in one resident JVM per task instead of a nodetool process each."""
+    `java_binary`: then the commands run in one resident JVM per task instead of a nodetool process each.
+
+    Its connection type is `ringward_nodetool` (the form in Airflow's UI, ringward_airflow.provider_info); the
+    hook reads any connection by id, so one of type `generic` works the same. Empty form fields mean the
+    defaults."""
 
     conn_name_attr = "nodetool_conn_id"
     default_conn_name = "ringward_nodetool"
-    conn_type = "generic"
+    conn_type = "ringward_nodetool"
     hook_name = "ringward nodetool"
 
     def __init__(self, nodetool_conn_id: str = default_conn_name, **kwargs: Any) -> None:
@@ -102,17 +106,17 @@ class NodetoolHook(BaseHook):
         conn = self.get_connection(self.nodetool_conn_id)
         extra = conn.extra_dejson
         return NodetoolClient(
-            nodetool_path=extra.get("nodetool_path", "nodetool"),
-            jmx_host=extra.get("jmx_host", conn.host or "{address}"),
-            jmx_ports={str(k): int(v) for k, v in extra.get("jmx_ports", {}).items()},
+            nodetool_path=extra.get("nodetool_path") or "nodetool",
+            jmx_host=extra.get("jmx_host") or conn.host or "{address}",
+            jmx_ports={str(k): int(v) for k, v in (extra.get("jmx_ports") or {}).items()},
             default_jmx_port=int(conn.port or 7199),
             username=conn.login or None,
             password=conn.password or None,
             password_file=extra.get("password_file") or None,
             ssl=bool(extra.get("ssl", False)),
             java_classpath=extra.get("java_classpath") or None,
-            java_options=tuple(extra.get("java_options", ())),
-            java_binary=extra.get("java_binary", "java"),
+            java_options=tuple(extra.get("java_options") or ()),
+            java_binary=extra.get("java_binary") or "java",
         )
 
 

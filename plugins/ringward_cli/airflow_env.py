@@ -41,7 +41,7 @@ def local_connections(home: Path, topology: str = "seed") -> dict[str, str]:
                                  "extra": {}}  # fmt: skip
     spark: dict[str, Any] = {"conn_type": "spark", "host": "local[2]",
              "extra": {"spark-binary": "spark-submit", "ringward-jars-dir": str(connector_lib_dir(home))}}  # fmt: skip
-    nodetool: dict[str, Any] = {"conn_type": "generic", "host": "127.0.0.1",
+    nodetool: dict[str, Any] = {"conn_type": "ringward_nodetool", "host": "127.0.0.1",
                                 "extra": LocalCluster(home).nodetool_connection_extra(loaded)}  # fmt: skip
     reader = dict(cassandra)  # the Spark verification's connection: the same nodes, without logins here
     if loaded.secured:

