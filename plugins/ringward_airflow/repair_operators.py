@@ -42,7 +42,7 @@ from ringward.repair import (
     SessionResult,
     TypeDue,
     allowed_parallelism,
-    apply_overrides,
+    apply_run_overrides,
     back_pressure_reason,
     coverage_view,
     decode_segment,
@@ -82,7 +82,7 @@ CONFIG_PATH_ENV = "RINGWARD_REPAIR_CONFIG"
 SUMMARY_KEY = "summary"  # XCom key of the plan summary
 METRIC_PREFIX = "ringward.repair"
 
-# Run params that override one config field each (`config_overrides` takes any field, nested or dotted).
+# Run params that override one config field each (`config_overrides` takes the fields of RUN_OVERRIDABLE).
 COMMON_PARAMS = {
     "enabled": "enabled",
     "keyspaces": "keyspaces.include",
@@ -121,14 +121,16 @@ def effective_config(config_path: str | None, params: Mapping[str, Any] | None) 
             f"Param `config_overrides` must be a JSON object, got {type(overrides).__name__}.",
             'Pass e.g. {"config_overrides": {"window": {"max_duration": "2h"}}}.',
         )
-    config = apply_overrides(config, overrides)
+    # A run's settings cannot defeat the file's safety: an allow-list of fields, the file's `enabled: false` wins.
+    file_config = config
+    config = apply_run_overrides(config, overrides, file_config)
     common = {field: params[name] for name, field in COMMON_PARAMS.items() if params.get(name) is not None}
     if params.get("scope") == "all":
         common["min_repair_interval"] = 0
         common.update({f"repair_types.{kind}.min_repair_interval": 0 for kind in REPAIR_TYPES})
     elif params.get("scope") not in (None, "due"):
         raise ConfigurationError(f"Param `scope` is {params['scope']!r}.", "Choose due or all.")
-    return apply_overrides(config, common)
+    return apply_run_overrides(config, common, file_config)
 
 
 def _config_or_fail(config_path: str | None, params: Mapping[str, Any] | None) -> RepairConfig:
@@ -202,6 +204,8 @@ class PlanRepairOperator(BaseOperator):
         nodetool.prepare()  # its JVM boots while the ring and schema are read
         try:
             return self._plan(context, config, cassandra, nodetool)
+        except ConfigurationError as error:  # e.g. beyond max_segments_per_plan: retrying cannot fix it
+            raise AirflowFailException(str(error)) from None
         finally:
             cassandra.close()
             nodetool.close()
