@@ -17,6 +17,7 @@ from airflow.sdk.bases.hook import BaseHook
 from cassandra.cluster import Cluster, Session
 from ringward.ring import Ring
 from ringward_cassandra.cluster_repairs import ClusterCatalog, CqlCatalog
+from ringward_cassandra.connection_extras import checked_nodetool_extra
 from ringward_cassandra.cql import build_cluster, cluster_arguments
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OpsStore
@@ -130,7 +131,7 @@ class NodetoolHook(BaseHook):
         simulator = _simulator(conn)
         if simulator is not None:
             return simulator.nodetool()  # type: ignore[no-any-return]
-        extra = conn.extra_dejson
+        extra = checked_nodetool_extra(conn.extra_dejson, self.nodetool_conn_id)  # plain paths and options only
         return NodetoolClient(
             nodetool_path=extra.get("nodetool_path", "nodetool"),
             jmx_host=extra.get("jmx_host", conn.host or "{address}"),
