@@ -604,7 +604,9 @@ class RepairRunOperator(BaseOperator):
         if stamp is not None and stamp == self._switch_file:
             return self._switch_value
         try:
-            self._switch_value = effective_config(self.config_path, context.get("params")).enabled
+            # The file's own `enabled: false` first: a run param the edited file now refuses must not hide it.
+            file_enabled = load_config(self.config_path or os.environ.get(CONFIG_PATH_ENV) or None).enabled
+            self._switch_value = file_enabled and effective_config(self.config_path, context.get("params")).enabled
             self._switch_file = stamp
             return self._switch_value
         except ConfigurationError as error:

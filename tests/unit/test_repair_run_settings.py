@@ -56,6 +56,24 @@ def test_the_file_switched_off_stops_a_running_repair_triggered_with_enabled_on(
     assert operator._still_enabled(context, config) is False
 
 
+def test_the_files_kill_switch_stops_a_run_whose_params_the_edited_file_now_refuses(tmp_path: Path) -> None:
+    """The file edited to `enabled: false` and a lower parallel_repair_count than the run asked for: the run's
+    params no longer fit the file, but the kill switch still stops it."""
+    import os
+
+    from ringward_airflow.repair_operators import RepairRunOperator
+
+    path = tmp_path / "repair.yaml"
+    path.write_text("parallel_repair_count: 5\n")
+    operator = RepairRunOperator(task_id="repair", config_path=str(path))
+    context = {"params": {"parallel_repair_count": 5}}
+    config = effective_config(str(path), context["params"])
+    assert operator._still_enabled(context, config) is True
+    path.write_text("enabled: false\nparallel_repair_count: 2\n")
+    os.utime(path, ns=(1, 1))
+    assert operator._still_enabled(context, config) is False
+
+
 @pytest.mark.parametrize(
     "overrides, field",
     [
