@@ -110,11 +110,14 @@ def _form_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def effective_config(config_path: str | None, params: Mapping[str, Any] | None) -> RepairConfig:
-    """The YAML configuration (argument, else $RINGWARD_REPAIR_CONFIG, else the shipped default) with the
-    run's `config_overrides` and then the common params applied. Invalid values name the field."""
+def effective_config(
+    config_path: str | None, params: Mapping[str, Any] | None, file_config: RepairConfig | None = None
+) -> RepairConfig:
+    """The YAML configuration (argument, else $RINGWARD_REPAIR_CONFIG, else the shipped default; `file_config`:
+    that file, read already) with the run's `config_overrides` and then the common params applied. Invalid
+    values name the field."""
     params = _form_params(params or {})
-    config = load_config(config_path or os.environ.get(CONFIG_PATH_ENV) or None)
+    config = file_config or load_config(config_path or os.environ.get(CONFIG_PATH_ENV) or None)
     overrides = params.get("config_overrides") or {}
     if not isinstance(overrides, Mapping):
         raise ConfigurationError(
@@ -605,8 +608,9 @@ class RepairRunOperator(BaseOperator):
             return self._switch_value
         try:
             # The file's own `enabled: false` first: a run param the edited file now refuses must not hide it.
-            file_enabled = load_config(self.config_path or os.environ.get(CONFIG_PATH_ENV) or None).enabled
-            self._switch_value = file_enabled and effective_config(self.config_path, context.get("params")).enabled
+            file = load_config(self.config_path or os.environ.get(CONFIG_PATH_ENV) or None)
+            params = context.get("params")
+            self._switch_value = file.enabled and effective_config(self.config_path, params, file).enabled
             self._switch_file = stamp
             return self._switch_value
         except ConfigurationError as error:
