@@ -111,11 +111,13 @@ def private_database(airflow_home: Path) -> Path:
     """airflow.db of `airflow_home`, created empty at 0600 before Airflow creates it (SQLite keeps the mode, and
     its journal files take the database's), or narrowed to 0600 when it exists already."""
     database = airflow_home / "airflow.db"
-    descriptor = os.open(database, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
-    try:
-        os.fchmod(descriptor, 0o600)
-    finally:
-        os.close(descriptor)
+    if os.path.lexists(database):
+        # chmod, never open: closing a descriptor of the file would drop the POSIX locks an SQLite connection of
+        # this process holds on it (SQLite's "how to corrupt a database"). The home is 0700: no link planted.
+        if not os.path.islink(database):
+            os.chmod(database, 0o600)
+        return database
+    os.close(os.open(database, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
     return database
 
 
