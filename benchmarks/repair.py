@@ -89,6 +89,10 @@ class DagTiming:
 def run_dag(parallel: int, subranges: int) -> DagTiming:
     env = airflow_environment(ROOT)
     ensure_airflow_db(env)
+    # A run may lower the parallelism caps, not raise them: the benchmark's caps go in a configuration file.
+    settings = Path(env["AIRFLOW_HOME"]) / "benchmark-repair.yaml"
+    settings.write_text(f"parallel_repair_count: {parallel}\nparallel_repair_percentage: 0\n")
+    env["RINGWARD_REPAIR_CONFIG"] = str(settings)
     conf = {"config_overrides": overrides(parallel, subranges)}
     command = [str(Path(sys.executable).with_name("airflow")), "dags", "test", "nightly_subrange_repair",
                "--conf", json.dumps(conf)]  # fmt: skip

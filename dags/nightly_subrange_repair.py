@@ -46,7 +46,9 @@ time) and repairs what is due, so a manual run after it finds nothing due unless
 Use *Keyspaces* / *Tables* to repair only part of the cluster.
 
 Settings come from the YAML file named by `$RINGWARD_REPAIR_CONFIG` (else the shipped default); the
-form's fields override it for one run, and *config* keeps the file's value.
+form's fields override some of them for one run, and *config* keeps the file's value. The file's
+`enabled: false` wins over the form, and its safety settings (back-pressure, disk headroom, history TTL,
+segment limits) cannot be overridden per run (operator's guide, 6.5b).
 """
 
 with DAG(
@@ -79,8 +81,8 @@ with DAG(
             enum=["config", "on", "off"],
             values_display={"config": "as in the configuration file", "on": "on", "off": "off: repair nothing"},
             title="Repair enabled",
-            description="The kill switch for this run; off repairs nothing. The file's `enabled` is also re-read "
-            "between segments, so setting it to false there stops a running repair.",
+            description="The kill switch for this run; off repairs nothing. on cannot override the file's "
+            "`enabled: false`, which is also re-read between segments: setting it there stops a running repair.",
         ),
         "keyspaces": Param(
             None,
@@ -114,8 +116,8 @@ with DAG(
             type=["null", "integer"],
             minimum=0,
             title="Sessions at once",
-            description="Repair sessions running at the same time (0: as many as the nodes allow); empty: the "
-            "file's value.",
+            description="Repair sessions running at the same time (0: as the file's percentage allows), at most "
+            "the file's value; empty: the file's value.",
         ),
         "max_duration": Param(
             None,
@@ -128,7 +130,8 @@ with DAG(
             {},
             type="object",
             title="Other settings",
-            description='Any other configuration field as JSON, nested or dotted, e.g. {"intensity": 0.5}.',
+            description='Other run-overridable fields as JSON, nested or dotted, e.g. {"intensity": 0.5}. Safety '
+            "settings (back_pressure, data_disk_capacity, history_ttl, ...) are file-only: operator's guide 6.5b.",
         ),
     },
 ) as dag:

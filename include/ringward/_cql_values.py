@@ -18,7 +18,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from ringward.errors import ConfigurationError
 
-__all__ = ["CQL_TYPES", "SUPPORTED_TYPES", "CqlType", "cql_type"]
+__all__ = ["CQL_TYPES", "SUPPORTED_TYPES", "CqlType", "cql_string_literal", "cql_type"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EPOCH_DATE = date(1970, 1, 1)
@@ -27,6 +27,18 @@ _DATE_EPOCH_OFFSET = 2**31  # Cassandra stores dates as unsigned days with the U
 
 def _refuse(cql: str, value: object, why: str, fix: str) -> ConfigurationError:
     return ConfigurationError(f"Cannot use {value!r} as a CQL {cql} value: {why}.", fix)
+
+
+def cql_string_literal(text: str, what: str = "value") -> str:
+    """`text` as a CQL string literal ('...' with each ' doubled), for statements that cannot bind it (a
+    replication map in CREATE/ALTER KEYSPACE). Control characters are refused: no datacenter, class or option
+    name holds one, and a statement printed for an administrator must read as it runs."""
+    if not isinstance(text, str) or any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ConfigurationError(
+            f"Cannot use {text!r} as a {what} in CQL: it holds a control character.",
+            f"Give the {what} as Cassandra shows it (nodetool status), without control characters.",
+        )
+    return "'" + text.replace("'", "''") + "'"
 
 
 # --- serializers: Python value -> Cassandra bytes ---------------------------------------------------

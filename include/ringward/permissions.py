@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ringward._cql_values import cql_string_literal
 from ringward.errors import ConfigurationError
 
 __all__ = [
@@ -108,7 +109,10 @@ def ops_keyspace_statement(datacenters: Mapping[str, int]) -> str:
     datacenter of `datacenters` (name -> node count), as ringward itself creates it when it may."""
     if not datacenters:
         raise ConfigurationError("No datacenter given for the ops keyspace.", "Give each datacenter's node count.")
-    factors = ", ".join(f"'{dc}': {min(3, count)}" for dc, count in sorted(datacenters.items()))
+    factors = ", ".join(
+        f"{cql_string_literal(dc, 'datacenter name')}: {min(3, int(count))}"
+        for dc, count in sorted(datacenters.items())
+    )
     return (
         f"CREATE KEYSPACE IF NOT EXISTS {OPS_KEYSPACE} WITH replication = "
         f"{{'class': 'NetworkTopologyStrategy', {factors}}};"

@@ -13,6 +13,7 @@ from airflow.sdk.bases.hook import BaseHook
 from cassandra.cluster import Cluster, Session
 from ringward.ring import Ring
 from ringward_cassandra.cluster_repairs import ClusterCatalog, CqlCatalog
+from ringward_cassandra.connection_extras import checked_nodetool_extra
 from ringward_cassandra.cql import build_cluster, cluster_arguments
 from ringward_cassandra.nodetool import NodetoolClient
 from ringward_cassandra.ops_store import OpsStore
@@ -104,7 +105,7 @@ class NodetoolHook(BaseHook):
     @cached_property
     def client(self) -> NodetoolClient:
         conn = self.get_connection(self.nodetool_conn_id)
-        extra = conn.extra_dejson
+        extra = checked_nodetool_extra(conn.extra_dejson, self.nodetool_conn_id)  # plain paths and options only
         return NodetoolClient(
             nodetool_path=extra.get("nodetool_path") or "nodetool",
             jmx_host=extra.get("jmx_host") or conn.host or "{address}",

@@ -42,7 +42,7 @@ from ringward.repair import (
     SessionResult,
     TypeDue,
     allowed_parallelism,
-    apply_overrides,
+    apply_run_overrides,
     back_pressure_reason,
     coverage_view,
     decode_segment,
@@ -84,7 +84,7 @@ CONFIG_PATH_ENV = "RINGWARD_REPAIR_CONFIG"
 SUMMARY_KEY = "summary"  # XCom key of the plan summary
 METRIC_PREFIX = "ringward.repair"
 
-# Run params that override one config field each (`config_overrides` takes any field, nested or dotted).
+# Run params that override one config field each (`config_overrides` takes the fields of RUN_OVERRIDABLE).
 COMMON_PARAMS = {
     "enabled": "enabled",
     "keyspaces": "keyspaces.include",
@@ -112,25 +112,30 @@ def _form_params(params: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def effective_config(config_path: str | None, params: Mapping[str, Any] | None) -> RepairConfig:
-    """The YAML configuration (argument, else $RINGWARD_REPAIR_CONFIG, else the shipped default) with the
-    run's `config_overrides` and then the common params applied. Invalid values name the field."""
+def effective_config(
+    config_path: str | None, params: Mapping[str, Any] | None, file_config: RepairConfig | None = None
+) -> RepairConfig:
+    """The YAML configuration (argument, else $RINGWARD_REPAIR_CONFIG, else the shipped default; `file_config`:
+    that file, read already) with the run's `config_overrides` and then the common params applied. Invalid
+    values name the field."""
     params = _form_params(params or {})
-    config = load_config(config_path or os.environ.get(CONFIG_PATH_ENV) or None)
+    config = file_config or load_config(config_path or os.environ.get(CONFIG_PATH_ENV) or None)
     overrides = params.get("config_overrides") or {}
     if not isinstance(overrides, Mapping):
         raise ConfigurationError(
             f"Param `config_overrides` must be a JSON object, got {type(overrides).__name__}.",
             'Pass e.g. {"config_overrides": {"window": {"max_duration": "2h"}}}.',
         )
-    config = apply_overrides(config, overrides)
+    # A run's settings cannot defeat the file's safety: an allow-list of fields, the file's `enabled: false` wins.
+    file_config = config
+    config = apply_run_overrides(config, overrides, file_config)
     common = {field: params[name] for name, field in COMMON_PARAMS.items() if params.get(name) is not None}
     if params.get("scope") == "all":
         common["min_repair_interval"] = 0
         common.update({f"repair_types.{kind}.min_repair_interval": 0 for kind in REPAIR_TYPES})
     elif params.get("scope") not in (None, "due"):
         raise ConfigurationError(f"Param `scope` is {params['scope']!r}.", "Choose due or all.")
-    return apply_overrides(config, common)
+    return apply_run_overrides(config, common, file_config)
 
 
 def _config_or_fail(config_path: str | None, params: Mapping[str, Any] | None) -> RepairConfig:
@@ -205,6 +210,8 @@ class PlanRepairOperator(BaseOperator):
         nodetool.prepare()  # its JVM boots while the ring and schema are read
         try:
             return self._plan(context, config, cassandra, nodetool)
+        except ConfigurationError as error:  # e.g. beyond max_segments_per_plan: retrying cannot fix it
+            raise AirflowFailException(str(error)) from None
         finally:
             cassandra.close()
             nodetool.close()
@@ -606,7 +613,10 @@ class RepairRunOperator(BaseOperator):
         if stamp is not None and stamp == self._switch_file:
             return self._switch_value
         try:
-            self._switch_value = effective_config(self.config_path, context.get("params")).enabled
+            # The file's own `enabled: false` first: a run param the edited file now refuses must not hide it.
+            file = load_config(self.config_path or os.environ.get(CONFIG_PATH_ENV) or None)
+            params = context.get("params")
+            self._switch_value = file.enabled and effective_config(self.config_path, params, file).enabled
             self._switch_file = stamp
             return self._switch_value
         except ConfigurationError as error:

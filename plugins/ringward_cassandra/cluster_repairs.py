@@ -175,7 +175,7 @@ def plan_cluster(
         if by_size and unit.keyspace not in estimates:
             estimates[unit.keyspace] = catalog.size_estimates(unit.keyspace)
         sizes = estimates.get(unit.keyspace, [])
-        plan = plan_segments(ring, entries, unit, config, sizes)
+        plan = plan_segments(ring, entries, unit, config, sizes, config.max_segments_per_plan - len(segments))
         segments.extend(plan.segments)
         skipped.extend(plan.skipped)
     planned = {u.keyspace for u in units} - set(excluded)  # a keyspace may have several units (outliers)

@@ -180,8 +180,8 @@ _SSL_KEYS = {"ca_certs", "certfile", "keyfile", "check_hostname", "cert_reqs", "
 
 def ssl_context(options: Mapping[str, Any]) -> ssl.SSLContext:
     """The driver's `ssl_context` for a connection's `ssl_options` (the driver deprecates passing the options
-    themselves): the server's certificate is always checked against `ca_certs` (or the system's CAs), and its
-    name or address too when `check_hostname` is true; `certfile`/`keyfile` give a client certificate."""
+    themselves): the server's certificate is checked against `ca_certs` (or the system's CAs), and its name or
+    address too unless `check_hostname` is false; `certfile`/`keyfile` give a client certificate."""
     unknown = sorted(set(options) - _SSL_KEYS)
     if unknown:
         raise ConfigurationError(
@@ -189,8 +189,18 @@ def ssl_context(options: Mapping[str, Any]) -> ssl.SSLContext:
             f"Use only {', '.join(sorted(_SSL_KEYS))} in the cassandra connection's extra.ssl_options.",
         )
     context = ssl.SSLContext(int(options.get("ssl_version") or ssl.PROTOCOL_TLS_CLIENT))
-    context.check_hostname = bool(options.get("check_hostname", False))
-    context.verify_mode = ssl.VerifyMode(int(options.get("cert_reqs", ssl.CERT_REQUIRED)))
+    # The certificate must name the address connected to unless the connection says `check_hostname: false`
+    # (as the CLI's RINGWARD_CQL_CHECK_HOSTNAME does): a certificate signed by the CA for any node is not enough.
+    check_hostname = bool(options.get("check_hostname", True))
+    verify_mode = ssl.VerifyMode(int(options.get("cert_reqs", ssl.CERT_REQUIRED)))
+    if check_hostname and verify_mode == ssl.CERT_NONE:
+        raise ConfigurationError(
+            "ssl_options has cert_reqs 0 (CERT_NONE), which cannot check the host name, while check_hostname is "
+            "true (the default).",
+            'Verify the certificate (leave cert_reqs out), or, knowingly, also set "check_hostname": false.',
+        )
+    context.check_hostname = check_hostname
+    context.verify_mode = verify_mode
     try:
         if options.get("ca_certs"):
             context.load_verify_locations(str(options["ca_certs"]))

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -17,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ringward.private_files import private_folder, write_private
 from ringward_cassandra.localcluster import LocalCluster, load_topology
 from ringward_cassandra.localcluster.runtime import project_home
 from ringward_cassandra.localcluster.security import JMX_USER, RINGWARD_ROLE, SPARK_ROLE, ClusterSecrets, ensure_secrets
@@ -87,8 +89,7 @@ def airflow_environment(home: Path | None = None, topology: str | None = None, *
     home = home or project_home()
     # RINGWARD_AIRFLOW_HOME: another home for another Airflow (`make test-airflow-3.4`): a newer Airflow migrates
     # the database past what the locked one can read.
-    airflow_home = Path(os.environ.get("RINGWARD_AIRFLOW_HOME") or home / ".airflow")
-    airflow_home.mkdir(parents=True, exist_ok=True)
+    airflow_home = _private_home(Path(os.environ.get("RINGWARD_AIRFLOW_HOME") or home / ".airflow"))
     env = dict(os.environ)
     env.update(
         {
@@ -116,6 +117,31 @@ def airflow_environment(home: Path | None = None, topology: str | None = None, *
     return env
 
 
+def _private_home(airflow_home: Path) -> Path:
+    """The local Airflow home, 0700: it holds airflow.db and ringward-connections.json, both with the local
+    cluster's passwords. Created 0700; one made before (0755) is narrowed to 0700."""
+    folder = airflow_home.absolute()
+    with contextlib.suppress(FileNotFoundError):
+        info = os.lstat(folder)
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():  # ours, not a link: narrow it first
+            os.chmod(folder, 0o700)
+    return private_folder(folder)
+
+
+def private_database(airflow_home: Path) -> Path:
+    """airflow.db of `airflow_home`, created empty at 0600 before Airflow creates it (SQLite keeps the mode, and
+    its journal files take the database's), or narrowed to 0600 when it exists already."""
+    database = airflow_home / "airflow.db"
+    if os.path.lexists(database):
+        # chmod, never open: closing a descriptor of the file would drop the POSIX locks an SQLite connection of
+        # this process holds on it (SQLite's "how to corrupt a database"). The home is 0700: no link planted.
+        if not os.path.islink(database):
+            os.chmod(database, 0o600)
+        return database
+    os.close(os.open(database, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+    return database
+
+
 def _current_topology(home: Path) -> str:
     state = home / ".local" / "cluster" / "cluster.json"
     if state.exists():
@@ -126,6 +152,7 @@ def _current_topology(home: Path) -> str:
 def ensure_airflow_db(env: dict[str, str]) -> None:
     """Run `airflow db migrate` and create the repair pool once per AIRFLOW_HOME (marker files record it)."""
     marker = Path(env["AIRFLOW_HOME"]) / ".db-migrated"
+    private_database(Path(env["AIRFLOW_HOME"]))
     if not marker.exists():
         subprocess.run([_airflow_binary(), "db", "migrate"], env=env, check=True, stdout=subprocess.DEVNULL)
         marker.touch()
@@ -187,8 +214,9 @@ def ensure_airflow_connections(env: dict[str, str], run: Callable[..., Any] = su
     marker = home / ".connections-imported"
     if marker.exists() and marker.read_text().strip() == digest:
         return False
-    source = home / "ringward-connections.json"
-    source.write_text(json.dumps(wanted, indent=2, sort_keys=True))
+    # 0600 through a fresh file and a rename (write_private): it holds the local cluster's passwords.
+    source = write_private(private_folder(home.absolute()), "ringward-connections.json",
+                           json.dumps(wanted, indent=2, sort_keys=True))  # fmt: skip
     run([_airflow_binary(), "connections", "import", "--overwrite", str(source)], env=env, check=True,
         stdout=subprocess.DEVNULL)  # fmt: skip
     marker.write_text(digest)

@@ -319,7 +319,10 @@ class SparkSubmission:
     def hook(self, scratch: Path) -> Any:
         """The provider's hook for this job, its result to be written under `scratch`."""
         extra = self._extra()
-        settings = {**SPARK_CONF, **{str(k): str(v) for k, v in (extra.get(CONF_EXTRA) or {}).items()}, **self.conf}
+        from ringward_cassandra.connection_extras import checked_spark_conf  # not in the job's zip: here only
+
+        own = checked_spark_conf(extra.get(CONF_EXTRA) or {}, self.conn_id or "spark_default")  # nothing loading code
+        settings = {**SPARK_CONF, **{str(k): str(v) for k, v in own.items()}, **self.conf}
         driver_memory = settings.pop("spark.driver.memory")
         java_options = " ".join(filter(None, [_JAVA_OPTIONS, settings.pop("spark.driver.extraJavaOptions", "")]))
         settings["spark.driver.extraJavaOptions"] = java_options

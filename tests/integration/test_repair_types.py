@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -269,7 +270,7 @@ def test_preview_and_paxos_nights_through_the_dag_keep_their_own_history(seed_cl
 
 
 def test_the_disk_guard_postpones_incremental_sessions_on_a_disk_too_small_saying_why(
-    seed_cluster: LocalCluster,
+    seed_cluster: LocalCluster, tmp_path: Path
 ) -> None:
     """A configured data disk of 1 KiB, below any node's Load (the local nodes set no
     data_disk_usage_max_disk_size): every incremental session is refused before it starts, its segments are
@@ -277,7 +278,12 @@ def test_the_disk_guard_postpones_incremental_sessions_on_a_disk_too_small_sayin
     create("types_disk")
     write("types_disk", NODES, ConsistencyLevel.ALL)
     flush(seed_cluster, "types_disk")
-    result = run_dag({**conf("types_disk", data_disk_capacity="1KiB"), "repair_type": "incremental"})
+    # data_disk_capacity is file-only (a run's params cannot loosen the disk guard): the configuration file sets it.
+    settings = tmp_path / "repair.yaml"
+    settings.write_text("data_disk_capacity: 1KiB\n")
+    result = run_dag(
+        {**conf("types_disk"), "repair_type": "incremental"}, env={"RINGWARD_REPAIR_CONFIG": str(settings)}
+    )
     text = output(result)
     assert result.returncode == 0, text[-3000:]  # postponed, not failed: due again next run
     run = latest_run(NODES)

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ringward_cli.airflow_env import airflow_environment, connections_to_import, ensure_airflow_connections
+from ringward_cli.airflow_env import (
+    airflow_environment,
+    connections_to_import,
+    ensure_airflow_connections,
+    private_database,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,3 +76,29 @@ def test_only_automation_gets_the_settings_that_skip_safety_steps(monkeypatch: p
     assert "AIRFLOW__RINGWARD__ALLOW_QUORUM_GAP" not in automation  # nothing here needs it
     compose = (ROOT / "docker-compose.yaml").read_text()
     assert "AIRFLOW__RINGWARD__ALLOW" not in compose and "ALLOW_SELF_APPROVAL" not in compose
+
+
+def test_the_local_airflow_home_and_its_password_files_are_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The home is 0700 (a home made 0755 before is narrowed), ringward-connections.json and airflow.db 0600:
+    both hold the local cluster's passwords (issue 36)."""
+    home = tmp_path / "shared" / "airflow-home"
+    monkeypatch.setenv("RINGWARD_AIRFLOW_HOME", str(home))
+    old = os.umask(0o022)
+    try:
+        env = airflow_environment(ROOT, "seed")
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700
+        home.chmod(0o755)
+        env = airflow_environment(ROOT, "seed")
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700
+        run = FakeRun()
+        assert ensure_airflow_connections(env, run=run) is True
+        assert stat.S_IMODE((home / "ringward-connections.json").stat().st_mode) == 0o600
+        (home / "airflow.db").write_text("")
+        (home / "airflow.db").chmod(0o644)
+        assert stat.S_IMODE(private_database(home).stat().st_mode) == 0o600
+        (home / "airflow.db").unlink()
+        assert stat.S_IMODE(private_database(home).stat().st_mode) == 0o600  # created 0600, before Airflow
+    finally:
+        os.umask(old)

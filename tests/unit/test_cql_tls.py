@@ -42,3 +42,16 @@ def test_a_ca_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:
 def test_unknown_settings_are_refused_not_ignored() -> None:
     with pytest.raises(ConfigurationError, match=r"ca_cert\b"):
         ssl_context({"ca_cert": "/typo.pem"})
+
+
+def test_the_host_name_is_checked_by_default_and_switched_off_only_explicitly(tmp_path: Path) -> None:
+    """A connection that gives only a CA checks the certificate's name or address too (as the CLI does);
+    `check_hostname: false` is the explicit way out (issue 36)."""
+    ca = str(_ca(tmp_path))
+    assert ssl_context({"ca_certs": ca}).check_hostname is True
+    assert cluster_arguments(["127.0.0.2"], ssl_options={"ca_certs": ca})["ssl_context"].check_hostname is True
+    assert ssl_context({"ca_certs": ca, "check_hostname": False}).check_hostname is False
+    with pytest.raises(ConfigurationError, match="CERT_NONE") as refused:
+        ssl_context({"ca_certs": ca, "cert_reqs": 0})
+    assert '"check_hostname": false' in refused.value.fix
+    assert ssl_context({"ca_certs": ca, "cert_reqs": 0, "check_hostname": False}).verify_mode == ssl.CERT_NONE

@@ -113,3 +113,21 @@ def test_the_cli_logs_in_from_the_environment_never_from_a_flag(monkeypatch: pyt
     with pytest.raises(RuntimeError, match="no cluster here"):
         main(["plan", "--ring", "127.0.0.9:9042", "--to", '{"class": "NetworkTopologyStrategy", "dc1": 2}'])
     assert built and built[0]["username"] == "ringward" and built[0]["password"] == "pw"
+
+
+def test_datacenter_names_are_cql_string_literals_in_the_ops_keyspace_statement() -> None:
+    """A datacenter name cannot end the literal and add CQL of its own (issue 36): quotes are doubled."""
+    statement = ops_keyspace_statement({"dc1': 1}; DROP KEYSPACE shop; --": 3, "o'hare": 2})
+    assert statement == (
+        "CREATE KEYSPACE IF NOT EXISTS ringward_ops WITH replication = {'class': 'NetworkTopologyStrategy', "
+        "'dc1'': 1}; DROP KEYSPACE shop; --': 3, 'o''hare': 2};"
+    )  # every ' inside a name is doubled: the names stay string literals
+    with pytest.raises(ConfigurationError, match="control character"):
+        ops_keyspace_statement({"dc1\n": 3})
+
+
+def test_ringward_grants_quotes_datacenter_names(capsys: pytest.CaptureFixture[str]) -> None:
+    from ringward_cli.main import main
+
+    assert main(["grants", "--datacenter", "o'hare=3"]) == 0
+    assert "{'class': 'NetworkTopologyStrategy', 'o''hare': 3};" in capsys.readouterr().out

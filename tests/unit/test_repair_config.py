@@ -74,7 +74,7 @@ def test_empty_yaml_file_gives_model_defaults(tmp_path: Path) -> None:
         (
             {"splitter": {"type": "size", "max_bytes_per_segment": 0}},
             "splitter.max_bytes_per_segment",
-            "than 0",
+            "below the floor of 4194304 bytes",
         ),
         (
             {"splitter": {"type": "size", "max_bytes_per_segment": "lots"}},
@@ -137,14 +137,14 @@ def test_overrides_merge_nested_fields_and_accept_dotted_keys() -> None:
 
 def test_override_changing_splitter_type_replaces_the_splitter() -> None:
     fixed = RepairConfig(splitter=FixedSplitter())
-    changed = apply_overrides(fixed, {"splitter": {"type": "size", "max_partitions_per_segment": 10}})
-    assert changed.splitter == SizeSplitter(type="size", max_partitions_per_segment=10)
+    changed = apply_overrides(fixed, {"splitter": {"type": "size", "max_partitions_per_segment": 10_000}})
+    assert changed.splitter == SizeSplitter(type="size", max_partitions_per_segment=10_000)
     same_type = apply_overrides(fixed, {"splitter": {"subranges_per_range": 2}})
     assert same_type.splitter == FixedSplitter(subranges_per_range=2)
     # Without `type`, the fields say which splitter is meant: the default size splitter is replaced, not merged.
     assert apply_overrides(RepairConfig(), {"splitter": {"subranges_per_range": 2}}).splitter == same_type.splitter
-    assert apply_overrides(RepairConfig(), {"splitter.max_partitions_per_segment": 10}).splitter == SizeSplitter(
-        type="size", max_bytes_per_segment=50 * 2**30, max_partitions_per_segment=10
+    assert apply_overrides(RepairConfig(), {"splitter.max_partitions_per_segment": 10_000}).splitter == SizeSplitter(
+        type="size", max_bytes_per_segment=50 * 2**30, max_partitions_per_segment=10_000
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -256,7 +257,7 @@ def repair_log(monkeypatch: pytest.MonkeyPatch) -> _Lines:
 
 
 def test_the_disk_guard_postpones_the_incremental_sessions_of_a_full_node_saying_why(
-    simulator: Simulator, repair_log: _Lines
+    simulator: Simulator, repair_log: _Lines, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A node holding 90% of the configured capacity: its incremental sessions are postponed at once, saying
     why once; the full repair of the same ranges and the other nodes' incremental sessions run."""
@@ -265,8 +266,10 @@ def test_the_disk_guard_postpones_the_incremental_sessions_of_a_full_node_saying
     loads = {node.address: 10 * 2**30 for node in simulator.ring().nodes} | {full_node: 90 * 2**30}
     nodetool.backlog = lambda address, keyspaces=(): NodeBacklog(load_bytes=loads[address])
     types = {"full": {"enabled": True}, "incremental": {"enabled": True}}
-    figures = night(simulator, "night-1", {"config_overrides": {"repair_types": types, "data_disk_capacity": "100GiB"}},
-                    nodetool)  # fmt: skip
+    # data_disk_capacity is file-only (a run cannot loosen the disk guard): the configuration file sets it.
+    (tmp_path / "repair.yaml").write_text("data_disk_capacity: 100GiB\n")
+    monkeypatch.setenv("RINGWARD_REPAIR_CONFIG", str(tmp_path / "repair.yaml"))
+    figures = night(simulator, "night-1", {"config_overrides": {"repair_types": types}}, nodetool)
     incremental = [r for r in simulator.ops_store().repair_history(repair_type="incremental")]
     refused = {r.record.state.value for r in incremental if full_node in r.replicas}
     ran = {r.record.state.value for r in incremental if full_node not in r.replicas}

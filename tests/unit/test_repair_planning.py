@@ -139,50 +139,50 @@ def test_node_scoped_unit_takes_primary_ranges_only_when_configured() -> None:
 
 def test_size_splitter_cuts_ranges_by_estimated_bytes() -> None:
     ring = make_ring({"a": [0], "b": [1200], "c": [2400]})
-    # (0, 1200] holds 10 MB of ks.t1 and 2 MB of ks.t2; (1200, 2400] holds 1 MB; the wrap range nothing.
+    # (0, 1200] holds 40 MB of ks.t1 and 8 MB of ks.t2; (1200, 2400] holds 4 MB; the wrap range nothing.
     rows = [
-        SizeEstimate("ks", "t1", "0", "1200", 1000, 10_000),
-        SizeEstimate("ks", "t2", 0, 1200, 1000, 2_000),
-        SizeEstimate("ks", "t1", 1200, 2400, 1000, 1_000),
-        SizeEstimate("ks", "t1", 1200, 2400, 1000, 1_000),  # same range reported by a second node
+        SizeEstimate("ks", "t1", "0", "1200", 4000, 10_000),
+        SizeEstimate("ks", "t2", 0, 1200, 4000, 2_000),
+        SizeEstimate("ks", "t1", 1200, 2400, 4000, 1_000),
+        SizeEstimate("ks", "t1", 1200, 2400, 4000, 1_000),  # same range reported by a second node
         SizeEstimate("other", "t1", 0, 1200, 10**9, 10**9),
     ]
     config = parse_config(
         {
             "merge_ranges_with_same_replicas": False,
-            "splitter": {"type": "size", "max_bytes_per_segment": 4_000_000},
+            "splitter": {"type": "size", "max_bytes_per_segment": 16_000_000},
         }
     )
     plan = plan_segments(ring, replica_map(ring, {"dc1": 2}), RepairUnit("ks"), config, rows)
     inside = [s for s in plan.segments if s.range.start >= 0 and 0 < s.range.end <= 1200]
-    assert len(inside) == math.ceil(12_000_000 / 4_000_000)
-    assert all(s.estimated_bytes is not None and s.estimated_bytes <= 4_000_000 for s in plan.segments)
-    assert sum(s.estimated_bytes or 0 for s in plan.segments) == 13_000_000
+    assert len(inside) == math.ceil(48_000_000 / 16_000_000)
+    assert all(s.estimated_bytes is not None and s.estimated_bytes <= 16_000_000 for s in plan.segments)
+    assert sum(s.estimated_bytes or 0 for s in plan.segments) == 52_000_000
     assert_tiles_exactly(plan.segments, ring.ranges())
     only_t2 = plan_segments(ring, replica_map(ring, {"dc1": 2}), RepairUnit("ks", ("t2",)), config, rows)
-    assert sum(s.estimated_bytes or 0 for s in only_t2.segments) == 2_000_000
+    assert sum(s.estimated_bytes or 0 for s in only_t2.segments) == 8_000_000
 
 
 def test_size_splitter_refines_pieces_where_data_is_uneven() -> None:
     # One ring range spans two estimate rows: nearly all data sits in its first tenth.
     ring = make_ring({"a": [0], "b": [10_000]})
-    rows = [SizeEstimate("ks", "t", 0, 1000, 1000, 9_000), SizeEstimate("ks", "t", 1000, 10_000, 1000, 1_000)]
+    rows = [SizeEstimate("ks", "t", 0, 1000, 4000, 9_000), SizeEstimate("ks", "t", 1000, 10_000, 4000, 1_000)]
     config = parse_config(
-        {"merge_ranges_with_same_replicas": True, "splitter": {"type": "size", "max_bytes_per_segment": 2_000_000}}
+        {"merge_ranges_with_same_replicas": True, "splitter": {"type": "size", "max_bytes_per_segment": 8_000_000}}
     )
     plan = plan_segments(ring, replica_map(ring, {"dc1": 2}), RepairUnit("ks"), config, rows)
-    assert all((s.estimated_bytes or 0) <= 2_000_000 for s in plan.segments)
-    assert sum(s.estimated_bytes or 0 for s in plan.segments) == 10_000_000
+    assert all((s.estimated_bytes or 0) <= 8_000_000 for s in plan.segments)
+    assert sum(s.estimated_bytes or 0 for s in plan.segments) == 40_000_000
     assert_tiles_exactly(plan.segments, ring.ranges())
 
 
 def test_size_splitter_by_partitions_and_without_estimates() -> None:
     ring = make_ring({"a": [0], "b": [1000]})
-    rows = [SizeEstimate("ks", "t", 0, 1000, 10, 1000)]
+    rows = [SizeEstimate("ks", "t", 0, 1000, 10, 100_000)]
     config = parse_config(
         {
             "merge_ranges_with_same_replicas": False,
-            "splitter": {"type": "size", "max_partitions_per_segment": 100},
+            "splitter": {"type": "size", "max_partitions_per_segment": 10_000},
         }
     )
     plan = plan_segments(ring, replica_map(ring, {"dc1": 2}), RepairUnit("ks"), config, rows)

@@ -105,7 +105,7 @@ def test_a_node_without_arithmetic_in_selectors_has_its_rows_summed_here() -> No
 
 
 def test_the_size_splitter_uses_the_estimates() -> None:
-    config = parse_config({"splitter": {"type": "size", "max_partitions_per_segment": 1000}})
+    config = parse_config({"splitter": {"type": "size", "max_partitions_per_segment": 4096}})
     session = FakeSession()
     plan = plan_cluster(session, RING, config)
     assert session.estimate_hosts  # asked only for the size splitter

@@ -409,3 +409,12 @@ def test_the_properties_file_lives_only_as_long_as_the_submission(
     result = run_job(count_job_args(["h"], "ks", "t"), conf={"spark.authenticate.secret": "AUTH-SECRET-VALUE"})
     assert result["mode"] == "600" and result["held"] == 1
     assert not Path(result["file"]).exists()
+
+
+def test_a_ringward_conf_that_loads_code_is_refused_before_spark_submit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf = {"spark.driver.extraJavaOptions": "-javaagent:/tmp/agent.jar"}
+    _spark_default(monkeypatch, "spark://master-1", 7077, **{"deploy-mode": "client", "ringward-conf": conf})
+    with pytest.raises(ConfigurationError, match=r"spark\.driver\.extraJavaOptions"):
+        _command(SparkSubmission(count_job_args(["h"], "ks", "t"), conn_id="spark_default"), tmp_path)

@@ -28,8 +28,12 @@ from ringward.repair._units import parse_bytes, parse_duration
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
+    "MAX_SUBRANGES_PER_RANGE",
+    "MIN_BYTES_PER_SEGMENT",
+    "MIN_PARTITIONS_PER_SEGMENT",
     "REPAIR_TYPES",
     "RUN_ORDER",
+    "RUN_OVERRIDABLE",
     "BackPressure",
     "FixedSplitter",
     "NameFilter",
@@ -41,6 +45,7 @@ __all__ = [
     "RepairWindow",
     "SizeSplitter",
     "apply_overrides",
+    "apply_run_overrides",
     "dump_config",
     "load_config",
     "parse_config",
@@ -51,6 +56,17 @@ DEFAULT_CONFIG_PATH = Path(__file__).with_name("default_config.yaml")
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 ByteCount = Annotated[int, BeforeValidator(parse_bytes), Field(gt=0)]
 ByteCountOrZero = Annotated[int, BeforeValidator(parse_bytes), Field(ge=0)]
+
+# Floors and caps of the segment settings (docs/operators-guide.md, "Segment limits"). A segment is one repair
+# session's worth of validation; below these sizes the per-session cost (Merkle trees on every replica,
+# streaming handshakes, one history row) dwarfs the data, and the segment count grows with the data itself.
+MIN_BYTES_PER_SEGMENT = 4 * 2**20  # 4 MiB
+MIN_PARTITIONS_PER_SEGMENT = 4096  # a Merkle tree of depth 12: below it a tree resolves single partitions
+MAX_SUBRANGES_PER_RANGE = 1024  # x 256 vnodes = 262,144 segments per node and unit
+MAX_PARTITIONS_PER_SEGMENT = 2**40
+# The default and the bounds of `max_segments_per_plan`: a fleet night (1,000 nodes x 256 vnodes, ten
+# keyspaces) plans about 3 million segments; every planned segment costs the plan task memory and time.
+DEFAULT_MAX_SEGMENTS_PER_PLAN = 10_000_000
 
 
 class _Strict(BaseModel):
@@ -68,15 +84,37 @@ class FixedSplitter(_Strict):
     """Split every (merged) ring range into the same number of subranges (CEP-37 number_of_subranges)."""
 
     type: Literal["fixed"] = "fixed"
-    subranges_per_range: int = Field(default=16, ge=1, le=4096)
+    subranges_per_range: int = Field(default=16, ge=1, le=MAX_SUBRANGES_PER_RANGE)
 
 
 class SizeSplitter(_Strict):
     """Split ranges so no segment holds more than the given data, from system.size_estimates."""
 
     type: Literal["size"]
-    max_bytes_per_segment: ByteCount | None = None
-    max_partitions_per_segment: int | None = Field(default=None, gt=0)
+    max_bytes_per_segment: Annotated[int, BeforeValidator(parse_bytes)] | None = None
+    max_partitions_per_segment: int | None = None
+
+    @field_validator("max_bytes_per_segment")
+    @classmethod
+    def _bytes_floor(cls, value: int | None) -> int | None:
+        if value is not None and value < MIN_BYTES_PER_SEGMENT:
+            raise ValueError(
+                f"{value} bytes is below the floor of {MIN_BYTES_PER_SEGMENT} bytes (4MiB): smaller segments cost "
+                "more in repair sessions than they save, and their count grows with the data"
+            )
+        return value
+
+    @field_validator("max_partitions_per_segment")
+    @classmethod
+    def _partitions_bounds(cls, value: int | None) -> int | None:
+        if value is not None and value < MIN_PARTITIONS_PER_SEGMENT:
+            raise ValueError(
+                f"{value} is below the floor of {MIN_PARTITIONS_PER_SEGMENT} partitions: smaller segments cost "
+                "more in repair sessions than they save, and their count grows with the data"
+            )
+        if value is not None and value > MAX_PARTITIONS_PER_SEGMENT:
+            raise ValueError(f"{value} is above the cap of {MAX_PARTITIONS_PER_SEGMENT} partitions (2^40)")
+        return value
 
     @model_validator(mode="after")
     def _needs_a_limit(self) -> SizeSplitter:
@@ -138,9 +176,9 @@ DiskCapacities = Annotated[int | dict[str, int] | None, BeforeValidator(_disk_si
 class BackPressure(_Strict):
     """Node load above which no repair session starts on the node (CEP-37 holds repair off the same way)."""
 
-    max_pending_compactions: int = Field(default=100, gt=0)
+    max_pending_compactions: int = Field(default=100, gt=0, le=2**31 - 1)
     # CEP-37's name: the most SSTables one table may have on a node before repair waits for compaction.
-    sstable_upper_threshold: int = Field(default=10000, gt=0)
+    sstable_upper_threshold: int = Field(default=10000, gt=0, le=2**31 - 1)
 
 
 def _default_splitter_type(value: object) -> object:
@@ -287,12 +325,12 @@ class RepairConfig(_Strict):
     merge_ranges_with_same_replicas: bool = False
     # Segments with the same replicas sent in one repair command; Cassandra repairs them in one session,
     # so the per-session costs are paid once. 1 = one `nodetool repair -st -et` per segment.
-    ranges_per_command: int = Field(default=1, ge=1)
-    parallel_repair_count: int = Field(default=3, ge=0)
+    ranges_per_command: int = Field(default=1, ge=1, le=1024)
+    parallel_repair_count: int = Field(default=3, ge=0, le=100_000)
     parallel_repair_percentage: float = Field(default=3.0, ge=0, le=100)
     intensity: float = Field(default=1.0, gt=0, le=1)
     segment_timeout: Duration = timedelta(hours=3)
-    max_retries: int = Field(default=3, ge=0)
+    max_retries: int = Field(default=3, ge=0, le=20)  # the backoff doubles per retry: 2^20 x retry_backoff
     retry_backoff: Duration = timedelta(seconds=60)
     min_repair_interval: Duration = timedelta(hours=24)
     window: RepairWindow | None = None
@@ -300,7 +338,7 @@ class RepairConfig(_Strict):
     schedule: str = "0 1 * * *"
     # A table bigger than this factor x the median of its keyspace's selected tables is repaired as its
     # own unit, so it cannot hold the others back (CEP-37 repairs table by table). 0 = never split.
-    split_outlier_tables: float = 10.0
+    split_outlier_tables: float = Field(default=10.0, le=1e6)
     # ... and holds more than this on an average replica node. A smaller table validates in minutes (256 GiB is
     # about 70 min at compaction's default 64 MiB/s), far inside table_max_repair_time, while a unit of its own
     # costs a second repair session on every range: on a 1000-node ring that doubles the sessions. 0 = any size.
@@ -318,6 +356,9 @@ class RepairConfig(_Strict):
     data_disk_capacity: DiskCapacities = None
     # TTL of the repair history rows; rows of ranges no longer planned (nodes that left) expire after it.
     history_ttl: Duration = timedelta(days=30)
+    # The most segments one plan (a night's run of one repair type, all units) may hold; more is refused before
+    # the plan task builds them. Raise it only for a ring that needs it, knowing the plan task's memory.
+    max_segments_per_plan: int = Field(default=DEFAULT_MAX_SEGMENTS_PER_PLAN, ge=1000, le=100_000_000)
 
     @field_validator("segment_timeout")
     @classmethod
@@ -413,12 +454,45 @@ def _configuration_error(error: ValidationError, source: str) -> ConfigurationEr
     )
 
 
+# Deeper than any field of the model (repair_types.incremental.min_free_disk_ratio is 3 levels): a deeper
+# document is refused before validation, so no recursion runs out of stack on it.
+MAX_NESTING = 8
+
+
+def _nesting(value: object, limit: int = MAX_NESTING) -> int:
+    """The nesting depth of mappings and lists in `value`, counted up to `limit + 1` at most (iteratively)."""
+    deepest, pending = 0, [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, Mapping | list | tuple):
+            deepest = max(deepest, depth + 1)
+            if deepest > limit:
+                return deepest
+            children = item.values() if isinstance(item, Mapping) else item
+            pending.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _refuse_deep(data: object, source: str) -> None:
+    if _nesting(data) > MAX_NESTING:
+        raise ConfigurationError(
+            f"Invalid repair configuration in {source}: nested deeper than {MAX_NESTING} levels.",
+            f"No field nests that deep; write the fields as in {DEFAULT_CONFIG_PATH.name}.",
+        )
+
+
 def parse_config(data: Mapping[str, Any], source: str = "the given settings") -> RepairConfig:
     """Validate a mapping into a RepairConfig, or raise ConfigurationError naming each bad field."""
+    _refuse_deep(data, source)
     try:
         return RepairConfig.model_validate(dict(data))
     except ValidationError as error:
         raise _configuration_error(error, source) from None
+    except (OverflowError, RecursionError) as error:  # the model bounds its numbers; this is the last guard
+        raise ConfigurationError(
+            f"Invalid repair configuration in {source}: a value is out of range ({type(error).__name__}).",
+            f"Use values within the bounds {DEFAULT_CONFIG_PATH.name} and docs/operators-guide.md give.",
+        ) from None
 
 
 def load_config(path: str | Path | None = None) -> RepairConfig:
@@ -426,6 +500,16 @@ def load_config(path: str | Path | None = None) -> RepairConfig:
     file = Path(path) if path is not None else DEFAULT_CONFIG_PATH
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ConfigurationError(
+            f"Repair configuration {file} nests too deeply to read.",
+            f"No field nests more than {MAX_NESTING} levels; write the fields as in {DEFAULT_CONFIG_PATH.name}.",
+        ) from None
+    except ValueError as error:  # e.g. an integer longer than Python's 4300-digit limit
+        raise ConfigurationError(
+            f"Repair configuration {file} holds a value that cannot be read: {str(error)[:200]}.",
+            "Use values within the bounds docs/operators-guide.md gives.",
+        ) from None
     except OSError as error:
         raise ConfigurationError(
             f"Cannot read repair configuration {file}: {error.strerror}.",
@@ -523,5 +607,116 @@ def apply_overrides(config: RepairConfig, overrides: Mapping[str, Any] | None) -
     """
     if not overrides:
         return config
+    _refuse_deep(overrides, "the run overrides")
     base = config.model_dump(exclude_unset=False)
     return parse_config(_merge(base, _nest(overrides)), "the run overrides")
+
+
+# The fields a run (Airflow params, `config_overrides`) may set, as dotted paths; a path covers its sub-fields.
+# Everything else is file-only: the safety settings (back_pressure, data_disk_capacity, the incremental
+# min_free_disk_ratio, history_ttl, max_segments_per_plan, ...) and the ones that shape what a night covers.
+RUN_OVERRIDABLE: tuple[str, ...] = (
+    "enabled",  # only to switch a run off: the file's `enabled: false` wins
+    "keyspaces",
+    "tables",
+    "repair_type",
+    *(
+        f"repair_types.{kind}.{name}"
+        for kind in REPAIR_TYPES
+        for name in (
+            "enabled",
+            "min_repair_interval",
+            "parallelism",
+            "local_dc_only",
+            "job_threads",
+            "repair_out_of_sync",
+        )
+    ),
+    "priority_hosts",
+    "force_repair_hosts",
+    "min_repair_interval",
+    "window",
+    "splitter",  # within the floors and caps the model sets
+    "ranges_per_command",
+    "parallel_repair_count",  # no higher than the file's value
+    "parallel_repair_percentage",  # no higher than the file's value
+    "intensity",  # no higher than the file's value
+    "segment_timeout",
+    "max_retries",
+    "retry_backoff",
+    "table_max_repair_time",
+    "wait_for_down_nodes",
+)
+_OVERRIDABLE_TEXT = ", ".join(
+    [p for p in RUN_OVERRIDABLE if not p.startswith("repair_types.")]
+    + ["repair_types.<type>.(enabled, min_repair_interval, parallelism, local_dc_only, job_threads, "
+       "repair_out_of_sync)"]
+)  # fmt: skip
+# Run-overridable fields a run may only lower: more parallelism or intensity than the file allows is refused.
+_NO_HIGHER_THAN_FILE = ("parallel_repair_count", "parallel_repair_percentage", "intensity")
+
+
+def _paths(nested: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths of `nested`, descending into mappings only while no allowed path covers the prefix."""
+    found: list[str] = []
+    for key, value in nested.items():
+        path = f"{prefix}{key}"
+        covered = any(path == allowed or path.startswith(allowed + ".") for allowed in RUN_OVERRIDABLE)
+        below = any(allowed.startswith(path + ".") for allowed in RUN_OVERRIDABLE)
+        if not covered and below and isinstance(value, Mapping):
+            found.extend(_paths(value, path + "."))
+        else:
+            found.append(path)
+    return found
+
+
+def _file_only(path: str) -> bool:
+    """A known field the run may not set (an unknown one is left to the model, which names it as unknown)."""
+    if any(path == allowed or path.startswith(allowed + ".") for allowed in RUN_OVERRIDABLE):
+        return False
+    head, *rest = path.split(".")
+    if head != "repair_types" or not rest:
+        return head in RepairConfig.model_fields
+    return len(rest) < 2 or rest[1] in RepairTypeSettings.model_fields
+
+
+def apply_run_overrides(
+    config: RepairConfig, overrides: Mapping[str, Any] | None, file_config: RepairConfig | None = None
+) -> RepairConfig:
+    """`apply_overrides` for one run's settings (Airflow params), which cannot defeat the file's safety:
+
+    - only the fields of RUN_OVERRIDABLE may be set; a file-only field is refused, naming it;
+    - `enabled: true` cannot switch on a repair the file switched off (the run stays disabled);
+    - parallel_repair_count, parallel_repair_percentage and intensity may be lowered, not raised.
+
+    `file_config` is the configuration file's (default: `config`), the one these rules compare with.
+    """
+    if not overrides:
+        return config
+    file_config = file_config or config
+    _refuse_deep(overrides, "the run overrides")
+    refused = [path for path in _paths(_nest(overrides)) if _file_only(path)]
+    if refused:
+        names = ", ".join(f"`{path}`" for path in refused)
+        raise ConfigurationError(
+            f"The run overrides set {names}, which only the configuration file may set (a safety setting, or "
+            "one that shapes what a night covers).",
+            "Edit the configuration file named by $RINGWARD_REPAIR_CONFIG (read again at every run), or leave "
+            f"the field out of the run's params. A run may set: {_OVERRIDABLE_TEXT}.",
+        )
+    changed = apply_overrides(config, overrides)
+    raised = [
+        f"`{name}` {getattr(changed, name)} > {getattr(file_config, name)}"
+        for name in _NO_HIGHER_THAN_FILE
+        if getattr(changed, name) > getattr(file_config, name)
+    ]
+    if raised:
+        raise ConfigurationError(
+            f"The run overrides raise {', '.join(raised)} (the configuration file's value): a run may lower "
+            "these, never raise them.",
+            "Give a value no higher than the file's, or raise it in the configuration file named by "
+            "$RINGWARD_REPAIR_CONFIG.",
+        )
+    if not file_config.enabled and changed.enabled:  # the file's kill switch wins over any run param
+        changed = changed.model_copy(update={"enabled": False})
+    return changed

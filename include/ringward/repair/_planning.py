@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 
-from ringward.errors import RingError
+from ringward.errors import ConfigurationError, RingError
 from ringward.placement import replica_map
 from ringward.repair._arcs import split_evenly
 from ringward.repair._config import FixedSplitter, RepairConfig, SizeSplitter
@@ -128,7 +128,42 @@ def _pieces_needed(data: tuple[float, float], splitter: SizeSplitter) -> int:
     return count
 
 
-def _split_by_size(token_range: TokenRange, splitter: SizeSplitter, sizes: SizeIndex) -> list[TokenRange]:
+class _Budget:
+    """The segments a plan may still hold (`max_segments_per_plan` minus those planned already): checked before
+    a range is split, so a plan that would outgrow it is refused before its pieces are built."""
+
+    def __init__(self, remaining: int, config: RepairConfig) -> None:
+        self.remaining = remaining
+        self.config = config
+
+    def take(self, count: int) -> None:
+        self.remaining -= count
+        if self.remaining < 0:
+            raise too_many_segments(self.config)
+
+
+def too_many_segments(config: RepairConfig) -> ConfigurationError:
+    """The refusal of a plan beyond `max_segments_per_plan`, naming the cap and the settings that decide it."""
+    splitter = config.splitter
+    if isinstance(splitter, FixedSplitter):
+        sizes = f"splitter.subranges_per_range is {splitter.subranges_per_range}"
+    else:
+        sizes = (
+            f"splitter.max_bytes_per_segment is {splitter.max_bytes_per_segment}, "
+            f"splitter.max_partitions_per_segment is {splitter.max_partitions_per_segment}"
+        )
+    return ConfigurationError(
+        f"The repair plan would hold more than max_segments_per_plan = {config.max_segments_per_plan} segments "
+        f"({sizes}); it was refused before the plan task built them.",
+        "Use larger segments (raise splitter.max_bytes_per_segment / max_partitions_per_segment, or lower "
+        "splitter.subranges_per_range), select fewer keyspaces or tables, or, if the ring really needs that many, "
+        "raise max_segments_per_plan in the configuration file (the plan task's memory grows with it).",
+    )
+
+
+def _split_by_size(
+    token_range: TokenRange, splitter: SizeSplitter, sizes: SizeIndex, budget: _Budget
+) -> list[TokenRange]:
     """Equal-width pieces, refined where data is uneven until each piece fits (or is one token wide)."""
     pending = [token_range]
     done: list[TokenRange] = []
@@ -138,15 +173,17 @@ def _split_by_size(token_range: TokenRange, splitter: SizeSplitter, sizes: SizeI
         if count == 1 or piece.width() == 1:
             done.append(piece)
         else:
+            count = min(count, piece.width())
+            budget.take(count - 1)  # the piece is replaced by `count` pieces
             pending.extend(reversed(split_evenly(piece, count)))
     return done
 
 
-def _pieces(token_range: TokenRange, config: RepairConfig, sizes: SizeIndex) -> list[TokenRange]:
+def _pieces(token_range: TokenRange, config: RepairConfig, sizes: SizeIndex, budget: _Budget) -> list[TokenRange]:
     splitter = config.splitter
     if isinstance(splitter, FixedSplitter):
         return split_evenly(token_range, splitter.subranges_per_range)
-    return _split_by_size(token_range, splitter, sizes)
+    return _split_by_size(token_range, splitter, sizes, budget)
 
 
 def plan_segments(
@@ -155,10 +192,12 @@ def plan_segments(
     unit: RepairUnit,
     config: RepairConfig,
     size_estimates: Iterable[SizeEstimate | NodeSizeEstimate] = (),
+    max_segments: int | None = None,
 ) -> SegmentPlan:
     """Segments of `unit` on `ring`, given the keyspace's replica map (one entry per ring range, in order).
 
-    Segment `replicas` keep replica-map order minus nodes of ignored datacenters.
+    Segment `replicas` keep replica-map order minus nodes of ignored datacenters. More than `max_segments`
+    (default: config.max_segments_per_plan) is refused with a ConfigurationError before the segments are built.
     """
     _check_matches_ring(ring, replica_map)
     datacenter = {node.address: node.datacenter for node in ring.nodes}
@@ -183,6 +222,11 @@ def plan_segments(
         kept = _merge_adjacent(kept)
     make = Segment._planned
     keyspace, tables = unit.keyspace, unit.tables
+    budget = _Budget(config.max_segments_per_plan if max_segments is None else max_segments, config)
+    # Known before splitting: n pieces per range for the fixed splitter, at least one for the size splitter (which
+    # takes the rest as it refines); the wrapping range's second piece is not counted.
+    per_range = config.splitter.subranges_per_range if isinstance(config.splitter, FixedSplitter) else 1
+    budget.take(len(kept) * per_range)
     if sizes.empty and isinstance(config.splitter, SizeSplitter):
         # Without estimates every range is one piece of unknown size (what `_split_by_size` returns then).
         segments = [
@@ -194,7 +238,7 @@ def plan_segments(
         segments = [
             make(keyspace, tables, piece, replicas, _estimated_bytes(sizes, piece))
             for token_range, replicas in kept
-            for split in _pieces(token_range, config, sizes)
+            for split in _pieces(token_range, config, sizes, budget)
             for piece in split.unwrap()
         ]
     return SegmentPlan(unit, tuple(segments), tuple(skipped))

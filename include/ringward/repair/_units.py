@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 
-__all__ = ["duration_parts", "format_duration", "parse_bytes", "parse_duration"]
+__all__ = ["MAX_BYTES", "MAX_DURATION", "duration_parts", "format_duration", "parse_bytes", "parse_duration"]
+
+# The largest duration and size a setting may hold: far above any sensible value, far below what overflows
+# Python's timedelta (999,999,999 days) or a float. A bigger value is refused as a ValueError naming the limit.
+MAX_DURATION = timedelta(days=3650)
+MAX_BYTES = 2**60  # 1 EiB
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
 _DURATION_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -26,19 +32,35 @@ _SIZE_FACTORS = {
 def parse_duration(value: object) -> timedelta:
     """A duration from seconds (int/float), a timedelta, or text like "24h", "1h30m", "90s", "2d"."""
     if isinstance(value, timedelta):
-        return value
+        return _bounded_duration(value.total_seconds(), value)
     if isinstance(value, bool):
         raise ValueError("expected a duration such as 3600 (seconds) or '1h30m', not a boolean")
     if isinstance(value, int | float):
-        return timedelta(seconds=value)
+        return _bounded_duration(value, value)
     if isinstance(value, str):
         text = value.strip().lower().replace(" ", "")
+        if len(text) > 64:
+            raise ValueError(
+                f"expected a duration such as 3600 (seconds), '24h' or '1h30m', got {len(text)} characters"
+            )
         if re.fullmatch(r"\d+(\.\d+)?", text):
-            return timedelta(seconds=float(text))
+            return _bounded_duration(float(text), value)
         parts = _DURATION_PART.findall(text)
         if parts and "".join(n + u for n, u in parts) == text:
-            return timedelta(seconds=sum(float(n) * _DURATION_SECONDS[u] for n, u in parts))
+            return _bounded_duration(sum(float(n) * _DURATION_SECONDS[u] for n, u in parts), value)
     raise ValueError(f"expected a duration such as 3600 (seconds), '24h' or '1h30m', got {value!r}")
+
+
+def _bounded_duration(seconds: float, given: object) -> timedelta:
+    """`seconds` as a timedelta, refused (ValueError, not OverflowError) beyond MAX_DURATION or not finite."""
+    if (isinstance(seconds, float) and not math.isfinite(seconds)) or abs(seconds) > MAX_DURATION.total_seconds():
+        raise ValueError(f"{_short(given)} is beyond the largest duration a setting may hold ({MAX_DURATION.days}d)")
+    return timedelta(seconds=seconds)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def parse_bytes(value: object) -> int:
@@ -46,13 +68,20 @@ def parse_bytes(value: object) -> int:
     if isinstance(value, bool):
         raise ValueError("expected a size such as 104857600 or '100MiB', not a boolean")
     if isinstance(value, int):
-        return value
-    if isinstance(value, str):
+        return _bounded_size(value, value)
+    if isinstance(value, str) and len(value) <= 64:
         match = _SIZE.fullmatch(value.strip())
         if match:
             unit = (match.group(2) or "B").upper()
-            return int(float(match.group(1)) * _SIZE_FACTORS[unit])
+            size = float(match.group(1)) * _SIZE_FACTORS[unit]
+            return _bounded_size(int(size) if math.isfinite(size) else MAX_BYTES + 1, value)
     raise ValueError(f"expected a size such as 104857600 or '100MiB', got {value!r}")
+
+
+def _bounded_size(size: int, given: object) -> int:
+    if abs(size) > MAX_BYTES:
+        raise ValueError(f"{_short(given)} is beyond the largest size a setting may hold ({MAX_BYTES} bytes, 1EiB)")
+    return size
 
 
 def duration_parts(seconds: float) -> tuple[int, int, int, int]:

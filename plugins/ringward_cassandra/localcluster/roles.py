@@ -13,6 +13,7 @@ from typing import Any
 
 from cassandra import InvalidRequest
 from cassandra.cluster import Session
+from ringward._cql_values import cql_string_literal
 from ringward.permissions import grant_statements, ops_keyspace_statement
 
 from ringward_cassandra.cql import build_cluster
@@ -40,7 +41,9 @@ def ensure_roles(topology: Topology, found: ClusterSecrets, deadline: float, log
     datacenters: dict[str, int] = {}
     for node in topology.nodes:
         datacenters[node.datacenter] = datacenters.get(node.datacenter, 0) + 1
-    factors = ", ".join(f"'{dc}': {count}" for dc, count in sorted(datacenters.items()))
+    factors = ", ".join(
+        f"{cql_string_literal(dc, 'datacenter name')}: {count}" for dc, count in sorted(datacenters.items())
+    )
     # The default superuser appears a moment after the first start; its password is the well-known one.
     default = {"username": "cassandra", "password": "cassandra", "ssl_options": found.ssl_options()}
     with _session_when_ready(points, default, deadline) as session:
