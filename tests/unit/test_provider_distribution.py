@@ -71,7 +71,7 @@ def test_every_class_named_imports_and_matches_its_connection_type() -> None:
             importlib.import_module(module)
 
 
-def test_the_nodetool_form_fields_are_what_the_hook_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_nodetool_form_fields_are_what_the_hook_reads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Each conn-field is an extra key NodetoolHook reads; fields left empty in the form (null) mean the defaults."""
     from airflow.models.connection import Connection
     from ringward_airflow.hooks import NodetoolHook
@@ -88,11 +88,16 @@ def test_the_nodetool_form_fields_are_what_the_hook_reads(monkeypatch: pytest.Mo
         monkeypatch.setattr(hook, "get_connection", lambda conn_id: conn)
         return hook.client
 
-    filled = client({"nodetool_path": "/opt/cassandra/bin/nodetool", "password_file": "/etc/jmx.pw", "ssl": True,
-                     "java_classpath": "/opt/cassandra/lib/*", "java_binary": "/usr/bin/java"})  # fmt: skip
+    programs = {}
+    for name in ("nodetool", "java"):  # the hook accepts only absolute paths of existing executables
+        programs[name] = tmp_path / name
+        programs[name].write_text("#!/bin/sh\n")
+        programs[name].chmod(0o755)
+    filled = client({"nodetool_path": str(programs["nodetool"]), "password_file": "/etc/jmx.pw", "ssl": True,
+                     "java_classpath": "/opt/cassandra/lib/*", "java_binary": str(programs["java"])})  # fmt: skip
     assert {name: getattr(filled, name) for name in fields} == {
-        "nodetool_path": "/opt/cassandra/bin/nodetool", "password_file": "/etc/jmx.pw", "ssl": True,
-        "java_classpath": "/opt/cassandra/lib/*", "java_binary": "/usr/bin/java",
+        "nodetool_path": str(programs["nodetool"]), "password_file": "/etc/jmx.pw", "ssl": True,
+        "java_classpath": "/opt/cassandra/lib/*", "java_binary": str(programs["java"]),
     }  # fmt: skip
     empty = client(dict.fromkeys(fields))
     assert (empty.nodetool_path, empty.java_binary, empty.java_classpath, empty.password_file, empty.ssl) == (
