@@ -1,13 +1,22 @@
-"""Fleet benchmark (issue 23): CEP-37 AutoRepair, Reaper and ringward's nightly repair side by side, in one
-process, on one simulated cluster spec, with the same duration model and faults (tools/fleetsim).
+"""Fleet benchmark (issues 23, 40): ringward's nightly repair beside models of CEP-37 AutoRepair and Reaper (their
+rules, cited to their sources in tools/fleetsim/ringward_fleetsim/anchors.py: models, not the tools), in one
+process, on one simulated cluster spec, with the same duration model and faults (tools/fleetsim), and the lower
+bound no scheduler beats under that model (ringward_fleetsim/bound.py).
+
+Rows (`--only` keys): `cep37` / `reaper`: the peer's rules with its shipped defaults (CEP-37 as Cassandra 5.0.9
+ships it, Reaper 4.2.x with its packaged cassandra-reaper.yaml); `cep37_eq` / `reaper_eq`: the same rules with
+ringward's shipped concurrency and intensity (equal budget; what that sets: `run_cep37` / `run_reaper`);
+`ringward`; `dag`; `bound` (a row of its own; the bound and each row's efficiency = bound / row time are printed
+beside every row anyway).
 
 Default: 1000 nodes x 256 vnodes x 3 DCs (NTS 3/3/3), 10 keyspaces x 20 tables, one node down for 6 h from
 t = 1 h. `--medium`: 100 nodes x 16 vnodes with tables a tenth the size (the same data per node);
 `--small`: the local seed cluster (3 nodes, num_tokens 4, the autorepair benchmark's keyspaces).
 
-Prints per scheduler: simulated time until every (table, range) was repaired once, sessions, busiest node,
-whether every table was covered within its gc_grace, the simulation's CPU time; the ratios ringward/CEP-37
-and ringward/Reaper; ringward's planning CPU seconds.
+Prints per scheduler: simulated time until every (table, range) was repaired once, the lower bound and the
+row's efficiency, sessions, busiest node, whether every table was covered within its gc_grace, the simulation's
+CPU time; the ratios ringward / each peer row; ringward's planning CPU seconds. A peer row whose simulated time
+passes `--max-hours` is stopped and shown as "> X h (stopped)".
 
 Two ringward rows, both on the plan task's own plan (`plan_cluster`: outlier tables in units of their own):
 `ringward` is the pure executor in this process; `dag` is the real `nightly_subrange_repair` DAG through
@@ -17,7 +26,7 @@ partition, the plan task's CPU. Its coverage is the repair task's simulated time
 finds every table fully repaired (a table left for the next night is "not covered").
 
 Run: uv run python benchmarks/fleet/run.py [--medium | --small | --spec FILE] [--keyspaces N] [--no-fault]
-     [--only cep37,reaper,ringward,dag] [--json OUT]
+     [--only cep37,cep37_eq,reaper,reaper_eq,ringward,dag,bound] [--max-hours H] [--json OUT]
 """
 
 from __future__ import annotations
@@ -37,10 +46,29 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins"), str(ROOT / "tools" / "fleetsim")]
 
 from ringward.repair import load_config  # noqa: E402
-from ringward_fleetsim import Faults, FleetSpec, NodeDown, SchedulerResult, run_cep37, run_reaper  # noqa: E402
+from ringward_fleetsim import (  # noqa: E402
+    Faults,
+    FleetSpec,
+    LowerBound,
+    NodeDown,
+    SchedulerResult,
+    lower_bound,
+    run_cep37,
+    run_reaper,
+)
 from ringward_fleetsim.ringward_run import run_ringward  # noqa: E402
 
 HOUR = 3600.0
+LABELS = {
+    "cep37": "modelled (rules of CEP-37 5.0.9, shipped defaults)",
+    "cep37_eq": "modelled (rules of CEP-37 5.0.9, equal budget)",
+    "reaper": "modelled (rules of Reaper 4.2.x, shipped defaults)",
+    "reaper_eq": "modelled (rules of Reaper 4.2.x, equal budget)",
+    "ringward": "ringward (pure executor)",
+    "dag": "ringward DAG (through Airflow)",
+}
+PEERS = ("cep37", "cep37_eq", "reaper", "reaper_eq")
+KEYS = (*LABELS, "bound")
 
 
 def build_spec(args: argparse.Namespace) -> FleetSpec:
@@ -103,8 +131,14 @@ def run_dag(spec: FleetSpec) -> tuple[SchedulerResult, dict[str, Any]]:
     return result, night
 
 
-def hours(seconds: float | None) -> str:
-    return "not covered" if seconds is None else f"{seconds / HOUR:,.2f} h"
+def hours(seconds: float | None, stopped_at: float | None = None) -> str:
+    if seconds is None:
+        return "not covered" if stopped_at is None else f"> {stopped_at / HOUR:,.0f} h (stopped)"
+    return f"{seconds / HOUR:,.2f} h"
+
+
+def efficiency(bound: LowerBound, result: SchedulerResult) -> str:
+    return "-" if not result.coverage_seconds else f"{bound.seconds / result.coverage_seconds:.3f}"
 
 
 def main() -> int:
@@ -115,24 +149,37 @@ def main() -> int:
     size.add_argument("--spec", help="a FleetSpec JSON file")
     parser.add_argument("--no-fault", action="store_true", help="no node down")
     parser.add_argument("--keyspaces", type=int, help="this many keyspaces instead of the spec's")
-    parser.add_argument("--only", default="cep37,reaper,ringward")
+    parser.add_argument("--only", default="cep37,cep37_eq,reaper,reaper_eq,ringward,bound")
+    parser.add_argument("--max-hours", type=float, default=24 * 365.0,
+                        help="stop a peer's simulation at this simulated time (reported as > H h)")  # fmt: skip
     parser.add_argument("--config", help="ringward repair configuration YAML (default: the shipped one)")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
     spec = build_spec(args)
     chosen = set(args.only.split(","))
+    unknown = chosen - set(KEYS)
+    if unknown:
+        parser.error(f"--only: unknown {', '.join(sorted(unknown))}; choose from {', '.join(KEYS)}")
     print(f"spec: {spec.describe()}; faults: {spec.faults}")
     results: dict[str, SchedulerResult] = {}
     started = time.monotonic()
-    if "cep37" in chosen:
-        results["cep37"] = run_cep37(spec)
-        print(f"  CEP-37 simulated in {results['cep37'].wall_seconds:.1f} s CPU", flush=True)
-    if "reaper" in chosen:
-        results["reaper"] = run_reaper(spec)
-        print(f"  Reaper simulated in {results['reaper'].wall_seconds:.1f} s CPU", flush=True)
+    max_time = args.max_hours * HOUR
+    config = load_config(args.config) if args.config else load_config()
+    bound = lower_bound(spec, budget=config)
+    peers = {
+        "cep37": lambda: run_cep37(spec, max_time=max_time),
+        "cep37_eq": lambda: run_cep37(spec, equal_budget=True, budget=config, max_time=max_time),
+        "reaper": lambda: run_reaper(spec, max_time=max_time),
+        "reaper_eq": lambda: run_reaper(spec, equal_budget=True, budget=config, max_time=max_time),
+    }
+    for key, run in peers.items():
+        if key in chosen:
+            results[key] = run()
+            results[key].name = LABELS[key]
+            print(f"  {LABELS[key]} simulated in {results[key].wall_seconds:.1f} s CPU", flush=True)
     if "ringward" in chosen:
-        config = load_config(args.config) if args.config else load_config()
         results["ringward"] = run_ringward(spec, config)
+        results["ringward"].name = LABELS["ringward"]
         print(f"  ringward simulated in {results['ringward'].wall_seconds:.1f} s CPU", flush=True)
     night: dict[str, Any] | None = None
     if "dag" in chosen:
@@ -143,13 +190,21 @@ def main() -> int:
         )
     gc_grace = {t.qualified: t.gc_grace for t in spec.table_specs()}
     print()
-    print(f"{'scheduler':<12} {'coverage':>14} {'sessions':>11} {'failed':>8} {'busiest node':>24} "
-          f"{'gc_grace ok':>11} {'sim CPU':>9}")  # fmt: skip
-    for result in results.values():
+    width = max((len(r.name) for r in results.values()), default=10)
+    print(f"{'scheduler':<{width}} {'coverage':>18} {'bound':>9} {'efficiency':>10} {'sessions':>11} {'failed':>8} "
+          f"{'busiest node':>24} {'gc_grace ok':>11} {'sim CPU':>9}")  # fmt: skip
+    for key, result in results.items():
         node, busy = result.busiest_node()
-        print(f"{result.name:<12} {hours(result.coverage_seconds):>14} {result.sessions:>11,} "
-              f"{result.failed_sessions:>8,} {f'{node} {busy / HOUR:,.1f} h':>24} "
-              f"{result.covered_within_gc_grace(gc_grace)!s:>11} {result.wall_seconds:>8.1f}s")  # fmt: skip
+        stopped = max_time if key in PEERS else None
+        print(f"{result.name:<{width}} {hours(result.coverage_seconds, stopped):>18} {bound.seconds / HOUR:>7.2f} h "
+              f"{efficiency(bound, result):>10} {result.sessions:>11,} {result.failed_sessions:>8,} "
+              f"{f'{node} {busy / HOUR:,.1f} h':>24} {result.covered_within_gc_grace(gc_grace)!s:>11} "
+              f"{result.wall_seconds:>8.1f}s")  # fmt: skip
+    if "bound" in chosen:
+        print(f"{'lower bound':<{width}} {hours(bound.seconds):>18} {bound.seconds / HOUR:>7.2f} h {1:>10.3f}  "
+              f"work {bound.work_seconds / HOUR:.2f} h (node {bound.busiest_node}), sessions "
+              f"{bound.fewest_sessions:,} x session_overhead / {bound.max_sessions} = "
+              f"{bound.session_seconds / HOUR:.2f} h")  # fmt: skip
     for result in results.values():
         for note in result.notes:
             print(f"  {result.name}: {note}")
@@ -157,7 +212,7 @@ def main() -> int:
         ours = results.get(mine)
         if ours is None or ours.coverage_seconds is None:
             continue
-        for key in ("cep37", "reaper"):
+        for key in PEERS:
             other = results.get(key)
             if other is not None and other.coverage_seconds:
                 print(f"{ours.name} / {other.name}: {ours.coverage_seconds / other.coverage_seconds:.3f}")
@@ -166,9 +221,13 @@ def main() -> int:
     if args.json:
         payload = {
             "spec": json.loads(spec.to_json()),
+            "lower_bound": dataclasses.asdict(bound),
+            "max_hours": args.max_hours,
             "results": {
                 key: {
+                    "label": r.name,
                     "coverage_seconds": r.coverage_seconds,
+                    "efficiency": bound.seconds / r.coverage_seconds if r.coverage_seconds else None,
                     "sessions": r.sessions,
                     "failed_sessions": r.failed_sessions,
                     "busiest_node_seconds": r.busiest_node()[1],

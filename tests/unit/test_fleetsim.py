@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from ringward.repair import NodeSizeEstimate, RepairCommand, Segment, SizeEstimate
@@ -17,6 +18,7 @@ from ringward_fleetsim import (
     FleetSpec,
     NodeDown,
     NodeJoin,
+    SchedulerResult,
     SimCluster,
     SimNodetool,
     VirtualClock,
@@ -41,6 +43,18 @@ def tiny(tables: int = 1, faults: Faults | None = None) -> FleetSpec:
         table_bytes_median=3 * 640 * MiB, table_bytes_sigma=0.0, outliers=0, explicit_nodes=nodes,
         faults=faults or Faults(),
     )  # fmt: skip
+
+
+def draft_cep37(spec: FleetSpec, model: DurationModel | None = MODEL, **more: Any) -> SchedulerResult:
+    """The earlier model of CEP-37 (an early draft's defaults: table by table, fixed 16-subrange splitter, no replica
+    check, no 5 s floor, nodetool/JMX charged, 60 s backoff), still reachable by parameters."""
+    return run_cep37(spec, model, repair_by_keyspace=False, splitter="fixed", allow_parallel_replica_repair=True,
+                     repair_task_min_duration=0, in_process=False, retry_backoff=60, **more)  # fmt: skip
+
+
+def idealised_reaper(spec: FleetSpec, model: DurationModel | None = MODEL, **more: Any) -> SchedulerResult:
+    """The earlier model of Reaper (pre-2.2 rules: no runner limits, parallel validation)."""
+    return run_reaper(spec, model, runner_limits=False, repair_parallelism="parallel", **more)
 
 
 def command(cluster: SimCluster, index: int = 1) -> RepairCommand:
@@ -162,7 +176,7 @@ def test_a_joining_node_changes_the_ring() -> None:
 def test_cep37_turns_one_at_a_time_are_hand_checkable() -> None:
     # Each node: 1 primary range -> 16 subranges (number_of_subranges over 1 range) x 2 tables, one session at
     # a time, each 1 + 1 + 10/16 s. Three turns one after another (parallelism 1, checks without delay).
-    result = run_cep37(tiny(tables=2), MODEL, parallel_repair_count=1, parallel_repair_percentage=0,
+    result = draft_cep37(tiny(tables=2), parallel_repair_count=1, parallel_repair_percentage=0,
                        repair_check_interval=0)  # fmt: skip
     assert result.sessions == 3 * 2 * 16
     assert result.coverage_seconds == pytest.approx(3 * 2 * 16 * (2 + 10 / 16), rel=1e-6)
@@ -170,16 +184,16 @@ def test_cep37_turns_one_at_a_time_are_hand_checkable() -> None:
 
 
 def test_cep37_concurrent_turns_overlap_and_share_replicas() -> None:
-    alone = run_cep37(tiny(tables=2), MODEL, parallel_repair_count=1, parallel_repair_percentage=0,
+    alone = draft_cep37(tiny(tables=2), parallel_repair_count=1, parallel_repair_percentage=0,
                       repair_check_interval=0).coverage_seconds  # fmt: skip
-    together = run_cep37(tiny(tables=2), MODEL, parallel_repair_count=3, repair_check_interval=0).coverage_seconds
+    together = draft_cep37(tiny(tables=2), parallel_repair_count=3, repair_check_interval=0).coverage_seconds
     assert alone is not None and together is not None
     assert alone / 3 < together < alone  # no lock: turns overlap, but the shared replicas slow each other
 
 
 def test_cep37_skips_ranges_a_down_node_fails_until_its_next_turn() -> None:
     spec = tiny(faults=Faults(down=(NodeDown("10.0.0.3", 0, 3600),)))
-    result = run_cep37(spec, MODEL, repair_check_interval=0)
+    result = draft_cep37(spec, repair_check_interval=0)
     assert result.failed_sessions == 2 * 16 * 4  # two nodes' turns, each session tried 1 + 3 times
     assert result.coverage_seconds is not None and result.coverage_seconds > 86400  # min_repair_interval
 
@@ -187,22 +201,23 @@ def test_cep37_skips_ranges_a_down_node_fails_until_its_next_turn() -> None:
 def test_reaper_one_segment_per_node_with_the_intensity_pause() -> None:
     # RF 3 on 3 nodes: one segment at a time; each 1 + 1 + 10 s (both tables: 20 s of data);
     # intensity 0.5 pauses the replicas as long as the segment ran.
-    result = run_reaper(tiny(tables=2), MODEL, intensity=0.5)
+    result = idealised_reaper(tiny(tables=2), intensity=0.5)
     assert result.sessions == 3
     assert result.coverage_seconds == pytest.approx(5 * 22, rel=1e-6)
-    down = run_reaper(tiny(tables=2, faults=Faults(down=(NodeDown("10.0.0.1", 0, 100),))), MODEL, intensity=0.5)
+    down = idealised_reaper(tiny(tables=2, faults=Faults(down=(NodeDown("10.0.0.1", 0, 100),))), intensity=0.5)
     assert down.coverage_seconds == pytest.approx(100 + 5 * 22, rel=1e-6) and down.failed_sessions == 0
 
 
 def test_reaper_retries_failed_segments_later_in_the_run() -> None:
     spec = dataclasses.replace(tiny(tables=2), faults=Faults(session_failure_rate=0.3))
-    result = run_reaper(spec, MODEL, intensity=1.0)
+    result = idealised_reaper(spec, intensity=1.0)
     assert result.uncovered_ranges == 0 and result.sessions == 3 + result.failed_sessions
 
 
 def test_anchors_run_on_a_multi_dc_fleet() -> None:
     spec = FleetSpec.fleet(nodes=30, vnodes=4, keyspaces=2, tables=3, table_bytes_median=MiB)
-    for result in (run_cep37(spec), run_reaper(spec)):
+    for result in (run_cep37(spec), run_cep37(spec, equal_budget=True), run_reaper(spec),
+                   run_reaper(spec, equal_budget=True)):  # fmt: skip
         assert result.uncovered_ranges == 0 and result.coverage_seconds is not None
 
 
@@ -222,13 +237,13 @@ def test_node_seconds_count_every_participant() -> None:
 
 def test_anchors_record_their_sessions_when_asked() -> None:
     cluster = SimCluster(tiny(tables=2), MODEL, record=True)
-    run_reaper(cluster.spec, cluster=cluster, intensity=0.5)
+    idealised_reaper(cluster.spec, None, cluster=cluster, intensity=0.5)
     assert [(round(r.start), round(r.end), r.ok, r.keyspace) for r in cluster.log] == [
         (0, 22, True, "ks00"), (44, 66, True, "ks00"), (88, 110, True, "ks00"),
     ]  # fmt: skip
     cluster = SimCluster(tiny(tables=2), MODEL, record=True)
-    run_cep37(cluster.spec, cluster=cluster, parallel_repair_count=1, parallel_repair_percentage=0,
-              repair_check_interval=0)  # fmt: skip
+    draft_cep37(cluster.spec, None, cluster=cluster, parallel_repair_count=1, parallel_repair_percentage=0,
+                repair_check_interval=0)  # fmt: skip
     assert len(cluster.log) == 96 and {r.tables for r in cluster.log} == {("t00",), ("t01",)}
 
 

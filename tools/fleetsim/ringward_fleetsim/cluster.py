@@ -62,9 +62,27 @@ class DurationModel:
     stream_rate: float = 24 * MiB  # bytes/s one node streams
     mismatch_share: float = 0.01  # share of the compared data that differs and is streamed
 
-    def seconds(self, bytes_per_replica: float, sessions: int = 1, k: float = 1.0) -> float:
-        data = k * bytes_per_replica * (1 / self.validation_rate + self.mismatch_share / self.stream_rate)
-        return self.command_overhead + sessions * self.session_overhead + data
+    @property
+    def seconds_per_byte(self) -> float:
+        """Validation plus the streamed share, per byte of one replica's copy, alone on its nodes (k = 1)."""
+        return 1 / self.validation_rate + self.mismatch_share / self.stream_rate
+
+    def seconds(
+        self,
+        bytes_per_replica: float,
+        sessions: int = 1,
+        k: float = 1.0,
+        *,
+        validation_factor: float = 1.0,
+        command_overhead: float | None = None,
+    ) -> float:
+        """`validation_factor`: validations one after another (DC-aware validation: the most replicas in one DC);
+        `command_overhead`: instead of the model's (0 for a repair started in-process, without nodetool/JMX)."""
+        data = (
+            k * bytes_per_replica * (validation_factor / self.validation_rate + self.mismatch_share / self.stream_rate)
+        )
+        fixed = self.command_overhead if command_overhead is None else command_overhead
+        return fixed + sessions * self.session_overhead + data
 
 
 @dataclass(frozen=True)
@@ -171,17 +189,29 @@ class SimCluster:
         return value
 
     # -- sessions -----------------------------------------------------------------------------------------
-    def begin(self, nodes: Sequence[int], bytes_per_replica: float, t: float, sessions: int = 1) -> tuple[float, bool]:
-        """Start a session on `nodes` at `t`: (end time, succeeded). Call `end(nodes, ...)` at the end time."""
+    def begin(
+        self,
+        nodes: Sequence[int],
+        bytes_per_replica: float,
+        t: float,
+        sessions: int = 1,
+        *,
+        validation_factor: float = 1.0,
+        command_overhead: float | None = None,
+    ) -> tuple[float, bool]:
+        """Start a session on `nodes` at `t`: (end time, succeeded). Call `end(nodes, ...)` at the end time.
+        `validation_factor` and `command_overhead`: as `DurationModel.seconds`."""
         model = self.model
         active = self.active
         k = 1 + max([active[n] for n in nodes])
-        duration = model.seconds(bytes_per_replica, sessions, k)
+        duration = model.seconds(
+            bytes_per_replica, sessions, k, validation_factor=validation_factor, command_overhead=command_overhead
+        )
         ok = True
         if self.any_down and not self._faulty.isdisjoint(nodes):
             for n in nodes:
                 if not self.is_up(n, t):
-                    duration, ok = model.command_overhead, False
+                    duration, ok = model.command_overhead if command_overhead is None else command_overhead, False
                     break
             if ok:
                 end = t + duration
