@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +167,7 @@ def main() -> int:
     max_time = args.max_hours * HOUR
     config = load_config(args.config) if args.config else load_config()
     bound = lower_bound(spec, budget=config)
-    peers = {
+    peers: dict[str, Callable[[], SchedulerResult]] = {
         "cep37": lambda: run_cep37(spec, max_time=max_time),
         "cep37_eq": lambda: run_cep37(spec, equal_budget=True, budget=config, max_time=max_time),
         "reaper": lambda: run_reaper(spec, max_time=max_time),

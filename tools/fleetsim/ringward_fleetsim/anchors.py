@@ -129,7 +129,7 @@ class _Turn:
     items: Iterator[_Item]
     item: _Item | None = None
     attempts: int = 0
-    table: int = -1
+    table: int | None = None  # the table (>= 0) or keyspace (< 0) key of the current item
     table_start: float = 0.0
     range_failed: bool = False
     start: float = 0.0
@@ -675,15 +675,17 @@ def _reaper_runner(
             if not left[run]:
                 continue  # the run is done: its runner stops
             if allowed(run) and threads < thread_count:
-                s = next_segment(run, t)
-                if s is not None:
-                    state[s] = 1
-                    locked[run] |= masks[s]
+                found = next_segment(run, t)
+                if found is not None:
+                    state[found] = 1
+                    locked[run] |= masks[found]
                     threads += 1
                     peak_threads = max(peak_threads, threads)
-                    end, ok = cluster.begin(seg.nodes[s], seg.bytes[s], t, validation_factor=seg.validation[s])
-                    starts[s] = (t, end, ok)
-                    push(end, _END, s)
+                    end, ok = cluster.begin(
+                        seg.nodes[found], seg.bytes[found], t, validation_factor=seg.validation[found]
+                    )
+                    starts[found] = (t, end, ok)
+                    push(end, _END, found)
             active = sum(1 for r in range(runs) if left[r] and allowed(r))
             peak_runs_active = max(peak_runs_active, active)
             push(t + scheduling_interval, _TICK, run)
