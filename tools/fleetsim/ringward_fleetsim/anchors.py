@@ -171,11 +171,11 @@ def run_cep37(
 
     Shipped defaults (each from the 5.0.9 capture, `CEP37_FIXTURE`):
     - `repair_check_interval` 5 m (:2): a node whose turn comes starts at its next scheduler check (each node at
-      its own seeded phase) (AutoRepair.java, the scheduler's fixed-delay task).
+      its own seeded phase) (AutoRepairConfig `repair_check_interval`: the time between the scheduler's checks).
     - `repair_task_min_duration` 5 s (:3): every repair task takes at least that long; AutoRepair.repairKeyspace
       calls `soakAfterRepair(jobStartTime, getRepairTaskMinDuration())` after awaiting each task, success or not.
     - `min_repair_interval` 24 h (:8): a node's next turn starts no sooner than that after its last finish
-      (AutoRepairUtils / AutoRepairState `tooSoonToRunRepair`).
+      (AutoRepair.tooSoonToRunRepair).
     - `repair_by_keyspace` true (:9; AutoRepairConfig.Options.getDefaultOptions `repair_by_keyspace = true`) and
       `RepairTokenRangeSplitter` (:25; AutoRepairConfig.DEFAULT_SPLITTER): per primary range, the keyspace's
       tables batched up to `max_tables_per_assignment` 64 (:28) while the batch stays within
