@@ -12,6 +12,14 @@ a fault; with n down over [t1, t2) it is W_n when W_n <= t1, else t2 + (W_n - t1
 start before it returns). The work bound is the largest node bound. (Parallel validation is assumed:
 DC-aware or sequential validation only lengthens a session.)
 
+Where it holds exactly: for every scheduler that keeps a node in one session at a time (ringward, the
+equal-budget Reaper model) and under true processor sharing. `SimCluster` approximates processor sharing by
+fixing a session's k when it starts, so sessions stacked on one node at different k can together exceed the
+node's rate (a long session at k = 1 plus a stream of short ones at k = 2 do 1.5 s of work a second): a
+scheduler without node locks (the CEP-37 models) or with per-run locks (the shipped Reaper model: a node in
+up to `maxParallelRepairs` runs' segments) could in principle finish under the bound in the simulator. No row
+of the benchmarks does; the tests check it on small specs.
+
 Session bound. A repair session has one replica set, and a command repairs one keyspace: covering a keyspace
 takes at least one session per distinct replica set of its repairable ranges. Each session costs at least
 `session_overhead` (a command started in-process pays no `command_overhead`), and the overheads are latency that
