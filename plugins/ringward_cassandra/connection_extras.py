@@ -95,6 +95,9 @@ SPARK_CONF_PATTERNS: tuple[str, ...] = (
     r"spark\.authenticate(\.secret)?",
     r"spark\.network\.crypto\.(enabled|saslFallback|keyLength)",  # the cluster's RPC encryption (guide 3.2)
     r"spark\.io\.encryption\.enabled",
+    # The executors' Python (PYSPARK_PYTHON's property): 3.11 with cassandra-driver on the cluster's own hosts
+    # (operator's guide 3); a program there, not on the Airflow worker, so an absolute path is all it may be.
+    r"spark\.pyspark\.(driver\.)?python",
     r"spark\.ssl\.[\w.-]+",
     r"spark\.driver\.(host|port|bindAddress)",  # executors reaching the client-mode driver through a firewall
     r"spark\.blockManager\.port",

@@ -415,7 +415,8 @@ def test_hostile_names_run_no_script_in_the_browser(
         finally:
             session.execute(f"DELETE FROM {store.keyspace}.migrations WHERE migration_id = %s",
                             (record["migration_id"],))  # fmt: skip
-            steps.shot("last-page")
+            if not page.url.endswith(".svg"):  # Chromium times out on a full-page shot of a bare SVG document
+                steps.shot("last-page")
             print("screenshots:\n" + "\n".join(str(path) for path in steps.taken))
 
 

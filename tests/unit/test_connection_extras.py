@@ -77,8 +77,9 @@ def test_the_nodetool_hook_refuses_a_java_agent(monkeypatch: pytest.MonkeyPatch)
 def test_ringward_conf_takes_sizing_and_connector_properties_only() -> None:
     fine = {"spark.executor.memory": "2g", "spark.cassandra.input.readsPerSec": "100",
             "spark.cassandra.connection.ssl.trustStore.path": "/etc/ts.jks",
-            "spark.authenticate.secret": "x"}  # fmt: skip
-    assert checked_spark_conf(fine) is fine
+            "spark.authenticate.secret": "x", "spark.network.crypto.enabled": "true",
+            "spark.pyspark.python": "/usr/bin/python3.11"}  # fmt: skip
+    assert checked_spark_conf(fine) is fine  # the test Spark cluster's own connection sets spark.pyspark.python
     for key in ("spark.jars", "spark.driver.extraJavaOptions", "spark.executor.extraClassPath", "spark.plugins",
                 "spark.extraListeners", "spark.driver.extraLibraryPath"):  # fmt: skip
         with pytest.raises(ConfigurationError, match=f"extra ringward-conf = '{key}'"):
