@@ -308,17 +308,18 @@ class SparkSubmission:
         self._killed = threading.Event()
         self._timed_out = threading.Event()
 
-    def _extra(self) -> dict[str, Any]:
+    def _connection(self) -> Any:
+        """The `spark` connection (read once per submission), None when a master URL was given instead."""
         if self.conn_id is None:
-            return {}
+            return None
         from airflow.sdk import BaseHook
 
-        extra: dict[str, Any] = BaseHook.get_connection(self.conn_id).extra_dejson
-        return extra
+        return BaseHook.get_connection(self.conn_id)
 
     def hook(self, scratch: Path) -> Any:
         """The provider's hook for this job, its result to be written under `scratch`."""
-        extra = self._extra()
+        connection = self._connection()
+        extra: dict[str, Any] = connection.extra_dejson if connection is not None else {}
         from ringward_cassandra.connection_extras import checked_spark_conf  # not in the job's zip: here only
 
         own = checked_spark_conf(extra.get(CONF_EXTRA) or {}, self.conn_id or "spark_default")  # nothing loading code
@@ -334,7 +335,7 @@ class SparkSubmission:
         if self.plan is not None:  # read by the job's driver, which runs here (client mode)
             (scratch / "plan.json").write_text(json.dumps(self.plan))
             plan_args = ["--plan", str(scratch / "plan.json")]
-        master = self.master or _connection_master(self.conn_id)
+        master = self.master or _connection_master(connection)
         if master.startswith("local"):
             settings.update(RPC_SECURITY)
         elif settings.get("spark.authenticate") != "true" or settings.get("spark.network.crypto.enabled") != "true":
@@ -416,11 +417,8 @@ class SparkSubmission:
         )
 
 
-def _connection_master(conn_id: str | None) -> str:
+def _connection_master(connection: Any) -> str:
     """The master a `spark` connection names, as the provider reads it (host, with the port when given)."""
-    from airflow.sdk import BaseHook
-
-    connection = BaseHook.get_connection(conn_id or "spark_default")
     host = str(connection.host or "")
     return f"{host}:{connection.port}" if connection.port else host
 
