@@ -291,10 +291,10 @@ def _from_each_live_node(
     logged by name, with the reason: its ranges get no estimate (one segment each), which is safe but not sized."""
     from cassandra.cluster import NoHostAvailable
 
-    # The driver tracks no state of a node it keeps no connection to: such a node's `is_up` is None, not True.
-    hosts = [
-        h for h in session.cluster.metadata.all_hosts() if h.is_up or (h.is_up is None and _ignored_by(session, h))
-    ]
+    # The driver tracks no reliable state of a node it keeps no connection to: `is_up` is None, or False after a
+    # gossip DOWN event it never follows with UP (seen on a loaded two-DC cluster). Such nodes are asked through
+    # their datacenter's side session, whose own view decides.
+    hosts = [h for h in session.cluster.metadata.all_hosts() if h.is_up or _ignored_by(session, h)]
     remote: dict[str, list[Any]] = {}
     missed: list[str] = []
 

@@ -208,6 +208,16 @@ def test_size_estimates_of_a_remote_datacenter_are_read_through_a_session_local_
     assert sorted(r.range_start for r in per_range) == ["1000", "2000", "3000"]
 
 
+def test_a_remote_node_the_driver_last_saw_down_is_still_asked_through_its_datacenters_session() -> None:
+    """A gossip DOWN event marks a remote node `is_up=False` in the main session, and no UP event follows for a
+    node it keeps no pool to: its estimates were dropped on a loaded two-DC cluster (CI, 2026-11-28)."""
+    session = TwoDatacenterSession()
+    session.hosts[2].is_up = False
+    rows = node_size_estimates(session, "shop", open_dc_session=session.open_dc_session)
+    assert sorted(r.node for r in rows) == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    assert session.side_sessions == [("dc2", ["192.168.0.3"])]
+
+
 def test_a_node_whose_estimates_cannot_be_read_is_named_in_a_warning(caplog: Any) -> None:
     import logging
 
