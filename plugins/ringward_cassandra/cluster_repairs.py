@@ -42,6 +42,7 @@ __all__ = [
     "ClusterCatalog",
     "ClusterRepairPlan",
     "CqlCatalog",
+    "DatacenterSessionPool",
     "node_size_estimates",
     "plan_cluster",
     "records_by_segment",
@@ -94,10 +95,15 @@ class ClusterCatalog(Protocol):
 
 
 class CqlCatalog:
-    """The catalog of a live cluster, read through a driver session."""
+    """The catalog of a live cluster, read through a driver session. Per-node reads of other datacenters' nodes
+    share one side session per datacenter for the catalog's life (`close` ends them; `plan_cluster` does)."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, open_dc_session: DatacenterSessions | None = None) -> None:
         self.session = session
+        self._datacenters = DatacenterSessionPool(open_dc_session)
+
+    def close(self) -> None:
+        self._datacenters.close()
 
     def tables(self) -> dict[str, dict[str, int]]:
         return {ks: table_gc_grace(self.session, ks) for ks in keyspace_names(self.session)}
@@ -107,7 +113,7 @@ class CqlCatalog:
 
     def size_estimates(self, keyspace: str) -> list[NodeSizeEstimate]:
         """Per node and table: the plan spreads a node's totals over its primary ranges (`SizeIndex`)."""
-        return node_size_estimates(self.session, keyspace)
+        return node_size_estimates(self.session, keyspace, self._datacenters)
 
     def table_features(self) -> dict[str, TableFeatures]:
         """ "ks.table" -> its materialized views and CDC flag, for tables that have either."""
@@ -136,6 +142,17 @@ def plan_cluster(
     `source`: a ClusterCatalog, or a driver session (read through CqlCatalog). Keyspaces with the same
     replication share one replica map (at fleet size each map is a second of CPU)."""
     catalog = _catalog(source)
+    try:
+        return _plan_cluster(catalog, ring, config, leased)
+    finally:
+        close = getattr(catalog, "close", None)
+        if close is not None:
+            close()
+
+
+def _plan_cluster(
+    catalog: ClusterCatalog, ring: Ring, config: RepairConfig, leased: Mapping[str, str] | None
+) -> ClusterRepairPlan:
     leased = leased or {}
     schema = catalog.tables()
     by_size = isinstance(config.splitter, SizeSplitter)
@@ -248,6 +265,34 @@ class DatacenterSessions(Protocol):
     def __call__(self, base: Any, datacenter: str, contact_points: list[str]) -> Any: ...
 
 
+class DatacenterSessionPool:
+    """One side session per datacenter, opened on first use and kept until `close`: a plan reads many keyspaces
+    and must not connect to a remote datacenter once per keyspace. A datacenter that could not be opened is not
+    tried again until `close` (its error is raised again: a connect timeout is paid once per plan, not per
+    keyspace)."""
+
+    def __init__(self, opener: DatacenterSessions | None = None) -> None:
+        self._open = opener or open_datacenter_session
+        self._sessions: dict[str, Any] = {}
+        self._failed: dict[str, Exception] = {}
+
+    def __call__(self, base: Any, datacenter: str, contact_points: list[str]) -> Any:
+        if datacenter in self._failed:
+            raise self._failed[datacenter]
+        if datacenter not in self._sessions:
+            try:
+                self._sessions[datacenter] = self._open(base, datacenter, contact_points)
+            except Exception as error:
+                self._failed[datacenter] = error
+                raise
+        return self._sessions[datacenter]
+
+    def close(self) -> None:
+        sessions, self._sessions, self._failed = self._sessions, {}, {}
+        for side in sessions.values():
+            side.cluster.shutdown()
+
+
 def open_datacenter_session(base: Any, datacenter: str, contact_points: list[str]) -> Any:
     """A short-lived session local to `datacenter`: the same port, credentials, TLS and protocol as `base` (the
     plan's own cluster), no schema or token metadata (only per-node reads run on it)."""
@@ -311,14 +356,16 @@ def _from_each_live_node(
             missed.append(f"{name(host)} (no connection)")
             continue
         yield name(host), answer
-    opener = open_dc_session or open_datacenter_session
-    for datacenter, dc_hosts in sorted(remote.items()):
-        try:
-            side = opener(session.cluster, datacenter, [str(h.address) for h in dc_hosts])
-        except Exception as error:  # the driver's NoHostAvailable, an auth or TLS error: reported, then skipped
-            missed.extend(f"{name(h)} (datacenter {datacenter} unreachable: {error})" for h in dc_hosts)
-            continue
-        try:
+    # A pool passed in is the caller's (kept open for its next reads); any other opener gets a pool for this call.
+    pool = open_dc_session if isinstance(open_dc_session, DatacenterSessionPool) else None
+    sides = pool or DatacenterSessionPool(open_dc_session)
+    try:
+        for datacenter, dc_hosts in sorted(remote.items()):
+            try:
+                side = sides(session.cluster, datacenter, [str(h.address) for h in dc_hosts])
+            except Exception as error:  # the driver's NoHostAvailable, an auth or TLS error: reported, skipped
+                missed.extend(f"{name(h)} (datacenter {datacenter} unreachable: {error})" for h in dc_hosts)
+                continue
             for host in dc_hosts:
                 target = side.cluster.metadata.get_host(host.address) or host
                 try:
@@ -327,8 +374,9 @@ def _from_each_live_node(
                     missed.append(f"{name(host)} (no connection from datacenter {datacenter}'s session)")
                     continue
                 yield name(host), answer
-        finally:
-            side.cluster.shutdown()
+    finally:
+        if pool is None:
+            sides.close()
     if missed:
         _LOG.warning(
             "system.size_estimates not read from %d node(s), whose ranges are planned without a size "

@@ -10,6 +10,7 @@ from ringward.ring import Node, Ring
 from ringward_cassandra.cluster_repairs import (
     NODE_SIZE_ESTIMATES_QUERY,
     SIZE_ESTIMATES_QUERY,
+    CqlCatalog,
     node_size_estimates,
     plan_cluster,
     size_estimates,
@@ -119,7 +120,6 @@ def test_the_size_splitter_uses_the_estimates() -> None:
 
 def test_an_incremental_plan_leaves_out_tables_with_views_or_cdc_saying_why() -> None:
     from ringward.repair import TableFeatures
-    from ringward_cassandra.cluster_repairs import CqlCatalog
 
     class Catalog(CqlCatalog):
         def table_features(self) -> dict[str, TableFeatures]:
@@ -216,6 +216,34 @@ def test_a_remote_node_the_driver_last_saw_down_is_still_asked_through_its_datac
     rows = node_size_estimates(session, "shop", open_dc_session=session.open_dc_session)
     assert sorted(r.node for r in rows) == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
     assert session.side_sessions == [("dc2", ["192.168.0.3"])]
+
+
+def test_a_catalog_reads_every_keyspace_of_a_remote_datacenter_through_one_side_session() -> None:
+    """A plan reads the size estimates of many keyspaces: one side session per remote datacenter for the whole
+    catalog, closed once by `close` (was one connection to the remote datacenter per keyspace)."""
+    session = TwoDatacenterSession()
+    catalog = CqlCatalog(session, open_dc_session=session.open_dc_session)
+    for keyspace in ("shop", "audit", "shop"):
+        assert sorted(r.node for r in catalog.size_estimates(keyspace)) == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    assert session.side_sessions == [("dc2", ["192.168.0.3"])]
+    assert session.shut_down == []
+    catalog.close()
+    assert session.shut_down == ["dc2"]
+
+
+def test_a_remote_datacenter_that_cannot_be_opened_is_tried_once_per_catalog(caplog: Any) -> None:
+    session = TwoDatacenterSession()
+    tries: list[str] = []
+
+    def unreachable(base: Any, datacenter: str, contact_points: list[str]) -> Any:
+        tries.append(datacenter)
+        raise OSError("connect timeout")
+
+    catalog = CqlCatalog(session, open_dc_session=unreachable)
+    for keyspace in ("shop", "audit"):
+        assert sorted(r.node for r in catalog.size_estimates(keyspace)) == ["10.0.0.1", "10.0.0.2"]
+    assert tries == ["dc2"]  # the timeout is paid once per plan, not once per keyspace
+    catalog.close()
 
 
 def test_a_node_whose_estimates_cannot_be_read_is_named_in_a_warning(caplog: Any) -> None:
