@@ -335,24 +335,25 @@ class SparkSubmission:
         if self.plan is not None:  # read by the job's driver, which runs here (client mode)
             (scratch / "plan.json").write_text(json.dumps(self.plan))
             plan_args = ["--plan", str(scratch / "plan.json")]
-        master = self.master or _connection_master(connection)
-        if master.startswith("local"):
-            settings.update(RPC_SECURITY)
-        elif settings.get("spark.authenticate") != "true" or settings.get("spark.network.crypto.enabled") != "true":
-            _LOG.warning(
-                "Spark RPC to %s is neither authenticated nor encrypted, and it carries the Cassandra role's "
-                "password to the executors. Fix: set spark.authenticate=true, spark.authenticate.secret (the "
-                "cluster's) and spark.network.crypto.enabled=true in the connection's %s extra, as the cluster "
-                "sets them.", master or "the Spark master", CONF_EXTRA,
-            )  # fmt: skip
+        conf = dict(sorted(settings.items()))  # the hook keeps this dict: RPC security is added below
         hook = _submit_hook_class()(
-            master=self.master, conn_id=self.conn_id or "spark_default", conf=dict(sorted(settings.items())),
+            master=self.master, conn_id=self.conn_id or "spark_default", conf=conf,
             jars=",".join(connector_jars(extra)), py_files=str(job_code_zip(scratch / "ringward-job.zip")),
             files=",".join(files) or None, driver_memory=driver_memory, name=f"ringward-{self.job_args[0]}",
             properties_file=properties_file,
             application_args=[*self.job_args, *self.cassandra.job_args(), *plan_args,
                               "--output", str(scratch / "result.json")],
         )  # fmt: skip
+        master = str(hook._connection.get("master") or "")  # as the provider resolved it (yarn by default)
+        if master.startswith("local"):
+            conf.update(RPC_SECURITY)
+        elif conf.get("spark.authenticate") != "true" or conf.get("spark.network.crypto.enabled") != "true":
+            _LOG.warning(
+                "Spark RPC to %s is neither authenticated nor encrypted, and it carries the Cassandra role's "
+                "password to the executors. Fix: set spark.authenticate=true, spark.authenticate.secret (the "
+                "cluster's) and spark.network.crypto.enabled=true in the connection's %s extra, as the cluster "
+                "sets them.", master or "the Spark master", CONF_EXTRA,
+            )  # fmt: skip
         if hook._connection.get("deploy_mode") == "cluster":
             raise ConfigurationError(
                 f"Spark connection {self.conn_id!r} asks for deploy-mode cluster: ringward's jobs return their "
@@ -415,12 +416,6 @@ class SparkSubmission:
             + _error_excerpt("\n".join(hook.output)),
             "Read the error above; check that the Spark and Cassandra clusters are up and the table exists.",
         )
-
-
-def _connection_master(connection: Any) -> str:
-    """The master a `spark` connection names, as the provider reads it (host, with the port when given)."""
-    host = str(connection.host or "")
-    return f"{host}:{connection.port}" if connection.port else host
 
 
 def _is_secret(key: str, value: str) -> bool:
