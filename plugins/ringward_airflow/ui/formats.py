@@ -75,12 +75,10 @@ def format_replication(value: Replication | Mapping[str, object]) -> str:
     """`SimpleStrategy RF 3`, `NetworkTopologyStrategy {dc1: 3, dc2: 3}` (the Cassandra 4+ shorthand reads as
     `other DCs: 3`), from the typed setting or its stored JSON map; a map that is no replication setting is
     written as `key: value` pairs. Plain text: the caller escapes it."""
-    if isinstance(value, Replication):
-        return value.describe()
-    try:
-        return Replication.parse(value).describe()
-    except (RingwardError, TypeError, ValueError):
-        return ", ".join(f"{k}: {v}" for k, v in value.items()) if isinstance(value, Mapping) else str(value)
+    described = _described(value)
+    if described is not None:
+        return described
+    return ", ".join(f"{k}: {v}" for k, v in value.items()) if isinstance(value, Mapping) else str(value)
 
 
 # A replication map inside a check's text, as ringward writes one: the CQL map literal of `Replication.to_cql`
@@ -95,9 +93,15 @@ def _cql_unquoted(literal: str) -> str:
     return literal[1:-1].replace("''", "'")
 
 
-def _described(options: Mapping[str, object]) -> str | None:
+def _described(value: object) -> str | None:
+    """`Replication.describe` of a typed setting or of its map; None for anything that is no replication setting
+    (the one place the pages turn a replication into words)."""
+    if isinstance(value, Replication):
+        return value.describe()
+    if not isinstance(value, Mapping):
+        return None
     try:
-        return Replication.parse(options).describe()
+        return Replication.parse(value).describe()
     except (RingwardError, TypeError, ValueError):
         return None
 
@@ -118,6 +122,6 @@ def humanize_replications(text: str) -> str:
             options = json.loads(match.group(0))
         except ValueError:
             return match.group(0)
-        return (_described(options) if isinstance(options, Mapping) else None) or match.group(0)
+        return _described(options) or match.group(0)
 
     return _JSON_MAP.sub(from_json, _CQL_MAP.sub(from_cql, text))

@@ -28,13 +28,13 @@ from ringward.repair import (
     reported_types,
     status_config,
 )
-from ringward.replication import Replication
 from ringward.ring_picture import render_ring_svg
 from ringward.ring_sources import ring_from_json
 from ringward.svg import render_placement_svg, xml_text
 from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
 
 from ringward_airflow.ui.airflow_reads import AirflowAccessRefused
+from ringward_airflow.ui.formats import format_replication
 from ringward_airflow.ui.source import Source
 
 __all__ = [
@@ -208,7 +208,7 @@ def migration_view(
         "old_shown": plan.old.describe(), "new_shown": plan.new.describe(),
         "rollback_of": record.get("rollback_of"),
         "stored_steps": [str(s) for s in record.get("steps", [])],
-        "stored_steps_shown": [_described(s) for s in record.get("steps", [])],
+        "stored_steps_shown": [format_replication(s) for s in record.get("steps", [])],
         "summary": record.get("summary", ""),
         "affected_ranges": len(plan.affected), "total_ranges": plan.total_ranges,
         "findings": [f.to_json() for f in plan.findings],
@@ -223,14 +223,6 @@ def migration_view(
     }  # fmt: skip
     # The picture names the settings as the pages do (`NetworkTopologyStrategy {dc1: 3}`), from the typed plan.
     return data, render_placement_svg(plan)
-
-
-def _described(step: object) -> str:
-    """A stored step (its replication's JSON map) as people read it; the map's own text if it is none."""
-    try:
-        return Replication.parse(step).describe() if isinstance(step, Mapping) else str(step)
-    except RingwardError:
-        return str(step)
 
 
 def _altered_steps(state: str, count: int) -> int:
