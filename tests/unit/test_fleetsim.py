@@ -258,3 +258,60 @@ def test_simulator_for_gives_the_process_one_cluster_per_spec_file(tmp_path) -> 
     assert simulator.catalog().tables()["ar_a"] == {"t1": 864000, "t2": 864000}
     assert simulator.nodetool().clock is simulator.clock and simulator.clock.now() == EPOCH
     assert simulator.ops_store() is simulator.ops_store()
+
+
+# -- the cost model fitted on measured commands (benchmarks/calibrate_cost.py) -------------------------------
+
+
+def _measured(terms: Any, noise: float = 0.0) -> list[Any]:
+    from ringward_fleetsim.calibration import Measured
+
+    points = []
+    for i, (group, sessions, mib) in enumerate(
+        [(g, s, m) for g in ("32", "96", "192") for s in (1, 2) for m in (1.0, 8.0, 40.0)]
+    ):
+        seconds = terms.predict(sessions, mib * 2**20) * (1 + (noise if i % 2 else -noise))
+        points.append(Measured(group, sessions, mib * 2**20, seconds))
+    return points
+
+
+def test_the_fit_recovers_the_terms_that_made_the_measurements() -> None:
+    from ringward_fleetsim.calibration import Terms, errors, fit, held_out_errors
+
+    truth = Terms(command_overhead=0.8, session_overhead=0.3, seconds_per_byte=1 / (40 * 2**20))
+    fitted = fit(_measured(truth))
+    assert fitted.command_overhead == pytest.approx(0.8, rel=1e-6)
+    assert fitted.session_overhead == pytest.approx(0.3, rel=1e-6)
+    assert fitted.seconds_per_byte == pytest.approx(truth.seconds_per_byte, rel=1e-6)
+    noisy = _measured(truth, noise=0.1)
+    found = errors(noisy, [fit(noisy).predict(p.sessions, p.bytes_per_replica) for p in noisy])
+    assert 0.02 < found["rms_relative"] < 0.2 and found["max_relative"] >= found["median_relative"]
+    assert held_out_errors(noisy)["rms_relative"] >= found["rms_relative"] * 0.9  # a size it never saw
+
+
+def test_measurements_that_cannot_separate_the_terms_are_refused() -> None:
+    from ringward_fleetsim.calibration import Terms, fit
+
+    one_session = [p for p in _measured(Terms(1.0, 0.5, 1e-8)) if p.sessions == 1]
+    with pytest.raises(ValueError, match="vary the session count"):
+        fit(one_session)
+
+
+def test_the_calibrated_model_reads_the_fitted_terms_and_scales_for_sensitivity(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    import ringward_fleetsim.calibration as calibration
+
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"terms": {"command_overhead": 0.7, "session_overhead": 0.2,
+                                          "seconds_per_byte": 1 / (50 * 2**20)}}))  # fmt: skip
+    monkeypatch.setattr(calibration, "CALIBRATION_FILE", path)
+    model = DurationModel.calibrated()
+    assert (model.command_overhead, model.session_overhead) == (0.7, 0.2)
+    assert model.validation_rate == pytest.approx(50 * 2**20)
+    assert model.mismatch_share == DurationModel().mismatch_share  # not fitted: kept as assumed
+    triple = model.scaled(3.0)
+    assert triple.seconds(10 * 2**20, sessions=2) == pytest.approx(3 * model.seconds(10 * 2**20, sessions=2))
+    path.write_text("{}")
+    with pytest.raises(ValueError, match=r"calibrate_cost\.py"):
+        DurationModel.calibrated()

@@ -62,6 +62,26 @@ class DurationModel:
     stream_rate: float = 24 * MiB  # bytes/s one node streams
     mismatch_share: float = 0.01  # share of the compared data that differs and is streamed
 
+    @classmethod
+    def calibrated(cls) -> DurationModel:
+        """The terms fitted on real repair commands (benchmarks/calibrate_cost.py, `calibration.json`): both
+        overheads and the validation rate (the measured data was in sync, so its per-byte term is validation
+        alone); the streaming terms keep their assumed values."""
+        from ringward_fleetsim.calibration import load_terms
+
+        terms, _record = load_terms()
+        if terms.seconds_per_byte <= 0 or terms.command_overhead < 0 or terms.session_overhead < 0:
+            raise ValueError(f"calibration.json holds terms no duration can have: {terms}")
+        return cls(command_overhead=terms.command_overhead, session_overhead=terms.session_overhead,
+                   validation_rate=1 / terms.seconds_per_byte)  # fmt: skip
+
+    def scaled(self, factor: float) -> DurationModel:
+        """Every cost `factor` times as large (overheads x factor, rates / factor): the sensitivity rows."""
+        return DurationModel(command_overhead=self.command_overhead * factor,
+                             session_overhead=self.session_overhead * factor,
+                             validation_rate=self.validation_rate / factor, stream_rate=self.stream_rate / factor,
+                             mismatch_share=self.mismatch_share)  # fmt: skip
+
     @property
     def seconds_per_byte(self) -> float:
         """Validation plus the streamed share, per byte of one replica's copy, alone on its nodes (k = 1)."""
