@@ -48,6 +48,7 @@ sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins"), str(ROOT / "tools"
 
 from ringward.repair import load_config  # noqa: E402
 from ringward_fleetsim import (  # noqa: E402
+    DurationModel,
     Faults,
     FleetSpec,
     LowerBound,
@@ -132,6 +133,15 @@ def run_dag(spec: FleetSpec) -> tuple[SchedulerResult, dict[str, Any]]:
     return result, night
 
 
+def cost_model(choice: str) -> DurationModel:
+    """`assumed` | `calibrated`, then `,xF` for every cost F times as large (the sensitivity rows)."""
+    name, _, scale = choice.partition(",")
+    if name not in ("assumed", "calibrated") or (scale and not scale.startswith("x")):
+        raise SystemExit(f"--cost {choice!r}: expected assumed or calibrated, optionally ,xF (e.g. calibrated,x0.5)")
+    model = DurationModel.calibrated() if name == "calibrated" else DurationModel()
+    return model.scaled(float(scale[1:])) if scale else model
+
+
 def hours(seconds: float | None, stopped_at: float | None = None) -> str:
     if seconds is None:
         return "not covered" if stopped_at is None else f"> {stopped_at / HOUR:,.0f} h (stopped)"
@@ -155,23 +165,30 @@ def main() -> int:
                         help="stop a peer's simulation at this simulated time (reported as > H h)")  # fmt: skip
     parser.add_argument("--config", help="ringward repair configuration YAML (default: the shipped one)")
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--cost", default="assumed",
+                        help="the duration model: `assumed` (DurationModel's defaults) or `calibrated` (fitted on real "
+                             "sessions by benchmarks/calibrate_cost.py), optionally `xF` scaled (e.g. calibrated,x3): "
+                             "every row runs on the same model")  # fmt: skip
     args = parser.parse_args()
     spec = build_spec(args)
     chosen = set(args.only.split(","))
     unknown = chosen - set(KEYS)
     if unknown:
         parser.error(f"--only: unknown {', '.join(sorted(unknown))}; choose from {', '.join(KEYS)}")
-    print(f"spec: {spec.describe()}; faults: {spec.faults}")
+    if "dag" in chosen and args.cost != "assumed":
+        parser.error("--only dag runs the DAG's simulator on the assumed cost model: leave dag out with --cost")
+    model = cost_model(args.cost)
+    print(f"spec: {spec.describe()}; faults: {spec.faults}; cost model: {args.cost} {model}")
     results: dict[str, SchedulerResult] = {}
     started = time.monotonic()
     max_time = args.max_hours * HOUR
     config = load_config(args.config) if args.config else load_config()
-    bound = lower_bound(spec, budget=config)
+    bound = lower_bound(spec, model, budget=config)
     peers: dict[str, Callable[[], SchedulerResult]] = {
-        "cep37": lambda: run_cep37(spec, max_time=max_time),
-        "cep37_eq": lambda: run_cep37(spec, equal_budget=True, budget=config, max_time=max_time),
-        "reaper": lambda: run_reaper(spec, max_time=max_time),
-        "reaper_eq": lambda: run_reaper(spec, equal_budget=True, budget=config, max_time=max_time),
+        "cep37": lambda: run_cep37(spec, model, max_time=max_time),
+        "cep37_eq": lambda: run_cep37(spec, model, equal_budget=True, budget=config, max_time=max_time),
+        "reaper": lambda: run_reaper(spec, model, max_time=max_time),
+        "reaper_eq": lambda: run_reaper(spec, model, equal_budget=True, budget=config, max_time=max_time),
     }
     for key, run in peers.items():
         if key in chosen:
@@ -179,7 +196,7 @@ def main() -> int:
             results[key].name = LABELS[key]
             print(f"  {LABELS[key]} simulated in {results[key].wall_seconds:.1f} s CPU", flush=True)
     if "ringward" in chosen:
-        results["ringward"] = run_ringward(spec, config)
+        results["ringward"] = run_ringward(spec, config, model)
         results["ringward"].name = LABELS["ringward"]
         print(f"  ringward simulated in {results['ringward'].wall_seconds:.1f} s CPU", flush=True)
     night: dict[str, Any] | None = None
