@@ -23,7 +23,7 @@ error: RMS and largest relative error of the fit, and of a leave-one-step-out fi
 data size, predicting it). Writes the figures to tools/fleetsim/ringward_fleetsim/calibration.json (date,
 commit, machine), which `DurationModel.calibrated()` reads.
 
-Run: uv run python benchmarks/calibrate_cost.py [--megabytes 32,96,192] [--fractions 0.05,0.2,0.5] [--repeats 2]
+Run: uv run python benchmarks/calibrate_cost.py [--megabytes 24,64,128] [--fractions 0.04,0.12,0.3] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -79,30 +79,40 @@ def live_bytes(cluster: LocalCluster, node: str) -> int:
     raise RuntimeError(f"no live space in tablestats of {node}:\n{out}")
 
 
-def spans_by_replica_set(session: object) -> list[TokenRange]:
-    """The widest range of each replica set of the keyspace (two sets on the seed ring)."""
+def ranges_by_replica_set(session: object) -> list[list[TokenRange]]:
+    """The keyspace's ranges grouped by replica set (two sets on the seed ring), widest first in each."""
     ring = ring_from_cluster(session)
     replicas = replica_map(ring, Replication.parse({"class": "NetworkTopologyStrategy", "dc1": "2"}))
-    widest: dict[tuple[str, ...], TokenRange] = {}
+    groups: dict[tuple[str, ...], list[TokenRange]] = {}
     for token_range, owners in zip(replicas.ranges, replicas.replicas, strict=True):
-        key = tuple(sorted(owners))
-        if key not in widest or _width(token_range) > _width(widest[key]):
-            widest[key] = token_range
-    if len(widest) < 2:
-        raise RuntimeError(f"expected two replica sets on the seed ring, found {sorted(widest)}")
-    return [widest[key] for key in sorted(widest)][:2]
+        groups.setdefault(tuple(sorted(owners)), []).append(token_range)
+    if len(groups) < 2:
+        raise RuntimeError(f"expected two replica sets on the seed ring, found {sorted(groups)}")
+    return [sorted(groups[key], key=_width, reverse=True) for key in sorted(groups)][:2]
 
 
 def _width(token_range: TokenRange) -> int:
     return (token_range.end - token_range.start) % RING or RING
 
 
-def subrange(token_range: TokenRange, width: int) -> TokenRange:
-    """The first `width` tokens of `token_range` (which must hold them), wrapping past the ring's end."""
-    if width > _width(token_range):
-        raise ValueError(f"{token_range} is narrower than {width} tokens: lower the fraction")
-    end = (token_range.start - MIN_TOKEN + width) % RING + MIN_TOKEN
-    return TokenRange(token_range.start, end)
+def spans(ranges: list[TokenRange], width: int) -> list[TokenRange]:
+    """`width` tokens taken from `ranges` (one replica set: one session), whole ranges first, then the first
+    tokens of the next one."""
+    taken: list[TokenRange] = []
+    left = width
+    for token_range in ranges:
+        if left <= 0:
+            break
+        if _width(token_range) <= left:
+            taken.append(token_range)
+            left -= _width(token_range)
+        else:
+            end = (token_range.start - MIN_TOKEN + left) % RING + MIN_TOKEN
+            taken.append(TokenRange(token_range.start, end))
+            left = 0
+    if left > 0:
+        raise ValueError(f"the replica set holds fewer than {width} tokens: lower --fractions")
+    return taken
 
 
 def shipped_terms() -> Terms:
@@ -126,8 +136,8 @@ def commit() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--megabytes", default="32,96,192", help="data sizes (MB of rows) measured in turn")
-    parser.add_argument("--fractions", default="0.05,0.2,0.5", help="shares of the ring one command repairs")
+    parser.add_argument("--megabytes", default="24,64,128", help="data sizes (MB of rows) measured in turn")
+    parser.add_argument("--fractions", default="0.04,0.12,0.3", help="shares of the ring one command repairs")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--no-write", action="store_true", help="print only; leave calibration.json as it is")
     args = parser.parse_args()
@@ -145,7 +155,7 @@ def main() -> int:
                             "{'class': 'NetworkTopologyStrategy', 'dc1': 2}")  # fmt: skip
             session.execute(f"CREATE TABLE {KEYSPACE}.{TABLE} (k int PRIMARY KEY, v blob)")
             session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
-            spans = spans_by_replica_set(session)
+            sets = ranges_by_replica_set(session)
             loaded = 0
             for step in steps:
                 rows = step * 1024 * 1024 // ROW_BYTES
@@ -162,9 +172,9 @@ def main() -> int:
                 for fraction, sessions in plans:
                     width = int(RING * fraction)
                     if sessions == 1:
-                        ranges = [subrange(spans[0], width)]
+                        ranges = spans(sets[0], width)
                     else:
-                        ranges = [subrange(spans[0], width // 2), subrange(spans[1], width - width // 2)]
+                        ranges = spans(sets[0], width // 2) + spans(sets[1], width - width // 2)
                     outcome = nodetool.repair(COORDINATOR, KEYSPACE, ranges, tables=[TABLE])
                     if not outcome.succeeded:
                         raise RuntimeError(f"repair failed: {outcome.output}")
