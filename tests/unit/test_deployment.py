@@ -11,6 +11,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
 import pytest
@@ -391,8 +393,12 @@ def test_the_celery_profile_sets_what_the_celery_tests_ran() -> None:
     celery = compose({**env_example(), "AIRFLOW_EXECUTOR": "CeleryExecutor"})
     (redis_port,) = (int(port) for port in services(celery)["redis"]["expose"])
     for name, service in airflow_services(celery).items():
-        environment = service["environment"]
+        environment = dict(service["environment"])
         expected = stack.celery_settings("redis", redis_port, environment["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+        # The test stack's redis runs on loopback without a password; compose's requires one (issue 36).
+        broker = urlsplit(environment["AIRFLOW__CELERY__BROKER_URL"])
+        assert broker.password == env_example()["REDIS_PASSWORD"], name
+        environment["AIRFLOW__CELERY__BROKER_URL"] = broker._replace(netloc=broker.netloc.rpartition("@")[2]).geturl()
         assert {key: environment.get(key) for key in expected} == expected, name
     worker = next(s for s in airflow_services(celery).values() if s.get("command") == "celery worker")
     assert worker["environment"]["AIRFLOW__CELERY__WORKER_CONCURRENCY"] == str(stack.CELERY_WORKER_CONCURRENCY)
@@ -1079,3 +1085,49 @@ def test_cassandra_scripts_refuse_the_placeholders_of_env_example(tmp_path: Path
     for name in ("CASSANDRA_ADMIN_PASSWORD", "RINGWARD_CQL_PASSWORD", "RINGWARD_JMX_PASSWORD"):
         assert f"{name} still holds the placeholder" in result.stderr
     assert recorded(tmp_path) == [], "nothing may run before the check"
+
+
+# --- issue 36: the compose stack's low findings ----------------------------------------------------------
+
+
+def run_healthcheck(service: Mapping[str, Any], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """A CMD-SHELL healthcheck run by sh, as Docker runs it, with `env` as the container's environment."""
+    kind, command = service["healthcheck"]["test"]
+    assert kind == "CMD-SHELL"
+    return subprocess.run(["sh", "-c", command], env=dict(env), capture_output=True, text=True, timeout=60, check=False)
+
+
+# A redis-cli that answers PING as a redis started with --requirepass FAKE_REDIS_PASSWORD does.
+FAKE_REDIS_CLI = """
+    import os, sys
+    if sys.argv[1:] != ["ping"]:
+        sys.exit(f"fake redis-cli: unexpected arguments {sys.argv[1:]}")
+    authenticated = os.environ.get("REDISCLI_AUTH") == os.environ["FAKE_REDIS_PASSWORD"]
+    print("PONG" if authenticated else "NOAUTH Authentication required.")  # exit status 0 either way
+"""
+
+
+def test_redis_requires_the_password_the_broker_url_and_healthcheck_use(tmp_path: Path) -> None:
+    """Issue 36 (low): redis was open to every container of the compose network."""
+    assert "REDIS_PASSWORD" in env_example_secrets()
+    values = generated_env()
+    model = compose({**values, "AIRFLOW_EXECUTOR": "CeleryExecutor"})
+    redis = services(model)["redis"]
+    password = values["REDIS_PASSWORD"]
+    assert redis["environment"]["REDIS_PASSWORD"] == password
+    # The server requires it; the value reaches redis-server through the environment, not this file's text.
+    kind, flag, script = redis["command"]
+    assert (kind, flag) == ("sh", "-c")
+    assert shlex.split(script) == ["exec", "redis-server", "--requirepass", "${REDIS_PASSWORD}"]
+    assert password not in script
+    for name, service in airflow_services(model).items():
+        broker = urlsplit(service["environment"]["AIRFLOW__CELERY__BROKER_URL"])
+        assert (broker.hostname, broker.password) == ("redis", password), name
+    # The healthcheck passes only on an authenticated PONG.
+    fakes = fake_commands(tmp_path, {"redis-cli": FAKE_REDIS_CLI})
+    assert run_healthcheck(redis, {**redis["environment"], **fakes, "FAKE_REDIS_PASSWORD": password}).returncode == 0
+    wrong = {**redis["environment"], **fakes, "FAKE_REDIS_PASSWORD": "another-password-entirely"}
+    assert run_healthcheck(redis, wrong).returncode != 0
+    # No default: without the secret compose refuses to start.
+    with pytest.raises(MissingVariable, match="REDIS_PASSWORD"):
+        compose({k: v for k, v in values.items() if k != "REDIS_PASSWORD"})
