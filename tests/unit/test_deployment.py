@@ -574,16 +574,16 @@ def test_nodetool_connection_carries_jmx_port_and_credentials(airflow_secrets: M
     assert {node["environment"]["RINGWARD_JMX_PASSWORD"] for node in nodes} == {connection.password}
 
 
-def test_env_example_connections_parse_and_match_the_compose_defaults(airflow_secrets: ModuleType) -> None:
+def test_every_compose_connection_parses_and_none_is_overridden_by_env_example(airflow_secrets: ModuleType) -> None:
+    """Every connection compose sets is built from .env's secrets (issue 36: spark_default carries the Spark
+    cluster's RPC secret), so .env.example offers no AIRFLOW_CONN_* that would replace one without it."""
     example = env_example()
-    defaults = compose({k: v for k, v in example.items() if not k.startswith("AIRFLOW_CONN_")})
-    listed = {k: v for k, v in example.items() if k.startswith("AIRFLOW_CONN_")}
-    assert listed
-    for key, value in listed.items():
-        conn_id = key.removeprefix("AIRFLOW_CONN_").lower()
-        parsed = parse_connection(airflow_secrets, conn_id, value)
-        default = parse_connection(airflow_secrets, conn_id, connection_values(defaults)[conn_id])
-        assert parsed.get_uri() == default.get_uri()
+    assert [k for k in example if k.startswith("AIRFLOW_CONN_")] == []
+    found = connection_values(compose(generated_env()))
+    assert set(found) == {"cassandra_default", "cassandra_spark", "spark_default", "ringward_nodetool"}
+    for conn_id, value in found.items():
+        assert parse_connection(airflow_secrets, conn_id, value).conn_type, conn_id
+    assert not [name for name, operator in compose_variable_uses() if name.startswith("AIRFLOW_CONN_")]
 
 
 def dockerignore_keeps(path: str) -> bool:
@@ -659,11 +659,19 @@ def test_every_published_port_is_bound_to_loopback_by_default() -> None:
     assert published, "the stack publishes nothing: the test would prove nothing"
     for name, address, entry in published:
         assert address == "127.0.0.1", f"{name} publishes {entry} beyond the loopback interface"
-    # The documented override reaches every published port (one variable, not one per service).
+    # The documented override reaches every published port (one variable, not one per service), except the
+    # Spark master's UI, which has no login and stays on loopback (issue 36).
     everywhere = compose(example | {"RINGWARD_BIND_ADDRESS": "0.0.0.0"})
-    for name, service in services(everywhere).items():
-        for address, entry in published_ports(service):
-            assert address == "0.0.0.0", f"{name}: {entry} ignores RINGWARD_BIND_ADDRESS"
+    widened = [
+        (name, address, entry)
+        for name, service in services(everywhere).items()
+        for address, entry in published_ports(service)
+    ]
+    assert any(name != "spark-master" for name, _, _ in widened)
+    for name, address, entry in widened:
+        expected = "127.0.0.1" if name == "spark-master" else "0.0.0.0"
+        assert address == expected, f"{name}: {entry} ({'follows' if name == 'spark-master' else 'ignores'} "  \
+            "RINGWARD_BIND_ADDRESS)"
 
 
 # --- issue 25, finding 1: Cassandra requires a login, and ringward's role is least privilege --------------
@@ -1131,3 +1139,79 @@ def test_redis_requires_the_password_the_broker_url_and_healthcheck_use(tmp_path
     # No default: without the secret compose refuses to start.
     with pytest.raises(MissingVariable, match="REDIS_PASSWORD"):
         compose({k: v for k, v in values.items() if k != "REDIS_PASSWORD"})
+
+
+SPARK_DAEMON = ROOT / "deploy" / "spark" / "daemon.sh"
+# A spark-class that records its arguments and the properties file it was given.
+FAKE_SPARK_CLASS = """
+    import json, os, sys
+    args = sys.argv[1:]
+    path = args[args.index("--properties-file") + 1]
+    with open(os.environ["FAKE_LOG"], "a") as log:
+        log.write(json.dumps({"argv": args, "mode": oct(os.stat(path).st_mode & 0o777), "properties": open(path).read()}) + "\\n")
+"""
+
+
+def spark_daemon_runs(service: Mapping[str, Any], tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Any]:
+    """Run a Spark service's command as its container would (a fake spark-class), and what spark-class got."""
+    home = tmp_path / "spark-home"
+    (home / "bin").mkdir(parents=True, exist_ok=True)
+    fake = home / "bin" / "spark-class"
+    fake.write_text(f"#!{sys.executable}\n{textwrap.dedent(FAKE_SPARK_CLASS)}")
+    fake.chmod(0o755)
+    log = tmp_path / "spark-class.jsonl"
+    log.unlink(missing_ok=True)
+    command = service["command"]
+    assert command[:2] == ["bash", "/ringward/spark/daemon.sh"]
+    env = {**service["environment"], "PATH": os.environ["PATH"], "SPARK_HOME": str(home), "FAKE_LOG": str(log),
+           "TMPDIR": str(tmp_path)}  # fmt: skip
+    result = run_script(host_path(service, command[1]), env, *command[2:])
+    return result, json.loads(log.read_text()) if log.exists() else None
+
+
+def java_properties(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_spark_master_worker_and_submissions_authenticate_and_encrypt_rpc(
+    airflow_secrets: ModuleType, tmp_path: Path
+) -> None:
+    """Issue 36 (low): the Spark master and Spark RPC were open to the compose network."""
+    assert "RINGWARD_SPARK_AUTH_SECRET" in env_example_secrets()
+    values = generated_env()
+    model = compose(values)
+    secret = values["RINGWARD_SPARK_AUTH_SECRET"]
+    for name in ("spark-master", "spark-worker"):
+        result, started = spark_daemon_runs(services(model)[name], tmp_path)
+        assert result.returncode == 0, result.stderr
+        properties = java_properties(started["properties"])
+        assert properties["spark.authenticate"] == "true", name
+        assert properties["spark.authenticate.secret"] == secret, name
+        assert properties["spark.network.crypto.enabled"] == "true", name
+        assert properties["spark.master.rest.enabled"] == "false", name
+        assert started["mode"] == "0o600", name
+        assert secret not in " ".join(started["argv"]), f"{name}: the secret is on a command line"
+        assert started["argv"][0] == services(model)[name]["command"][2]
+    # The Airflow side submits with the same secret, through the provider's hook and ringward's checked extra.
+    from ringward_cassandra.connection_extras import checked_spark_conf
+    from ringward_spark.submit import CONF_EXTRA, RPC_SECURITY
+
+    spark = parse_connection(airflow_secrets, "spark_default", connection_values(model)["spark_default"])
+    conf = dict(checked_spark_conf(spark.extra_dejson[CONF_EXTRA]))
+    assert {key: conf.get(key) for key in RPC_SECURITY} == dict(RPC_SECURITY)
+    assert conf["spark.authenticate.secret"] == secret
+    assert spark.extra_dejson["deploy-mode"] == "client"
+
+
+def test_spark_daemons_refuse_the_placeholder_secret(tmp_path: Path) -> None:
+    result, started = spark_daemon_runs(services(compose())["spark-master"], tmp_path)
+    assert result.returncode != 0
+    assert "RINGWARD_SPARK_AUTH_SECRET still holds the placeholder" in result.stderr
+    assert started is None, "spark-class ran without a usable secret"
+
+
+def test_spark_master_ui_stays_on_loopback_whatever_the_bind_address() -> None:
+    widened = compose(generated_env() | {"RINGWARD_BIND_ADDRESS": "0.0.0.0"})
+    ports = list(published_ports(services(widened)["spark-master"]))
+    assert ports
+    assert {address for address, _ in ports} == {"127.0.0.1"}
