@@ -9,6 +9,7 @@
 #      ringward_ops, the role `ringward` (RINGWARD_CQL_PASSWORD) with its grants, and the Spark
 #      verification's read-only role `ringward_spark` (RINGWARD_SPARK_CQL_PASSWORD): SELECT on the managed
 #      keyspaces only.
+#   4. Check that every node lets the admin in and refuses cassandra/cassandra; exit 1 when one does not.
 #
 # Passwords never reach a command line: cqlsh reads them from a credentials file, the statements that set
 # them from a file, nodetool from a password file, all in a private temporary directory.
@@ -61,7 +62,11 @@ credentials "${work}/default" cassandra cassandra
 printf '%s %s\n' "${jmx_user}" "${RINGWARD_JMX_PASSWORD}" > "${work}/jmx"
 
 can_login() {
-    cqlsh --credentials="$1" -e "SELECT release_version FROM system.local" "${host}" 9042 > /dev/null 2>&1
+    can_login_on "${host}" "$1"
+}
+
+can_login_on() {  # node credentials
+    cqlsh --credentials="$2" -e "SELECT release_version FROM system.local" "$1" 9042 > /dev/null 2>&1
 }
 
 cql_file() {  # credentials statements-file
@@ -155,4 +160,21 @@ CQL
     done
 } > "${work}/roles.cql"
 cql_file "${work}/admin" "${work}/roles.cql"
-echo "cassandra-init: done: ${admin} is the superuser, the default superuser is disabled, ringward has its grants"
+
+# --- 4. no node lets the default superuser in any more ---------------------------------------------------
+# Each node answers the admin (it is up and reads the roles) and refuses cassandra/cassandra. A node may
+# accept the old credentials for a moment (its credentials cache): each is asked again until it refuses.
+for node in "${nodes[@]}"; do
+    refused=""
+    for (( attempt = 1; attempt <= attempts; attempt++ )); do
+        if can_login_on "${node}" "${work}/admin" && ! can_login_on "${node}" "${work}/default"; then
+            refused="yes"
+            break
+        fi
+        sleep "${retry_seconds}"
+    done
+    [[ -n "${refused}" ]] || die "the image's default superuser cassandra/cassandra still logs in on ${node} (or \
+${admin} cannot log in there). Every Airflow component waits for cassandra-init, so the stack stays down.
+Check ${node} (docker compose logs ${node}), then run: docker compose run --rm cassandra-init"
+done
+echo "cassandra-init: done: ${admin} is the superuser, no node lets the default superuser in, ringward has its grants"

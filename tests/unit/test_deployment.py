@@ -755,6 +755,8 @@ FAKE_CQLSH = """
         elif match := re.fullmatch(r'(CREATE|ALTER) ROLE (IF NOT EXISTS )?"?(\\w+)"? WITH (.*)', statement):
             if match[1] == "CREATE" and match[3] in roles:
                 continue
+            if match[3] in os.environ.get("FAKE_CQL_UNCHANGED_ROLES", "").split(","):  # a change that never lands
+                continue
             entry = roles.setdefault(match[3], {"password": None, "login": False, "superuser": False})
             for key, value in re.findall(r"(PASSWORD|LOGIN|SUPERUSER) = ('[^']*'|\\w+)", match[4]):
                 entry[key.lower()] = value.strip("'") if key == "PASSWORD" else value == "true"
@@ -877,6 +879,44 @@ def test_airflow_task_runners_wait_for_cassandra_init() -> None:
     init, _ = cassandra_init_service(model)
     for name in ("airflow-scheduler", "airflow-triggerer", "airflow-worker"):
         assert services(model)[name]["depends_on"][init] == {"condition": "service_completed_successfully"}, name
+
+
+def test_every_airflow_component_waits_until_the_default_superuser_is_disabled() -> None:
+    """Issue 36 (low): cassandra/cassandra logs in until cassandra-init succeeds; nothing of Airflow serves before."""
+    model = compose()
+    init, _ = cassandra_init_service(model)
+    components = {
+        name for name, service in airflow_services(model).items() if name != "airflow-init" and "debug" not in
+        service.get("profiles", [])
+    }  # fmt: skip
+    assert {"airflow-apiserver", "airflow-dag-processor", "airflow-scheduler", "airflow-triggerer"} <= components
+    for name in components:
+        assert services(model)[name]["depends_on"].get(init) == {"condition": "service_completed_successfully"}, name
+
+
+def test_cassandra_init_checks_that_no_node_lets_the_default_superuser_in(tmp_path: Path) -> None:
+    values = generated_env()
+    model = compose(values)
+    result, _ = run_cassandra_init(tmp_path, model, {"roles": {"cassandra": DEFAULT_SUPERUSER}, "keyspaces": []})
+    assert result.returncode == 0, result.stderr
+    # Every node was asked with the default credentials after the roles were set.
+    default_logins = [
+        argv for argv in recorded(tmp_path)
+        if argv[0] == "cqlsh" and argv[1] == f"--credentials={Path(argv[1].split('=', 1)[1]).parent}/default"
+    ]  # fmt: skip
+    assert {argv[-2] for argv in default_logins} >= set(cassandra_services(model))
+
+
+def test_cassandra_init_fails_loudly_while_the_default_superuser_still_logs_in(tmp_path: Path) -> None:
+    values = generated_env()
+    model = compose(values)
+    _, init = cassandra_init_service(model)
+    init["environment"]["FAKE_CQL_UNCHANGED_ROLES"] = "cassandra"  # this model only: compose() builds a new one
+    result, state = run_cassandra_init(tmp_path, model, {"roles": {"cassandra": DEFAULT_SUPERUSER}, "keyspaces": []})
+    assert state["roles"]["cassandra"]["login"] is True  # the fake cluster kept it, as a failed ALTER would
+    assert result.returncode != 0
+    assert "default superuser cassandra/cassandra still logs in on cassandra-1" in result.stderr
+    assert "docker compose run --rm cassandra-init" in result.stderr
 
 
 def test_cassandra_connection_logs_in_as_the_ringward_role(airflow_secrets: ModuleType) -> None:
