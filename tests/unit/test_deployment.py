@@ -1255,3 +1255,34 @@ def test_spark_master_ui_stays_on_loopback_whatever_the_bind_address() -> None:
     ports = list(published_ports(services(widened)["spark-master"]))
     assert ports
     assert {address for address, _ in ports} == {"127.0.0.1"}
+
+
+# The secrets that act on the clusters' machines: JMX (repair, cleanup, snapshot; issue 36, finding 6) and the
+# Spark cluster's shared secret (whoever holds it may run code on the Spark workers).
+TASK_RUNNER_SECRETS = ("RINGWARD_JMX_PASSWORD", "RINGWARD_SPARK_AUTH_SECRET")
+
+
+def test_jmx_and_spark_secrets_reach_only_the_components_that_run_tasks() -> None:
+    """Issue 36, finding 6: the JMX credentials reached every Airflow component, the API server and the DAG
+    processor included. Tasks run in the scheduler (LocalExecutor) and the Celery workers; ringward's trigger
+    (RepairSessionTrigger) reads repair history over CQL only, so the triggerer needs neither."""
+    values = generated_env()
+    for executor in ("ringward_airflow.executor.LocalExecutor", "CeleryExecutor"):
+        model = compose(values | {"AIRFLOW_EXECUTOR": executor})
+        components = airflow_services(model)
+        holders = {
+            name for name, service in components.items()
+            if any(values[secret] in text for secret in TASK_RUNNER_SECRETS for text in strings_in(service))
+        }  # fmt: skip
+        # airflow-init receives every secret only to check it (deploy/check-secrets.sh), then exits.
+        assert holders == {"airflow-init", "airflow-scheduler", "airflow-worker"}, executor
+        for name in ("airflow-apiserver", "airflow-dag-processor", "airflow-triggerer"):
+            environment = components[name]["environment"]
+            assert "AIRFLOW_CONN_RINGWARD_NODETOOL" not in environment, name
+            assert "AIRFLOW_CONN_SPARK_DEFAULT" not in environment, name
+        init_env = components["airflow-init"]["environment"]
+        assert not [key for key in init_env if key.startswith(("AIRFLOW_CONN_RINGWARD", "AIRFLOW_CONN_SPARK"))]
+        for name in ("airflow-scheduler", "airflow-worker"):
+            environment = components[name]["environment"]
+            assert values["RINGWARD_JMX_PASSWORD"] in environment["AIRFLOW_CONN_RINGWARD_NODETOOL"], name
+            assert values["RINGWARD_SPARK_AUTH_SECRET"] in environment["AIRFLOW_CONN_SPARK_DEFAULT"], name
