@@ -670,8 +670,9 @@ def test_every_published_port_is_bound_to_loopback_by_default() -> None:
     assert any(name != "spark-master" for name, _, _ in widened)
     for name, address, entry in widened:
         expected = "127.0.0.1" if name == "spark-master" else "0.0.0.0"
-        assert address == expected, f"{name}: {entry} ({'follows' if name == 'spark-master' else 'ignores'} "  \
-            "RINGWARD_BIND_ADDRESS)"
+        assert address == expected, (
+            f"{name}: {entry} ({'follows' if name == 'spark-master' else 'ignores'} RINGWARD_BIND_ADDRESS)"
+        )
 
 
 # --- issue 25, finding 1: Cassandra requires a login, and ringward's role is least privilege --------------
@@ -1188,7 +1189,8 @@ FAKE_SPARK_CLASS = """
     args = sys.argv[1:]
     path = args[args.index("--properties-file") + 1]
     with open(os.environ["FAKE_LOG"], "a") as log:
-        log.write(json.dumps({"argv": args, "mode": oct(os.stat(path).st_mode & 0o777), "properties": open(path).read()}) + "\\n")
+        mode, properties = oct(os.stat(path).st_mode & 0o777), open(path).read()
+        log.write(json.dumps({"argv": args, "mode": mode, "properties": properties}) + "\\n")
 """
 
 
