@@ -12,6 +12,7 @@ import os
 import re
 import secrets
 import shlex
+import socket
 import subprocess
 import sys
 import textwrap
@@ -26,7 +27,14 @@ from urllib.parse import urlsplit
 import jsonschema
 import pytest
 import yaml
-from ringward.permissions import SPARK_ROLE, grant_statements, keyspace_grants, spark_keyspace_grants
+from ringward.permissions import (
+    JMX_ROLE,
+    SPARK_ROLE,
+    grant_statements,
+    jmx_grant_statements,
+    keyspace_grants,
+    spark_keyspace_grants,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yaml"
@@ -569,9 +577,13 @@ def test_nodetool_connection_carries_jmx_port_and_credentials(airflow_secrets: M
     # NodetoolHook's contract: nodetool runs against each node's own address on the JMX port.
     assert connection.host == "{address}"
     assert connection.extra_dejson["nodetool_path"] == "/opt/cassandra/bin/nodetool"
-    nodes = cassandra_services(model).values()
-    assert {node["environment"]["RINGWARD_JMX_USER"] for node in nodes} == {connection.login}
-    assert {node["environment"]["RINGWARD_JMX_PASSWORD"] for node in nodes} == {connection.password}
+    # JMX logs in with a Cassandra role: cassandra-init creates it with this login and password.
+    _, init = cassandra_init_service(model)
+    assert (init["environment"]["RINGWARD_JMX_USER"], init["environment"]["RINGWARD_JMX_PASSWORD"]) == (
+        connection.login,
+        connection.password,
+    )
+    assert connection.login == JMX_ROLE
 
 
 def test_every_compose_connection_parses_and_none_is_overridden_by_env_example(airflow_secrets: ModuleType) -> None:
@@ -792,6 +804,8 @@ def run_cassandra_init(
 # keyspace, which the script always quotes.
 GRANTS = (
     [statement.rstrip(";") for statement in grant_statements("ringward", [])]
+    # The JMX role's per-MBean grants (Cassandra's JMX authorizer; issue 36, finding 6).
+    + [statement.rstrip(";") for statement in jmx_grant_statements(JMX_ROLE)]
     + [
         grant.statement("ringward").rstrip(";").replace("KEYSPACE shop", 'KEYSPACE "shop"')
         for grant in keyspace_grants("shop")
@@ -992,31 +1006,34 @@ def test_cassandra_nodes_require_a_login_and_authorize_by_role(tmp_path: Path, f
             assert {k: v for k, v in config.items() if k not in ("authenticator", "authorizer")} == {
                 k: v for k, v in original.items() if k not in ("authenticator", "authorizer")
             }
-        assert (
-            conf / "jmxremote.password"
-        ).read_text() == f"{values['RINGWARD_JMX_USER']} {values['RINGWARD_JMX_PASSWORD']}\n"
+        # JMX logs in through the JAAS entry JVM_EXTRA_OPTS names; no password or access file on the node.
+        jaas = conf / "cassandra-jaas.config"
+        assert "org.apache.cassandra.auth.CassandraLoginModule REQUIRED;" in jaas.read_text()
+        assert f"-Djava.security.auth.login.config=/etc/cassandra/{jaas.name}" in node["environment"]["JVM_EXTRA_OPTS"]
+        assert not (conf / "jmxremote.password").exists() and not (conf / "jmxremote.access").exists()
         assert recorded(tmp_path)[-1] == ["docker-entrypoint.sh", *node["command"]]
 
 
-def test_cassandra_healthcheck_needs_no_cql_login(tmp_path: Path) -> None:
-    """With authentication on, an anonymous cqlsh is refused: health is read over JMX only."""
+def test_cassandra_healthcheck_needs_no_login(tmp_path: Path) -> None:
+    """Healthy once the node's native port accepts connections (Cassandra opens it after joining the ring): no CQL
+    login (the roles come later, from cassandra-init) and no JMX login (JMX logins are Cassandra roles too)."""
     node = next(iter(cassandra_services(compose(generated_env())).values()))
+    assert not [name for name in node["environment"] if SECRET_NAME.search(name)], "a node holds a secret"
     programs = {
+        "hostname": "import sys; print('127.0.0.1' if '-i' in sys.argv else 'cassandra-1')",
         "cqlsh": "import sys; sys.exit('AuthenticationFailed: Remote end requires authentication')",
-        "hostname": "import sys; print('10.9.8.7' if '-i' in sys.argv else 'cassandra-1')",
-        "nodetool": """
-            import sys
-            if "statusbinary" in sys.argv:
-                print("running")
-            elif "status" in sys.argv:
-                print("UN  10.9.8.7  1.2 MiB  16  ?  0c0a  rack1")
-            else:
-                sys.exit(1)
-        """,
+        "nodetool": "import sys; sys.exit('nodetool: Failed to connect: SecurityException: Authentication failed')",
     }
     env = {**node["environment"], **fake_commands(tmp_path, programs)}
-    result = run_script(host_path(node, node["healthcheck"]["test"][-1]), env)
-    assert result.returncode == 0, result.stdout + result.stderr
+    script = host_path(node, node["healthcheck"]["test"][-1])
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = str(listening.getsockname()[1])
+        result = run_script(script, {**env, "CASSANDRA_NATIVE_PORT": port})
+        assert result.returncode == 0, result.stdout + result.stderr
+    # Nothing listens there any more: unhealthy.
+    assert run_script(script, {**env, "CASSANDRA_NATIVE_PORT": port}).returncode != 0
 
 
 # --- issue 25, finding 7: the stack refuses the placeholders of .env.example --------------------------
@@ -1119,15 +1136,9 @@ def test_cassandra_scripts_refuse_the_placeholders_of_env_example(tmp_path: Path
         tmp_path, {name: RECORD_ARGV for name in ("docker-entrypoint.sh", "chown", "cqlsh", "nodetool")}
     )
     log = {"FAKE_LOG": str(tmp_path / "commands.jsonl")}
+    # The nodes hold no secret (JMX logs in with Cassandra's roles, issue 36): cassandra-init checks the ones it sets.
     for name, node in cassandra_services(model).items():
-        conf = tmp_path / name
-        conf.mkdir()
-        (conf / "cassandra.yaml").write_text("authenticator: AllowAllAuthenticator\n")
-        env = {**node["environment"], **fakes, **log, "CASSANDRA_CONF": str(conf)}
-        result = run_script(host_path(node, node["entrypoint"][-1]), env, *node["command"])
-        assert result.returncode != 0, name
-        assert "RINGWARD_JMX_PASSWORD still holds the placeholder" in result.stderr
-        assert not (conf / "jmxremote.password").exists()
+        assert not [key for key in node["environment"] if SECRET_NAME.search(key)], name
     _, init = cassandra_init_service(model)
     result = run_script(host_path(init, init["entrypoint"][-1]), {**init["environment"], **fakes, **log})
     assert result.returncode != 0
@@ -1288,3 +1299,54 @@ def test_jmx_and_spark_secrets_reach_only_the_components_that_run_tasks() -> Non
             environment = components[name]["environment"]
             assert values["RINGWARD_JMX_PASSWORD"] in environment["AIRFLOW_CONN_RINGWARD_NODETOOL"], name
             assert values["RINGWARD_SPARK_AUTH_SECRET"] in environment["AIRFLOW_CONN_SPARK_DEFAULT"], name
+
+
+JMX_AUTHORIZER_OPTIONS = (
+    "-Dcassandra.jmx.remote.login.config=CassandraLogin",
+    "-Djava.security.auth.login.config=/etc/cassandra/cassandra-jaas.config",
+    "-Dcassandra.jmx.authorizer=org.apache.cassandra.auth.jmx.AuthorizationProxy",
+)
+
+
+def test_cassandra_nodes_authorize_jmx_per_mbean_through_cassandras_roles() -> None:
+    """Issue 36, finding 6: the JMX user was `readwrite` on every MBean (an access file knows nothing finer)."""
+    nodes = cassandra_services(compose(generated_env()))
+    assert nodes
+    for name, node in nodes.items():
+        options = node["environment"]["JVM_EXTRA_OPTS"].split()
+        assert set(JMX_AUTHORIZER_OPTIONS) <= set(options), name
+        assert not [o for o in options if o.startswith("-Dcom.sun.management.jmxremote.access.file")], name
+        assert node["environment"]["LOCAL_JMX"] == "no", name
+
+
+def test_cassandra_init_creates_the_jmx_role_with_exactly_its_mbean_grants(tmp_path: Path) -> None:
+    values = generated_env()
+    model = compose(values)
+    result, state = run_cassandra_init(tmp_path, model, {"roles": {"cassandra": DEFAULT_SUPERUSER}, "keyspaces": []})
+    assert result.returncode == 0, result.stderr
+    jmx_user = values["RINGWARD_JMX_USER"]
+    assert jmx_user == JMX_ROLE
+    assert state["roles"][jmx_user] == {"password": values["RINGWARD_JMX_PASSWORD"], "login": True, "superuser": False}
+    granted = [statement for user, statement in state["executed"] if statement.startswith("GRANT")]
+    to_jmx = [statement for statement in granted if statement.endswith(f" TO {jmx_user}")]
+    assert to_jmx == [statement.rstrip(";") for statement in jmx_grant_statements(jmx_user)]
+    # The JMX login for the system_auth repair is the admin's (JMX logins are Cassandra roles; the JMX role's
+    # grants come last), and its password travels in a file.
+    repairs = [argv for argv in recorded(tmp_path) if argv[0] == "nodetool"]
+    assert repairs
+    assert {argv[argv.index("-u") + 1] for argv in repairs} == {values["CASSANDRA_ADMIN_USER"]}
+    # system_auth is replicated before the admin's role is written (every node can then read it).
+    changes = [s for user, s in state["executed"] if user == "cassandra" and not s.startswith("SELECT")]
+    assert changes[0].startswith("ALTER KEYSPACE system_auth")
+    assert any(change.startswith(f"CREATE ROLE IF NOT EXISTS {values['CASSANDRA_ADMIN_USER']}") for change in changes)
+
+
+@pytest.mark.parametrize("role", ["ringward", "ringward_spark", "cassandra", "ringward_admin"])
+def test_cassandra_init_refuses_a_jmx_user_that_is_another_role(tmp_path: Path, role: str) -> None:
+    values = generated_env() | {"RINGWARD_JMX_USER": role}
+    result, state = run_cassandra_init(
+        tmp_path, compose(values), {"roles": {"cassandra": DEFAULT_SUPERUSER}, "keyspaces": []}
+    )
+    assert result.returncode != 0
+    assert "RINGWARD_JMX_USER must be a role of its own" in result.stderr
+    assert state["executed"] == []
