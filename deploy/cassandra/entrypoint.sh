@@ -5,20 +5,15 @@
 #   superuser, the role `ringward` and its grants) are created once every node is up, by cassandra-init
 #   (deploy/cassandra/init-cluster.sh); until then only the image's default superuser can log in, and
 #   cassandra-init disables it.
-# - JMX: the password and access files, from the environment. The secret never lives in the repository:
-#   compose passes it from .env. The JVM refuses a password file that anyone but its owner can read, and
-#   the owner must be the user Cassandra runs as (the image drops from root to `cassandra` in
-#   docker-entrypoint.sh).
+# - JMX: logins are Cassandra roles (the CassandraLogin JAAS entry, written here) and each call is authorized
+#   per MBean (AuthorizationProxy; both switched on in JVM_EXTRA_OPTS by docker-compose.yaml). The JMX role
+#   and its grants are cassandra-init's: until it has run, no role but the image's default superuser can use
+#   JMX, and a node answers no JMX login before it has joined the ring. The node holds no JMX secret.
 set -euo pipefail
-
-: "${RINGWARD_JMX_USER:?set RINGWARD_JMX_USER (the JMX user nodetool logs in as)}"
-# No placeholder of .env.example, no weak value: deploy/check-secrets.sh (one folder up).
-bash "$(dirname "${BASH_SOURCE[0]}")/../check-secrets.sh" RINGWARD_JMX_PASSWORD
 
 conf_dir="${CASSANDRA_CONF:-/etc/cassandra}"
 yaml="${conf_dir}/cassandra.yaml"
-password_file="${conf_dir}/jmxremote.password"
-access_file="${conf_dir}/jmxremote.access"
+jaas_file="${conf_dir}/cassandra-jaas.config"
 
 # The image's authenticator and authorizer go (a one-line value or a `class_name:` block, whichever form
 # the release writes), ours are appended. Running again (a container restart) gives the same file.
@@ -38,11 +33,9 @@ printf '%s\nauthenticator: PasswordAuthenticator\nauthorizer: CassandraAuthorize
 cat "${yaml}.ringward" > "${yaml}"
 rm -f "${yaml}.ringward"
 
-umask 077
-printf '%s %s\n' "${RINGWARD_JMX_USER}" "${RINGWARD_JMX_PASSWORD}" > "${password_file}"
-# readwrite: repair, cleanup and snapshot are JMX operations, not just attribute reads.
-printf '%s readwrite\n' "${RINGWARD_JMX_USER}" > "${access_file}"
-chown cassandra:cassandra "${password_file}" "${access_file}"
-chmod 0400 "${password_file}" "${access_file}"
+# The JAAS entry -Dcassandra.jmx.remote.login.config names (the release ships the same file; written so that
+# the node never depends on it). No password or access file: a stale one from an older configuration goes.
+printf 'CassandraLogin {\n  org.apache.cassandra.auth.CassandraLoginModule REQUIRED;\n};\n' > "${jaas_file}"
+rm -f "${conf_dir}/jmxremote.password" "${conf_dir}/jmxremote.access"
 
 exec docker-entrypoint.sh "$@"

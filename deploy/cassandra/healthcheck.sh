@@ -1,19 +1,9 @@
 #!/bin/bash
-# Healthy = this node's native transport (CQL) is running and the node reports itself Up/Normal, both read
-# over authenticated remote JMX, the same path ringward's nodetool takes. It needs no CQL login: the
-# cluster requires one, and the roles are created only once every node is healthy (cassandra-init).
+# Healthy = this node accepts connections on its native transport (CQL) port, at its own address. Cassandra
+# opens that port only once the node has joined the ring (after bootstrap), so the next node may start then.
+# It needs no login at all: the cluster requires one for CQL, JMX logins are Cassandra roles, and the roles
+# are created only once every node is healthy (cassandra-init). No secret reaches the node for this check.
 set -euo pipefail
 
-credentials="$(mktemp)"
-trap 'rm -f "${credentials}"' EXIT
-printf '%s %s\n' "${RINGWARD_JMX_USER}" "${RINGWARD_JMX_PASSWORD}" > "${credentials}"
-
-node_tool() {
-    nodetool -h "$(hostname)" -p 7199 -u "${RINGWARD_JMX_USER}" --password-file "${credentials}" "$@"
-}
-
-binary="$(node_tool statusbinary)"
-[[ "${binary//[[:space:]]/}" == "running" ]]
-
 own_address="$(hostname -i | awk '{print $1}')"
-node_tool status | grep -E "^UN +${own_address//./\\.} " > /dev/null
+exec 3<> "/dev/tcp/${own_address}/${CASSANDRA_NATIVE_PORT:-9042}"

@@ -4,11 +4,13 @@
 #   1. Log in as the admin superuser (CASSANDRA_ADMIN_USER / CASSANDRA_ADMIN_PASSWORD). On the first run
 #      that role does not exist yet: log in as the image's default superuser (cassandra/cassandra), create
 #      the admin, and replicate system_auth to every node of the DC (up to 3).
-#   2. Repair system_auth on every node, so that every replica holds the roles.
+#   2. Repair system_auth on every node, so that every replica holds the roles (nodetool logs in as the admin:
+#      JMX logins are Cassandra roles).
 #   3. As the admin: disable the default superuser (random password, no superuser, no login), create
-#      ringward_ops, the role `ringward` (RINGWARD_CQL_PASSWORD) with its grants, and the Spark
+#      ringward_ops, the role `ringward` (RINGWARD_CQL_PASSWORD) with its grants, the Spark
 #      verification's read-only role `ringward_spark` (RINGWARD_SPARK_CQL_PASSWORD): SELECT on the managed
-#      keyspaces only.
+#      keyspaces only, and the JMX role RINGWARD_JMX_USER (RINGWARD_JMX_PASSWORD) with its per-MBean grants.
+#   4. Check that every node lets the admin in and refuses cassandra/cassandra; exit 1 when one does not.
 #
 # Passwords never reach a command line: cqlsh reads them from a credentials file, the statements that set
 # them from a file, nodetool from a password file, all in a private temporary directory.
@@ -32,7 +34,7 @@ bash "$(dirname "${BASH_SOURCE[0]}")/../check-secrets.sh" \
     CASSANDRA_ADMIN_PASSWORD RINGWARD_CQL_PASSWORD RINGWARD_SPARK_CQL_PASSWORD RINGWARD_JMX_PASSWORD
 admin="${CASSANDRA_ADMIN_USER:-ringward_admin}"
 dc="${RINGWARD_CASSANDRA_DC:-dc1}"
-jmx_user="${RINGWARD_JMX_USER:-ringward}"
+jmx_user="${RINGWARD_JMX_USER:-ringward_jmx}"
 IFS=', ' read -r -a nodes <<< "${RINGWARD_CASSANDRA_NODES:-cassandra-1,cassandra-2,cassandra-3}"
 IFS=', ' read -r -a managed <<< "${RINGWARD_MANAGED_KEYSPACES:-}"
 attempts="${RINGWARD_INIT_ATTEMPTS:-24}"
@@ -41,6 +43,11 @@ retry_seconds="${RINGWARD_INIT_RETRY_SECONDS:-5}"
 identifier CASSANDRA_ADMIN_USER "${admin}"
 identifier RINGWARD_CASSANDRA_DC "${dc}"
 [[ "${admin}" != cassandra && "${admin}" != ringward ]] || die "CASSANDRA_ADMIN_USER must not be '${admin}'"
+identifier RINGWARD_JMX_USER "${jmx_user}"
+case "${jmx_user}" in
+    cassandra | ringward | ringward_spark | "${admin}")
+        die "RINGWARD_JMX_USER must be a role of its own (got '${jmx_user}'): JMX logs in with Cassandra's roles" ;;
+esac
 for keyspace in "${managed[@]}"; do
     identifier RINGWARD_MANAGED_KEYSPACES "${keyspace}"
 done
@@ -58,10 +65,15 @@ credentials() {  # file user password: cqlsh's credentials file (read without in
 }
 credentials "${work}/admin" "${admin}" "${CASSANDRA_ADMIN_PASSWORD}"
 credentials "${work}/default" cassandra cassandra
-printf '%s %s\n' "${jmx_user}" "${RINGWARD_JMX_PASSWORD}" > "${work}/jmx"
+# nodetool logs in as the admin: JMX logins are Cassandra roles, and the JMX role's grants come last.
+printf '%s %s\n' "${admin}" "${CASSANDRA_ADMIN_PASSWORD}" > "${work}/jmx"
 
 can_login() {
-    cqlsh --credentials="$1" -e "SELECT release_version FROM system.local" "${host}" 9042 > /dev/null 2>&1
+    can_login_on "${host}" "$1"
+}
+
+can_login_on() {  # node credentials
+    cqlsh --credentials="$2" -e "SELECT release_version FROM system.local" "$1" 9042 > /dev/null 2>&1
 }
 
 cql_file() {  # credentials statements-file
@@ -77,7 +89,7 @@ one_row() {  # credentials query: whether the query returns exactly one row (a f
 repair_system_auth() {
     for node in "${nodes[@]}"; do
         echo "cassandra-init: repairing system_auth on ${node}"
-        nodetool -h "${node}" -p 7199 -u "${jmx_user}" --password-file "${work}/jmx" repair --full system_auth
+        nodetool -h "${node}" -p 7199 -u "${admin}" --password-file "${work}/jmx" repair --full system_auth
     done
 }
 
@@ -95,11 +107,13 @@ for (( attempt = 1; attempt <= attempts; attempt++ )); do
 done
 
 if [[ "${login}" == default ]]; then
-    echo "cassandra-init: first run: creating the superuser ${admin} and replicating system_auth (${replication})"
+    # system_auth is replicated first: the admin's role is then written to a quorum of its replicas, so every
+    # node can read it, and the admin can log in over JMX on every node for the repair below.
+    echo "cassandra-init: first run: replicating system_auth (${replication}) and creating the superuser ${admin}"
     cat > "${work}/bootstrap.cql" <<CQL
+ALTER KEYSPACE system_auth WITH replication = ${replication};
 CREATE ROLE IF NOT EXISTS ${admin} WITH SUPERUSER = true AND LOGIN = true AND PASSWORD = '${CASSANDRA_ADMIN_PASSWORD}';
 ALTER ROLE ${admin} WITH SUPERUSER = true AND LOGIN = true AND PASSWORD = '${CASSANDRA_ADMIN_PASSWORD}';
-ALTER KEYSPACE system_auth WITH replication = ${replication};
 CQL
     cql_file "${work}/default" "${work}/bootstrap.cql"
 fi
@@ -141,6 +155,17 @@ GRANT SELECT ON TABLE system_views.gossip_info TO ringward;
 GRANT SELECT ON TABLE system_views.disk_usage TO ringward;
 CREATE ROLE IF NOT EXISTS ringward_spark WITH LOGIN = true AND PASSWORD = '${RINGWARD_SPARK_CQL_PASSWORD}';
 ALTER ROLE ringward_spark WITH SUPERUSER = false AND LOGIN = true AND PASSWORD = '${RINGWARD_SPARK_CQL_PASSWORD}';
+-- The JMX role: nodetool's login (CassandraLogin) with per-MBean grants for Cassandra's JMX authorizer, nothing on
+-- the JVM's own MBeans. ringward.permissions.jmx_grants (docs/operators-guide.md §2.2; a unit test compares).
+CREATE ROLE IF NOT EXISTS ${jmx_user} WITH LOGIN = true AND PASSWORD = '${RINGWARD_JMX_PASSWORD}';
+ALTER ROLE ${jmx_user} WITH SUPERUSER = false AND LOGIN = true AND PASSWORD = '${RINGWARD_JMX_PASSWORD}';
+GRANT DESCRIBE ON ALL MBEANS TO ${jmx_user};
+GRANT SELECT ON MBEANS 'org.apache.cassandra.db:*' TO ${jmx_user};
+GRANT SELECT ON MBEANS 'org.apache.cassandra.metrics:*' TO ${jmx_user};
+GRANT SELECT ON MBEANS 'org.apache.cassandra.net:*' TO ${jmx_user};
+GRANT EXECUTE ON MBEAN 'org.apache.cassandra.db:type=StorageService' TO ${jmx_user};
+GRANT EXECUTE ON MBEAN 'org.apache.cassandra.db:type=EndpointSnitchInfo' TO ${jmx_user};
+GRANT EXECUTE ON MBEAN 'org.apache.cassandra.db:type=AutoRepairService' TO ${jmx_user};
 CQL
     # Per managed keyspace. A GRANT on a keyspace that does not exist is refused: absent ones are skipped.
     for keyspace in "${managed[@]}"; do
@@ -155,4 +180,21 @@ CQL
     done
 } > "${work}/roles.cql"
 cql_file "${work}/admin" "${work}/roles.cql"
-echo "cassandra-init: done: ${admin} is the superuser, the default superuser is disabled, ringward has its grants"
+
+# --- 4. no node lets the default superuser in any more ---------------------------------------------------
+# Each node answers the admin (it is up and reads the roles) and refuses cassandra/cassandra. A node may
+# accept the old credentials for a moment (its credentials cache): each is asked again until it refuses.
+for node in "${nodes[@]}"; do
+    refused=""
+    for (( attempt = 1; attempt <= attempts; attempt++ )); do
+        if can_login_on "${node}" "${work}/admin" && ! can_login_on "${node}" "${work}/default"; then
+            refused="yes"
+            break
+        fi
+        sleep "${retry_seconds}"
+    done
+    [[ -n "${refused}" ]] || die "the image's default superuser cassandra/cassandra still logs in on ${node} (or \
+${admin} cannot log in there). Every Airflow component waits for cassandra-init, so the stack stays down.
+Check ${node} (docker compose logs ${node}), then run: docker compose run --rm cassandra-init"
+done
+echo "cassandra-init: done: ${admin} is the superuser, no node lets the default superuser in, ringward has its grants"

@@ -9,6 +9,14 @@ travels to Spark executors.
 Repair, cleanup and the other node operations go through JMX, whose credentials are separate. Every role
 may read system.local, system.peers(_v2), system.size_estimates and system_schema without a GRANT
 (measured on Cassandra 5.0.9); system_views and system_distributed need one, table by table.
+
+With Cassandra's JMX authorizer (`-Dcassandra.jmx.authorizer=org.apache.cassandra.auth.jmx.AuthorizationProxy`,
+JMX logins checked against Cassandra's roles), the JMX role gets `jmx_grants`: per-MBean GRANTs for what
+ringward's nodetool commands (and the resident nodetool, which runs the same NodeTool class) touch, and nothing
+on the JVM's own MBeans (java.lang, com.sun.management: DiagnosticCommand and HotSpotDiagnostic act as code
+execution). The authorizer maps a JMX call to a permission: getAttribute(s) SELECT, invoke EXECUTE,
+queryNames/getMBeanInfo/isInstanceOf DESCRIBE (setAttribute MODIFY: ringward sets none). A GRANT is per MBean,
+not per operation: EXECUTE on StorageService covers every operation of that MBean.
 """
 
 from __future__ import annotations
@@ -20,12 +28,15 @@ from ringward._cql_values import cql_string_literal
 from ringward.errors import ConfigurationError
 
 __all__ = [
+    "JMX_ROLE",
     "OPS_KEYSPACE",
     "SPARK_ROLE",
     "Grant",
     "cluster_grants",
     "create_role_statement",
     "grant_statements",
+    "jmx_grant_statements",
+    "jmx_grants",
     "keyspace_grants",
     "ops_keyspace_statement",
     "spark_grant_statements",
@@ -34,6 +45,9 @@ __all__ = [
 
 OPS_KEYSPACE = "ringward_ops"
 SPARK_ROLE = "ringward_spark"  # the read-only role the Spark verification logs in as (`cassandra_spark`)
+JMX_ROLE = "ringward_jmx"  # the role nodetool logs in as over JMX when Cassandra's roles authenticate JMX
+
+STORAGE_SERVICE = "org.apache.cassandra.db:type=StorageService"
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,41 @@ def cluster_grants() -> list[Grant]:
         Grant("SELECT", "TABLE system_views.gossip_info", "node restarts while a repair session runs"),
         Grant("SELECT", "TABLE system_views.disk_usage", "each node's data size on the Cluster page"),
     ]
+
+
+def jmx_grants() -> list[Grant]:
+    """The JMX role's GRANTs under Cassandra's JMX authorizer: the MBeans ringward's nodetool commands use.
+
+    The commands (plugins/ringward_cassandra/nodetool.py, repair_controllers.py, repair_controller_operators.py):
+    status, describering, getendpoints, netstats, compactionstats, tablestats, repair (full, incremental,
+    preview), snapshot, cleanup, flush, refreshsizeestimates, version, statusbinary, get/setautorepairconfig, and
+    `sjk mx` calling StorageService.forceTerminateAllRepairSessions."""
+    return [
+        Grant("DESCRIBE", "ALL MBEANS",
+              "nodetool's connection: queryNames and isInstanceOf (MBean names and types, no values), e.g. the "
+              "platform proxies every NodeProbe creates and the table MBeans tablestats lists"),
+        Grant("SELECT", "MBEANS 'org.apache.cassandra.db:*'",
+              "attributes of StorageService (status, load, release version, native transport), the table MBeans "
+              "(tablestats), CompactionManager (compactionstats) and AutoRepairService (getautorepairconfig)"),
+        Grant("SELECT", "MBEANS 'org.apache.cassandra.metrics:*'",
+              "table, compaction and read-repair metrics: tablestats' SSTable counts and percent repaired, "
+              "compactionstats' pending tasks, netstats"),
+        Grant("SELECT", "MBEANS 'org.apache.cassandra.net:*'",
+              "MessagingService, StreamManager and FailureDetector (netstats: is the node streaming; status)"),
+        Grant("EXECUTE", f"MBEAN '{STORAGE_SERVICE}'",
+              "repair (repairAsync), cleanup (forceKeyspaceCleanup), snapshot (takeSnapshot), flush "
+              "(forceKeyspaceFlush), refreshsizeestimates, forceTerminateAllRepairSessions, and the reads that are "
+              "operations: describering, getendpoints, status' ownership"),
+        Grant("EXECUTE", "MBEAN 'org.apache.cassandra.db:type=EndpointSnitchInfo'",
+              "status: each node's datacenter and rack"),
+        Grant("EXECUTE", "MBEAN 'org.apache.cassandra.db:type=AutoRepairService'",
+              "setautorepairconfig: pausing AutoRepair during a migration and restoring it (Cassandra 5.0.9+)"),
+    ]  # fmt: skip
+
+
+def jmx_grant_statements(role: str = JMX_ROLE) -> list[str]:
+    """Every GRANT for the JMX `role` (a Cassandra role when JMX logs in through CassandraLogin)."""
+    return [grant.statement(role) for grant in jmx_grants()]
 
 
 def keyspace_grants(keyspace: str) -> list[Grant]:

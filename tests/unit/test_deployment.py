@@ -11,6 +11,8 @@ import json
 import os
 import re
 import secrets
+import shlex
+import socket
 import subprocess
 import sys
 import textwrap
@@ -20,11 +22,19 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
 import pytest
 import yaml
-from ringward.permissions import SPARK_ROLE, grant_statements, keyspace_grants, spark_keyspace_grants
+from ringward.permissions import (
+    JMX_ROLE,
+    SPARK_ROLE,
+    grant_statements,
+    jmx_grant_statements,
+    keyspace_grants,
+    spark_keyspace_grants,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yaml"
@@ -391,8 +401,12 @@ def test_the_celery_profile_sets_what_the_celery_tests_ran() -> None:
     celery = compose({**env_example(), "AIRFLOW_EXECUTOR": "CeleryExecutor"})
     (redis_port,) = (int(port) for port in services(celery)["redis"]["expose"])
     for name, service in airflow_services(celery).items():
-        environment = service["environment"]
+        environment = dict(service["environment"])
         expected = stack.celery_settings("redis", redis_port, environment["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+        # The test stack's redis runs on loopback without a password; compose's requires one (issue 36).
+        broker = urlsplit(environment["AIRFLOW__CELERY__BROKER_URL"])
+        assert broker.password == env_example()["REDIS_PASSWORD"], name
+        environment["AIRFLOW__CELERY__BROKER_URL"] = broker._replace(netloc=broker.netloc.rpartition("@")[2]).geturl()
         assert {key: environment.get(key) for key in expected} == expected, name
     worker = next(s for s in airflow_services(celery).values() if s.get("command") == "celery worker")
     assert worker["environment"]["AIRFLOW__CELERY__WORKER_CONCURRENCY"] == str(stack.CELERY_WORKER_CONCURRENCY)
@@ -563,21 +577,25 @@ def test_nodetool_connection_carries_jmx_port_and_credentials(airflow_secrets: M
     # NodetoolHook's contract: nodetool runs against each node's own address on the JMX port.
     assert connection.host == "{address}"
     assert connection.extra_dejson["nodetool_path"] == "/opt/cassandra/bin/nodetool"
-    nodes = cassandra_services(model).values()
-    assert {node["environment"]["RINGWARD_JMX_USER"] for node in nodes} == {connection.login}
-    assert {node["environment"]["RINGWARD_JMX_PASSWORD"] for node in nodes} == {connection.password}
+    # JMX logs in with a Cassandra role: cassandra-init creates it with this login and password.
+    _, init = cassandra_init_service(model)
+    assert (init["environment"]["RINGWARD_JMX_USER"], init["environment"]["RINGWARD_JMX_PASSWORD"]) == (
+        connection.login,
+        connection.password,
+    )
+    assert connection.login == JMX_ROLE
 
 
-def test_env_example_connections_parse_and_match_the_compose_defaults(airflow_secrets: ModuleType) -> None:
+def test_every_compose_connection_parses_and_none_is_overridden_by_env_example(airflow_secrets: ModuleType) -> None:
+    """Every connection compose sets is built from .env's secrets (issue 36: spark_default carries the Spark
+    cluster's RPC secret), so .env.example offers no AIRFLOW_CONN_* that would replace one without it."""
     example = env_example()
-    defaults = compose({k: v for k, v in example.items() if not k.startswith("AIRFLOW_CONN_")})
-    listed = {k: v for k, v in example.items() if k.startswith("AIRFLOW_CONN_")}
-    assert listed
-    for key, value in listed.items():
-        conn_id = key.removeprefix("AIRFLOW_CONN_").lower()
-        parsed = parse_connection(airflow_secrets, conn_id, value)
-        default = parse_connection(airflow_secrets, conn_id, connection_values(defaults)[conn_id])
-        assert parsed.get_uri() == default.get_uri()
+    assert [k for k in example if k.startswith("AIRFLOW_CONN_")] == []
+    found = connection_values(compose(generated_env()))
+    assert set(found) == {"cassandra_default", "cassandra_spark", "spark_default", "ringward_nodetool"}
+    for conn_id, value in found.items():
+        assert parse_connection(airflow_secrets, conn_id, value).conn_type, conn_id
+    assert not [name for name, operator in compose_variable_uses() if name.startswith("AIRFLOW_CONN_")]
 
 
 def dockerignore_keeps(path: str) -> bool:
@@ -653,11 +671,20 @@ def test_every_published_port_is_bound_to_loopback_by_default() -> None:
     assert published, "the stack publishes nothing: the test would prove nothing"
     for name, address, entry in published:
         assert address == "127.0.0.1", f"{name} publishes {entry} beyond the loopback interface"
-    # The documented override reaches every published port (one variable, not one per service).
+    # The documented override reaches every published port (one variable, not one per service), except the
+    # Spark master's UI, which has no login and stays on loopback (issue 36).
     everywhere = compose(example | {"RINGWARD_BIND_ADDRESS": "0.0.0.0"})
-    for name, service in services(everywhere).items():
-        for address, entry in published_ports(service):
-            assert address == "0.0.0.0", f"{name}: {entry} ignores RINGWARD_BIND_ADDRESS"
+    widened = [
+        (name, address, entry)
+        for name, service in services(everywhere).items()
+        for address, entry in published_ports(service)
+    ]
+    assert any(name != "spark-master" for name, _, _ in widened)
+    for name, address, entry in widened:
+        expected = "127.0.0.1" if name == "spark-master" else "0.0.0.0"
+        assert address == expected, (
+            f"{name}: {entry} ({'follows' if name == 'spark-master' else 'ignores'} RINGWARD_BIND_ADDRESS)"
+        )
 
 
 # --- issue 25, finding 1: Cassandra requires a login, and ringward's role is least privilege --------------
@@ -741,6 +768,8 @@ FAKE_CQLSH = """
         elif match := re.fullmatch(r'(CREATE|ALTER) ROLE (IF NOT EXISTS )?"?(\\w+)"? WITH (.*)', statement):
             if match[1] == "CREATE" and match[3] in roles:
                 continue
+            if match[3] in os.environ.get("FAKE_CQL_UNCHANGED_ROLES", "").split(","):  # a change that never lands
+                continue
             entry = roles.setdefault(match[3], {"password": None, "login": False, "superuser": False})
             for key, value in re.findall(r"(PASSWORD|LOGIN|SUPERUSER) = ('[^']*'|\\w+)", match[4]):
                 entry[key.lower()] = value.strip("'") if key == "PASSWORD" else value == "true"
@@ -775,6 +804,8 @@ def run_cassandra_init(
 # keyspace, which the script always quotes.
 GRANTS = (
     [statement.rstrip(";") for statement in grant_statements("ringward", [])]
+    # The JMX role's per-MBean grants (Cassandra's JMX authorizer; issue 36, finding 6).
+    + [statement.rstrip(";") for statement in jmx_grant_statements(JMX_ROLE)]
     + [
         grant.statement("ringward").rstrip(";").replace("KEYSPACE shop", 'KEYSPACE "shop"')
         for grant in keyspace_grants("shop")
@@ -865,6 +896,44 @@ def test_airflow_task_runners_wait_for_cassandra_init() -> None:
         assert services(model)[name]["depends_on"][init] == {"condition": "service_completed_successfully"}, name
 
 
+def test_every_airflow_component_waits_until_the_default_superuser_is_disabled() -> None:
+    """Issue 36 (low): cassandra/cassandra logs in until cassandra-init succeeds; nothing of Airflow serves before."""
+    model = compose()
+    init, _ = cassandra_init_service(model)
+    components = {
+        name for name, service in airflow_services(model).items() if name != "airflow-init" and "debug" not in
+        service.get("profiles", [])
+    }  # fmt: skip
+    assert {"airflow-apiserver", "airflow-dag-processor", "airflow-scheduler", "airflow-triggerer"} <= components
+    for name in components:
+        assert services(model)[name]["depends_on"].get(init) == {"condition": "service_completed_successfully"}, name
+
+
+def test_cassandra_init_checks_that_no_node_lets_the_default_superuser_in(tmp_path: Path) -> None:
+    values = generated_env()
+    model = compose(values)
+    result, _ = run_cassandra_init(tmp_path, model, {"roles": {"cassandra": DEFAULT_SUPERUSER}, "keyspaces": []})
+    assert result.returncode == 0, result.stderr
+    # Every node was asked with the default credentials after the roles were set.
+    default_logins = [
+        argv for argv in recorded(tmp_path)
+        if argv[0] == "cqlsh" and argv[1] == f"--credentials={Path(argv[1].split('=', 1)[1]).parent}/default"
+    ]  # fmt: skip
+    assert {argv[-2] for argv in default_logins} >= set(cassandra_services(model))
+
+
+def test_cassandra_init_fails_loudly_while_the_default_superuser_still_logs_in(tmp_path: Path) -> None:
+    values = generated_env()
+    model = compose(values)
+    _, init = cassandra_init_service(model)
+    init["environment"]["FAKE_CQL_UNCHANGED_ROLES"] = "cassandra"  # this model only: compose() builds a new one
+    result, state = run_cassandra_init(tmp_path, model, {"roles": {"cassandra": DEFAULT_SUPERUSER}, "keyspaces": []})
+    assert state["roles"]["cassandra"]["login"] is True  # the fake cluster kept it, as a failed ALTER would
+    assert result.returncode != 0
+    assert "default superuser cassandra/cassandra still logs in on cassandra-1" in result.stderr
+    assert "docker compose run --rm cassandra-init" in result.stderr
+
+
 def test_cassandra_connection_logs_in_as_the_ringward_role(airflow_secrets: ModuleType) -> None:
     values = generated_env()
     model = compose(values)
@@ -937,31 +1006,34 @@ def test_cassandra_nodes_require_a_login_and_authorize_by_role(tmp_path: Path, f
             assert {k: v for k, v in config.items() if k not in ("authenticator", "authorizer")} == {
                 k: v for k, v in original.items() if k not in ("authenticator", "authorizer")
             }
-        assert (
-            conf / "jmxremote.password"
-        ).read_text() == f"{values['RINGWARD_JMX_USER']} {values['RINGWARD_JMX_PASSWORD']}\n"
+        # JMX logs in through the JAAS entry JVM_EXTRA_OPTS names; no password or access file on the node.
+        jaas = conf / "cassandra-jaas.config"
+        assert "org.apache.cassandra.auth.CassandraLoginModule REQUIRED;" in jaas.read_text()
+        assert f"-Djava.security.auth.login.config=/etc/cassandra/{jaas.name}" in node["environment"]["JVM_EXTRA_OPTS"]
+        assert not (conf / "jmxremote.password").exists() and not (conf / "jmxremote.access").exists()
         assert recorded(tmp_path)[-1] == ["docker-entrypoint.sh", *node["command"]]
 
 
-def test_cassandra_healthcheck_needs_no_cql_login(tmp_path: Path) -> None:
-    """With authentication on, an anonymous cqlsh is refused: health is read over JMX only."""
+def test_cassandra_healthcheck_needs_no_login(tmp_path: Path) -> None:
+    """Healthy once the node's native port accepts connections (Cassandra opens it after joining the ring): no CQL
+    login (the roles come later, from cassandra-init) and no JMX login (JMX logins are Cassandra roles too)."""
     node = next(iter(cassandra_services(compose(generated_env())).values()))
+    assert not [name for name in node["environment"] if SECRET_NAME.search(name)], "a node holds a secret"
     programs = {
+        "hostname": "import sys; print('127.0.0.1' if '-i' in sys.argv else 'cassandra-1')",
         "cqlsh": "import sys; sys.exit('AuthenticationFailed: Remote end requires authentication')",
-        "hostname": "import sys; print('10.9.8.7' if '-i' in sys.argv else 'cassandra-1')",
-        "nodetool": """
-            import sys
-            if "statusbinary" in sys.argv:
-                print("running")
-            elif "status" in sys.argv:
-                print("UN  10.9.8.7  1.2 MiB  16  ?  0c0a  rack1")
-            else:
-                sys.exit(1)
-        """,
+        "nodetool": "import sys; sys.exit('nodetool: Failed to connect: SecurityException: Authentication failed')",
     }
     env = {**node["environment"], **fake_commands(tmp_path, programs)}
-    result = run_script(host_path(node, node["healthcheck"]["test"][-1]), env)
-    assert result.returncode == 0, result.stdout + result.stderr
+    script = host_path(node, node["healthcheck"]["test"][-1])
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = str(listening.getsockname()[1])
+        result = run_script(script, {**env, "CASSANDRA_NATIVE_PORT": port})
+        assert result.returncode == 0, result.stdout + result.stderr
+    # Nothing listens there any more: unhealthy.
+    assert run_script(script, {**env, "CASSANDRA_NATIVE_PORT": port}).returncode != 0
 
 
 # --- issue 25, finding 7: the stack refuses the placeholders of .env.example --------------------------
@@ -1064,18 +1136,217 @@ def test_cassandra_scripts_refuse_the_placeholders_of_env_example(tmp_path: Path
         tmp_path, {name: RECORD_ARGV for name in ("docker-entrypoint.sh", "chown", "cqlsh", "nodetool")}
     )
     log = {"FAKE_LOG": str(tmp_path / "commands.jsonl")}
+    # The nodes hold no secret (JMX logs in with Cassandra's roles, issue 36): cassandra-init checks the ones it sets.
     for name, node in cassandra_services(model).items():
-        conf = tmp_path / name
-        conf.mkdir()
-        (conf / "cassandra.yaml").write_text("authenticator: AllowAllAuthenticator\n")
-        env = {**node["environment"], **fakes, **log, "CASSANDRA_CONF": str(conf)}
-        result = run_script(host_path(node, node["entrypoint"][-1]), env, *node["command"])
-        assert result.returncode != 0, name
-        assert "RINGWARD_JMX_PASSWORD still holds the placeholder" in result.stderr
-        assert not (conf / "jmxremote.password").exists()
+        assert not [key for key in node["environment"] if SECRET_NAME.search(key)], name
     _, init = cassandra_init_service(model)
     result = run_script(host_path(init, init["entrypoint"][-1]), {**init["environment"], **fakes, **log})
     assert result.returncode != 0
     for name in ("CASSANDRA_ADMIN_PASSWORD", "RINGWARD_CQL_PASSWORD", "RINGWARD_JMX_PASSWORD"):
         assert f"{name} still holds the placeholder" in result.stderr
     assert recorded(tmp_path) == [], "nothing may run before the check"
+
+
+# --- issue 36: the compose stack's low findings ----------------------------------------------------------
+
+
+def run_healthcheck(service: Mapping[str, Any], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """A CMD-SHELL healthcheck run by sh, as Docker runs it, with `env` as the container's environment."""
+    kind, command = service["healthcheck"]["test"]
+    assert kind == "CMD-SHELL"
+    return subprocess.run(["sh", "-c", command], env=dict(env), capture_output=True, text=True, timeout=60, check=False)
+
+
+# A redis-cli that answers PING as a redis started with --requirepass FAKE_REDIS_PASSWORD does.
+FAKE_REDIS_CLI = """
+    import os, sys
+    if sys.argv[1:] != ["ping"]:
+        sys.exit(f"fake redis-cli: unexpected arguments {sys.argv[1:]}")
+    authenticated = os.environ.get("REDISCLI_AUTH") == os.environ["FAKE_REDIS_PASSWORD"]
+    print("PONG" if authenticated else "NOAUTH Authentication required.")  # exit status 0 either way
+"""
+
+
+def test_redis_requires_the_password_the_broker_url_and_healthcheck_use(tmp_path: Path) -> None:
+    """Issue 36 (low): redis was open to every container of the compose network."""
+    assert "REDIS_PASSWORD" in env_example_secrets()
+    values = generated_env()
+    model = compose({**values, "AIRFLOW_EXECUTOR": "CeleryExecutor"})
+    redis = services(model)["redis"]
+    password = values["REDIS_PASSWORD"]
+    assert redis["environment"]["REDIS_PASSWORD"] == password
+    # The server requires it; the value reaches redis-server through the environment, not this file's text.
+    kind, flag, script = redis["command"]
+    assert (kind, flag) == ("sh", "-c")
+    assert shlex.split(script) == ["exec", "redis-server", "--requirepass", "${REDIS_PASSWORD}"]
+    assert password not in script
+    for name, service in airflow_services(model).items():
+        broker = urlsplit(service["environment"]["AIRFLOW__CELERY__BROKER_URL"])
+        assert (broker.hostname, broker.password) == ("redis", password), name
+    # The healthcheck passes only on an authenticated PONG.
+    fakes = fake_commands(tmp_path, {"redis-cli": FAKE_REDIS_CLI})
+    assert run_healthcheck(redis, {**redis["environment"], **fakes, "FAKE_REDIS_PASSWORD": password}).returncode == 0
+    wrong = {**redis["environment"], **fakes, "FAKE_REDIS_PASSWORD": "another-password-entirely"}
+    assert run_healthcheck(redis, wrong).returncode != 0
+    # No default: without the secret compose refuses to start.
+    with pytest.raises(MissingVariable, match="REDIS_PASSWORD"):
+        compose({k: v for k, v in values.items() if k != "REDIS_PASSWORD"})
+
+
+SPARK_DAEMON = ROOT / "deploy" / "spark" / "daemon.sh"
+# A spark-class that records its arguments and the properties file it was given.
+FAKE_SPARK_CLASS = """
+    import json, os, sys
+    args = sys.argv[1:]
+    path = args[args.index("--properties-file") + 1]
+    with open(os.environ["FAKE_LOG"], "a") as log:
+        mode, properties = oct(os.stat(path).st_mode & 0o777), open(path).read()
+        log.write(json.dumps({"argv": args, "mode": mode, "properties": properties}) + "\\n")
+"""
+
+
+def spark_daemon_runs(service: Mapping[str, Any], tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Any]:
+    """Run a Spark service's command as its container would (a fake spark-class), and what spark-class got."""
+    home = tmp_path / "spark-home"
+    (home / "bin").mkdir(parents=True, exist_ok=True)
+    fake = home / "bin" / "spark-class"
+    fake.write_text(f"#!{sys.executable}\n{textwrap.dedent(FAKE_SPARK_CLASS)}")
+    fake.chmod(0o755)
+    log = tmp_path / "spark-class.jsonl"
+    log.unlink(missing_ok=True)
+    command = service["command"]
+    assert command[:2] == ["bash", "/ringward/spark/daemon.sh"]
+    env = {**service["environment"], "PATH": os.environ["PATH"], "SPARK_HOME": str(home), "FAKE_LOG": str(log),
+           "TMPDIR": str(tmp_path)}  # fmt: skip
+    result = run_script(host_path(service, command[1]), env, *command[2:])
+    return result, json.loads(log.read_text()) if log.exists() else None
+
+
+def java_properties(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def test_spark_master_worker_and_submissions_authenticate_and_encrypt_rpc(
+    airflow_secrets: ModuleType, tmp_path: Path
+) -> None:
+    """Issue 36 (low): the Spark master and Spark RPC were open to the compose network."""
+    assert "RINGWARD_SPARK_AUTH_SECRET" in env_example_secrets()
+    values = generated_env()
+    model = compose(values)
+    secret = values["RINGWARD_SPARK_AUTH_SECRET"]
+    for name in ("spark-master", "spark-worker"):
+        result, started = spark_daemon_runs(services(model)[name], tmp_path)
+        assert result.returncode == 0, result.stderr
+        properties = java_properties(started["properties"])
+        assert properties["spark.authenticate"] == "true", name
+        assert properties["spark.authenticate.secret"] == secret, name
+        assert properties["spark.network.crypto.enabled"] == "true", name
+        assert properties["spark.master.rest.enabled"] == "false", name
+        assert started["mode"] == "0o600", name
+        assert secret not in " ".join(started["argv"]), f"{name}: the secret is on a command line"
+        assert started["argv"][0] == services(model)[name]["command"][2]
+    # The Airflow side submits with the same secret, through the provider's hook and ringward's checked extra.
+    from ringward_cassandra.connection_extras import checked_spark_conf
+    from ringward_spark.submit import CONF_EXTRA, RPC_SECURITY
+
+    spark = parse_connection(airflow_secrets, "spark_default", connection_values(model)["spark_default"])
+    conf = dict(checked_spark_conf(spark.extra_dejson[CONF_EXTRA]))
+    assert {key: conf.get(key) for key in RPC_SECURITY} == dict(RPC_SECURITY)
+    assert conf["spark.authenticate.secret"] == secret
+    assert spark.extra_dejson["deploy-mode"] == "client"
+
+
+def test_spark_daemons_refuse_the_placeholder_secret(tmp_path: Path) -> None:
+    result, started = spark_daemon_runs(services(compose())["spark-master"], tmp_path)
+    assert result.returncode != 0
+    assert "RINGWARD_SPARK_AUTH_SECRET still holds the placeholder" in result.stderr
+    assert started is None, "spark-class ran without a usable secret"
+
+
+def test_spark_master_ui_stays_on_loopback_whatever_the_bind_address() -> None:
+    widened = compose(generated_env() | {"RINGWARD_BIND_ADDRESS": "0.0.0.0"})
+    ports = list(published_ports(services(widened)["spark-master"]))
+    assert ports
+    assert {address for address, _ in ports} == {"127.0.0.1"}
+
+
+# The secrets that act on the clusters' machines: JMX (repair, cleanup, snapshot; issue 36, finding 6) and the
+# Spark cluster's shared secret (whoever holds it may run code on the Spark workers).
+TASK_RUNNER_SECRETS = ("RINGWARD_JMX_PASSWORD", "RINGWARD_SPARK_AUTH_SECRET")
+
+
+def test_jmx_and_spark_secrets_reach_only_the_components_that_run_tasks() -> None:
+    """Issue 36, finding 6: the JMX credentials reached every Airflow component, the API server and the DAG
+    processor included. Tasks run in the scheduler (LocalExecutor) and the Celery workers; ringward's trigger
+    (RepairSessionTrigger) reads repair history over CQL only, so the triggerer needs neither."""
+    values = generated_env()
+    for executor in ("ringward_airflow.executor.LocalExecutor", "CeleryExecutor"):
+        model = compose(values | {"AIRFLOW_EXECUTOR": executor})
+        components = airflow_services(model)
+        holders = {
+            name for name, service in components.items()
+            if any(values[secret] in text for secret in TASK_RUNNER_SECRETS for text in strings_in(service))
+        }  # fmt: skip
+        # airflow-init receives every secret only to check it (deploy/check-secrets.sh), then exits.
+        assert holders == {"airflow-init", "airflow-scheduler", "airflow-worker"}, executor
+        for name in ("airflow-apiserver", "airflow-dag-processor", "airflow-triggerer"):
+            environment = components[name]["environment"]
+            assert "AIRFLOW_CONN_RINGWARD_NODETOOL" not in environment, name
+            assert "AIRFLOW_CONN_SPARK_DEFAULT" not in environment, name
+        init_env = components["airflow-init"]["environment"]
+        assert not [key for key in init_env if key.startswith(("AIRFLOW_CONN_RINGWARD", "AIRFLOW_CONN_SPARK"))]
+        for name in ("airflow-scheduler", "airflow-worker"):
+            environment = components[name]["environment"]
+            assert values["RINGWARD_JMX_PASSWORD"] in environment["AIRFLOW_CONN_RINGWARD_NODETOOL"], name
+            assert values["RINGWARD_SPARK_AUTH_SECRET"] in environment["AIRFLOW_CONN_SPARK_DEFAULT"], name
+
+
+JMX_AUTHORIZER_OPTIONS = (
+    "-Dcassandra.jmx.remote.login.config=CassandraLogin",
+    "-Djava.security.auth.login.config=/etc/cassandra/cassandra-jaas.config",
+    "-Dcassandra.jmx.authorizer=org.apache.cassandra.auth.jmx.AuthorizationProxy",
+)
+
+
+def test_cassandra_nodes_authorize_jmx_per_mbean_through_cassandras_roles() -> None:
+    """Issue 36, finding 6: the JMX user was `readwrite` on every MBean (an access file knows nothing finer)."""
+    nodes = cassandra_services(compose(generated_env()))
+    assert nodes
+    for name, node in nodes.items():
+        options = node["environment"]["JVM_EXTRA_OPTS"].split()
+        assert set(JMX_AUTHORIZER_OPTIONS) <= set(options), name
+        assert not [o for o in options if o.startswith("-Dcom.sun.management.jmxremote.access.file")], name
+        assert node["environment"]["LOCAL_JMX"] == "no", name
+
+
+def test_cassandra_init_creates_the_jmx_role_with_exactly_its_mbean_grants(tmp_path: Path) -> None:
+    values = generated_env()
+    model = compose(values)
+    result, state = run_cassandra_init(tmp_path, model, {"roles": {"cassandra": DEFAULT_SUPERUSER}, "keyspaces": []})
+    assert result.returncode == 0, result.stderr
+    jmx_user = values["RINGWARD_JMX_USER"]
+    assert jmx_user == JMX_ROLE
+    assert state["roles"][jmx_user] == {"password": values["RINGWARD_JMX_PASSWORD"], "login": True, "superuser": False}
+    granted = [statement for user, statement in state["executed"] if statement.startswith("GRANT")]
+    to_jmx = [statement for statement in granted if statement.endswith(f" TO {jmx_user}")]
+    assert to_jmx == [statement.rstrip(";") for statement in jmx_grant_statements(jmx_user)]
+    # The JMX login for the system_auth repair is the admin's (JMX logins are Cassandra roles; the JMX role's
+    # grants come last), and its password travels in a file.
+    repairs = [argv for argv in recorded(tmp_path) if argv[0] == "nodetool"]
+    assert repairs
+    assert {argv[argv.index("-u") + 1] for argv in repairs} == {values["CASSANDRA_ADMIN_USER"]}
+    # system_auth is replicated before the admin's role is written (every node can then read it).
+    changes = [s for user, s in state["executed"] if user == "cassandra" and not s.startswith("SELECT")]
+    assert changes[0].startswith("ALTER KEYSPACE system_auth")
+    assert any(change.startswith(f"CREATE ROLE IF NOT EXISTS {values['CASSANDRA_ADMIN_USER']}") for change in changes)
+
+
+@pytest.mark.parametrize("role", ["ringward", "ringward_spark", "cassandra", "ringward_admin"])
+def test_cassandra_init_refuses_a_jmx_user_that_is_another_role(tmp_path: Path, role: str) -> None:
+    values = generated_env() | {"RINGWARD_JMX_USER": role}
+    result, state = run_cassandra_init(
+        tmp_path, compose(values), {"roles": {"cassandra": DEFAULT_SUPERUSER}, "keyspaces": []}
+    )
+    assert result.returncode != 0
+    assert "RINGWARD_JMX_USER must be a role of its own" in result.stderr
+    assert state["executed"] == []

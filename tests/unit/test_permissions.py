@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 from ringward.errors import ConfigurationError
 from ringward.permissions import (
+    JMX_ROLE,
     SPARK_ROLE,
     cluster_grants,
     grant_statements,
+    jmx_grant_statements,
+    jmx_grants,
     keyspace_grants,
     ops_keyspace_statement,
     spark_grant_statements,
@@ -78,7 +81,10 @@ def test_the_grants_command_prints_what_an_administrator_runs(capsys: pytest.Cap
     ringward = grant_statements("ringward", ["shop"])
     assert lines[2 : 2 + len(ringward)] == ringward
     assert lines[2 + len(ringward)].startswith("CREATE ROLE IF NOT EXISTS ringward_spark WITH LOGIN = true")
-    assert lines[3 + len(ringward) :] == ["GRANT SELECT ON KEYSPACE shop TO ringward_spark;"]
+    assert lines[3 + len(ringward)] == "GRANT SELECT ON KEYSPACE shop TO ringward_spark;"
+    # Then the JMX role and its per-MBean GRANTs (Cassandra's JMX authorizer, issue 36 finding 6).
+    assert lines[4 + len(ringward)].startswith(f"CREATE ROLE IF NOT EXISTS {JMX_ROLE} WITH LOGIN = true")
+    assert lines[5 + len(ringward) :] == jmx_grant_statements(JMX_ROLE)
 
 
 def test_a_malformed_datacenter_is_refused_with_the_form_to_use(capsys: pytest.CaptureFixture[str]) -> None:
@@ -131,3 +137,43 @@ def test_ringward_grants_quotes_datacenter_names(capsys: pytest.CaptureFixture[s
 
     assert main(["grants", "--datacenter", "o'hare=3"]) == 0
     assert "{'class': 'NetworkTopologyStrategy', 'o''hare': 3};" in capsys.readouterr().out
+
+
+# --- issue 36, finding 6: the JMX role's per-MBean GRANTs -------------------------------------------------------
+
+# The JVM's own MBeans: DiagnosticCommand (jvmtiAgentLoad, JFR, VM.system_properties), HotSpotDiagnostic (heap
+# dumps, VM options), Runtime (the command line, with any -D secret) and MLet act as code execution or leak secrets.
+JVM_DOMAINS = ("java.lang", "com.sun.management", "java.util.logging", "JMImplementation", "jdk.management.jfr")
+
+
+def test_the_jmx_role_gets_no_grant_on_the_jvms_own_mbeans_and_executes_only_named_mbeans() -> None:
+    grants = jmx_grants()
+    assert grants
+    for grant in grants:
+        assert grant.permission in {"DESCRIBE", "SELECT", "EXECUTE"}, grant  # never MODIFY, never ALL PERMISSIONS
+        assert not any(domain in grant.resource for domain in JVM_DOMAINS), grant
+        if grant.resource == "ALL MBEANS":
+            assert grant.permission == "DESCRIBE", grant  # names and types only, on every MBean
+        if grant.permission == "EXECUTE":
+            assert re.fullmatch(r"MBEAN 'org\.apache\.cassandra\.db:type=\w+'", grant.resource), grant
+        if grant.resource.startswith("MBEANS "):
+            assert grant.resource.endswith(":*'") and grant.permission == "SELECT", grant
+
+
+def test_the_jmx_grants_cover_repair_cleanup_snapshot_and_the_reads() -> None:
+    statements = jmx_grant_statements("ringward_jmx")
+    assert "GRANT EXECUTE ON MBEAN 'org.apache.cassandra.db:type=StorageService' TO ringward_jmx;" in statements
+    assert "GRANT EXECUTE ON MBEAN 'org.apache.cassandra.db:type=EndpointSnitchInfo' TO ringward_jmx;" in statements
+    assert "GRANT DESCRIBE ON ALL MBEANS TO ringward_jmx;" in statements
+    reads = {grant.resource for grant in jmx_grants() if grant.permission == "SELECT"}
+    assert reads == {f"MBEANS 'org.apache.cassandra.{domain}:*'" for domain in ("db", "metrics", "net")}
+    whys = " ".join(grant.why for grant in jmx_grants())
+    for operation in ("repairAsync", "forceKeyspaceCleanup", "takeSnapshot", "forceTerminateAllRepairSessions"):
+        assert operation in whys, operation
+    assert len(set(statements)) == len(statements)
+
+
+def test_the_guide_lists_exactly_the_jmx_grants() -> None:
+    section = GUIDE.read_text().split("### 2.2 nodetool over JMX", 1)[1].split("\n### 2.3", 1)[0]
+    listed = re.findall(r"^GRANT .*;$", section, re.MULTILINE)
+    assert listed == jmx_grant_statements(JMX_ROLE)

@@ -1,4 +1,5 @@
-"""`ringward grants`: the CQL an administrator runs so ringward works under CassandraAuthorizer."""
+"""`ringward grants`: the CQL an administrator runs so ringward works under CassandraAuthorizer (and under
+Cassandra's JMX authorizer, for the JMX role)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from typing import Any
 
 from ringward.errors import ConfigurationError
 from ringward.permissions import (
+    JMX_ROLE,
     SPARK_ROLE,
     cluster_grants,
     create_role_statement,
     grant_statements,
+    jmx_grant_statements,
+    jmx_grants,
     keyspace_grants,
     ops_keyspace_statement,
     spark_grant_statements,
@@ -25,13 +29,17 @@ def register(subparsers: Any) -> None:
         "grants",
         help="print the CREATE and GRANT statements ringward's CQL role needs",
         description="Print, for an administrator to run, the ops keyspace, ringward's role and its GRANTs, then "
-        "the Spark verification's read-only role and its GRANTs (docs/operators-guide.md §2.6). Nothing is sent "
-        "to a cluster.",
+        "the Spark verification's read-only role and its GRANTs (docs/operators-guide.md §2.6), then the JMX role "
+        "and its per-MBean GRANTs for Cassandra's JMX authorizer (§2.2). Nothing is sent to a cluster.",
     )
     parser.add_argument("--role", default="ringward", help="the role ringward's cassandra connection logs in as")
     parser.add_argument(
         "--spark-role", default=SPARK_ROLE,
         help="the read-only role the Spark verification's connection (cassandra_spark) logs in as",
+    )  # fmt: skip
+    parser.add_argument(
+        "--jmx-role", default=JMX_ROLE,
+        help="the role nodetool logs in as over JMX when Cassandra's roles authenticate JMX (CassandraLogin)",
     )  # fmt: skip
     parser.add_argument(
         "--keyspace", dest="keyspaces", action="append", default=[], metavar="NAME",
@@ -56,6 +64,9 @@ def handle(args: argparse.Namespace) -> int:
     print(create_role_statement(args.spark_role))
     spark_reasons = [grant.why for keyspace in args.keyspaces for grant in spark_keyspace_grants(keyspace)]
     for statement, why in zip(spark_grant_statements(args.spark_role, args.keyspaces), spark_reasons, strict=True):
+        print(f"{statement}  -- {why}" if args.why else statement)
+    print(create_role_statement(args.jmx_role))
+    for statement, why in zip(jmx_grant_statements(args.jmx_role), [g.why for g in jmx_grants()], strict=True):
         print(f"{statement}  -- {why}" if args.why else statement)
     return 0
 
