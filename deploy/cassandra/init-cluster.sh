@@ -165,7 +165,6 @@ GRANT SELECT ON MBEANS 'org.apache.cassandra.metrics:*' TO ${jmx_user};
 GRANT SELECT ON MBEANS 'org.apache.cassandra.net:*' TO ${jmx_user};
 GRANT EXECUTE ON MBEAN 'org.apache.cassandra.db:type=StorageService' TO ${jmx_user};
 GRANT EXECUTE ON MBEAN 'org.apache.cassandra.db:type=EndpointSnitchInfo' TO ${jmx_user};
-GRANT EXECUTE ON MBEAN 'org.apache.cassandra.db:type=AutoRepairService' TO ${jmx_user};
 CQL
     # Per managed keyspace. A GRANT on a keyspace that does not exist is refused: absent ones are skipped.
     for keyspace in "${managed[@]}"; do

@@ -48,6 +48,7 @@ SPARK_ROLE = "ringward_spark"  # the read-only role the Spark verification logs 
 JMX_ROLE = "ringward_jmx"  # the role nodetool logs in as over JMX when Cassandra's roles authenticate JMX
 
 STORAGE_SERVICE = "org.apache.cassandra.db:type=StorageService"
+AUTO_REPAIR_SERVICE = "org.apache.cassandra.db:type=AutoRepairService"
 
 
 @dataclass(frozen=True)
@@ -87,14 +88,18 @@ def cluster_grants() -> list[Grant]:
     ]
 
 
-def jmx_grants() -> list[Grant]:
+def jmx_grants(auto_repair: bool = False) -> list[Grant]:
     """The JMX role's GRANTs under Cassandra's JMX authorizer: the MBeans ringward's nodetool commands use.
 
     The commands (plugins/ringward_cassandra/nodetool.py, repair_controllers.py, repair_controller_operators.py):
     status, describering, getendpoints, netstats, compactionstats, tablestats, repair (full, incremental,
     preview), snapshot, cleanup, flush, refreshsizeestimates, version, statusbinary, get/setautorepairconfig, and
-    `sjk mx` calling StorageService.forceTerminateAllRepairSessions."""
-    return [
+    `sjk mx` calling StorageService.forceTerminateAllRepairSessions.
+
+    `auto_repair`: the nodes run CEP-37 AutoRepair (`-Dcassandra.autorepair.enable=true`, 5.0.9+), whose MBean
+    ringward pauses during a migration. Only then does the MBean exist, and a GRANT on an MBean that does not
+    exist is refused ("Resource <mbean ...AutoRepairService> doesn't exist", measured on 5.0.9)."""
+    grants = [
         Grant("DESCRIBE", "ALL MBEANS",
               "nodetool's connection: queryNames and isInstanceOf (MBean names and types, no values), e.g. the "
               "platform proxies every NodeProbe creates and the table MBeans tablestats lists"),
@@ -112,14 +117,17 @@ def jmx_grants() -> list[Grant]:
               "operations: describering, getendpoints, status' ownership"),
         Grant("EXECUTE", "MBEAN 'org.apache.cassandra.db:type=EndpointSnitchInfo'",
               "status: each node's datacenter and rack"),
-        Grant("EXECUTE", "MBEAN 'org.apache.cassandra.db:type=AutoRepairService'",
-              "setautorepairconfig: pausing AutoRepair during a migration and restoring it (Cassandra 5.0.9+)"),
     ]  # fmt: skip
+    if auto_repair:
+        grants.append(Grant("EXECUTE", f"MBEAN '{AUTO_REPAIR_SERVICE}'",
+                            "setautorepairconfig: pausing AutoRepair during a migration and restoring it "
+                            "(Cassandra 5.0.9+, AutoRepair on)"))  # fmt: skip
+    return grants
 
 
-def jmx_grant_statements(role: str = JMX_ROLE) -> list[str]:
+def jmx_grant_statements(role: str = JMX_ROLE, auto_repair: bool = False) -> list[str]:
     """Every GRANT for the JMX `role` (a Cassandra role when JMX logs in through CassandraLogin)."""
-    return [grant.statement(role) for grant in jmx_grants()]
+    return [grant.statement(role) for grant in jmx_grants(auto_repair)]
 
 
 def keyspace_grants(keyspace: str) -> list[Grant]:

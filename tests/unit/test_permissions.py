@@ -147,7 +147,7 @@ JVM_DOMAINS = ("java.lang", "com.sun.management", "java.util.logging", "JMImplem
 
 
 def test_the_jmx_role_gets_no_grant_on_the_jvms_own_mbeans_and_executes_only_named_mbeans() -> None:
-    grants = jmx_grants()
+    grants = jmx_grants(auto_repair=True)
     assert grants
     for grant in grants:
         assert grant.permission in {"DESCRIBE", "SELECT", "EXECUTE"}, grant  # never MODIFY, never ALL PERMISSIONS
@@ -158,6 +158,14 @@ def test_the_jmx_role_gets_no_grant_on_the_jvms_own_mbeans_and_executes_only_nam
             assert re.fullmatch(r"MBEAN 'org\.apache\.cassandra\.db:type=\w+'", grant.resource), grant
         if grant.resource.startswith("MBEANS "):
             assert grant.resource.endswith(":*'") and grant.permission == "SELECT", grant
+
+
+def test_the_auto_repair_mbean_is_granted_only_where_auto_repair_runs() -> None:
+    """A GRANT on an MBean that is not registered is refused (5.0.9 without AutoRepair: "Resource <mbean
+    org.apache.cassandra.db:type=AutoRepairService> doesn't exist", found by the secured cluster's setup)."""
+    grant = "GRANT EXECUTE ON MBEAN 'org.apache.cassandra.db:type=AutoRepairService' TO ringward_jmx;"
+    assert grant not in jmx_grant_statements("ringward_jmx")
+    assert jmx_grant_statements("ringward_jmx", auto_repair=True) == [*jmx_grant_statements("ringward_jmx"), grant]
 
 
 def test_the_jmx_grants_cover_repair_cleanup_snapshot_and_the_reads() -> None:
@@ -176,4 +184,4 @@ def test_the_jmx_grants_cover_repair_cleanup_snapshot_and_the_reads() -> None:
 def test_the_guide_lists_exactly_the_jmx_grants() -> None:
     section = GUIDE.read_text().split("### 2.2 nodetool over JMX", 1)[1].split("\n### 2.3", 1)[0]
     listed = re.findall(r"^GRANT .*;$", section, re.MULTILINE)
-    assert listed == jmx_grant_statements(JMX_ROLE)
+    assert listed == jmx_grant_statements(JMX_ROLE, auto_repair=True)  # the AutoRepair one: its own block

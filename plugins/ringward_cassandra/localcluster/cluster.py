@@ -174,10 +174,17 @@ class LocalCluster:
         return found
 
     def _jmx_login(self) -> list[str]:
-        """nodetool's login options on a secured cluster: the user and the password *file* (`-pwf`), never the
-        password on the command line, where `ps` shows it to every local user."""
+        """nodetool's login options for the test setup's own calls on a secured cluster (flush, stop, status: an
+        administrator's, never ringward's role): a password *file* (`-pwf`), never the password on the command
+        line, where `ps` shows it to every local user."""
         found = self.secrets()
-        return ["-u", JMX_USER, "-pwf", found.jmx_password_file] if found else []
+        if found is None:
+            return []
+        from ringward_cassandra.localcluster.roles import ADMIN_LOGINS_READY, roles_created
+
+        created = roles_created(found)
+        user = ADMIN_LOGINS_READY if created else "cassandra"
+        return ["-u", user, "-pwf", found.admin_jmx_password_file(created)]
 
     # -- inspection -----------------------------------------------------------------------------------
     def running_pids(self) -> dict[str, int]:
@@ -282,10 +289,13 @@ class LocalCluster:
         )
         jmx_auth = []
         if found is not None:
+            # JMX logins are Cassandra roles and every call is authorized per MBean against the role's grants
+            # (ringward.permissions.jmx_grants), as Cassandra's cassandra-env.sh documents it.
             jmx_auth = [
                 "-Dcom.sun.management.jmxremote.authenticate=true",
-                f"-Dcom.sun.management.jmxremote.password.file={found.jmx_password_file}",
-                f"-Dcom.sun.management.jmxremote.access.file={found.jmx_access_file}",
+                "-Dcassandra.jmx.remote.login.config=CassandraLogin",
+                f"-Djava.security.auth.login.config={found.jaas_config}",
+                "-Dcassandra.jmx.authorizer=org.apache.cassandra.auth.jmx.AuthorizationProxy",
             ]
         command = [
             runtime.server_java_binary(version),

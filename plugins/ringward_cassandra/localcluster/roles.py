@@ -14,17 +14,23 @@ from typing import Any
 from cassandra import InvalidRequest
 from cassandra.cluster import Session
 from ringward._cql_values import cql_string_literal
-from ringward.permissions import grant_statements, ops_keyspace_statement
+from ringward.permissions import JMX_ROLE, grant_statements, jmx_grant_statements, ops_keyspace_statement
 
 from ringward_cassandra.cql import build_cluster
 from ringward_cassandra.localcluster.errors import LocalClusterError
 from ringward_cassandra.localcluster.security import ADMIN_ROLE, RINGWARD_ROLE, SPARK_ROLE, ClusterSecrets
 from ringward_cassandra.localcluster.topology import Topology
 
-__all__ = ["admin_settings", "ensure_roles"]
+__all__ = ["ADMIN_LOGINS_READY", "admin_settings", "ensure_roles", "roles_created"]
 
 _DONE = ".roles-created"
 _SPARK_DONE = ".spark-role-created"
+_JMX_DONE = ".jmx-role-created"
+ADMIN_LOGINS_READY = ADMIN_ROLE  # the JMX login of the setup's own nodetool calls once the roles exist
+
+
+def roles_created(found: ClusterSecrets) -> bool:
+    return (Path(found.folder) / _DONE).exists()
 
 
 def admin_settings(found: ClusterSecrets) -> dict[str, Any]:
@@ -36,7 +42,8 @@ def ensure_roles(topology: Topology, found: ClusterSecrets, deadline: float, log
     """Create the roles and GRANTs once (a marker file records it); True when it did so now."""
     marker = Path(found.folder) / _DONE
     if marker.exists():
-        return _ensure_spark_role(topology, found, deadline, log)
+        spark = _ensure_spark_role(topology, found, deadline, log)
+        return _ensure_jmx_role(topology, found, deadline, log) or spark
     points = topology.addresses
     datacenters: dict[str, int] = {}
     for node in topology.nodes:
@@ -72,6 +79,25 @@ def ensure_roles(topology: Topology, found: ClusterSecrets, deadline: float, log
         log(f"secured cluster: role {RINGWARD_ROLE} with {len(grants)} GRANTs")
     marker.touch(mode=0o600)
     _ensure_spark_role(topology, found, deadline, log)
+    _ensure_jmx_role(topology, found, deadline, log)
+    return True
+
+
+def _ensure_jmx_role(topology: Topology, found: ClusterSecrets, deadline: float, log: Callable[[str], None]) -> bool:
+    """ringward's JMX role: a login with exactly `ringward.permissions.jmx_grants` (JMX calls are authorized per
+    MBean by Cassandra's AuthorizationProxy against them)."""
+    marker = Path(found.folder) / _JMX_DONE
+    if marker.exists():
+        return False
+    with _session_when_ready(topology.addresses, admin_settings(found), deadline) as session:
+        session.execute(
+            f"CREATE ROLE IF NOT EXISTS {JMX_ROLE} WITH LOGIN = true AND PASSWORD = %s", (found.jmx_password,)
+        )
+        grants = jmx_grant_statements(JMX_ROLE, auto_repair=topology.auto_repair)
+        for statement in grants:
+            session.execute(statement)
+    log(f"secured cluster: JMX role {JMX_ROLE} with {len(grants)} per-MBean GRANTs")
+    marker.touch(mode=0o600)
     return True
 
 

@@ -3,7 +3,8 @@ TLS key store, made once per cluster under `<cluster>/secrets/` (0700, every fil
 keytool only (nothing downloaded).
 
 What a production cluster has and the lab did not: PasswordAuthenticator and CassandraAuthorizer, a
-least-privilege role for ringward (never the superuser), JMX behind a password file, client-to-node TLS.
+least-privilege role for ringward (never the superuser), JMX logins checked against Cassandra's roles and each
+JMX call authorized per MBean (`ringward.permissions.jmx_grants`), client-to-node TLS.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from ringward.permissions import JMX_ROLE
 from ringward.private_files import write_private
 
 from ringward_cassandra.localcluster.errors import LocalClusterError
@@ -27,7 +29,7 @@ __all__ = ["ADMIN_ROLE", "JMX_USER", "RINGWARD_ROLE", "SPARK_ROLE", "ClusterSecr
 ADMIN_ROLE = "ringward_admin"  # the test setup's superuser: creates keyspaces and grants, never used by ringward
 RINGWARD_ROLE = "ringward"  # the least-privilege role ringward's connections log in as
 SPARK_ROLE = "ringward_spark"  # the Spark verification's read-only role (connection cassandra_spark)
-JMX_USER = "ringward"
+JMX_USER = JMX_ROLE  # ringward's JMX login: a Cassandra role with exactly the per-MBean grants
 _SECRETS_FILE = "secrets.json"
 
 
@@ -57,11 +59,18 @@ class ClusterSecrets:
 
     @property
     def jmx_password_file(self) -> str:
-        return str(Path(self.folder) / "jmxremote.password")
+        """nodetool's `-pwf` file for ringward's JMX role (`user password`, 0600)."""
+        return str(Path(self.folder) / "jmx-ringward.password")
 
     @property
-    def jmx_access_file(self) -> str:
-        return str(Path(self.folder) / "jmxremote.access")
+    def jaas_config(self) -> str:
+        """The JAAS entry JMX logs in through: Cassandra's roles (CassandraLoginModule)."""
+        return str(Path(self.folder) / "cassandra-jaas.config")
+
+    def admin_jmx_password_file(self, roles_created: bool) -> str:
+        """nodetool's `-pwf` file for the test setup's own JMX calls: the default superuser until the roles
+        exist (its well-known password; it can log in only until then), the setup's superuser after."""
+        return str(Path(self.folder) / ("jmx-admin.password" if roles_created else "jmx-default.password"))
 
     def ssl_options(self) -> dict[str, object]:
         """The driver's ssl_options: the server's certificate checked against the test CA and its address."""
@@ -83,6 +92,12 @@ def ensure_secrets(folder: Path, addresses: Sequence[str]) -> ClusterSecrets:
         found = replace(found, spark_password=secrets.token_urlsafe(18))
         write_private(folder, _SECRETS_FILE, json.dumps(asdict(found), indent=2))
     if found is not None:
+        if not Path(found.jaas_config).exists():  # kept from before JMX logged in through Cassandra's roles
+            previous = os.umask(0o077)
+            try:
+                _write_jmx_files(found)
+            finally:
+                os.umask(previous)
         return found
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     folder.chmod(0o700)
@@ -97,16 +112,22 @@ def ensure_secrets(folder: Path, addresses: Sequence[str]) -> ClusterSecrets:
     previous = os.umask(0o077)
     try:
         _make_tls_stores(made, addresses)
-        # The JVM refuses a JMX password file that others can read; "readwrite": repair and cleanup are
-        # operations, not attribute reads.
-        Path(made.jmx_password_file).write_text(f"{JMX_USER} {made.jmx_password}\n")
-        Path(made.jmx_access_file).write_text(f"{JMX_USER} readwrite\n")
+        _write_jmx_files(made)
         (folder / _SECRETS_FILE).write_text(json.dumps(asdict(made), indent=2))
     finally:
         os.umask(previous)
     for path in folder.iterdir():
         path.chmod(0o600)
     return made
+
+
+def _write_jmx_files(made: ClusterSecrets) -> None:
+    """The JAAS entry and nodetool's password files (the umask keeps them private)."""
+    login = "CassandraLogin {\n  org.apache.cassandra.auth.CassandraLoginModule REQUIRED;\n};\n"
+    Path(made.jaas_config).write_text(login)
+    Path(made.jmx_password_file).write_text(f"{JMX_USER} {made.jmx_password}\n")
+    Path(made.admin_jmx_password_file(False)).write_text("cassandra cassandra\n")
+    Path(made.admin_jmx_password_file(True)).write_text(f"ringward_admin {made.admin_password}\n")
 
 
 def _make_tls_stores(made: ClusterSecrets, addresses: Sequence[str]) -> None:

@@ -42,6 +42,11 @@ def register(subparsers: Any) -> None:
         help="the role nodetool logs in as over JMX when Cassandra's roles authenticate JMX (CassandraLogin)",
     )  # fmt: skip
     parser.add_argument(
+        "--auto-repair", action="store_true",
+        help="the nodes run CEP-37 AutoRepair (5.0.9+): also EXECUTE on its MBean, which ringward pauses during a "
+        "migration (the GRANT is refused where the MBean does not exist)",
+    )  # fmt: skip
+    parser.add_argument(
         "--keyspace", dest="keyspaces", action="append", default=[], metavar="NAME",
         help="a keyspace whose replication ringward may change (repeat)",
     )  # fmt: skip
@@ -66,7 +71,8 @@ def handle(args: argparse.Namespace) -> int:
     for statement, why in zip(spark_grant_statements(args.spark_role, args.keyspaces), spark_reasons, strict=True):
         print(f"{statement}  -- {why}" if args.why else statement)
     print(create_role_statement(args.jmx_role))
-    for statement, why in zip(jmx_grant_statements(args.jmx_role), [g.why for g in jmx_grants()], strict=True):
+    jmx = jmx_grants(args.auto_repair)
+    for statement, why in zip(jmx_grant_statements(args.jmx_role, args.auto_repair), [g.why for g in jmx], strict=True):
         print(f"{statement}  -- {why}" if args.why else statement)
     return 0
 
