@@ -86,10 +86,21 @@ one_row() {  # credentials query: whether the query returns exactly one row (a f
     [[ "${output}" == *"(1 rows)"* ]]
 }
 
-repair_system_auth() {
+repair_system_auth() {  # asked again when a node refuses the admin's JMX login for a moment (its role cache)
+    local repaired
     for node in "${nodes[@]}"; do
         echo "cassandra-init: repairing system_auth on ${node}"
-        nodetool -h "${node}" -p 7199 -u "${admin}" --password-file "${work}/jmx" repair --full system_auth
+        repaired=""
+        for (( attempt = 1; attempt <= attempts; attempt++ )); do
+            if nodetool -h "${node}" -p 7199 -u "${admin}" --password-file "${work}/jmx" repair --full system_auth
+            then
+                repaired="yes"
+                break
+            fi
+            sleep "${retry_seconds}"
+        done
+        [[ -n "${repaired}" ]] || die "could not repair system_auth on ${node} over JMX as ${admin} (see above).
+Check ${node} (docker compose logs ${node}), then run: docker compose run --rm cassandra-init"
     done
 }
 

@@ -1178,7 +1178,8 @@ def test_redis_requires_the_password_the_broker_url_and_healthcheck_use(tmp_path
     # The server requires it; the value reaches redis-server through the environment, not this file's text.
     kind, flag, script = redis["command"]
     assert (kind, flag) == ("sh", "-c")
-    assert shlex.split(script) == ["exec", "redis-server", "--requirepass", "${REDIS_PASSWORD}"]
+    # Through the image's entrypoint, which drops root for the user `redis` before it starts redis-server.
+    assert shlex.split(script) == ["exec", "docker-entrypoint.sh", "redis-server", "--requirepass", "${REDIS_PASSWORD}"]
     assert password not in script
     for name, service in airflow_services(model).items():
         broker = urlsplit(service["environment"]["AIRFLOW__CELERY__BROKER_URL"])
@@ -1350,3 +1351,26 @@ def test_cassandra_init_refuses_a_jmx_user_that_is_another_role(tmp_path: Path, 
     assert result.returncode != 0
     assert "RINGWARD_JMX_USER must be a role of its own" in result.stderr
     assert state["executed"] == []
+
+
+def test_cassandra_init_stops_loudly_when_a_node_never_repairs_system_auth(tmp_path: Path) -> None:
+    values = generated_env()
+    model = compose(values)
+    _, init = cassandra_init_service(model)
+    state_path = tmp_path / "cql-state.json"
+    state_path.write_text(json.dumps({"executed": [], "roles": {"cassandra": DEFAULT_SUPERUSER}, "keyspaces": []}))
+    refusing = RECORD_ARGV + "\n    sys.exit('nodetool: Failed to connect: SecurityException: Authentication failed')\n"
+    env = {
+        **init["environment"],
+        **fake_commands(tmp_path, {"cqlsh": FAKE_CQLSH, "nodetool": refusing}),
+        "FAKE_LOG": str(tmp_path / "commands.jsonl"),
+        "FAKE_CQL_STATE": str(state_path),
+        "RINGWARD_INIT_ATTEMPTS": "2",
+        "RINGWARD_INIT_RETRY_SECONDS": "0",
+    }
+    result = run_script(host_path(init, init["entrypoint"][-1]), env)
+    assert result.returncode != 0
+    assert "could not repair system_auth on cassandra-1" in result.stderr
+    assert len([argv for argv in recorded(tmp_path) if argv[0] == "nodetool"]) == 2  # asked again, then stopped
+    state = json.loads(state_path.read_text())
+    assert not [statement for _, statement in state["executed"] if statement.startswith("GRANT")]
