@@ -267,7 +267,9 @@ class RestoreRepairControllersOperator(MigrationOperator):
             return []
         reaper = reaper_client(self.reaper_conn_id)
         if reaper is None:
-            problems.append(f"Reaper schedules {saved[0]} were paused, but the {self.reaper_conn_id} connection is gone")
+            problems.append(
+                f"Reaper schedules {saved[0]} were paused, but the {self.reaper_conn_id} connection is gone"
+            )
             return []
         client, cluster = reaper
         resumed = []
