@@ -47,7 +47,7 @@ CLUSTER_NAME_PATTERN = r"^[a-z](?:[a-z0-9_]{0,38}[a-z0-9])?$"
 # Airflow's own limit on connection and pool ids (250 characters, letters, digits, `_`, `.`, `-`).
 _ID_PATTERN = r"^[A-Za-z0-9_.-]{1,250}$"
 _CRON_PRESETS = {"@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually", "@midnight"}
-_EXAMPLE = "docs/operators-guide.md, 0.4 (Many clusters)"
+_EXAMPLE = "docs/operators-guide.md, 0.3a (Many clusters)"
 
 
 def check_cluster_name(name: str) -> str:

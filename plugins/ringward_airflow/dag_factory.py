@@ -1,6 +1,6 @@
 """ringward's DAGs, built by functions: a team calls them from a two-line file in its own DAG folder.
 
-Public import path: `ringward_airflow.dag_factory` (docs/operators-guide.md, 0.3 and 0.4).
+Public import path: `ringward_airflow.dag_factory` (docs/operators-guide.md, 0.1a and 0.3a).
 
     from ringward_airflow.dag_factory import keyspace_migration_dag, keyspace_migration_rollback_dag
     keyspace_migration, keyspace_migration_rollback = keyspace_migration_dag(), keyspace_migration_rollback_dag()

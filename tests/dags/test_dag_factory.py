@@ -246,3 +246,36 @@ def test_a_bad_clusters_file_is_an_import_error_naming_the_problem_and_the_fix(
     message = next(iter(bag.import_errors.values()))
     assert "cluster 'Prod-EU', `name`" in message and "`nodetool_conn_id`: Field required" in message
     assert "Fix:" in message and str(bad) in message
+
+
+def _guide_block(heading: str) -> str:
+    """The first code block under `heading` in the operator's guide."""
+    guide = (ROOT / "docs" / "operators-guide.md").read_text(encoding="utf-8")
+    section = guide[guide.index(heading) :]
+    return section.split("```", 2)[1].split("\n", 1)[1]
+
+
+def test_the_guides_dag_file_and_clusters_file_give_the_documented_dags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    dag_file = _guide_block("### 0.1a The DAG file")
+    assert len(dag_file.strip().splitlines()) == 2
+    (folder / "ringward_dags.py").write_text(dag_file, encoding="utf-8")
+    bag = DagBag(dag_folder=str(folder))
+    assert bag.import_errors == {}
+    assert sorted(bag.dags) == ["keyspace_migration", "keyspace_migration_rollback", "nightly_subrange_repair"]
+    clusters = tmp_path / "clusters.yaml"
+    clusters.write_text(_guide_block("### 0.3a Many clusters"), encoding="utf-8")
+    monkeypatch.setenv("RINGWARD_CLUSTERS", str(clusters))
+    (tmp_path / "eu_west_repair.yaml").write_text("schedule: '0 1 * * *'\n", encoding="utf-8")
+    text = clusters.read_text(encoding="utf-8").replace("/opt/airflow/ringward/", f"{tmp_path}/")
+    clusters.write_text(text, encoding="utf-8")
+    bag = DagBag(dag_folder=str(folder))
+    assert bag.import_errors == {}
+    kinds = ("keyspace_migration", "keyspace_migration_rollback", "nightly_subrange_repair")
+    assert sorted(bag.dags) == sorted(f"{kind}__{name}" for name in ("eu_west", "us_east") for kind in kinds)
+    repair_dags = {name: bag.dags[f"nightly_subrange_repair__{name}"] for name in ("eu_west", "us_east")}
+    pools = {name: dag.get_task("repair").pool for name, dag in repair_dags.items()}
+    assert pools == {"eu_west": "ringward_repair__eu_west", "us_east": "ringward_repair__us_east"}
