@@ -66,9 +66,11 @@ __all__ = [
     "CLUSTERS_ENV",
     "CLUSTERS_FILE_KEY",
     "MIGRATION_DAG_ID",
+    "MIGRATION_DOC",
     "REPAIR_DAG_ID",
     "REPAIR_POOL",
     "ROLLBACK_DAG_ID",
+    "ROLLBACK_DOC",
     "cluster_dags",
     "clusters_file",
     "declared_clusters",
@@ -323,15 +325,17 @@ class _MigrationConnections:
             **self.cluster, "spark_conn_id": spark, "spark_cassandra_conn_id": spark_cassandra}  # fmt: skip
 
 
-def _migration_doc(rollback: bool, cluster: str | None, cassandra_conn_id: str) -> str:
-    """The DAG's doc; a cluster's DAGs name their sibling DAGs by their suffixed ids, and the cluster."""
+def _migration_doc(rollback: bool, cluster: str | None, connections: _MigrationConnections) -> str:
+    """The DAG's doc, naming the Reaper connection it uses; a cluster's DAGs name their sibling DAGs by their
+    suffixed ids, and the cluster."""
     doc = ROLLBACK_DOC if rollback else MIGRATION_DOC
+    doc = doc.replace(f"`{REAPER_CONN_ID}`", f"`{connections.cluster['reaper_conn_id']}`")
     if cluster is None:
         return doc
     suffix = cluster_suffix(cluster)
     doc = doc.replace(f"`{ROLLBACK_DAG_ID}`", f"`{ROLLBACK_DAG_ID}{suffix}`")
     doc = doc.replace(f"`{MIGRATION_DAG_ID}`", f"`{MIGRATION_DAG_ID}{suffix}`")
-    return f"{doc}\nCluster: **{cluster}** (connection `{cassandra_conn_id}`).\n"
+    return f"{doc}\nCluster: **{cluster}** (connection `{connections.cluster['cassandra_conn_id']}`).\n"
 
 
 def _migration_dag(dag_id: str, *, rollback: bool, cluster: str | None, connections: _MigrationConnections) -> DAG:
@@ -346,7 +350,7 @@ def _migration_dag(dag_id: str, *, rollback: bool, cluster: str | None, connecti
         params={**(ROLLBACK_PARAMS if rollback else TARGET_PARAMS), **PARAMS},
         tags=["ringward", "cassandra", "migration", *(["rollback"] if rollback else []), *_cluster_tag(cluster)],
         default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
-        doc_md=_migration_doc(rollback, cluster, connections.cluster["cassandra_conn_id"]),
+        doc_md=_migration_doc(rollback, cluster, connections),
         render_template_as_native_obj=True,
         user_defined_macros={"migration_page": migration_page_path},
     ) as dag:

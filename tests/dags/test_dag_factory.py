@@ -14,6 +14,8 @@ from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.python import BranchPythonOperator, ShortCircuitOperator
 from ringward.errors import ConfigurationError
 from ringward_airflow.dag_factory import (
+    MIGRATION_DOC,
+    ROLLBACK_DOC,
     cluster_dags,
     clusters_file,
     keyspace_migration_dag,
@@ -122,6 +124,7 @@ def test_the_defaults_are_todays_connections() -> None:
     assert (precheck.cassandra_conn_id, precheck.nodetool_conn_id, precheck.reaper_conn_id) == (
         "cassandra_default", "ringward_nodetool", "reaper_default")  # fmt: skip
     assert (verify.spark_conn_id, verify.spark_cassandra_conn_id) == ("spark_default", "cassandra_spark")
+    assert dag.doc_md == MIGRATION_DOC and keyspace_migration_rollback_dag().doc_md == ROLLBACK_DOC  # as today
     plan = nightly_repair_dag().get_task("plan")
     assert (plan.cassandra_conn_id, plan.nodetool_conn_id) == ("cassandra_default", "ringward_nodetool")
 
@@ -159,6 +162,11 @@ def test_two_clusters_give_six_dags_with_disjoint_ids_connections_and_pools(tmp_
     assert pools == {"eu": "ringward_repair__eu", "us": "ringward_repair__us"}
     assert dags["nightly_subrange_repair__us"].schedule == "30 3 * * *"
     assert dags["keyspace_migration__eu"].get_task("precheck").reaper_conn_id == "reaper_default__eu"
+    # The doc names the cluster's own Reaper connection and rollback DAG, not the single-cluster ones.
+    doc = dags["keyspace_migration__eu"].doc_md or ""
+    assert "`reaper_default__eu`" in doc and "`reaper_default`" not in doc
+    assert "`keyspace_migration_rollback__eu`" in doc
+    assert "Cluster: **eu** (connection `cassandra_eu`)" in doc
 
 
 def test_only_the_asked_kinds_and_no_unknown_kind(tmp_path: Path) -> None:
