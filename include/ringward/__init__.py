@@ -11,6 +11,7 @@ __all__ = [
     "capacity",
     "cassandra_release",
     "cluster_health",
+    "clusters",
     "consistency",
     "diff",
     "errors",

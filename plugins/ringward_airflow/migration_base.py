@@ -58,12 +58,16 @@ class MigrationOperator(BaseOperator):
         *,
         cassandra_conn_id: str = "cassandra_default",
         nodetool_conn_id: str = "ringward_nodetool",
+        reaper_conn_id: str = "reaper_default",
         precheck_task_id: str = "precheck",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.cassandra_conn_id = cassandra_conn_id
         self.nodetool_conn_id = nodetool_conn_id
+        # The Reaper managing this cluster's schedules (absent connection: no Reaper); only the precheck and the
+        # pause/restore of repair controllers use it.
+        self.reaper_conn_id = reaper_conn_id
         self.precheck_task_id = precheck_task_id
         self._nodetool: NodetoolClient | None = None
         self._hook: RingwardCassandraHook | None = None

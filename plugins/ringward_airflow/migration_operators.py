@@ -205,7 +205,9 @@ class MigrationPrecheckOperator(MigrationOperator):
             check_health(ring, self._nodetool_client(), cql)
             run_precheck_checks(self.precheck_checks, PrecheckInput(keyspace, ring, plan, self._nodetool_client(), cql))
             # Capacity (may refuse), AutoRepair and Reaper, for the approval (see repair_controller_operators).
-            notes = precheck_notes(context, plan, session, self._nodetool_client(), hook.connection_extra())
+            notes = precheck_notes(
+                context, plan, session, self._nodetool_client(), hook.connection_extra(), self.reaper_conn_id
+            )
             # Only an accepted change writes anything (ringward_ops itself included).
             store = hook.ops_store()
             store.acquire_lease(lease_resource(keyspace), lease_owner, LEASE_PURPOSE)

@@ -101,7 +101,12 @@ def capacity_check(
 
 
 def precheck_notes(
-    context: Context, plan: MigrationPlan, session: Any, nodetool: NodetoolClient, connection_extra: Mapping[str, Any]
+    context: Context,
+    plan: MigrationPlan,
+    session: Any,
+    nodetool: NodetoolClient,
+    connection_extra: Mapping[str, Any],
+    reaper_conn_id: str = REAPER_CONN_ID,
 ) -> str:
     """Markdown for the approval: AutoRepair per node, Reaper schedules of the keyspace, capacity. Raises the
     capacity refusal. Capacities: the run's `node_capacity` param, else the cassandra connection's extra
@@ -110,9 +115,9 @@ def precheck_notes(
     config = params.get("node_capacity") or connection_extra.get("capacity") or None
     parts = [capacity_check(plan, session, nodetool, config).markdown()]
     parts.append(describe_autorepair(read_autorepair(nodetool, [n.address for n in plan.ring.nodes])))
-    reaper = reaper_client()
+    reaper = reaper_client(reaper_conn_id)
     if reaper is None:
-        parts.append(f"**Reaper**: no `{REAPER_CONN_ID}` connection; ringward did not look for Reaper schedules.")
+        parts.append(f"**Reaper**: no `{reaper_conn_id}` connection; ringward did not look for Reaper schedules.")
     else:
         client, cluster = reaper
         active = reaper_schedules_to_pause(client.schedules(plan.keyspace, cluster), plan.keyspace, cluster)
@@ -170,9 +175,9 @@ class PauseRepairControllersOperator(MigrationOperator):
         return {"autorepair_off": [str(c) for c in changes], "reaper_paused": paused_reaper}
 
     def _pause_reaper(self, store: Any, migration_id: str, keyspace: str) -> list[str]:
-        reaper = reaper_client()
+        reaper = reaper_client(self.reaper_conn_id)
         if reaper is None:
-            self.log.info("No %s connection: no Reaper schedules to pause.", REAPER_CONN_ID)
+            self.log.info("No %s connection: no Reaper schedules to pause.", self.reaper_conn_id)
             return []
         client, cluster = reaper
         active = reaper_schedules_to_pause(client.schedules(keyspace, cluster), keyspace, cluster)
@@ -260,9 +265,11 @@ class RestoreRepairControllersOperator(MigrationOperator):
         saved = store.controller_pause(migration_id, REAPER)
         if saved is None or saved[1] or not saved[0]:
             return []
-        reaper = reaper_client()
+        reaper = reaper_client(self.reaper_conn_id)
         if reaper is None:
-            problems.append(f"Reaper schedules {saved[0]} were paused, but the {REAPER_CONN_ID} connection is gone")
+            problems.append(
+                f"Reaper schedules {saved[0]} were paused, but the {self.reaper_conn_id} connection is gone"
+            )
             return []
         client, cluster = reaper
         resumed = []

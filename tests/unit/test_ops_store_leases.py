@@ -82,7 +82,7 @@ def test_the_owner_renews_its_lease_for_a_whole_ttl_from_the_renewal() -> None:
 
 
 def test_the_lease_outlasts_the_approvals_wait() -> None:
-    assert LEASE_TTL_SECONDS > 48 * 3600  # the approval's response timeout (dags/keyspace_migration.py)
+    assert LEASE_TTL_SECONDS > 48 * 3600  # the approval's response timeout (ringward_airflow.dag_factory)
     table = LeaseTable()
     OpsStore(table).acquire_lease("keyspace:ks", "m1", "keyspace_migration")  # type: ignore[arg-type]
     table.now = 48 * 3600 + 600  # the latest approval, and the first stage after it

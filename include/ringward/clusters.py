@@ -1,0 +1,220 @@
+"""Clusters as configuration: one declaration per Cassandra cluster that one Airflow deployment serves.
+
+A YAML file lists the clusters; each gets its own migration, rollback and nightly repair DAGs (ids suffixed
+`__<name>`), its own connections and its own repair pool, so migrations and repairs of different clusters
+never share a connection or a pool slot. This module only validates the declarations (pure: no Airflow);
+`ringward_airflow.dag_factory` finds the file and builds the DAGs.
+
+    clusters:
+      - name: eu_west
+        cassandra_conn_id: cassandra_eu_west
+        nodetool_conn_id: nodetool_eu_west
+        spark_cassandra_conn_id: cassandra_spark_eu_west
+        repair_config: /opt/airflow/ringward/eu_west_repair.yaml
+      - name: us_east
+        ...
+
+Every invalid declaration is a ConfigurationError naming the cluster, the field and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ringward.errors import ConfigurationError
+
+__all__ = [
+    "CLUSTER_NAME_PATTERN",
+    "ClusterDeclaration",
+    "check_cluster_name",
+    "cluster_suffix",
+    "default_reaper_conn_id",
+    "default_repair_pool",
+    "load_clusters",
+    "parse_clusters",
+]
+
+# Lower-case letter first, then lower-case letters, digits and `_`; at most 40 characters. The name goes into
+# DAG ids, pool names, connection ids, tags and URLs: nothing in it needs escaping anywhere, and `__` (the
+# separator of the DAG id suffix) cannot start or end it.
+CLUSTER_NAME_PATTERN = r"^[a-z](?:[a-z0-9_]{0,38}[a-z0-9])?$"
+# Airflow's own limit on connection and pool ids (250 characters, letters, digits, `_`, `.`, `-`).
+_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,250}$"
+_CRON_PRESETS = {"@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually", "@midnight"}
+_EXAMPLE = "docs/operators-guide.md, 0.3a (Many clusters)"
+
+
+def check_cluster_name(name: str) -> str:
+    """The name, or a ConfigurationError saying what a cluster name may hold."""
+    if not isinstance(name, str) or not re.fullmatch(CLUSTER_NAME_PATTERN, name) or "__" in name:
+        raise ConfigurationError(
+            f"Cluster name {name!r} is not allowed: it becomes part of DAG ids, pools and connection ids.",
+            "Use 1 to 40 lower-case letters, digits and single underscores, starting with a letter and not "
+            "ending with an underscore, e.g. eu_west_1.",
+        )
+    return name
+
+
+def cluster_suffix(cluster: str | None) -> str:
+    """`__<cluster>` appended to DAG ids; empty for the single-cluster deployment (today's DAG ids)."""
+    return "" if cluster is None else f"__{check_cluster_name(cluster)}"
+
+
+def default_repair_pool(cluster: str | None) -> str:
+    """The pool a cluster's nightly repair task runs in unless its declaration names one."""
+    return f"ringward_repair{cluster_suffix(cluster)}"
+
+
+def default_reaper_conn_id(cluster: str | None) -> str:
+    """The Reaper connection of a cluster unless its declaration names one (absent: no Reaper is consulted).
+    Per cluster: a Reaper connection names the cluster Reaper knows (extra `cluster_name`)."""
+    return f"reaper_default{cluster_suffix(cluster)}"
+
+
+class ClusterDeclaration(BaseModel):
+    """One cluster: its name and the connections, repair configuration, schedule and pool of its DAGs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=CLUSTER_NAME_PATTERN)
+    # Required: a default would let two declarations reach the same cluster through `cassandra_default`.
+    cassandra_conn_id: str = Field(pattern=_ID_PATTERN)
+    nodetool_conn_id: str = Field(pattern=_ID_PATTERN)
+    # The Spark cluster may be shared; the read-only CQL login of the Spark verification is per cluster.
+    spark_conn_id: str = Field(default="spark_default", pattern=_ID_PATTERN)
+    spark_cassandra_conn_id: str = Field(default="cassandra_spark", pattern=_ID_PATTERN)
+    reaper_conn_id: str | None = Field(default=None, pattern=_ID_PATTERN)
+    # The nightly repair's YAML configuration; None: $RINGWARD_REPAIR_CONFIG, else the shipped default.
+    repair_config: str | None = Field(default=None, min_length=1)
+    # The nightly repair's schedule; None: the repair configuration's `schedule`.
+    schedule: str | None = None
+    pool: str | None = Field(default=None, pattern=_ID_PATTERN)
+
+    @field_validator("name")
+    @classmethod
+    def _single_underscores(cls, value: str) -> str:
+        if "__" in value:
+            raise ValueError("must not contain `__` (it separates the DAG id from the cluster name)")
+        return value
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron_expression(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        text = value.strip()
+        if text in _CRON_PRESETS or len(text.split()) == 5:
+            return text
+        raise ValueError(f"expected a 5-field cron expression or a preset like @daily, got {value!r}")
+
+    @property
+    def repair_pool(self) -> str:
+        """`pool`, else `ringward_repair__<name>`."""
+        return self.pool or default_repair_pool(self.name)
+
+    @property
+    def reaper(self) -> str:
+        """`reaper_conn_id`, else `reaper_default__<name>`."""
+        return self.reaper_conn_id or default_reaper_conn_id(self.name)
+
+
+# What two clusters must not share: each cluster's ops state, leases and pauses stay in that cluster, and a
+# pool slot held by one cluster's repair never holds back another's (the Spark cluster may be shared).
+_NOT_SHARED: Mapping[str, Callable[[ClusterDeclaration], str]] = {
+    "cassandra_conn_id": lambda c: c.cassandra_conn_id,
+    "nodetool_conn_id": lambda c: c.nodetool_conn_id,
+    "spark_cassandra_conn_id": lambda c: c.spark_cassandra_conn_id,
+    "reaper_conn_id": lambda c: c.reaper,
+    "pool": lambda c: c.repair_pool,
+}
+
+
+def _location(loc: tuple[int | str, ...], data: Sequence[Any]) -> str:
+    if len(loc) >= 2 and loc[0] == "clusters" and isinstance(loc[1], int):
+        entry = data[loc[1]] if loc[1] < len(data) else None
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        who = f"cluster {name!r}" if isinstance(name, str) else f"cluster #{loc[1] + 1}"
+        field = ".".join(str(p) for p in loc[2:])
+        return f"{who}, `{field}`" if field else who
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def parse_clusters(data: object, source: str = "the clusters file") -> tuple[ClusterDeclaration, ...]:
+    """Validate `{"clusters": [...]}` into declarations, or raise ConfigurationError naming each problem."""
+    if not isinstance(data, Mapping) or set(data) != {"clusters"}:
+        raise ConfigurationError(
+            f"{source} must be a mapping with one key, `clusters`, holding a list of cluster declarations.",
+            f"Write `clusters:` followed by one `- name: ...` entry per cluster ({_EXAMPLE}).",
+        )
+    entries = data["clusters"]
+    if not isinstance(entries, list) or not entries:
+        raise ConfigurationError(
+            f"{source} declares no cluster (`clusters` is {'empty' if entries in ([], None) else 'not a list'}).",
+            "Declare at least one cluster, or drop the clusters file setting to get the single-cluster DAGs.",
+        )
+    clusters: list[ClusterDeclaration] = []
+    problems: list[str] = []
+    for index, entry in enumerate(entries):
+        try:
+            clusters.append(ClusterDeclaration.model_validate(entry))
+        except ValidationError as error:
+            for e in error.errors():
+                message = e["msg"].removeprefix("Value error, ")
+                if e["type"] == "string_pattern_mismatch" and e["loc"] == ("name",):
+                    message = "use lower-case letters, digits and single underscores, starting with a letter"
+                problems.append(f"{_location(('clusters', index, *e['loc']), entries)}: {message}")
+    if problems:
+        raise ConfigurationError(
+            f"Invalid cluster declaration(s) in {source}: " + "; ".join(problems) + ".",
+            "Correct the named field(s): each cluster needs `name`, `cassandra_conn_id` and `nodetool_conn_id`; "
+            f"the other fields are optional ({_EXAMPLE}).",
+        )
+    _refuse_shared(clusters, source)
+    return tuple(clusters)
+
+
+def _refuse_shared(clusters: Sequence[ClusterDeclaration], source: str) -> None:
+    problems: list[str] = []
+    names = [cluster.name for cluster in clusters]
+    problems += [
+        f"cluster {name!r} is declared more than once" for name in sorted({n for n in names if names.count(n) > 1})
+    ]
+    for field, value_of in _NOT_SHARED.items():
+        users: dict[str, list[str]] = {}
+        for cluster in clusters:
+            users.setdefault(value_of(cluster), []).append(cluster.name)
+        problems += [
+            f"clusters {', '.join(map(repr, sharing))} share {field} {value!r}"
+            for value, sharing in users.items()
+            if len(sharing) > 1
+        ]
+    if problems:
+        raise ConfigurationError(
+            f"{source} gives two clusters the same setting: " + "; ".join(problems) + ".",
+            "Give each cluster its own name, connections and pool: a shared one would let one cluster's "
+            "migration or repair act on (or wait for) another.",
+        )
+
+
+def load_clusters(path: str | Path) -> tuple[ClusterDeclaration, ...]:
+    """Read and validate a clusters YAML file."""
+    file = Path(path)
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigurationError(
+            f"Cannot read the clusters file {file}: {error.strerror}.",
+            "Give the path of a readable YAML file in $RINGWARD_CLUSTERS or `[ringward] clusters_file`, or unset "
+            "both to get the single-cluster DAGs.",
+        ) from None
+    except (yaml.YAMLError, ValueError, RecursionError) as error:
+        raise ConfigurationError(
+            f"The clusters file {file} is not valid YAML: {str(error)[:300]}.", "Fix the YAML syntax."
+        ) from None
+    return parse_clusters(data, f"the clusters file {file}")
