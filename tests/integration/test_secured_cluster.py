@@ -22,7 +22,14 @@ from cassandra import ConsistencyLevel
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import Cluster, NoHostAvailable
 from cassandra.query import SimpleStatement
-from ringward.permissions import SPARK_ROLE, cluster_grants, keyspace_grants, spark_keyspace_grants
+from ringward.permissions import (
+    JMX_ROLE,
+    SPARK_ROLE,
+    cluster_grants,
+    jmx_grants,
+    keyspace_grants,
+    spark_keyspace_grants,
+)
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.localcluster.roles import admin_settings
@@ -79,11 +86,22 @@ def test_only_ringwards_own_role_over_tls_gets_in(secured_cluster: LocalCluster,
     assert roles["ringward"] is False
     wanted = {(p, _resource(g.resource)) for g in cluster_grants() for p in _permissions(g.permission)}
     assert {(p, r) for p, r in held if "sec_" not in r} == wanted
-    # JMX refuses nodetool without the password (the secured cluster's own nodetool wrapper passes it by file).
+    # JMX logins are Cassandra roles: nodetool without one is refused.
     node = secured_cluster.topology().node("127.0.0.2")
-    anonymous = subprocess.run([str(secured_cluster.nodetool_path), "-h", "127.0.0.1", "-p", str(node.jmx_port),
-                                "status"], capture_output=True, text=True, check=False)  # fmt: skip
-    assert anonymous.returncode != 0 and "redentials" in anonymous.stdout + anonymous.stderr
+    base = [str(secured_cluster.nodetool_path), "-h", "127.0.0.1", "-p", str(node.jmx_port)]
+    anonymous = subprocess.run([*base, "status"], capture_output=True, text=True, check=False)
+    assert anonymous.returncode != 0 and "FailedLoginException" in anonymous.stdout + anonymous.stderr
+    # ringward's JMX role holds exactly the per-MBean grants (issue 36, finding 6), and every JMX call is
+    # authorized against them: what ringward runs works, the JVM's own MBeans are refused (`nodetool info` reads
+    # java.lang:type=Memory; DiagnosticCommand would be code execution).
+    with connect(NODES, **admin(secured_cluster)) as session:
+        jmx_held = {(row.permission, row.resource) for row in session.execute(f"LIST ALL PERMISSIONS OF {JMX_ROLE}")}
+    assert jmx_held == {(g.permission, _mbean_resource(g.resource)) for g in jmx_grants(auto_repair=False)}
+    as_jmx_role = [*base, "-u", JMX_ROLE, "-pwf", found.jmx_password_file]
+    allowed = subprocess.run([*as_jmx_role, "status"], capture_output=True, text=True, check=False)
+    assert allowed.returncode == 0 and "UN  127.0.0.2" in allowed.stdout, allowed.stdout + allowed.stderr
+    refused = subprocess.run([*as_jmx_role, "info"], capture_output=True, text=True, check=False)
+    assert refused.returncode != 0 and "Access Denied" in refused.stdout + refused.stderr, refused.stderr[-600:]
 
 
 @pytest.fixture(scope="module")
@@ -209,6 +227,13 @@ def _permissions(permission: str) -> list[str]:
     if permission != "ALL PERMISSIONS":
         return [permission]
     return ["CREATE", "ALTER", "DROP", "SELECT", "MODIFY", "AUTHORIZE", "UNMASK", "SELECT_MASKED"]
+
+
+def _mbean_resource(resource: str) -> str:
+    """A JMX GRANT's resource as LIST PERMISSIONS names it (`<all mbeans>`, `<mbean org.apache...:type=X>`)."""
+    if resource == "ALL MBEANS":
+        return "<all mbeans>"
+    return f"<mbean {resource.split(' ', 1)[1].strip(chr(39))}>"
 
 
 def _resource(resource: str) -> str:
