@@ -7,7 +7,6 @@ Constructors only store arguments; hooks are built in `execute`.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import threading
@@ -30,12 +29,13 @@ from ringward.repair import (
     DiskHeadroomGuard,
     DueSelection,
     NextWindow,
+    NightOutcome,
+    NightPlan,
     NodeBacklog,
     RecordUpdate,
     RepairCommand,
     RepairConfig,
     RepairType,
-    RunSummary,
     Segment,
     SegmentRecord,
     SegmentState,
@@ -44,7 +44,6 @@ from ringward.repair import (
     allowed_parallelism,
     apply_run_overrides,
     back_pressure_reason,
-    coverage_view,
     decode_segment,
     disk_capacity,
     dump_config,
@@ -54,19 +53,20 @@ from ringward.repair import (
     live_metrics,
     load_config,
     repair_flags,
+    report_night,
     ring_fingerprint,
     run_batch,
     select_due,
     select_due_by_type,
-    status_table,
     type_plan_id,
 )
 from ringward.text import log_safe
-from ringward_cassandra.cluster_repairs import plan_cluster, status_records, table_statuses
+from ringward_cassandra.cluster_repairs import plan_cluster
 from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, PreviewFinding, history_bucket
 from ringward_cassandra.schema import data_disk_max_sizes
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
+from ringward_airflow.repair_ports import ClusterAdapter, StoreAdapter
 from ringward_airflow.repair_runtime import current_runtime
 
 __all__ = [
@@ -900,135 +900,24 @@ class RepairReportOperator(BaseOperator):
         if not plan:
             raise AirflowFailException("The plan task left no plan: nothing to report. Fix the plan task first.")
         config = _config_or_fail(self.config_path, context.get("params"))
+        repaired = context["ti"].xcom_pull(task_ids=self.repair_task_id)
+        started = getattr(context.get("dag_run"), "start_date", None)
         cassandra = current_runtime().cassandra(self.cassandra_conn_id)
         try:
-            return self._report(context, plan, config, cassandra)
+            report = report_night(
+                NightPlan.from_json(plan), NightOutcome.from_json(repaired) if repaired else None, config,
+                run_id=context["run_id"], store=StoreAdapter(cassandra.ops_store()), cluster=ClusterAdapter(cassandra),
+                run_started=started, log=self.log, gauge=_gauge,
+            )  # fmt: skip
+        except RepairError as error:  # segments failed: fails the run (and fires the notifier), not retried
+            raise AirflowFailException(str(error)) from None
         finally:
             cassandra.close()
-
-    def _report(self, context: Any, plan: Mapping[str, Any], config: RepairConfig, cassandra: Any) -> dict[str, Any]:
-        run_id = context["run_id"]
-        now = cassandra.now()
-        store = cassandra.ops_store()
-        ring = cassandra.ring()
-        rows = store.repair_history()
-        cluster = plan_cluster(cassandra.catalog(), ring, config, plan.get("skipped_keyspaces"))
-        type_plans: Mapping[str, Mapping[str, Any]] = plan.get("types") or {config.session_type: plan}
-        per_type: dict[str, dict[str, Any]] = {}
-        summaries: dict[str, RunSummary] = {}
-        for kind in type_plans:
-            typed = config.for_type(_KINDS[kind])
-            kind_rows = rows if kind == "full" else store.repair_history(**_history_args(kind))
-            # Each type's coverage from its own successes (full's rows are read as they are: no copy at fleet size).
-            covered_rows = kind_rows if kind == "full" else [
-                dataclasses.replace(r, record=coverage_view(r.record)) for r in kind_rows
-            ]  # fmt: skip
-            summaries[kind] = run_summary(type_plans[kind], [r.record for r in kind_rows if r.record.run_id == run_id])
-            kind_cluster = cluster
-            if (kind == "incremental") != (config.session_type == "incremental"):  # the type's own tables
-                kind_cluster = plan_cluster(cassandra.catalog(), ring, typed, plan.get("skipped_keyspaces"))
-            coverage = table_statuses(
-                kind_cluster, status_records(kind_cluster, covered_rows), now, config.gc_grace_alarm
-            )
-            per_type[kind] = {
-                "state": summaries[kind].state.value,
-                "metrics": summaries[kind].metrics(),
-                # A preview's share is of ranges compared, never of ranges repaired.
-                "previewed" if kind == "preview" else "repaired": {
-                    f"{s.keyspace}.{s.table}": s.repaired_percent for s in coverage
-                },
-            }
-            if kind == "preview":
-                per_type[kind]["out_of_sync_findings"] = self._findings_of(store, run_id)
-            if kind == "incremental":  # its tables' repaired/unrepaired split, as the repair task read it at its end
-                shares = (context["ti"].xcom_pull(task_ids=self.repair_task_id) or {}).get("repaired_shares") or {}
-                per_type[kind]["repaired_share"] = {t: v for t, v in shares.items() if t in per_type[kind]["repaired"]}
-            for name, value in summaries[kind].metrics().items():
-                Stats.gauge(f"{METRIC_PREFIX}.{kind}.{name}", value)
-        # The run's segment counts are of the repairs: a preview never counts as a repair. Its state (and
-        # failures) takes every type, the preview's too.
-        repairs = [s for kind, s in summaries.items() if kind != "preview"]
-        summary = RunSummary({state: sum(s.counts[state] for s in repairs) for state in SegmentState})
-        overall = RunSummary({state: sum(s.counts[state] for s in summaries.values()) for state in SegmentState})
-        records = status_records(cluster, rows)  # repairs recorded under any splitter count
-        statuses = table_statuses(cluster, records, now, config.gc_grace_alarm)
-        metrics = {
-            **summary.metrics(),
-            "LongestUnrepairedSec": longest_unrepaired_seconds(cluster.segments, records, now),
-            "ClusterRepairTimeInSec": round(_run_seconds(context, now, self.repair_task_id)),
-        }
-        for name, value in metrics.items():
-            Stats.gauge(f"{METRIC_PREFIX}.{name}", value)
-        # A run stopped by the kill switch from the start repaired nothing on purpose: say so, not DONE.
-        state = overall.state.value if plan.get("enabled", True) else "DISABLED"
-        report = {
-            "run_id": run_id,
-            "state": state,
-            "metrics": metrics,
-            "skipped_keyspaces": plan.get("skipped_keyspaces", {}),
-            "repair_type": plan.get("repair_type", "full"),
-            "types": per_type,
-            "host_ids": plan.get("host_ids", {}),
-            "tables": {f"{s.keyspace}.{s.table}": s.repaired_percent for s in statuses},
-        }
-        store.record_repair_run(run_id, state, report, plan.get("config", {}))
-        self.log.info("Run %s\n%s", overall.line(), status_table(statuses))
-        for kind, kind_summary in summaries.items():
-            self.log.info("%s: %s", kind, kind_summary.line())
-        for keyspace, why in report["skipped_keyspaces"].items():
-            self.log.warning("Keyspace %s was not repaired: %s", keyspace, why)
-        failed = overall.counts[SegmentState.FAILED]
-        if failed:  # fails the run (and fires the notifier); retrying the report would change nothing
-            error = RepairError(
-                f"{failed} segment(s) failed after {config.max_retries} retries in run {run_id}.",
-                "Read the repair task logs (last_error in ringward_ops.repair_history); they stay due next run.",
-            )
-            raise AirflowFailException(str(error))
-        return report
-
-    def _findings_of(self, store: Any, run_id: str) -> int | None:
-        """How many preview findings the run kept (None: unreadable now; the findings are in the repair log)."""
-        try:
-            return sum(1 for finding in store.preview_findings() if finding.run_id == run_id)
-        except Exception as error:  # the report must not fail over a count the log has too
-            self.log.warning("Preview findings unreadable now (%s): %s", type(error).__name__, error)
-            return None
+        return report.to_json()
 
 
-def run_summary(plan: Mapping[str, Any], run_records: Sequence[SegmentRecord]) -> RunSummary:
-    """The run's outcome: what the history says for its segments, plus due segments no task reached.
-
-    A session left RUNNING (task died mid-session) counts as failed; segments not due count as skipped.
-    """
-    states = [SegmentState.FAILED if r.state is SegmentState.RUNNING else r.state for r in run_records]
-    tally = Counter(states)
-    reached = sum(n for state, n in tally.items() if state is not SegmentState.POSTPONED)
-    unreached = max(0, int(plan.get("due", 0)) - reached)
-    skipped = int(plan.get("not_due", 0)) + int(plan.get("exhausted", 0))
-    return RunSummary.of([*states, *[SegmentState.POSTPONED] * unreached, *[SegmentState.SKIPPED] * skipped])
-
-
-def longest_unrepaired_seconds(segments: Sequence[Segment], records: Mapping[str, SegmentRecord], now: datetime) -> int:
-    """Age of the oldest full repair among the planned segments (CEP-37 LongestUnrepairedSec); -1 = never."""
-    ages = []
-    for segment in segments:
-        record = records.get(segment.segment_id)
-        if record is None or record.last_full_success is None:
-            return -1
-        ages.append((now - record.last_full_success).total_seconds())
-    return round(max(ages, default=0.0))
-
-
-def _run_seconds(context: Any, now: datetime, repair_task_id: str = "repair") -> float:
-    measured = (context["ti"].xcom_pull(task_ids=repair_task_id) or {}).get("run_seconds")
-    if measured is not None:  # the runtime's own clock timed the run (`RepairRuntime.run_seconds`)
-        return float(measured)
-    return _wall_seconds(context, now)
-
-
-def _wall_seconds(context: Any, now: datetime) -> float:
-    started = getattr(context.get("dag_run"), "start_date", None)
-    return (now - started).total_seconds() if started else 0.0
+def _gauge(name: str, value: float) -> None:
+    Stats.gauge(f"{METRIC_PREFIX}.{name}", value)
 
 
 class RepairFailureNotifier(BaseNotifier):

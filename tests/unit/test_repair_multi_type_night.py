@@ -4,6 +4,7 @@ simulator's small ring, ops store and virtual clock (no Airflow run: tests/dags 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,8 @@ import pytest
 from ringward.errors import ClusterError
 from ringward.repair import (
     RUN_ORDER,
+    NightOutcome,
+    NightPlan,
     NodeBacklog,
     RepairConfig,
     Segment,
@@ -23,6 +26,7 @@ from ringward.repair import (
     parse_config,
     record_start,
     record_success,
+    report_night,
     select_due_by_type,
     type_plan_id,
 )
@@ -30,11 +34,11 @@ from ringward.ring import TokenRange
 from ringward_airflow import repair_operators
 from ringward_airflow.repair_operators import (
     PlanRepairOperator,
-    RepairReportOperator,
     RepairRunOperator,
     _config_or_fail,
     _type_plans,
 )
+from ringward_airflow.repair_ports import ClusterAdapter, StoreAdapter
 from ringward_airflow.repair_runtime import use_runtime
 from ringward_fleetsim import Faults, FleetSpec, NodeJoin, Simulator
 from ringward_fleetsim.runtime import SimulatedCassandra, SimulatedRuntime
@@ -128,8 +132,21 @@ def night(simulator: Simulator, run_id: str, params: dict[str, Any], nodetool: A
     with use_runtime(SimulatedRuntime(simulator)):  # the simulator's clock and sessions, as the DAG tests run it
         result = repair._run(context, config, reference, plan, cassandra, threading.Event())
     context["ti"].xcom[("repair", "return_value")] = result
-    report = RepairReportOperator(task_id="report")._report(context, plan, config, cassandra)
+    report = _report(simulator, run_id, plan, result, config)
     return {"reference": reference, "plan": plan, "result": result, "report": report}
+
+
+def _report(
+    simulator: Simulator, run_id: str, plan: dict[str, Any], result: dict[str, Any], config: RepairConfig
+) -> dict[str, Any]:
+    """The report task's one call, on the simulator's cluster and store, from the plan's and the repair's XComs."""
+    cassandra = _cassandra(simulator)
+    report = report_night(
+        NightPlan.from_json(plan), NightOutcome.from_json(result), config, run_id=run_id,
+        store=StoreAdapter(simulator.ops_store()), cluster=ClusterAdapter(cassandra), run_started=None,
+        log=logging.getLogger("report"), gauge=lambda name, value: None,
+    )  # fmt: skip
+    return report.to_json()
 
 
 def _of_run(simulator: Simulator, run_id: str, **kind: str) -> Counter[str]:
@@ -303,10 +320,8 @@ def test_the_report_keeps_the_repaired_share_of_the_incremental_tables(simulator
     assert figures["result"]["repaired_shares"] == {}  # nothing to read on the simulator
     shares = {"ar_a.t1": {"repaired": 87.5, "lowest": 75.0, "nodes": 3}, "other.t": {"repaired": 1, "lowest": 1,
                                                                                       "nodes": 1}}  # fmt: skip
-    context: dict[str, Any] = {"run_id": "night-1", "ti": _TaskInstance(), "params": params}
-    context["ti"].xcom[("repair", "return_value")] = {**figures["result"], "repaired_shares": shares}
     config = _config_or_fail(None, params)
-    report = RepairReportOperator(task_id="report")._report(context, figures["plan"], config, _cassandra(simulator))
+    report = _report(simulator, "night-1", figures["plan"], {**figures["result"], "repaired_shares": shares}, config)
     assert report["types"]["incremental"]["repaired_share"] == {"ar_a.t1": shares["ar_a.t1"]}
 
 

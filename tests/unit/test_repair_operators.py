@@ -11,17 +11,23 @@ from types import SimpleNamespace
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from ringward.errors import ConfigurationError
-from ringward.repair import RunState, Segment, SegmentRecord, SegmentState
+from ringward.repair import (
+    RunState,
+    Segment,
+    SegmentRecord,
+    SegmentState,
+    TypePlan,
+    longest_unrepaired_seconds,
+    run_summary,
+)
 from ringward.ring import TokenRange
 from ringward_airflow.repair_operators import (
     PlanRepairOperator,
     _config_or_fail,
     _repair_error,
     effective_config,
-    longest_unrepaired_seconds,
     night_types,
     one_type_run,
-    run_summary,
 )
 
 
@@ -62,24 +68,27 @@ def test_the_plan_task_fails_without_retry_on_a_bad_configuration() -> None:
         operator.execute({"params": {"parallel_repair_count": -1}, "run_id": "r"})
 
 
+def planned(due: int = 0, not_due: int = 0, exhausted: int = 0) -> TypePlan:
+    return TypePlan("r#full", 1, due, not_due, exhausted, 0, due + not_due + exhausted)
+
+
 def record(state: SegmentState) -> SegmentRecord:
     return SegmentRecord("id", state, run_id="r")
 
 
 def test_run_summary_counts_history_and_segments_no_task_reached() -> None:
-    plan = {"due": 4, "not_due": 2, "exhausted": 0}
-    summary = run_summary(plan, [record(SegmentState.DONE), record(SegmentState.DONE)])
+    summary = run_summary(planned(due=4, not_due=2), [record(SegmentState.DONE), record(SegmentState.DONE)])
     assert summary.counts[SegmentState.POSTPONED] == 2  # due but never reached (a task died first)
     assert summary.counts[SegmentState.SKIPPED] == 2
     assert summary.state is RunState.PARTIAL
-    done = run_summary({"due": 1, "not_due": 3}, [record(SegmentState.DONE)])
+    done = run_summary(planned(due=1, not_due=3), [record(SegmentState.DONE)])
     assert done.state is RunState.DONE
     assert done.metrics()["SucceededTokenRangesCount"] == 1
     assert done.metrics()["SkippedTokenRangesCount"] == 3
 
 
 def test_a_session_left_running_counts_as_failed() -> None:
-    summary = run_summary({"due": 1}, [record(SegmentState.RUNNING)])
+    summary = run_summary(planned(due=1), [record(SegmentState.RUNNING)])
     assert summary.counts[SegmentState.FAILED] == 1
 
 

@@ -1,0 +1,163 @@
+"""What the night needs from the world, as narrow Protocols (the plugins' adapters implement them; tests hand
+in-memory ones): the nightly subset of ringward_ops, the cluster view (ring, planning on the catalog, clock)
+and the night's log and gauges. Rows the store hands back are typed by the fields the night reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from ringward.repair._config import RepairConfig
+from ringward.repair._executor import RecordUpdate
+from ringward.repair._segments import Segment
+from ringward.repair._state import SegmentRecord
+from ringward.repair._status import RepairStatus
+from ringward.ring import Ring, TokenRange
+
+__all__ = [
+    "ClusterPlan",
+    "ClusterView",
+    "FindingRow",
+    "Gauge",
+    "HistoryRow",
+    "KeyspaceLeases",
+    "LeaseRow",
+    "NightLog",
+    "PlanChunks",
+    "PlanStore",
+    "PreviewFindings",
+    "RepairRuns",
+    "ReportStore",
+    "RunRow",
+    "SegmentHistory",
+]
+
+
+# -- rows ---------------------------------------------------------------------------------------------------
+class HistoryRow(Protocol):
+    """One segment's recorded repair (`tables == ()`: every table of the keyspace)."""
+
+    @property
+    def keyspace(self) -> str: ...
+    @property
+    def tables(self) -> tuple[str, ...]: ...
+    @property
+    def range(self) -> TokenRange: ...
+    @property
+    def record(self) -> SegmentRecord: ...
+
+
+class RunRow(Protocol):
+    """A recorded night: its report (`NightReport.to_json`)."""
+
+    @property
+    def summary(self) -> Mapping[str, object]: ...
+
+
+class LeaseRow(Protocol):
+    """Who holds a keyspace's migration lease, and why."""
+
+    @property
+    def owner(self) -> str: ...
+    @property
+    def purpose(self) -> str: ...
+
+
+class FindingRow(Protocol):
+    """A kept preview finding: the run that found it."""
+
+    @property
+    def run_id(self) -> str | None: ...
+
+
+# -- ringward_ops ---------------------------------------------------------------------------------------------
+class SegmentHistory(Protocol):
+    """The repair history: read by segment (only the partitions their ranges fall in), or whole for coverage."""
+
+    def segment_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, SegmentRecord]: ...
+
+    def repair_history(self, keyspace: str | None = None, repair_type: str = "full") -> Sequence[HistoryRow]: ...
+
+    def record_repairs(self, updates: Iterable[RecordUpdate], ttl_seconds: int | None = None) -> None: ...
+
+
+class PlanChunks(Protocol):
+    """A night's stored plan: chunks of encoded segments under a plan id."""
+
+    def save_run_plan(self, run_id: str, chunks: Iterable[Sequence[str]], ttl_seconds: int | None = None) -> int: ...
+
+    def run_plan_chunk(self, run_id: str, chunk: int) -> list[str]: ...
+
+
+class RepairRuns(Protocol):
+    """One row per night: its state and report."""
+
+    def record_repair_run(
+        self, run_id: str, state: str, summary: dict[str, object], config: dict[str, object]
+    ) -> None: ...
+
+    def latest_repair_run(self) -> RunRow | None: ...
+
+
+class PreviewFindings(Protocol):
+    def preview_findings(self, keyspace: str | None = None) -> Sequence[FindingRow]: ...
+
+
+class KeyspaceLeases(Protocol):
+    def leased_keyspaces(self) -> Mapping[str, LeaseRow]: ...
+
+
+class PlanStore(SegmentHistory, PlanChunks, RepairRuns, KeyspaceLeases, Protocol):
+    """What `plan_night` reads and writes."""
+
+
+class ReportStore(SegmentHistory, RepairRuns, PreviewFindings, Protocol):
+    """What `report_night` reads and writes."""
+
+
+# -- the cluster ---------------------------------------------------------------------------------------------
+class ClusterPlan(Protocol):
+    """The segments of every keyspace and table a config selects, and what was left out and why."""
+
+    @property
+    def segments(self) -> tuple[Segment, ...]: ...
+    @property
+    def skipped_ranges(self) -> Sequence[object]: ...
+    @property
+    def gc_grace(self) -> Mapping[str, Mapping[str, int]]: ...
+    @property
+    def excluded_keyspaces(self) -> Mapping[str, str]: ...
+    @property
+    def excluded_tables(self) -> Mapping[str, str]: ...
+
+
+class ClusterView(Protocol):
+    """The cluster as the night sees it: its ring, its time, its catalog planned into segments, and the coverage
+    of a plan's tables (`now`: the cluster's time)."""
+
+    def ring(self) -> Ring: ...
+
+    def now(self) -> datetime: ...
+
+    def plan(self, ring: Ring, config: RepairConfig, excluded: Mapping[str, str]) -> ClusterPlan: ...
+
+    def table_statuses(
+        self, plan: ClusterPlan, records: Mapping[str, SegmentRecord], now: datetime, alarm_share: float
+    ) -> list[RepairStatus]: ...
+
+
+# -- log and gauges ------------------------------------------------------------------------------------------
+class NightLog(Protocol):
+    """The task's logger (printf-style arguments, as `logging.Logger`)."""
+
+    def info(self, msg: str, *args: Any) -> None: ...
+
+    def warning(self, msg: str, *args: Any) -> None: ...
+
+
+class Gauge(Protocol):
+    """Sets one gauge (`name` without the `ringward.repair.` prefix)."""
+
+    def __call__(self, name: str, value: float) -> None: ...

@@ -1,0 +1,221 @@
+"""The night's records (what XCom and ringward_ops carry) and `report_night` over in-memory ports: the fleet
+simulator's small ring and catalog, its in-memory ops store on the virtual clock."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from ringward.errors import ConfigurationError, RepairError
+from ringward.repair import (
+    NightOutcome,
+    NightPlan,
+    NightPlanReference,
+    NightReport,
+    RecordUpdate,
+    RepairConfig,
+    RunState,
+    Segment,
+    TypePlan,
+    TypePlanRef,
+    TypeReport,
+    dump_config,
+    parse_config,
+    record_failure,
+    record_start,
+    record_success,
+    report_night,
+)
+from ringward_airflow.repair_ports import ClusterAdapter, StoreAdapter
+from ringward_fleetsim import FleetSpec, Simulator
+from ringward_fleetsim.runtime import SimulatedCassandra
+
+# -- records ------------------------------------------------------------------------------------------------
+
+PLAN_KEYS = [
+    "run_id", "enabled", "fingerprint", "parallelism", "segments", "due", "chunks", "exhausted", "not_due",
+    "skipped_ranges", "skipped_keyspaces", "keyspaces", "skipped_tables", "down_nodes", "planning_cpu_seconds",
+    "config", "repair_type", "repair_types", "types", "host_ids", "forced",
+]  # fmt: skip
+
+
+def a_plan(config: RepairConfig, types: dict[str, TypePlan], *, enabled: bool = True) -> NightPlan:
+    def total(name: str) -> int:
+        return sum(int(getattr(entry, name)) for entry in types.values())
+
+    return NightPlan(
+        run_id="night-1", enabled=enabled, fingerprint="f00d", parallelism=2, segments=total("segments"),
+        due=total("due"), chunks=total("chunks"), exhausted=total("exhausted"), not_due=total("not_due"),
+        skipped_ranges=0, skipped_keyspaces={"leased": "held by m (migration)"}, keyspaces=("ar_a",),
+        skipped_tables={}, down_nodes=(), planning_cpu_seconds=0.25, config=dump_config(config), types=types,
+        host_ids={"10.0.0.1": "h1"}, forced=total("forced"), repair_type=",".join(types),
+    )  # fmt: skip
+
+
+def test_the_plan_summary_keeps_its_21_keys_and_reads_back_equal() -> None:
+    plan = a_plan(parse_config({}), {"full": TypePlan("night-1#full", 2, 7, 3, 1, 0, 11)})
+    value = plan.to_json()
+    assert list(value) == PLAN_KEYS
+    assert value["types"]["full"] == {"plan_id": "night-1#full", "chunks": 2, "due": 7, "not_due": 3,
+                                      "exhausted": 1, "forced": 0, "segments": 11}  # fmt: skip
+    assert value["repair_type"] == "full" and value["repair_types"] == ["full"]
+    assert NightPlan.from_json(value) == plan
+
+
+def test_a_summary_without_types_is_one_plan_of_the_runs_type() -> None:
+    legacy = NightPlan.from_json({"run_id": "r", "due": 4, "not_due": 2, "exhausted": 1, "chunks": 1})
+    assert legacy.type_plans("preview") == {"preview": TypePlan("r", 1, 4, 2, 1, 0, 0)}
+    assert legacy.enabled is True and legacy.repair_type == "full"
+
+
+def test_the_reference_is_small_and_reads_back_with_its_types_in_run_order() -> None:
+    types = (TypePlanRef("full", "night-1#full", 1, 5), TypePlanRef("preview", "night-1#preview", 2, 4))
+    reference = NightPlanReference("night-1", 3, 9, "f00d", types)
+    value = reference.to_json()
+    assert value == {"run_id": "night-1", "chunks": 3, "due": 9, "fingerprint": "f00d",
+                     "types": [["full", "night-1#full", 1, 5], ["preview", "night-1#preview", 2, 4]]}  # fmt: skip
+    assert NightPlanReference.from_json(value) == reference
+    legacy = NightPlanReference.from_json({"run_id": "r", "chunks": 3, "due": 7})
+    assert legacy.type_plans("preview") == (TypePlanRef("preview", "r", 3, 7),)
+
+
+def test_an_unknown_repair_type_names_the_types_and_the_fix() -> None:
+    with pytest.raises(ConfigurationError, match=r"'bogus' is not a repair type") as raised:
+        NightPlanReference.from_json({"run_id": "r", "types": [["bogus", "r#bogus", 1, 1]]})
+    assert "Use one of full, incremental, preview, paxos" in raised.value.fix
+
+
+def test_the_outcome_and_the_report_read_back_equal_each_type_with_its_own_keys() -> None:
+    outcome = NightOutcome({"DONE": 3}, {"full": {"DONE": 3}}, None, (), 0, 1, 12.5,
+                           {"ks.t": {"repaired": 87.5, "lowest": 75.0, "nodes": 3}})  # fmt: skip
+    assert NightOutcome.from_json(outcome.to_json()) == outcome
+    report = NightReport(
+        "night-1", RunState.DISABLED, {"SucceededTokenRangesCount": 0}, {}, "full,incremental,preview",
+        {
+            "full": TypeReport("full", RunState.DONE, {"FailedTokenRangesCount": 0}, {"ks.t": "100.0%"}),
+            "incremental": TypeReport("incremental", RunState.DONE, {}, {"ks.t": "50.0%"},
+                                      repaired_share={"ks.t": {"repaired": 87.5}}),
+            "preview": TypeReport("preview", RunState.PARTIAL, {}, {"ks.t": "0.0%"}, out_of_sync_findings=None),
+        },
+        {"10.0.0.1": "h1"}, {"ks.t": "100.0%"},
+    )  # fmt: skip
+    value = report.to_json()
+    assert value["state"] == "DISABLED"
+    assert value["types"]["full"] == {"state": "DONE", "metrics": {"FailedTokenRangesCount": 0},
+                                      "repaired": {"ks.t": "100.0%"}}  # fmt: skip
+    assert value["types"]["preview"] == {"state": "PARTIAL", "metrics": {}, "previewed": {"ks.t": "0.0%"},
+                                         "out_of_sync_findings": None}  # fmt: skip
+    assert value["types"]["incremental"]["repaired_share"] == {"ks.t": {"repaired": 87.5}}
+    assert NightReport.from_json(value) == report
+
+
+def test_every_state_a_report_can_have_is_a_run_state() -> None:
+    assert RunState("DISABLED") is RunState.DISABLED and RunState.DISABLED.is_terminal
+    assert {state.value for state in RunState} >= {"DONE", "PARTIAL", "DISABLED", "RUNNING", "NOT_STARTED"}
+
+
+# -- report_night on in-memory ports ------------------------------------------------------------------------
+
+
+class Recorder:
+    """The night's log and gauges, kept."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.gauges: dict[str, float] = {}
+
+    def info(self, msg: str, *args: Any) -> None:
+        self.lines.append(msg % args)
+
+    def warning(self, msg: str, *args: Any) -> None:
+        self.lines.append("WARNING " + msg % args)
+
+    def gauge(self, name: str, value: float) -> None:
+        self.gauges[name] = value
+
+
+@pytest.fixture
+def simulator() -> Simulator:
+    return Simulator(FleetSpec.small())
+
+
+def _segments(simulator: Simulator, config: RepairConfig) -> tuple[Segment, ...]:
+    cluster = ClusterAdapter(SimulatedCassandra(simulator))
+    return cluster.plan(cluster.ring(), config, {}).segments
+
+
+def _report(
+    simulator: Simulator, plan: NightPlan, config: RepairConfig, recorder: Recorder, outcome: NightOutcome | None
+) -> NightReport:
+    return report_night(
+        plan, outcome, config, run_id="night-1", store=StoreAdapter(simulator.ops_store()),
+        cluster=ClusterAdapter(SimulatedCassandra(simulator)), run_started=simulator.clock.now() - timedelta(hours=2),
+        log=recorder, gauge=recorder.gauge,
+    )  # fmt: skip
+
+
+def _repaired(simulator: Simulator, segments: tuple[Segment, ...], failed: int = 0) -> None:
+    now = simulator.clock.now()
+    updates = []
+    for index, segment in enumerate(segments):
+        started = record_start(None, segment.segment_id, "night-1")
+        done = record_failure(started, "boom", 1.0) if index < failed else record_success(started, now, 1.0)
+        updates.append(RecordUpdate(segment, done, now, now))
+    simulator.ops_store().record_repairs(updates)
+
+
+def test_a_night_that_repaired_everything_is_done_recorded_and_gauged(simulator: Simulator) -> None:
+    config = parse_config({})
+    segments = _segments(simulator, config)
+    _repaired(simulator, segments)
+    plan = a_plan(config, {"full": TypePlan("night-1#full", 1, len(segments), 0, 0, 0, len(segments))})
+    recorder = Recorder()
+    outcome = NightOutcome({"DONE": len(segments)}, {}, None, (), 0, 0, run_seconds=1234.4)
+    report = _report(simulator, plan, config, recorder, outcome)
+    assert report.state is RunState.DONE and set(report.tables.values()) == {"100.0%"}
+    assert report.metrics["SucceededTokenRangesCount"] == len(segments) > 0
+    assert report.metrics["ClusterRepairTimeInSec"] == 1234  # the repair task's own clock, not the wall time
+    assert recorder.gauges["full.SucceededTokenRangesCount"] == len(segments)
+    assert recorder.gauges["LongestUnrepairedSec"] == 0
+    (recorded,) = simulator.ops_store().repair_runs()
+    assert recorded.state == "DONE" and recorded.summary == report.to_json()
+    assert any(line.startswith(f"Run DONE: {len(segments)} segments") for line in recorder.lines)
+    assert "WARNING Keyspace leased was not repaired: held by m (migration)" in recorder.lines
+
+
+def test_a_disabled_night_is_reported_disabled_with_the_wall_time(simulator: Simulator) -> None:
+    config = parse_config({"enabled": False})
+    segments = _segments(simulator, config)
+    plan = a_plan(config, {"full": TypePlan("night-1#full", 0, 0, len(segments), 0, 0, len(segments))}, enabled=False)
+    recorder = Recorder()
+    report = _report(simulator, plan, config, recorder, None)
+    assert report.state is RunState.DISABLED
+    assert report.metrics["ClusterRepairTimeInSec"] == 2 * 3600  # no repair result: since the DAG run started
+    assert report.metrics["SkippedTokenRangesCount"] == len(segments) > 0
+    assert simulator.ops_store().repair_runs()[0].state == "DISABLED"
+
+
+def test_failed_segments_fail_the_report_after_it_is_recorded(simulator: Simulator) -> None:
+    config = parse_config({"max_retries": 2})
+    segments = _segments(simulator, config)
+    _repaired(simulator, segments, failed=2)
+    plan = a_plan(config, {"full": TypePlan("night-1#full", 1, len(segments), 0, 0, 0, len(segments))})
+    with pytest.raises(RepairError, match="2 segment\\(s\\) failed after 2 retries in run night-1") as raised:
+        _report(simulator, plan, config, Recorder(), None)
+    assert "last_error in ringward_ops.repair_history" in raised.value.fix
+    (recorded,) = simulator.ops_store().repair_runs()
+    assert recorded.state == "PARTIAL" and recorded.summary["metrics"]["FailedTokenRangesCount"] == 2  # type: ignore[index]
+
+
+def test_a_previews_coverage_is_its_own_and_its_findings_are_counted(simulator: Simulator) -> None:
+    config = parse_config({"repair_types": {"full": {"enabled": True}, "preview": {"enabled": True}}})
+    segments = _segments(simulator, config)
+    none_due = {
+        kind: TypePlan(f"night-1#{kind}", 0, 0, len(segments), 0, 0, len(segments)) for kind in ("full", "preview")
+    }
+    plan = a_plan(config, none_due)
+    report = _report(simulator, plan, config, Recorder(), None)
+    preview = report.to_json()["types"]["preview"]
+    assert "repaired" not in preview and preview["out_of_sync_findings"] == 0
+    assert set(preview["previewed"].values()) == {"0.0%"}  # nothing previewed in its own history
