@@ -27,7 +27,6 @@ from ringward.repair import (
     RING_CHANGED,
     BatchEffects,
     DiskHeadroomGuard,
-    DueSelection,
     NextWindow,
     NightOutcome,
     NightPlan,
@@ -40,29 +39,28 @@ from ringward.repair import (
     SegmentRecord,
     SegmentState,
     SessionResult,
-    TypeDue,
     allowed_parallelism,
     apply_run_overrides,
     back_pressure_reason,
     decode_segment,
     disk_capacity,
-    dump_config,
-    history_key,
+    history_ttl_seconds,
     incremental_repaired_shares,
-    joined_nodes,
     live_metrics,
+    live_nodes,
     load_config,
+    plan_chunks,
+    plan_night,
     repair_flags,
     report_night,
     ring_fingerprint,
     run_batch,
     select_due,
-    select_due_by_type,
     type_plan_id,
 )
 from ringward.text import log_safe
 from ringward_cassandra.cluster_repairs import plan_cluster
-from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, PreviewFinding, history_bucket
+from ringward_cassandra.ops_store import PLAN_CHUNK_ROWS, PreviewFinding, history_bucket
 from ringward_cassandra.schema import data_disk_max_sizes
 
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
@@ -148,12 +146,6 @@ def _config_or_fail(config_path: str | None, params: Mapping[str, Any] | None) -
     return config if config.enabled_types else config.model_copy(update={"enabled": False})
 
 
-def night_types(config: RepairConfig) -> tuple[RepairType, ...]:
-    """The types tonight's run repairs, one after another in `RUN_ORDER` (full, incremental, paxos, preview);
-    none enabled: full, which the disabled run plans as not due."""
-    return config.enabled_types or ("full",)
-
-
 def one_type_run(config: RepairConfig) -> RepairConfig:
     """`config` for its one enabled type (`for_type`), as a session of that type sees it; several enabled types
     are refused (use `night_types` and `for_type` each); none enabled is a disabled run."""
@@ -166,17 +158,6 @@ def one_type_run(config: RepairConfig) -> RepairConfig:
     if not types:  # every type switched off: the run repairs nothing, as with the kill switch
         return config.model_copy(update={"enabled": False})
     return config.for_type(types[0])
-
-
-def _live_nodes(client: Any, ring_addresses: Sequence[str]) -> set[str]:
-    """Nodes some reachable node sees as Up/Normal (gossip view through nodetool status)."""
-    for address in ring_addresses:
-        try:
-            states = client.status(address)
-        except ClusterError:
-            continue
-        return {node for node, state in states.items() if state == "UN"}
-    return set()
 
 
 class PlanRepairOperator(BaseOperator):
@@ -209,146 +190,19 @@ class PlanRepairOperator(BaseOperator):
         nodetool = runtime.nodetool(self.nodetool_conn_id)
         nodetool.prepare()  # its JVM boots while the ring and schema are read
         try:
-            return self._plan(context, config, cassandra, nodetool)
+            plan = plan_night(
+                config, run_id=context["run_id"], store=StoreAdapter(cassandra.ops_store()),
+                cluster=ClusterAdapter(cassandra), nodetool=nodetool, log=self.log, chunk_rows=PLAN_CHUNK_ROWS,
+                cpu_seconds=time.process_time,
+            )  # fmt: skip
         except ConfigurationError as error:  # e.g. beyond max_segments_per_plan: retrying cannot fix it
             raise AirflowFailException(str(error)) from None
         finally:
             cassandra.close()
             nodetool.close()
-
-    def _plan(self, context: Any, config: RepairConfig, cassandra: Any, nodetool: Any) -> Any:
-        run_id = context["run_id"]
-        started = time.process_time()
-        ring = cassandra.ring()
-        store = cassandra.ops_store()
-        leased = {ks: f"held by {lease.owner} ({lease.purpose})" for ks, lease in store.leased_keyspaces().items()}
-        cluster = plan_cluster(cassandra.catalog(), ring, config, leased)
-        for keyspace, why in cluster.excluded_keyspaces.items():
-            self.log.warning("Keyspace %s skipped tonight: under a migration lease, %s", keyspace, why)
-        for why in cluster.excluded_tables.values():
-            self.log.warning("%s", why)
-        live = _live_nodes(nodetool, ring.addresses())
-        host_ids = {node.address: node.host_id for node in ring.nodes if node.host_id}
-        joined = joined_nodes(host_ids, _last_host_ids(store))
-        if joined and config.repair_new_nodes:
-            self.log.warning("Joined since the last run, repaired tonight: %s", ", ".join(sorted(joined)))
-        # Every enabled type, each on its own history and cadence, in the order the repair task runs them.
-        kinds = night_types(config)
-        now = cassandra.now()
-        typed: list[TypeDue] = []
-        clusters = {"incremental": cluster} if config.session_type == "incremental" else {"other": cluster}
-        for kind in kinds:
-            group = "incremental" if kind == "incremental" else "other"
-            if group not in clusters:  # incremental leaves out tables with views or CDC: a cluster plan of its own
-                clusters[group] = plan_cluster(cassandra.catalog(), ring, config.for_type(kind), leased)
-                for why in clusters[group].excluded_tables.values():
-                    self.log.warning("%s", why)
-            segments = clusters[group].segments
-            history = history_of_segments(store, segments, _history_args(kind))
-            keyed = history if kind == "full" else {history_key(sid, kind): record for sid, record in history.items()}
-            found = select_due_by_type(
-                segments, keyed, run_id=run_id,
-                now=now, config=config, joined=joined, types=[kind],
-            )  # fmt: skip
-            typed.extend(found or [TypeDue(kind, config.for_type(kind), DueSelection((), tuple(segments), ()), 0)])
-        types: dict[str, dict[str, Any]] = {}
-        for item in typed:
-            plan_id = type_plan_id(run_id, item.repair_type)
-            chunks = store.save_run_plan(plan_id, _chunks(item.selection.due), ttl_seconds=_ttl(config))
-            types[item.repair_type] = {
-                "plan_id": plan_id,
-                "chunks": chunks,
-                "due": len(item.selection.due),
-                "not_due": len(item.selection.not_due),
-                "exhausted": len(item.selection.exhausted),
-                "forced": item.forced,
-                "segments": len(item.selection.due) + len(item.selection.not_due) + len(item.selection.exhausted),
-            }
-            self.log.info("Plan of %s repair: %d due in %d chunks, %d not due, %d with retries used up.",
-                          item.repair_type, types[item.repair_type]["due"], chunks,
-                          types[item.repair_type]["not_due"], types[item.repair_type]["exhausted"])  # fmt: skip
-        down = sorted(set(ring.addresses()) - live)
-
-        def total(name: str) -> int:
-            return sum(int(entry[name]) for entry in types.values())
-
-        plan = {
-            "run_id": run_id,
-            "enabled": config.enabled,
-            "fingerprint": ring_fingerprint(ring, {}),
-            "parallelism": allowed_parallelism(config, len(ring.nodes)),
-            "segments": total("segments"),  # segment x type: a segment planned for two types counts twice
-            "due": total("due"),
-            "chunks": total("chunks"),
-            "exhausted": total("exhausted"),
-            "not_due": total("not_due"),
-            "skipped_ranges": len(cluster.skipped_ranges),
-            "skipped_keyspaces": dict(cluster.excluded_keyspaces),
-            "keyspaces": sorted({keyspace for c in clusters.values() for keyspace in c.gc_grace}),
-            "skipped_tables": {k: v for c in clusters.values() for k, v in c.excluded_tables.items()},
-            "down_nodes": down,
-            "planning_cpu_seconds": round(time.process_time() - started, 2),
-            "config": dump_config(config),
-            "repair_type": ",".join(types),
-            "repair_types": list(types),
-            "types": types,
-            "host_ids": host_ids,
-            "forced": total("forced"),
-        }
-        if not config.enabled:
-            self.log.warning("Repair is disabled (enabled: false): nothing runs tonight.")
-        if down:
-            self.log.warning("Down now: %s; their segments wait for them during the run.", ", ".join(down))
-        self.log.info(
-            "Plan: %(segments)d segments, %(due)d due in %(chunks)d stored chunks (parallelism %(parallelism)d), "
-            "%(not_due)d not due, %(exhausted)d with retries used up; %(planning_cpu_seconds).1f s CPU",
-            plan,
-        )
-        context["ti"].xcom_push(key=SUMMARY_KEY, value=plan)
-        reference = {key: plan[key] for key in ("run_id", "chunks", "due", "fingerprint")}
+        context["ti"].xcom_push(key=SUMMARY_KEY, value=plan.to_json())
         # A small reference whatever the ring: per type (in run order) its stored plan, chunks and due count.
-        reference["types"] = [[kind, entry["plan_id"], entry["chunks"], entry["due"]] for kind, entry in types.items()]
-        return reference
-
-
-def _last_host_ids(store: Any) -> list[str]:
-    """Host ids of the ring the last recorded run planned on (none recorded: nothing counts as joined)."""
-    try:
-        last = store.latest_repair_run()
-    except Exception:  # an unreadable run record must not stop tonight's plan; nobody counts as joined
-        return []
-    ids = (last.summary.get("host_ids") if last is not None else None) or {}
-    return [str(value) for value in ids.values()] if isinstance(ids, Mapping) else []
-
-
-def _chunks(segments: Sequence[Segment]) -> list[list[str]]:
-    """The segments as `encode_segment` JSON, in chunks of PLAN_CHUNK_ROWS. A fleet's plan repeats a few
-    keyspaces, table lists and replica sets millions of times: each is encoded once (a third of the cost of
-    `json.dumps` per segment)."""
-    texts: dict[object, str] = {}
-
-    def text(value: str | tuple[str, ...]) -> str:
-        found = texts.get(value)
-        if found is None:
-            found = texts[value] = json.dumps(value if isinstance(value, str) else list(value), separators=(",", ":"))
-        return found
-
-    def addresses(replicas: tuple[str, ...]) -> str:
-        # Nearly every replica set of a vnode ring is its own: written directly when no character needs escaping.
-        raw = "".join(replicas)
-        if '"' in raw or "\\" in raw or not raw.isprintable() or not raw.isascii():
-            return json.dumps(list(replicas), separators=(",", ":"))
-        return '["' + '","'.join(replicas) + '"]' if replicas else "[]"
-
-    encoded = [
-        f"[{text(s.keyspace)},{text(s.tables)},{s.range.start},{s.range.end},{addresses(s.replicas)}]" for s in segments
-    ]
-    return [encoded[i : i + PLAN_CHUNK_ROWS] for i in range(0, len(encoded), PLAN_CHUNK_ROWS)]
-
-
-def _ttl(config: RepairConfig) -> int:
-    ttl = getattr(config, "history_ttl", None)
-    return int(ttl.total_seconds()) if ttl is not None else DEFAULT_HISTORY_TTL
+        return plan.reference().to_json()
 
 
 class RepairRunOperator(BaseOperator):
@@ -429,9 +283,9 @@ class RepairRunOperator(BaseOperator):
         back_pressure = _BackPressure(self._client, config, clock, keyspaces=plan.get("keyspaces") or ())
         back_pressure.prefetch(ring.addresses())
         effects = BatchEffects(
-            save=lambda updates: store.record_repairs(updates, ttl_seconds=_ttl(config)),
+            save=lambda updates: store.record_repairs(updates, ttl_seconds=history_ttl_seconds(config)),
             # Who is up, looked at every 15 s at most: each look costs a nodetool JVM start.
-            live_nodes=_Every(15.0, lambda: _live_nodes(self._client, ring.addresses()), clock),
+            live_nodes=_Every(15.0, lambda: live_nodes(self._client, ring.addresses()), clock),
             # The kill switch (the file, when it changed) between segments; the pause switch (a CQL read) every 2 s.
             enabled=lambda: self._still_enabled(context, config) and not paused(),
             stop_requested=lambda: self._stop_if_killed(killed),
@@ -585,7 +439,9 @@ class RepairRunOperator(BaseOperator):
         due = select_due([s for s in cluster.segments if s.segment_id not in done_now], fresh, run_id=run_id,
                          now=cassandra.now(), config=config)  # fmt: skip
         plan_id = type_plan_id(run_id, config.session_type, replans)
-        chunks = store.save_run_plan(plan_id, _chunks(due.due), ttl_seconds=_ttl(config))
+        chunks = store.save_run_plan(
+            plan_id, plan_chunks(due.due, PLAN_CHUNK_ROWS), ttl_seconds=history_ttl_seconds(config)
+        )
         self.log.info("Re-planned on the new ring: %d segments due in %d chunks.", len(due.due), chunks)
         return plan_id, chunks, len(due.due)
 
@@ -596,7 +452,7 @@ class RepairRunOperator(BaseOperator):
             updates = [RecordUpdate(s, _postponed(records.get(s.segment_id), s, run_id, config.session_type))
                        for s in segments]  # fmt: skip
             for i in range(0, len(updates), 500):
-                store.record_repairs(updates[i : i + 500], ttl_seconds=_ttl(config))
+                store.record_repairs(updates[i : i + 500], ttl_seconds=history_ttl_seconds(config))
 
     _switch_file: tuple[str, int] | None = None
     _switch_value = True
@@ -698,7 +554,7 @@ class RepairRunOperator(BaseOperator):
                 "Preview: %d range(s) of %s out of sync among %s", ranges, name, ", ".join(command.replicas)
             )
             try:
-                store.record_preview(finding, ttl_seconds=_ttl(config))
+                store.record_preview(finding, ttl_seconds=history_ttl_seconds(config))
             except Exception as error:  # the finding is in the log line above
                 self.log.warning("Preview finding not stored (%s): %s", type(error).__name__, error)
 

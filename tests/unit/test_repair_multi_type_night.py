@@ -24,6 +24,7 @@ from ringward.repair import (
     SegmentRecord,
     history_key,
     parse_config,
+    plan_night,
     record_start,
     record_success,
     report_night,
@@ -33,13 +34,13 @@ from ringward.repair import (
 from ringward.ring import TokenRange
 from ringward_airflow import repair_operators
 from ringward_airflow.repair_operators import (
-    PlanRepairOperator,
     RepairRunOperator,
     _config_or_fail,
     _type_plans,
 )
 from ringward_airflow.repair_ports import ClusterAdapter, StoreAdapter
 from ringward_airflow.repair_runtime import use_runtime
+from ringward_cassandra.ops_store import PLAN_CHUNK_ROWS
 from ringward_fleetsim import Faults, FleetSpec, NodeJoin, Simulator
 from ringward_fleetsim.runtime import SimulatedCassandra, SimulatedRuntime
 
@@ -120,13 +121,18 @@ def _cassandra(simulator: Simulator) -> SimulatedCassandra:
 
 
 def night(simulator: Simulator, run_id: str, params: dict[str, Any], nodetool: Any = None) -> dict[str, Any]:
-    """plan -> repair -> report of one night, through the operators' own methods."""
+    """plan -> repair -> report of one night: the plan and the report as their tasks make them (one call over the
+    ports), the repair through the operator's own method."""
     context: dict[str, Any] = {"run_id": run_id, "ti": _TaskInstance(), "params": params}
     config: RepairConfig = _config_or_fail(None, params)
     cassandra, nodetool = _cassandra(simulator), nodetool or simulator.nodetool()
-    reference = PlanRepairOperator(task_id="plan")._plan(context, config, cassandra, nodetool)
+    planned = plan_night(
+        config, run_id=run_id, store=StoreAdapter(simulator.ops_store()), cluster=ClusterAdapter(cassandra),
+        nodetool=nodetool, log=logging.getLogger("plan"), chunk_rows=PLAN_CHUNK_ROWS, cpu_seconds=lambda: 0.0,
+    )  # fmt: skip
+    reference, plan = planned.reference().to_json(), planned.to_json()
     context["ti"].xcom[("plan", "return_value")] = reference
-    plan = context["ti"].xcom[("plan", "summary")]
+    context["ti"].xcom[("plan", "summary")] = plan
     repair = RepairRunOperator(task_id="repair")
     repair._client = nodetool
     with use_runtime(SimulatedRuntime(simulator)):  # the simulator's clock and sessions, as the DAG tests run it

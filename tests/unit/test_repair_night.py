@@ -3,11 +3,12 @@ simulator's small ring and catalog, its in-memory ops store on the virtual clock
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from ringward.errors import ConfigurationError, RepairError
+from ringward.errors import ClusterError, ConfigurationError, RepairError
 from ringward.repair import (
     NightOutcome,
     NightPlan,
@@ -20,8 +21,10 @@ from ringward.repair import (
     TypePlan,
     TypePlanRef,
     TypeReport,
+    decode_segment,
     dump_config,
     parse_config,
+    plan_night,
     record_failure,
     record_start,
     record_success,
@@ -126,10 +129,15 @@ class Recorder:
         self.gauges: dict[str, float] = {}
 
     def info(self, msg: str, *args: Any) -> None:
-        self.lines.append(msg % args)
+        self.lines.append(self._format(msg, args))
 
     def warning(self, msg: str, *args: Any) -> None:
-        self.lines.append("WARNING " + msg % args)
+        self.lines.append("WARNING " + self._format(msg, args))
+
+    @staticmethod
+    def _format(msg: str, args: tuple[Any, ...]) -> str:
+        # As `logging` does: one mapping argument fills named placeholders.
+        return msg % (args[0] if len(args) == 1 and isinstance(args[0], dict) else args)
 
     def gauge(self, name: str, value: float) -> None:
         self.gauges[name] = value
@@ -219,3 +227,81 @@ def test_a_previews_coverage_is_its_own_and_its_findings_are_counted(simulator: 
     preview = report.to_json()["types"]["preview"]
     assert "repaired" not in preview and preview["out_of_sync_findings"] == 0
     assert set(preview["previewed"].values()) == {"0.0%"}  # nothing previewed in its own history
+
+
+# -- plan_night on in-memory ports --------------------------------------------------------------------------
+
+
+class Status:
+    """`nodetool status`: the first node does not answer, the others see `down` as DN."""
+
+    def __init__(self, addresses: list[str], down: set[str]) -> None:
+        self.addresses = addresses
+        self.down = down
+        self.asked: list[str] = []
+
+    def status(self, address: str) -> dict[str, str]:
+        self.asked.append(address)
+        if address == self.addresses[0]:
+            raise ClusterError(f"JMX connection refused on {address}.", "Start the node.")
+        return {node: "DN" if node in self.down else "UN" for node in self.addresses}
+
+
+def _plan(simulator: Simulator, config: RepairConfig, recorder: Recorder, status: Status | None = None) -> NightPlan:
+    ring = simulator.ring()
+    return plan_night(
+        config, run_id="night-1", store=StoreAdapter(simulator.ops_store()),
+        cluster=ClusterAdapter(SimulatedCassandra(simulator)),
+        nodetool=status or Status([*ring.addresses(), "unknown"], set()), log=recorder, chunk_rows=3,
+        cpu_seconds=iter([10.0, 10.5]).__next__,
+    )  # fmt: skip
+
+
+def test_the_plan_stores_the_due_segments_in_chunks_and_says_so(simulator: Simulator) -> None:
+    recorder = Recorder()
+    config = parse_config({})
+    plan = _plan(simulator, config, recorder)
+    segments = _segments(simulator, config)
+    full = plan.types["full"]
+    assert full.due == len(segments) > 3 and full.chunks == -(-len(segments) // 3)  # 3 segments a chunk
+    stored = [row for chunk in range(full.chunks) for row in simulator.ops_store().run_plan_chunk(full.plan_id, chunk)]
+    assert sorted(decode_segment(json.loads(row)).segment_id for row in stored) == sorted(
+        s.segment_id for s in segments
+    )
+    assert plan.planning_cpu_seconds == 0.5 and plan.down_nodes == () and plan.enabled
+    assert plan.reference() == NightPlanReference(
+        "night-1",
+        full.chunks,
+        full.due,
+        plan.fingerprint,
+        (TypePlanRef("full", "night-1#full", full.chunks, full.due),),
+    )
+    assert f"Plan of full repair: {full.due} due in {full.chunks} chunks, 0 not due, 0 with retries used up." in (
+        recorder.lines
+    )
+    assert any(line.startswith(f"Plan: {full.due} segments, {full.due} due in") for line in recorder.lines)
+
+
+def test_a_second_plan_finds_nothing_due_within_the_interval(simulator: Simulator) -> None:
+    config = parse_config({})
+    segments = _segments(simulator, config)
+    _repaired(simulator, segments)
+    plan = _plan(simulator, config, Recorder())
+    assert (plan.due, plan.not_due, plan.chunks) == (0, len(segments), 0)
+
+
+def test_leased_keyspaces_down_nodes_and_the_kill_switch_are_named(simulator: Simulator) -> None:
+    ring = simulator.ring()
+    keyspace = _segments(simulator, parse_config({}))[0].keyspace
+    simulator.ops_store().add_lease(keyspace, "migration-7", "replication change")
+    down = ring.addresses()[-1]
+    status = Status(ring.addresses(), {down})
+    recorder = Recorder()
+    plan = _plan(simulator, parse_config({"enabled": False}), recorder, status)
+    assert plan.skipped_keyspaces == {keyspace: "held by migration-7 (replication change)"}
+    assert keyspace not in plan.keyspaces and plan.down_nodes == (down,) and status.asked == ring.addresses()[:2]
+    assert plan.due == 0 and not plan.enabled
+    why = "held by migration-7 (replication change)"
+    assert f"WARNING Keyspace {keyspace} skipped tonight: under a migration lease, {why}" in recorder.lines
+    assert f"WARNING Down now: {down}; their segments wait for them during the run." in recorder.lines
+    assert "WARNING Repair is disabled (enabled: false): nothing runs tonight." in recorder.lines

@@ -17,7 +17,9 @@ from ringward.repair import (
     SegmentRecord,
     SegmentState,
     TypePlan,
+    last_host_ids,
     longest_unrepaired_seconds,
+    night_types,
     run_summary,
 )
 from ringward.ring import TokenRange
@@ -26,7 +28,6 @@ from ringward_airflow.repair_operators import (
     _config_or_fail,
     _repair_error,
     effective_config,
-    night_types,
     one_type_run,
 )
 
@@ -216,15 +217,14 @@ def test_progress_is_stored_and_sent_as_live_gauges(monkeypatch: pytest.MonkeyPa
 
 
 def test_the_last_runs_host_ids_tell_who_joined() -> None:
-    from ringward_airflow.repair_operators import _last_host_ids
     from ringward_cassandra.memory_ops_store import MemoryOpsStore
 
     store = MemoryOpsStore()
-    assert _last_host_ids(store) == []  # no run recorded: nobody counts as joined
+    assert last_host_ids(store) == []  # no run recorded: nobody counts as joined
     store.record_repair_run("night-1", "DONE", {"host_ids": {"10.0.0.1": "h1", "10.0.0.2": "h2"}}, {})
-    assert sorted(_last_host_ids(store)) == ["h1", "h2"]
+    assert sorted(last_host_ids(store)) == ["h1", "h2"]
     broken = SimpleNamespace(latest_repair_run=lambda: (_ for _ in ()).throw(RuntimeError("read timeout")))
-    assert _last_host_ids(broken) == []
+    assert last_host_ids(broken) == []
 
 
 def test_a_preview_with_repair_out_of_sync_repairs_what_it_found_in_full() -> None:
@@ -287,10 +287,10 @@ def test_the_kill_switch_parses_the_configuration_once_until_the_file_changes(
 def test_plan_chunks_hold_each_segment_as_encode_segment_json_and_decode_back() -> None:
     import json
 
-    from ringward.repair import Segment
+    from ringward.repair import Segment, plan_chunks
     from ringward.repair._payload import decode_segment, encode_segment
     from ringward.ring import TokenRange
-    from ringward_airflow import repair_operators
+    from ringward_cassandra.ops_store import PLAN_CHUNK_ROWS
 
     replicas = ("10.0.0.1", "10.0.0.2")
     segments = [
@@ -301,7 +301,7 @@ def test_plan_chunks_hold_each_segment_as_encode_segment_json_and_decode_back() 
         Segment("shop", (), TokenRange(8, 9), ('node"1', "node\\2", "nœud-3", "tab\tbed")),
         Segment("shop", (), TokenRange(9, 10), ()),
     ] * 3
-    chunks = repair_operators._chunks(segments)
+    chunks = plan_chunks(segments, PLAN_CHUNK_ROWS)
     rows = [row for chunk in chunks for row in chunk]
     assert rows == [json.dumps(encode_segment(s), separators=(",", ":")) for s in segments]
     assert [decode_segment(json.loads(row)) for row in rows] == segments

@@ -141,6 +141,11 @@ class NightPlan:
     forced: int
     repair_type: str = "full"  # the night's types, comma-separated in run order
 
+    def reference(self) -> NightPlanReference:
+        """What the plan task returns (XCom): the stored plans in run order with the totals, not the summary."""
+        types = tuple(TypePlanRef(repair_type_of(kind), t.plan_id, t.chunks, t.due) for kind, t in self.types.items())
+        return NightPlanReference(self.run_id, self.chunks, self.due, self.fingerprint, types)
+
     def type_plans(self, default_type: str) -> dict[str, TypePlan]:
         """Each type's part; a summary without types is one part of `default_type` (the whole plan)."""
         if self.types:

@@ -25,6 +25,7 @@ __all__ = [
     "KeyspaceLeases",
     "LeaseRow",
     "NightLog",
+    "NodeStatus",
     "PlanChunks",
     "PlanStore",
     "PreviewFindings",
@@ -146,6 +147,14 @@ class ClusterView(Protocol):
     def table_statuses(
         self, plan: ClusterPlan, records: Mapping[str, SegmentRecord], now: datetime, alarm_share: float
     ) -> list[RepairStatus]: ...
+
+
+# -- nodetool ------------------------------------------------------------------------------------------------
+class NodeStatus(Protocol):
+    """`nodetool status` on one node: every node's state as it sees it ("UN": up, normal); ClusterError when the
+    node cannot answer."""
+
+    def status(self, address: str) -> Mapping[str, str]: ...
 
 
 # -- log and gauges ------------------------------------------------------------------------------------------
