@@ -13,9 +13,11 @@ from ringward.repair import (
     ClusterView,
     PlanStore,
     RecordUpdate,
+    RepairCommand,
     RepairConfig,
     RepairStatus,
     ReportStore,
+    RunStore,
     Segment,
     SegmentRecord,
 )
@@ -30,6 +32,7 @@ from ringward_cassandra.ops_store import (
     SwitchEvent,
     history_bucket,
 )
+from ringward_cassandra.schema import data_disk_max_sizes
 
 from ringward_airflow.hooks import RingwardCassandraHook
 
@@ -122,6 +125,17 @@ class StoreAdapter:
     def leased_keyspaces(self) -> dict[str, Lease]:
         return self.store.leased_keyspaces()
 
+    def switch_events(self, limit: int = 20) -> list[SwitchEvent]:
+        return self.store.switch_events(limit=limit)
+
+    def keep_preview(
+        self, command: RepairCommand, keyspace: str, table: str, out_of_sync_ranges: int, found_at: datetime,
+        run_id: str, ttl_seconds: int | None = None,
+    ) -> None:  # fmt: skip
+        finding = PreviewFinding(keyspace, table, tuple(command.ranges), out_of_sync_ranges, found_at, run_id,
+                                 command.coordinator)  # fmt: skip
+        self.store.record_preview(finding, ttl_seconds=ttl_seconds)
+
 
 class CassandraSource(Protocol):
     """What the runtime's `cassandra(conn_id)` hands out (the hook, or the simulator's stand-in)."""
@@ -129,6 +143,9 @@ class CassandraSource(Protocol):
     def ring(self) -> Ring: ...
 
     def catalog(self) -> Any: ...
+
+    @property
+    def session(self) -> Any: ...
 
     def now(self) -> datetime: ...
 
@@ -155,8 +172,13 @@ class ClusterAdapter:
             plan = ClusterRepairPlan(plan.segments, (), plan.gc_grace, plan.excluded_keyspaces, plan.excluded_tables)
         return table_statuses(plan, records, now, alarm_share)
 
+    def disk_max_sizes(self, addresses: Sequence[str]) -> dict[str, int | None]:
+        return data_disk_max_sizes(self.cassandra.session, addresses)
 
-def _conformance(store: OpsStore, cassandra: RingwardCassandraHook) -> tuple[PlanStore, ReportStore, ClusterView]:
+
+def _conformance(
+    store: OpsStore, cassandra: RingwardCassandraHook
+) -> tuple[PlanStore, ReportStore, RunStore, ClusterView]:
     """Never called: mypy checks here that the ops store fits `OpsStoreLike` and the adapters fit the ports."""
     adapted = StoreAdapter(store)
-    return adapted, adapted, ClusterAdapter(cassandra)
+    return adapted, adapted, adapted, ClusterAdapter(cassandra)

@@ -18,6 +18,7 @@ from ringward.repair import (
     RepairConfig,
     RunState,
     Segment,
+    SegmentState,
     TypePlan,
     TypePlanRef,
     TypeReport,
@@ -29,10 +30,11 @@ from ringward.repair import (
     record_start,
     record_success,
     report_night,
+    run_night,
 )
 from ringward_airflow.repair_ports import ClusterAdapter, StoreAdapter
 from ringward_fleetsim import FleetSpec, Simulator
-from ringward_fleetsim.runtime import SimulatedCassandra
+from ringward_fleetsim.runtime import SimulatedCassandra, SimulatedRuntime
 
 # -- records ------------------------------------------------------------------------------------------------
 
@@ -136,7 +138,9 @@ class Recorder:
 
     @staticmethod
     def _format(msg: str, args: tuple[Any, ...]) -> str:
-        # As `logging` does: one mapping argument fills named placeholders.
+        # As `logging` does: no arguments, no formatting; one mapping argument fills named placeholders.
+        if not args:
+            return msg
         return msg % (args[0] if len(args) == 1 and isinstance(args[0], dict) else args)
 
     def gauge(self, name: str, value: float) -> None:
@@ -305,3 +309,64 @@ def test_leased_keyspaces_down_nodes_and_the_kill_switch_are_named(simulator: Si
     assert f"WARNING Keyspace {keyspace} skipped tonight: under a migration lease, {why}" in recorder.lines
     assert f"WARNING Down now: {down}; their segments wait for them during the run." in recorder.lines
     assert "WARNING Repair is disabled (enabled: false): nothing runs tonight." in recorder.lines
+
+
+# -- run_night on in-memory ports, in virtual time ----------------------------------------------------------
+
+
+def _run(
+    simulator: Simulator, plan: NightPlan, config: RepairConfig, recorder: Recorder, *,
+    still_enabled: bool = True, killed: bool = False,
+) -> NightOutcome:  # fmt: skip
+    return run_night(
+        plan.reference(), plan, config, run_id="night-1", store=StoreAdapter(simulator.ops_store()),
+        cluster=ClusterAdapter(SimulatedCassandra(simulator)), nodetool=simulator.nodetool(),
+        runtime=SimulatedRuntime(simulator), still_enabled=lambda: still_enabled, killed=lambda: killed,
+        log=recorder, gauge=recorder.gauge, window_chunks=2, chunk_rows=3,
+    )  # fmt: skip
+
+
+def test_the_night_repairs_every_due_segment_window_by_window_in_virtual_time(simulator: Simulator) -> None:
+    config = parse_config({})
+    plan = _plan(simulator, config, Recorder())
+    assert plan.chunks > 2  # more than one window of two chunks
+    recorder = Recorder()
+    started = simulator.clock.now()
+    outcome = _run(simulator, plan, config, recorder)
+    assert outcome.counts == {"DONE": plan.due} and outcome.types == {"full": {"DONE": plan.due}}
+    assert outcome.stop_reason is None and outcome.failed == () and outcome.replans == 0
+    assert outcome.run_seconds == (simulator.clock.now() - started).total_seconds() > 0  # the virtual clock's
+    history = [r for r in simulator.ops_store().repair_history() if r.record.run_id == "night-1"]
+    assert len(history) == plan.due and {r.record.state for r in history} == {SegmentState.DONE}
+    progress = simulator.ops_store().run_progress("night-1")
+    assert progress is not None and progress["final"] is True and progress["done"] == plan.due
+    assert recorder.gauges["SucceededTokenRangesCount"] == plan.due and recorder.gauges["RepairsInProgress"] == 0
+    assert f"Repair type full: {plan.due} segment(s) planned." in recorder.lines
+    assert f"Run: {{'DONE': {plan.due}}}" in recorder.lines
+
+
+def test_the_kill_switch_and_a_kill_leave_every_planned_segment_postponed(simulator: Simulator) -> None:
+    config = parse_config({})
+    plan = _plan(simulator, config, Recorder())
+    first_window = 2 * 3  # two chunks of three segments: the windows after it are postponed unread by the executor
+    switched_off = _run(simulator, plan, config, Recorder(), still_enabled=False)
+    assert switched_off.counts == {"POSTPONED": first_window}
+    assert switched_off.stop_reason is not None and "kill switch" in switched_off.stop_reason
+    recorder = Recorder()
+    killed = _run(simulator, plan, config, recorder, killed=True)
+    assert killed.stop_reason == "the task was killed" and killed.counts == {"POSTPONED": first_window}
+    assert "WARNING Task killed: stopping nodetool and aborting sessions on []" in recorder.lines
+    history = [r for r in simulator.ops_store().repair_history() if r.record.run_id == "night-1"]
+    assert len(history) == plan.due and {r.record.state for r in history} == {SegmentState.POSTPONED}
+
+
+def test_the_pause_switch_stops_the_night_naming_who_paused_it(simulator: Simulator) -> None:
+    config = parse_config({})
+    plan = _plan(simulator, config, Recorder())
+    simulator.ops_store().set_switch(True, "ops-oncall", "maintenance")
+    recorder = Recorder()
+    outcome = _run(simulator, plan, config, recorder)
+    assert outcome.counts == {"POSTPONED": 2 * 3} and outcome.stop_reason is not None  # the first window's
+    history = [r for r in simulator.ops_store().repair_history() if r.record.run_id == "night-1"]
+    assert len(history) == plan.due and {r.record.state for r in history} == {SegmentState.POSTPONED}
+    assert any(line.startswith("WARNING Repair paused from the UI by ops-oncall at ") for line in recorder.lines)

@@ -20,13 +20,13 @@ from ringward.repair import (
     last_host_ids,
     longest_unrepaired_seconds,
     night_types,
+    repair_error_line,
     run_summary,
 )
 from ringward.ring import TokenRange
 from ringward_airflow.repair_operators import (
     PlanRepairOperator,
     _config_or_fail,
-    _repair_error,
     effective_config,
     one_type_run,
 )
@@ -112,10 +112,10 @@ def test_the_repair_error_is_the_reason_line_not_the_stack_trace() -> None:
         "error: Repair job has failed\n-- StackTrace --\njava.lang.RuntimeException: x\n\tat a.b(C.java:1)\n"
     )
     assert (
-        _repair_error(output)
+        repair_error_line(output)
         == "[2026-11-22 00:24:32,979] Repair command #7 failed with error Requested range intersects"
     )
-    assert _repair_error("") == "nodetool repair failed"
+    assert repair_error_line("") == "nodetool repair failed"
 
 
 def test_the_failure_notifier_logs_the_failed_task(capsys: pytest.CaptureFixture[str]) -> None:
@@ -128,23 +128,26 @@ def test_the_failure_notifier_logs_the_failed_task(capsys: pytest.CaptureFixture
 
 
 def test_on_kill_only_flags_and_the_batch_loop_aborts_the_running_sessions() -> None:
+    from ringward.repair import Sessions
     from ringward_airflow.repair_operators import RepairRunOperator
 
+    operator = RepairRunOperator(task_id="repair")
+    operator.on_kill()  # before execute: nothing to stop
+    assert operator._killed is None
     calls: list[tuple[str, str | None]] = []
     client = SimpleNamespace(
         terminate_all=lambda: calls.append(("terminate_all", None)),
         abort_repairs=lambda address: calls.append(("abort_repairs", address)),
     )
-    operator = RepairRunOperator(task_id="repair")
-    operator.on_kill()  # before execute: nothing to stop
     killed = threading.Event()
-    operator._client, operator._killed = client, killed
-    operator._coordinators = frozenset({"10.0.0.1"})
-    assert operator._stop_if_killed(killed) is False
+    operator._killed = killed  # as execute sets it
+    sessions = Sessions(client, store=None, run_id="r", log=SimpleNamespace(warning=lambda *a: None), now=None)  # type: ignore[arg-type]
+    sessions.coordinators = frozenset({"10.0.0.1"})
+    assert sessions.stop_if_killed(killed.is_set) is False
     operator.on_kill()
     assert killed.is_set() and calls == []  # nothing but the flag inside the signal handler
-    assert operator._stop_if_killed(killed) is True
-    assert operator._stop_if_killed(killed) is True  # aborts once
+    assert sessions.stop_if_killed(killed.is_set) is True
+    assert sessions.stop_if_killed(killed.is_set) is True  # aborts once
     assert calls == [("terminate_all", None), ("abort_repairs", "10.0.0.1")]
 
 
@@ -181,8 +184,8 @@ def test_each_type_has_its_own_cadence_and_scope_all_overrides_it(tmp_path: Path
 
 
 def test_a_session_runs_its_types_flags_and_keeps_a_previews_finding() -> None:
-    from ringward.repair import RepairCommand, parse_config
-    from ringward_airflow.repair_operators import RepairRunOperator
+    from ringward.repair import RepairCommand, Sessions, parse_config
+    from ringward_airflow.repair_ports import StoreAdapter
     from ringward_cassandra.memory_ops_store import MemoryOpsStore
 
     seen: list[dict[str, object]] = []
@@ -191,29 +194,29 @@ def test_a_session_runs_its_types_flags_and_keeps_a_previews_finding() -> None:
         seen.append(options)
         return SimpleNamespace(succeeded=True, seconds=1.0, output="", out_of_sync={"ks.t": 2})
 
-    operator = RepairRunOperator(task_id="repair")
-    operator._client = SimpleNamespace(repair=repair)
     store = MemoryOpsStore()
+    log = SimpleNamespace(warning=lambda *a: None)
+    now = datetime(2026, 11, 28, 2, tzinfo=UTC)
+    sessions = Sessions(SimpleNamespace(repair=repair), StoreAdapter(store), "night-1", log, lambda: now)  # type: ignore[arg-type]
     command = RepairCommand((Segment("ks", ("t",), TokenRange(0, 10), ("n1", "n2")),))
     config = one_type_run(parse_config({"repair_type": "preview", "repair_types": {"preview": {"job_threads": 2}}}))
-    assert operator._session(command, config, store, "night-1").succeeded
+    assert sessions.session(command, config).succeeded
     assert seen[0]["flags"] == ["-full", "--preview", "-j", "2"]
     (finding,) = store.preview_findings("ks")
     assert (finding.table, finding.out_of_sync_ranges, finding.run_id) == ("t", 2, "night-1")
+    assert (finding.found_at, finding.coordinator, finding.ranges) == (now, "n1", (TokenRange(0, 10),))
 
 
-def test_progress_is_stored_and_sent_as_live_gauges(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ringward_airflow import repair_operators
-    from ringward_airflow.repair_operators import RepairRunOperator
+def test_progress_is_stored_and_sent_as_live_gauges() -> None:
+    from ringward.repair import record_progress
     from ringward_cassandra.memory_ops_store import MemoryOpsStore
 
-    gauges: dict[str, int] = {}
-    monkeypatch.setattr(repair_operators.Stats, "gauge", lambda name, value, *a, **k: gauges.__setitem__(name, value))
+    gauges: dict[str, float] = {}
     store = MemoryOpsStore()
     progress = {"done": 4, "failed": 0, "postponed": 1, "total": 9, "sessions": 2, "final": False}
-    RepairRunOperator(task_id="repair")._progress(store, "night-1", progress, {"not_due": 3, "exhausted": 1})
+    record_progress(store, "night-1", progress, 3 + 1, gauges.__setitem__)
     assert store.run_progress("night-1") == progress
-    assert gauges["ringward.repair.RepairsInProgress"] == 2 and gauges["ringward.repair.SkippedTokenRangesCount"] == 4
+    assert gauges["RepairsInProgress"] == 2 and gauges["SkippedTokenRangesCount"] == 4
 
 
 def test_the_last_runs_host_ids_tell_who_joined() -> None:
@@ -228,8 +231,9 @@ def test_the_last_runs_host_ids_tell_who_joined() -> None:
 
 
 def test_a_preview_with_repair_out_of_sync_repairs_what_it_found_in_full() -> None:
-    from ringward.repair import RepairCommand, parse_config
-    from ringward_airflow.repair_operators import RepairRunOperator
+    from ringward.repair import RepairCommand, Sessions, parse_config
+    from ringward_airflow.repair_ports import StoreAdapter
+    from ringward_cassandra.memory_ops_store import MemoryOpsStore
 
     seen: list[object] = []
 
@@ -238,17 +242,23 @@ def test_a_preview_with_repair_out_of_sync_repairs_what_it_found_in_full() -> No
         found = {"ks.t": 1} if len(seen) == 1 else {}
         return SimpleNamespace(succeeded=True, seconds=2.0, output="", out_of_sync=found)
 
-    operator = RepairRunOperator(task_id="repair")
-    operator._client = SimpleNamespace(repair=repair)
+    logged: list[str] = []
+    log = SimpleNamespace(warning=lambda msg, *args: logged.append(msg % args))
+    store = StoreAdapter(MemoryOpsStore())
+    sessions = Sessions(SimpleNamespace(repair=repair), store, "r", log, lambda: datetime.now(UTC))  # type: ignore[arg-type]
     command = RepairCommand((Segment("ks", ("t",), TokenRange(0, 10), ("n1", "n2")),))
     config = one_type_run(parse_config({"repair_type": "preview", "repair_types": {
         "preview": {"repair_out_of_sync": True}, "full": {"parallelism": "sequential"}}}))  # fmt: skip
-    result = operator._session(command, config)
+    result = sessions.session(command, config)
     assert seen == [["-full", "--preview"], ["-full", "-seq"]] and result.succeeded and result.seconds == 4.0
+    assert logged == [
+        "Preview: 1 range(s) of ks.t out of sync among n1, n2",
+        f"Repairing {command.describe()} (full): the preview found it out of sync.",
+    ]
     seen.clear()
     seen.append("in sync")  # a second preview of the same command finds nothing: no repair
     plain = one_type_run(parse_config({"repair_type": "preview"}))
-    operator._session(command, plain)
+    sessions.session(command, plain)
     assert len(seen) == 2
 
 
@@ -258,29 +268,28 @@ def test_the_kill_switch_parses_the_configuration_once_until_the_file_changes(
     """The executor asks between sessions, millions of times a night at fleet size: a stat each time, the YAML
     parsed again only when the file changed, the shipped default (no file configured) included."""
     import ringward_airflow.repair_operators as operators
-    from ringward_airflow.repair_operators import RepairRunOperator
+    from ringward_airflow.repair_operators import _ConfigSwitch
 
     parsed: list[str | None] = []
     real = operators.load_config
     monkeypatch.setattr(operators, "load_config", lambda path=None: parsed.append(path) or real(path))
     monkeypatch.delenv("RINGWARD_REPAIR_CONFIG", raising=False)
-    context = {"params": {}}
-    default = RepairRunOperator(task_id="repair")
     config = operators.effective_config(None, {})
+    default = _ConfigSwitch(None, {}, config, log=None)
     parsed.clear()
-    assert all(default._still_enabled(context, config) for _ in range(100))
+    assert all(default() for _ in range(100))
     assert parsed == [None]  # the shipped default, parsed once
 
     file = tmp_path / "repair.yaml"
     file.write_text("enabled: true\n")
-    configured = RepairRunOperator(task_id="repair", config_path=str(file))
+    configured = _ConfigSwitch(str(file), {}, config, log=None)
     parsed.clear()
-    assert all(configured._still_enabled(context, config) for _ in range(100))
+    assert all(configured() for _ in range(100))
     assert parsed == [str(file)]
     file.write_text("enabled: false\n")
     stat = file.stat()
     os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a new mtime even on a coarse clock
-    assert configured._still_enabled(context, config) is False  # the operator switched it off
+    assert configured() is False  # the operator switched it off
     assert parsed == [str(file), str(file)]
 
 
