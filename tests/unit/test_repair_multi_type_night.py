@@ -4,25 +4,30 @@ simulator's small ring, ops store and virtual clock (no Airflow run: tests/dags 
 
 from __future__ import annotations
 
-import threading
+import logging
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from ringward.errors import ClusterError
 from ringward.repair import (
     RUN_ORDER,
+    NightOutcome,
+    NightPlan,
+    NightPlanReference,
     NodeBacklog,
     RepairConfig,
     Segment,
     SegmentRecord,
+    TypePlanRef,
     history_key,
     parse_config,
     record_start,
     record_success,
+    repaired_shares,
+    report_night,
     select_due_by_type,
     type_plan_id,
 )
@@ -33,8 +38,8 @@ from ringward_airflow.repair_operators import (
     RepairReportOperator,
     RepairRunOperator,
     _config_or_fail,
-    _type_plans,
 )
+from ringward_airflow.repair_ports import ClusterAdapter, StoreAdapter
 from ringward_airflow.repair_runtime import use_runtime
 from ringward_fleetsim import Faults, FleetSpec, NodeJoin, Simulator
 from ringward_fleetsim.runtime import SimulatedCassandra, SimulatedRuntime
@@ -82,9 +87,13 @@ def test_each_type_has_a_stored_plan_of_its_own() -> None:
 def test_a_reference_without_types_is_one_plan_of_the_runs_type() -> None:
     """A plan stored before this change (one type per run) is still run by the new repair task."""
     config = parse_config({"repair_type": "preview"})
-    assert _type_plans({"run_id": "r", "chunks": 3, "due": 7}, config, "r") == [("preview", "r", 3, 7)]
+    legacy = NightPlanReference.from_json({"run_id": "r", "chunks": 3, "due": 7})
+    assert legacy.type_plans(config.session_type) == (TypePlanRef("preview", "r", 3, 7),)
     reference = {"types": [["full", "r#full", 1, 5], ["preview", "r#preview", 2, 9]]}
-    assert _type_plans(reference, config, "r") == [("full", "r#full", 1, 5), ("preview", "r#preview", 2, 9)]
+    assert NightPlanReference.from_json(reference).type_plans(config.session_type) == (
+        TypePlanRef("full", "r#full", 1, 5),
+        TypePlanRef("preview", "r#preview", 2, 9),
+    )
 
 
 # -- the operators on the simulator --------------------------------------------------------------------------
@@ -116,20 +125,31 @@ def _cassandra(simulator: Simulator) -> SimulatedCassandra:
 
 
 def night(simulator: Simulator, run_id: str, params: dict[str, Any], nodetool: Any = None) -> dict[str, Any]:
-    """plan -> repair -> report of one night, through the operators' own methods."""
-    context: dict[str, Any] = {"run_id": run_id, "ti": _TaskInstance(), "params": params}
-    config: RepairConfig = _config_or_fail(None, params)
-    cassandra, nodetool = _cassandra(simulator), nodetool or simulator.nodetool()
-    reference = PlanRepairOperator(task_id="plan")._plan(context, config, cassandra, nodetool)
-    context["ti"].xcom[("plan", "return_value")] = reference
-    plan = context["ti"].xcom[("plan", "summary")]
-    repair = RepairRunOperator(task_id="repair")
-    repair._client = nodetool
-    with use_runtime(SimulatedRuntime(simulator)):  # the simulator's clock and sessions, as the DAG tests run it
-        result = repair._run(context, config, reference, plan, cassandra, threading.Event())
-    context["ti"].xcom[("repair", "return_value")] = result
-    report = RepairReportOperator(task_id="report")._report(context, plan, config, cassandra)
-    return {"reference": reference, "plan": plan, "result": result, "report": report}
+    """plan -> repair -> report of one night, each task's `execute` on the simulator's runtime (its ring, catalog,
+    in-memory ops store, nodetool answers, sessions and virtual clock), as `dag.test()` runs them."""
+    assert nodetool is None or nodetool is simulator.nodetool()  # the runtime hands the operators this one
+    ti = _TaskInstance()
+    context: dict[str, Any] = {"run_id": run_id, "ti": ti, "params": params}
+    with use_runtime(SimulatedRuntime(simulator)):
+        reference = PlanRepairOperator(task_id="plan").execute(context)
+        ti.xcom[("plan", "return_value")] = reference
+        result = RepairRunOperator(task_id="repair").execute(context)
+        ti.xcom[("repair", "return_value")] = result
+        report = RepairReportOperator(task_id="report").execute(context)
+    return {"reference": reference, "plan": ti.xcom[("plan", "summary")], "result": result, "report": report}
+
+
+def _report(
+    simulator: Simulator, run_id: str, plan: dict[str, Any], result: dict[str, Any], config: RepairConfig
+) -> dict[str, Any]:
+    """The report task's one call, on the simulator's cluster and store, from the plan's and the repair's XComs."""
+    cassandra = _cassandra(simulator)
+    report = report_night(
+        NightPlan.from_json(plan), NightOutcome.from_json(result), config, run_id=run_id,
+        store=StoreAdapter(simulator.ops_store()), cluster=ClusterAdapter(cassandra), run_started=None,
+        log=logging.getLogger("report"), gauge=lambda name, value: None,
+    )  # fmt: skip
+    return report.to_json()
 
 
 def _of_run(simulator: Simulator, run_id: str, **kind: str) -> Counter[str]:
@@ -303,10 +323,8 @@ def test_the_report_keeps_the_repaired_share_of_the_incremental_tables(simulator
     assert figures["result"]["repaired_shares"] == {}  # nothing to read on the simulator
     shares = {"ar_a.t1": {"repaired": 87.5, "lowest": 75.0, "nodes": 3}, "other.t": {"repaired": 1, "lowest": 1,
                                                                                       "nodes": 1}}  # fmt: skip
-    context: dict[str, Any] = {"run_id": "night-1", "ti": _TaskInstance(), "params": params}
-    context["ti"].xcom[("repair", "return_value")] = {**figures["result"], "repaired_shares": shares}
     config = _config_or_fail(None, params)
-    report = RepairReportOperator(task_id="report")._report(context, figures["plan"], config, _cassandra(simulator))
+    report = _report(simulator, "night-1", figures["plan"], {**figures["result"], "repaired_shares": shares}, config)
     assert report["types"]["incremental"]["repaired_share"] == {"ar_a.t1": shares["ar_a.t1"]}
 
 
@@ -318,10 +336,11 @@ def test_the_repaired_share_is_read_on_every_node_that_answers() -> None:
                 raise ClusterError("JMX connection refused on n3.", "Start the node.")
             return {"ks.t": {"n1": 100.0, "n2": 50.0}[node]}
 
-    repair = RepairRunOperator(task_id="repair")
-    repair._client = Client()
-    ring = SimpleNamespace(addresses=lambda: ["n1", "n2", "n3"])
-    assert repair._repaired_shares(ring, ["ks"]) == {"ks.t": {"repaired": 75.0, "lowest": 50.0, "nodes": 2}}
+    lines = _Lines()
+    shares = repaired_shares(Client(), ["n1", "n2", "n3"], ["ks"], lines)  # type: ignore[arg-type]
+    assert shares == {"ks.t": {"repaired": 75.0, "lowest": 50.0, "nodes": 2}}
+    assert lines.lines == ["Repaired share of n3 not read: " + str(ClusterError("JMX connection refused on n3.",
+                                                                                "Start the node."))]  # fmt: skip
 
 
 def test_the_back_pressure_read_names_the_keyspaces_the_night_repairs(simulator: Simulator) -> None:

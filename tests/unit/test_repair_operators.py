@@ -11,17 +11,24 @@ from types import SimpleNamespace
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 from ringward.errors import ConfigurationError
-from ringward.repair import RunState, Segment, SegmentRecord, SegmentState
+from ringward.repair import (
+    RunState,
+    Segment,
+    SegmentRecord,
+    SegmentState,
+    TypePlan,
+    last_host_ids,
+    longest_unrepaired_seconds,
+    night_types,
+    repair_error_line,
+    run_summary,
+)
 from ringward.ring import TokenRange
 from ringward_airflow.repair_operators import (
     PlanRepairOperator,
     _config_or_fail,
-    _repair_error,
     effective_config,
-    longest_unrepaired_seconds,
-    night_types,
     one_type_run,
-    run_summary,
 )
 
 
@@ -62,24 +69,27 @@ def test_the_plan_task_fails_without_retry_on_a_bad_configuration() -> None:
         operator.execute({"params": {"parallel_repair_count": -1}, "run_id": "r"})
 
 
+def planned(due: int = 0, not_due: int = 0, exhausted: int = 0) -> TypePlan:
+    return TypePlan("r#full", 1, due, not_due, exhausted, 0, due + not_due + exhausted)
+
+
 def record(state: SegmentState) -> SegmentRecord:
     return SegmentRecord("id", state, run_id="r")
 
 
 def test_run_summary_counts_history_and_segments_no_task_reached() -> None:
-    plan = {"due": 4, "not_due": 2, "exhausted": 0}
-    summary = run_summary(plan, [record(SegmentState.DONE), record(SegmentState.DONE)])
+    summary = run_summary(planned(due=4, not_due=2), [record(SegmentState.DONE), record(SegmentState.DONE)])
     assert summary.counts[SegmentState.POSTPONED] == 2  # due but never reached (a task died first)
     assert summary.counts[SegmentState.SKIPPED] == 2
     assert summary.state is RunState.PARTIAL
-    done = run_summary({"due": 1, "not_due": 3}, [record(SegmentState.DONE)])
+    done = run_summary(planned(due=1, not_due=3), [record(SegmentState.DONE)])
     assert done.state is RunState.DONE
     assert done.metrics()["SucceededTokenRangesCount"] == 1
     assert done.metrics()["SkippedTokenRangesCount"] == 3
 
 
 def test_a_session_left_running_counts_as_failed() -> None:
-    summary = run_summary({"due": 1}, [record(SegmentState.RUNNING)])
+    summary = run_summary(planned(due=1), [record(SegmentState.RUNNING)])
     assert summary.counts[SegmentState.FAILED] == 1
 
 
@@ -102,10 +112,10 @@ def test_the_repair_error_is_the_reason_line_not_the_stack_trace() -> None:
         "error: Repair job has failed\n-- StackTrace --\njava.lang.RuntimeException: x\n\tat a.b(C.java:1)\n"
     )
     assert (
-        _repair_error(output)
+        repair_error_line(output)
         == "[2026-11-22 00:24:32,979] Repair command #7 failed with error Requested range intersects"
     )
-    assert _repair_error("") == "nodetool repair failed"
+    assert repair_error_line("") == "nodetool repair failed"
 
 
 def test_the_failure_notifier_logs_the_failed_task(capsys: pytest.CaptureFixture[str]) -> None:
@@ -118,23 +128,26 @@ def test_the_failure_notifier_logs_the_failed_task(capsys: pytest.CaptureFixture
 
 
 def test_on_kill_only_flags_and_the_batch_loop_aborts_the_running_sessions() -> None:
+    from ringward.repair import Sessions
     from ringward_airflow.repair_operators import RepairRunOperator
 
+    operator = RepairRunOperator(task_id="repair")
+    operator.on_kill()  # before execute: nothing to stop
+    assert operator._killed is None
     calls: list[tuple[str, str | None]] = []
     client = SimpleNamespace(
         terminate_all=lambda: calls.append(("terminate_all", None)),
         abort_repairs=lambda address: calls.append(("abort_repairs", address)),
     )
-    operator = RepairRunOperator(task_id="repair")
-    operator.on_kill()  # before execute: nothing to stop
     killed = threading.Event()
-    operator._client, operator._killed = client, killed
-    operator._coordinators = frozenset({"10.0.0.1"})
-    assert operator._stop_if_killed(killed) is False
+    operator._killed = killed  # as execute sets it
+    sessions = Sessions(client, store=None, run_id="r", log=SimpleNamespace(warning=lambda *a: None), now=None)  # type: ignore[arg-type]
+    sessions.coordinators = frozenset({"10.0.0.1"})
+    assert sessions.stop_if_killed(killed.is_set) is False
     operator.on_kill()
     assert killed.is_set() and calls == []  # nothing but the flag inside the signal handler
-    assert operator._stop_if_killed(killed) is True
-    assert operator._stop_if_killed(killed) is True  # aborts once
+    assert sessions.stop_if_killed(killed.is_set) is True
+    assert sessions.stop_if_killed(killed.is_set) is True  # aborts once
     assert calls == [("terminate_all", None), ("abort_repairs", "10.0.0.1")]
 
 
@@ -171,8 +184,8 @@ def test_each_type_has_its_own_cadence_and_scope_all_overrides_it(tmp_path: Path
 
 
 def test_a_session_runs_its_types_flags_and_keeps_a_previews_finding() -> None:
-    from ringward.repair import RepairCommand, parse_config
-    from ringward_airflow.repair_operators import RepairRunOperator
+    from ringward.repair import RepairCommand, Sessions, parse_config
+    from ringward_airflow.repair_ports import StoreAdapter
     from ringward_cassandra.memory_ops_store import MemoryOpsStore
 
     seen: list[dict[str, object]] = []
@@ -181,46 +194,46 @@ def test_a_session_runs_its_types_flags_and_keeps_a_previews_finding() -> None:
         seen.append(options)
         return SimpleNamespace(succeeded=True, seconds=1.0, output="", out_of_sync={"ks.t": 2})
 
-    operator = RepairRunOperator(task_id="repair")
-    operator._client = SimpleNamespace(repair=repair)
     store = MemoryOpsStore()
+    log = SimpleNamespace(warning=lambda *a: None)
+    now = datetime(2026, 11, 28, 2, tzinfo=UTC)
+    sessions = Sessions(SimpleNamespace(repair=repair), StoreAdapter(store), "night-1", log, lambda: now)  # type: ignore[arg-type]
     command = RepairCommand((Segment("ks", ("t",), TokenRange(0, 10), ("n1", "n2")),))
     config = one_type_run(parse_config({"repair_type": "preview", "repair_types": {"preview": {"job_threads": 2}}}))
-    assert operator._session(command, config, store, "night-1").succeeded
+    assert sessions.session(command, config).succeeded
     assert seen[0]["flags"] == ["-full", "--preview", "-j", "2"]
     (finding,) = store.preview_findings("ks")
     assert (finding.table, finding.out_of_sync_ranges, finding.run_id) == ("t", 2, "night-1")
+    assert (finding.found_at, finding.coordinator, finding.ranges) == (now, "n1", (TokenRange(0, 10),))
 
 
-def test_progress_is_stored_and_sent_as_live_gauges(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ringward_airflow import repair_operators
-    from ringward_airflow.repair_operators import RepairRunOperator
+def test_progress_is_stored_and_sent_as_live_gauges() -> None:
+    from ringward.repair import record_progress
     from ringward_cassandra.memory_ops_store import MemoryOpsStore
 
-    gauges: dict[str, int] = {}
-    monkeypatch.setattr(repair_operators.Stats, "gauge", lambda name, value, *a, **k: gauges.__setitem__(name, value))
+    gauges: dict[str, float] = {}
     store = MemoryOpsStore()
     progress = {"done": 4, "failed": 0, "postponed": 1, "total": 9, "sessions": 2, "final": False}
-    RepairRunOperator(task_id="repair")._progress(store, "night-1", progress, {"not_due": 3, "exhausted": 1})
+    record_progress(store, "night-1", progress, 3 + 1, gauges.__setitem__)
     assert store.run_progress("night-1") == progress
-    assert gauges["ringward.repair.RepairsInProgress"] == 2 and gauges["ringward.repair.SkippedTokenRangesCount"] == 4
+    assert gauges["RepairsInProgress"] == 2 and gauges["SkippedTokenRangesCount"] == 4
 
 
 def test_the_last_runs_host_ids_tell_who_joined() -> None:
-    from ringward_airflow.repair_operators import _last_host_ids
     from ringward_cassandra.memory_ops_store import MemoryOpsStore
 
     store = MemoryOpsStore()
-    assert _last_host_ids(store) == []  # no run recorded: nobody counts as joined
+    assert last_host_ids(store) == []  # no run recorded: nobody counts as joined
     store.record_repair_run("night-1", "DONE", {"host_ids": {"10.0.0.1": "h1", "10.0.0.2": "h2"}}, {})
-    assert sorted(_last_host_ids(store)) == ["h1", "h2"]
+    assert sorted(last_host_ids(store)) == ["h1", "h2"]
     broken = SimpleNamespace(latest_repair_run=lambda: (_ for _ in ()).throw(RuntimeError("read timeout")))
-    assert _last_host_ids(broken) == []
+    assert last_host_ids(broken) == []
 
 
 def test_a_preview_with_repair_out_of_sync_repairs_what_it_found_in_full() -> None:
-    from ringward.repair import RepairCommand, parse_config
-    from ringward_airflow.repair_operators import RepairRunOperator
+    from ringward.repair import RepairCommand, Sessions, parse_config
+    from ringward_airflow.repair_ports import StoreAdapter
+    from ringward_cassandra.memory_ops_store import MemoryOpsStore
 
     seen: list[object] = []
 
@@ -229,17 +242,23 @@ def test_a_preview_with_repair_out_of_sync_repairs_what_it_found_in_full() -> No
         found = {"ks.t": 1} if len(seen) == 1 else {}
         return SimpleNamespace(succeeded=True, seconds=2.0, output="", out_of_sync=found)
 
-    operator = RepairRunOperator(task_id="repair")
-    operator._client = SimpleNamespace(repair=repair)
+    logged: list[str] = []
+    log = SimpleNamespace(warning=lambda msg, *args: logged.append(msg % args))
+    store = StoreAdapter(MemoryOpsStore())
+    sessions = Sessions(SimpleNamespace(repair=repair), store, "r", log, lambda: datetime.now(UTC))  # type: ignore[arg-type]
     command = RepairCommand((Segment("ks", ("t",), TokenRange(0, 10), ("n1", "n2")),))
     config = one_type_run(parse_config({"repair_type": "preview", "repair_types": {
         "preview": {"repair_out_of_sync": True}, "full": {"parallelism": "sequential"}}}))  # fmt: skip
-    result = operator._session(command, config)
+    result = sessions.session(command, config)
     assert seen == [["-full", "--preview"], ["-full", "-seq"]] and result.succeeded and result.seconds == 4.0
+    assert logged == [
+        "Preview: 1 range(s) of ks.t out of sync among n1, n2",
+        f"Repairing {command.describe()} (full): the preview found it out of sync.",
+    ]
     seen.clear()
     seen.append("in sync")  # a second preview of the same command finds nothing: no repair
     plain = one_type_run(parse_config({"repair_type": "preview"}))
-    operator._session(command, plain)
+    sessions.session(command, plain)
     assert len(seen) == 2
 
 
@@ -249,39 +268,38 @@ def test_the_kill_switch_parses_the_configuration_once_until_the_file_changes(
     """The executor asks between sessions, millions of times a night at fleet size: a stat each time, the YAML
     parsed again only when the file changed, the shipped default (no file configured) included."""
     import ringward_airflow.repair_operators as operators
-    from ringward_airflow.repair_operators import RepairRunOperator
+    from ringward_airflow.repair_operators import _ConfigSwitch
 
     parsed: list[str | None] = []
     real = operators.load_config
     monkeypatch.setattr(operators, "load_config", lambda path=None: parsed.append(path) or real(path))
     monkeypatch.delenv("RINGWARD_REPAIR_CONFIG", raising=False)
-    context = {"params": {}}
-    default = RepairRunOperator(task_id="repair")
     config = operators.effective_config(None, {})
+    default = _ConfigSwitch(None, {}, config, log=None)
     parsed.clear()
-    assert all(default._still_enabled(context, config) for _ in range(100))
+    assert all(default() for _ in range(100))
     assert parsed == [None]  # the shipped default, parsed once
 
     file = tmp_path / "repair.yaml"
     file.write_text("enabled: true\n")
-    configured = RepairRunOperator(task_id="repair", config_path=str(file))
+    configured = _ConfigSwitch(str(file), {}, config, log=None)
     parsed.clear()
-    assert all(configured._still_enabled(context, config) for _ in range(100))
+    assert all(configured() for _ in range(100))
     assert parsed == [str(file)]
     file.write_text("enabled: false\n")
     stat = file.stat()
     os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a new mtime even on a coarse clock
-    assert configured._still_enabled(context, config) is False  # the operator switched it off
+    assert configured() is False  # the operator switched it off
     assert parsed == [str(file), str(file)]
 
 
 def test_plan_chunks_hold_each_segment_as_encode_segment_json_and_decode_back() -> None:
     import json
 
-    from ringward.repair import Segment
+    from ringward.repair import Segment, plan_chunks
     from ringward.repair._payload import decode_segment, encode_segment
     from ringward.ring import TokenRange
-    from ringward_airflow import repair_operators
+    from ringward_cassandra.ops_store import PLAN_CHUNK_ROWS
 
     replicas = ("10.0.0.1", "10.0.0.2")
     segments = [
@@ -292,7 +310,7 @@ def test_plan_chunks_hold_each_segment_as_encode_segment_json_and_decode_back() 
         Segment("shop", (), TokenRange(8, 9), ('node"1', "node\\2", "nœud-3", "tab\tbed")),
         Segment("shop", (), TokenRange(9, 10), ()),
     ] * 3
-    chunks = repair_operators._chunks(segments)
+    chunks = plan_chunks(segments, PLAN_CHUNK_ROWS)
     rows = [row for chunk in chunks for row in chunk]
     assert rows == [json.dumps(encode_segment(s), separators=(",", ":")) for s in segments]
     assert [decode_segment(json.loads(row)) for row in rows] == segments

@@ -41,19 +41,19 @@ def test_the_files_kill_switch_wins_over_a_run_param_switching_repair_on(tmp_pat
 
 
 def test_the_file_switched_off_stops_a_running_repair_triggered_with_enabled_on(tmp_path: Path) -> None:
-    from ringward_airflow.repair_operators import RepairRunOperator
+    from ringward_airflow.repair_operators import _ConfigSwitch
 
     path = tmp_path / "repair.yaml"
     path.write_text("enabled: true\n")
-    operator = RepairRunOperator(task_id="repair", config_path=str(path))
-    context = {"params": {"enabled": "on"}}
-    config = effective_config(str(path), context["params"])
-    assert operator._still_enabled(context, config) is True
+    params = {"enabled": "on"}
+    config = effective_config(str(path), params)
+    still_enabled = _ConfigSwitch(str(path), params, config, log=None)
+    assert still_enabled() is True
     path.write_text("enabled: false\n")
     import os
 
     os.utime(path, ns=(1, 1))  # a new mtime, however fast the two writes
-    assert operator._still_enabled(context, config) is False
+    assert still_enabled() is False
 
 
 def test_the_files_kill_switch_stops_a_run_whose_params_the_edited_file_now_refuses(tmp_path: Path) -> None:
@@ -61,17 +61,17 @@ def test_the_files_kill_switch_stops_a_run_whose_params_the_edited_file_now_refu
     params no longer fit the file, but the kill switch still stops it."""
     import os
 
-    from ringward_airflow.repair_operators import RepairRunOperator
+    from ringward_airflow.repair_operators import _ConfigSwitch
 
     path = tmp_path / "repair.yaml"
     path.write_text("parallel_repair_count: 5\n")
-    operator = RepairRunOperator(task_id="repair", config_path=str(path))
-    context = {"params": {"parallel_repair_count": 5}}
-    config = effective_config(str(path), context["params"])
-    assert operator._still_enabled(context, config) is True
+    params = {"parallel_repair_count": 5}
+    config = effective_config(str(path), params)
+    still_enabled = _ConfigSwitch(str(path), params, config, log=None)
+    assert still_enabled() is True
     path.write_text("enabled: false\nparallel_repair_count: 2\n")
     os.utime(path, ns=(1, 1))
-    assert operator._still_enabled(context, config) is False
+    assert still_enabled() is False
 
 
 @pytest.mark.parametrize(

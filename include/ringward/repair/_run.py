@@ -62,10 +62,11 @@ class RunState(Enum):
     RUNNING = "RUNNING"
     DONE = "DONE"  # every segment repaired or needing no repair
     PARTIAL = "PARTIAL"  # finished, but some segments failed or were postponed: they stay due
+    DISABLED = "DISABLED"  # the kill switch was off from the start: nothing repaired, on purpose
 
     @property
     def is_terminal(self) -> bool:
-        return self in {RunState.DONE, RunState.PARTIAL}
+        return self in {RunState.DONE, RunState.PARTIAL, RunState.DISABLED}
 
 
 @dataclass(frozen=True)
