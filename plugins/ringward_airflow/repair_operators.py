@@ -27,7 +27,6 @@ from ringward.repair import (
     RepairConfig,
     apply_run_overrides,
     load_config,
-    paused,
     plan_night,
     report_night,
     run_night,
@@ -234,10 +233,6 @@ class RepairRunOperator(BaseOperator):
         if killed.is_set():
             raise AirflowException("Repair task killed: running sessions were aborted; the rest stays due.")
         return outcome.to_json()
-
-    def _paused(self, store: Any) -> bool:
-        """The pause switch of the ringward UI (ringward_ops.repair_switch), as the run reads it between segments."""
-        return paused(store, self.log)
 
     def on_kill(self) -> None:
         # Airflow 3.3 calls this from the SIGTERM handler and lets execute() go on. Only set the flag here:

@@ -5,6 +5,7 @@ nightly repair task reads it."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from fnmatch import fnmatchcase
@@ -64,9 +65,8 @@ def _migrate() -> tuple[dict[str, Any], dict[str, Any]]:
 
 def test_pages_after_a_real_migration(seed_cluster: LocalCluster, task_env: None, airflow_api: Any) -> None:
     from ringward.plan import build_plan
-    from ringward.repair import RECENT_RUNS, parse_config
+    from ringward.repair import RECENT_RUNS, parse_config, paused
     from ringward.ring_sources import ring_from_json
-    from ringward_airflow.repair_operators import RepairRunOperator
     from ringward_cassandra.ops_store import OpsStore
 
     record, repaired = _migrate()
@@ -131,9 +131,9 @@ def test_pages_after_a_real_migration(seed_cluster: LocalCluster, task_env: None
     with connect(NODES) as session:
         store = OpsStore(session)
         assert store.switch_events(limit=1)[0].changed_by == "admin"
-        operator = RepairRunOperator(task_id="repair")
-        assert operator._paused(store)  # what the nightly task checks between segments
+        log = logging.getLogger("test_ui_pages")
+        assert paused(store, log)  # what the nightly task checks between segments
         client.post("/ringward/api/repair/switch", headers=admin, data={"action": "resume", "confirm": "yes"})
-        assert not operator._paused(store)
+        assert not paused(store, log)
         store.release_lease(f"keyspace:{KEYSPACE}", record["lease_owner"])
         session.execute(f"DROP KEYSPACE IF EXISTS {KEYSPACE}")

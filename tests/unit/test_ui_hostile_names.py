@@ -390,16 +390,15 @@ def test_a_pause_reason_cannot_forge_a_log_line(
     assert "disk\\n2026-11-27 10:00:00 WARNING Nightly repair resumed by admin\\r\\x1b[2K" in line
 
 
-def test_the_nightly_task_logs_a_hostile_pause_reason_on_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ringward_airflow.repair_operators import RepairRunOperator
+def test_the_nightly_task_logs_a_hostile_pause_reason_on_one_line() -> None:
+    from ringward.repair import paused
 
     logged: list[str] = []  # the task logger (structlog) as the lines it writes
-    monkeypatch.setattr(RepairRunOperator, "log", SimpleNamespace(warning=lambda msg, *args: logged.append(msg % args)))
+    log = SimpleNamespace(warning=lambda msg, *args: logged.append(msg % args))
 
     event = SwitchEvent(True, datetime(2026, 11, 27, tzinfo=UTC), "eve\nINFO forged", "rack r1\nINFO forged too")
     store = SimpleNamespace(switch_events=lambda limit=1: [event])
-    operator = RepairRunOperator(task_id="repair_hostile_log")
-    assert operator._paused(store)
+    assert paused(store, log)  # type: ignore[arg-type]
     (line,) = [text for text in logged if "Repair paused from the UI" in text]
     assert "\n" not in line and "eve\\nINFO forged" in line and "rack r1\\nINFO forged too" in line
 

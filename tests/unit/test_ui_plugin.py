@@ -527,21 +527,23 @@ def test_a_cluster_that_never_answers_is_reported_after_the_connect_timeout(
 
 def test_nightly_task_reads_the_pause_switch_between_segments() -> None:
     """The repair task's check: the latest press decides; an unreadable switch does not stop a repair."""
-    from ringward_airflow.repair_operators import RepairRunOperator
+    import logging
 
-    operator = RepairRunOperator(task_id="repair")
+    from ringward.repair import paused
+
+    log = logging.getLogger("test_ui_plugin")
     store = FakeStore()
-    assert not operator._paused(store)
+    assert not paused(store, log)
     store.set_switch(True, "alice", "disk full on .3")
-    assert operator._paused(store)
+    assert paused(store, log)
     store.set_switch(False, "bob")
-    assert not operator._paused(store)
+    assert not paused(store, log)
 
     class Unreadable(FakeStore):
         def switch_events(self, name: str = "nightly_subrange_repair", limit: int = 20) -> list[SwitchEvent]:
             raise RuntimeError("ringward_ops unavailable")
 
-    assert not operator._paused(Unreadable())
+    assert not paused(Unreadable(), log)
 
 
 @dataclass
