@@ -45,6 +45,7 @@ from ringward.repair import (
     apply_run_overrides,
     back_pressure_reason,
     coverage_view,
+    decide_alerts,
     decode_segment,
     disk_capacity,
     dump_config,
@@ -52,7 +53,9 @@ from ringward.repair import (
     incremental_repaired_shares,
     joined_nodes,
     live_metrics,
+    live_points,
     load_config,
+    nightly_points,
     repair_flags,
     ring_fingerprint,
     run_batch,
@@ -66,7 +69,9 @@ from ringward_cassandra.cluster_repairs import plan_cluster, status_records, tab
 from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, PreviewFinding, history_bucket
 from ringward_cassandra.schema import data_disk_max_sizes
 
+from ringward_airflow.alerts import configured_notifiers, deliver
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
+from ringward_airflow.metrics import emit
 from ringward_airflow.repair_runtime import current_runtime
 
 __all__ = [
@@ -555,6 +560,7 @@ class RepairRunOperator(BaseOperator):
         skipped = int(plan.get("not_due", 0) or 0) + int(plan.get("exhausted", 0) or 0)
         for name, value in live_metrics(progress, skipped).items():
             Stats.gauge(f"{METRIC_PREFIX}.{name}", value)
+        emit(live_points(self.cassandra_conn_id, self._type.get("repair_type", "full"), progress))  # tagged metrics
 
     def _next_window(
         self, windows: Iterator[list[Segment]], store: Any, kind: str, keyspaces: set[tuple[str, str]]
@@ -887,6 +893,7 @@ class RepairReportOperator(BaseOperator):
         plan_task_id: str = "plan",
         repair_task_id: str = "repair",
         cassandra_conn_id: str = RingwardCassandraHook.default_conn_name,
+        alert_notifiers: Sequence[BaseNotifier] | None = None,  # None: ringward_airflow.alerts.configured_notifiers
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -894,6 +901,7 @@ class RepairReportOperator(BaseOperator):
         self.plan_task_id = plan_task_id
         self.repair_task_id = repair_task_id
         self.cassandra_conn_id = cassandra_conn_id
+        self.alert_notifiers = alert_notifiers
 
     def execute(self, context: Any) -> dict[str, Any]:
         plan = context["ti"].xcom_pull(task_ids=self.plan_task_id, key=SUMMARY_KEY)
@@ -916,6 +924,7 @@ class RepairReportOperator(BaseOperator):
         type_plans: Mapping[str, Mapping[str, Any]] = plan.get("types") or {config.session_type: plan}
         per_type: dict[str, dict[str, Any]] = {}
         summaries: dict[str, RunSummary] = {}
+        coverages: dict[str, list[Any]] = {}  # each type's table statuses, for the tagged metrics
         for kind in type_plans:
             typed = config.for_type(_KINDS[kind])
             kind_rows = rows if kind == "full" else store.repair_history(**_history_args(kind))
@@ -930,6 +939,7 @@ class RepairReportOperator(BaseOperator):
             coverage = table_statuses(
                 kind_cluster, status_records(kind_cluster, covered_rows), now, config.gc_grace_alarm
             )
+            coverages[kind] = coverage
             per_type[kind] = {
                 "state": summaries[kind].state.value,
                 "metrics": summaries[kind].metrics(),
@@ -972,6 +982,13 @@ class RepairReportOperator(BaseOperator):
             "tables": {f"{s.keyspace}.{s.table}": s.repaired_percent for s in statuses},
         }
         store.record_repair_run(run_id, state, report, plan.get("config", {}))
+        emit(nightly_points(self.cassandra_conn_id, state, coverages, summaries, finished=now,
+                            run_seconds=metrics["ClusterRepairTimeInSec"],
+                            longest_unrepaired_seconds=metrics["LongestUnrepairedSec"]))  # fmt: skip
+        troubled = {"failed": overall.counts[SegmentState.FAILED], "postponed": overall.counts[SegmentState.POSTPONED]}
+        alerts = decide_alerts(self.cassandra_conn_id, run_id, state, statuses, troubled)  # to the notifiers
+        if alerts:
+            deliver(alerts, configured_notifiers() if self.alert_notifiers is None else self.alert_notifiers, context)
         self.log.info("Run %s\n%s", overall.line(), status_table(statuses))
         for kind, kind_summary in summaries.items():
             self.log.info("%s: %s", kind, kind_summary.line())

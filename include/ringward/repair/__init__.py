@@ -6,6 +6,7 @@ The public API is exactly `__all__`; the private modules behind it may change.
 
 from __future__ import annotations
 
+from ringward.repair._alerts import NEAR_DEADLINE_SHARE, RepairAlert, decide_alerts
 from ringward.repair._backpressure import NodeBacklog, back_pressure_reason, unit_time_exceeded
 from ringward.repair._config import (
     DEFAULT_CONFIG_PATH,
@@ -50,6 +51,17 @@ from ringward.repair._headroom import (
     disk_headroom_reason,
     free_ratio,
     unchecked_headroom_note,
+)
+from ringward.repair._metrics import (
+    METRIC_SPECS,
+    NIGHT_STATES,
+    MetricPoint,
+    MetricSpec,
+    approval_points,
+    live_points,
+    migration_points,
+    nightly_points,
+    tag_value,
 )
 from ringward.repair._payload import decode_segment, encode_segment
 from ringward.repair._planning import ReplicaMapCache, ReplicaMapEntries, SegmentPlan, plan_segments
@@ -124,6 +136,9 @@ __all__ = [
     "DEFAULT_CONFIG_PATH",
     "DISK_SIZE_SETTING",
     "LOCAL_KEYSPACES",
+    "METRIC_SPECS",
+    "NEAR_DEADLINE_SHARE",
+    "NIGHT_STATES",
     "RECENT_RUNS",
     "REPAIR_TYPES",
     "RING_CHANGED",
@@ -137,6 +152,8 @@ __all__ = [
     "DueSelection",
     "Exclusion",
     "FixedSplitter",
+    "MetricPoint",
+    "MetricSpec",
     "NameFilter",
     "NextWindow",
     "NodeBacklog",
@@ -145,6 +162,7 @@ __all__ = [
     "Progress",
     "RecordUpdate",
     "RecordedSegment",
+    "RepairAlert",
     "RepairCommand",
     "RepairConfig",
     "RepairStatus",
@@ -177,6 +195,7 @@ __all__ = [
     "allowed_parallelism",
     "apply_overrides",
     "apply_run_overrides",
+    "approval_points",
     "back_pressure_reason",
     "backoff_delay",
     "bytes_per_replica_node",
@@ -184,6 +203,7 @@ __all__ = [
     "coverage_entries",
     "coverage_records",
     "coverage_view",
+    "decide_alerts",
     "decode_segment",
     "disk_capacity",
     "disk_headroom_reason",
@@ -202,9 +222,12 @@ __all__ = [
     "is_due",
     "joined_nodes",
     "live_metrics",
+    "live_points",
     "load_config",
+    "migration_points",
     "needs_replan",
     "next_runnable",
+    "nightly_points",
     "parse_bytes",
     "parse_config",
     "parse_duration",
@@ -231,6 +254,7 @@ __all__ = [
     "select_units",
     "status_config",
     "status_table",
+    "tag_value",
     "type_plan_id",
     "unchecked_headroom_note",
     "unit_time_exceeded",
