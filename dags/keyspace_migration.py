@@ -11,10 +11,11 @@ from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.python import BranchPythonOperator, ShortCircuitOperator
-from airflow.sdk import DAG, Asset, Param, TaskGroup
+from airflow.sdk import DAG, Asset, AssetAlias, Param, TaskGroup
 from ringward.governance import RUN_DEFAULTS
 from ringward.migration import MAX_STAGED_STEPS
 from ringward_airflow import governance
+from ringward_airflow.assets import LEGACY_MIGRATION_ASSET, MIGRATED
 from ringward_airflow.governance import MigrationApprovalOperator
 from ringward_airflow.migration_operators import (
     CleanupOperator,
@@ -318,7 +319,7 @@ def _wire() -> None:
     report = MigrationReportOperator(
         task_id="report",
         trigger_rule="none_failed_min_one_success",
-        outlets=[Asset("cassandra://ringward/keyspace_migration")],
+        outlets=[Asset(LEGACY_MIGRATION_ASSET), AssetAlias(MIGRATED)],  # + cassandra://<cluster>/<keyspace>
     )
     verifies >> cleanup_wanted >> cleanup_approval_needed
     cleanup_approved >> cleanup >> report

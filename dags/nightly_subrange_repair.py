@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, AssetAlias, Param
 from ringward.repair import load_config
+from ringward_airflow.assets import REPAIRED
 from ringward_airflow.repair_operators import (
     CONFIG_PATH_ENV,
     PlanRepairOperator,
@@ -138,5 +139,7 @@ with DAG(
     plan = PlanRepairOperator(task_id="plan", config_path=CONFIG_PATH)
     # One worker for the night: the node locks (a node in one session at a time) hold within one task.
     repair = RepairRunOperator(task_id="repair", config_path=CONFIG_PATH, pool=REPAIR_POOL)
-    report = RepairReportOperator(task_id="report", config_path=CONFIG_PATH, trigger_rule="all_done")
+    report = RepairReportOperator(
+        task_id="report", config_path=CONFIG_PATH, trigger_rule="all_done", outlets=[AssetAlias(REPAIRED)]
+    )  # an event of cassandra://<cluster>/<keyspace> for each keyspace covered within gc_grace
     plan >> repair >> report

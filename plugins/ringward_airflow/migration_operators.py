@@ -47,6 +47,7 @@ from ringward_cassandra.schema import (
     table_gc_grace,
 )
 
+from ringward_airflow.assets import MIGRATED, add_keyspace_events
 from ringward_airflow.governance import refuse_unpermitted, snapshot_wanted
 from ringward_airflow.hooks import RingwardCassandraHook
 from ringward_airflow.migration_base import MigrationOperator, load_migration, load_record
@@ -540,6 +541,8 @@ class MigrationReportOperator(MigrationOperator):
         try:
             store = self.cassandra.ops_store()
             store.set_migration_state(record["migration_id"], str(MigrationState.done()))
+            finished_event = {"migration_id": record["migration_id"], "from": report["from"], "to": report["to"]}
+            add_keyspace_events(context, MIGRATED, self.cassandra_conn_id, [record["keyspace"]], finished_event)
             store.release_lease(lease_resource(record["keyspace"]), record.get("lease_owner") or record["migration_id"])
         finally:
             self._release()

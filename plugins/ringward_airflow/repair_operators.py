@@ -21,6 +21,7 @@ from typing import Any
 from airflow.sdk import BaseNotifier, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.observability.stats import Stats
+from ringward.assets import covered_keyspaces
 from ringward.errors import ClusterError, ConfigurationError, RepairError
 from ringward.repair import (
     DEFAULT_CONFIG_PATH,
@@ -70,6 +71,7 @@ from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, P
 from ringward_cassandra.schema import data_disk_max_sizes
 
 from ringward_airflow.alerts import configured_notifiers, deliver
+from ringward_airflow.assets import REPAIRED, add_keyspace_events
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 from ringward_airflow.metrics import emit
 from ringward_airflow.repair_runtime import current_runtime
@@ -989,6 +991,8 @@ class RepairReportOperator(BaseOperator):
         alerts = decide_alerts(self.cassandra_conn_id, run_id, state, statuses, troubled)  # to the notifiers
         if alerts:
             deliver(alerts, configured_notifiers() if self.alert_notifiers is None else self.alert_notifiers, context)
+        covered = covered_keyspaces(statuses)  # an asset event per keyspace covered within gc_grace
+        add_keyspace_events(context, REPAIRED, self.cassandra_conn_id, covered, {"run_id": run_id, "state": state})
         self.log.info("Run %s\n%s", overall.line(), status_table(statuses))
         for kind, kind_summary in summaries.items():
             self.log.info("%s: %s", kind, kind_summary.line())

@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from airflow.sdk import Asset, AssetAlias
 from ringward.repair import METRIC_SPECS
+from ringward_airflow.assets import MIGRATED, REPAIRED
 from ringward_fleetsim import FleetSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,6 +132,21 @@ def test_a_night_sends_each_tables_coverage_and_the_nights_outcome_tagged(tmp_pa
     tagged = {name for name in sent if name in METRIC_SPECS}
     assert tagged >= {"ringward.repair.table.gc_grace_used_ratio", "ringward.repair.live.back_pressure_holds"}
     assert calls == []  # every table repaired in time, the night DONE: nothing to page anyone about
+    # Each keyspace's coverage completed: an event of its own Asset, cassandra://<cluster>/<keyspace>.
+    events = asset_events(figures["run_id"])
+    assert sorted(events) == [f"cassandra://cassandra_default/{ks}" for ks in ("ar_a", "ar_b", "ar_c")]
+    assert {extra["state"] for extra in events.values()} == {"DONE"}
+
+
+def asset_events(run_id: str) -> dict[str, dict[str, Any]]:
+    """The asset events the run emitted, from Airflow's metadata database: {asset URI: extra}."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    query = select(AssetModel.uri, AssetEvent.extra).join(AssetEvent, AssetEvent.asset_id == AssetModel.id)
+    with create_session() as session:
+        return {uri: extra for uri, extra in session.execute(query.where(AssetEvent.source_run_id == run_id))}
 
 
 def recorded_night(
@@ -160,3 +177,15 @@ def test_tables_past_their_gc_grace_deadline_reach_the_configured_notifier(tmp_p
     assert call["message"].startswith("Cluster cassandra_default, run ")  # rendered from the notifier's template
     assert f"Tables: {', '.join(tables)}" in call["message"]
     assert "Fix: Repair them now: trigger nightly_subrange_repair" in call["message"]
+
+
+def test_the_shipped_dags_declare_the_aliases_on_their_report_tasks() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    nightly = bag.get_dag("nightly_subrange_repair")
+    migration = bag.get_dag("keyspace_migration")
+    assert nightly is not None and migration is not None
+    assert AssetAlias(REPAIRED) in nightly.get_task("report").outlets
+    outlets = migration.get_task("report").outlets
+    assert AssetAlias(MIGRATED) in outlets and Asset("cassandra://ringward/keyspace_migration") in outlets
