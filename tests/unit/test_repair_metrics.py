@@ -102,3 +102,24 @@ def test_migration_points_name_the_keyspace_and_each_stage() -> None:
 )
 def test_tag_values_keep_only_what_airflow_lets_through(raw: str, safe: str) -> None:
     assert tag_value(raw) == safe
+
+
+def test_the_emitter_sends_each_point_as_a_tagged_gauge_and_an_approval_names_its_keyspace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from ringward_airflow import metrics
+
+    sent: list[tuple[str, float, dict[str, str]]] = []
+    monkeypatch.setattr(metrics.Stats, "gauge", lambda name, value, tags: sent.append((name, value, tags)))
+    ti = SimpleNamespace(xcom_pull=lambda task_ids: {"keyspace": "shop"} if task_ids == "precheck" else None)
+    metrics.emit_approval({"ti": ti}, "cleanup_approval", NOW, "c1")
+    metrics.emit_approval({"ti": ti}, "cleanup_approval", None, "c1")
+    tags = {"cluster": "c1", "keyspace": "shop", "approval": "cleanup_approval"}
+    assert sent == [("ringward.migration.approval_waiting_since_seconds", NOW.timestamp(), tags),
+                    ("ringward.migration.approval_waiting_since_seconds", 0.0, tags)]  # fmt: skip
+    broken = SimpleNamespace(xcom_pull=lambda task_ids: 1 / 0)
+    metrics.emit_approval({"ti": broken}, "approval", NOW, "c1")  # logged, never raised into the approval
+    assert len(sent) == 2
+    assert metrics.emit(live_points("c1", "full", {"done": 1})) == 6 and len(sent) == 8
