@@ -28,9 +28,11 @@ from airflow.sdk import BaseNotifier
 from airflow.sdk.definitions.callback import AsyncCallback
 from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 from ringward.errors import ConfigurationError
-from ringward.repair import RepairAlert
+from ringward.repair import RepairAlert, decide_alerts, outcome_points
 
-__all__ = ["ALERT_NOTIFIERS_ENV", "configured_notifiers", "deliver", "nightly_deadline_alert"]
+from ringward_airflow.metrics import emit
+
+__all__ = ["ALERT_NOTIFIERS_ENV", "configured_notifiers", "deliver", "night_failed", "nightly_deadline_alert"]
 
 ALERT_NOTIFIERS_ENV = "RINGWARD_ALERT_NOTIFIERS"
 log = logging.getLogger(__name__)
@@ -83,6 +85,16 @@ def deliver(alerts: Sequence[RepairAlert], notifiers: Sequence[BaseNotifier], co
                 continue
             delivered += 1
     return delivered
+
+
+def night_failed(context: Mapping[str, Any], cluster: str) -> None:
+    """A task of the night failed for good (its failure callback): the night's outcome gauge says FAILED and
+    the configured notifiers get a night_failed alert. Never raises: a callback that fails hides the failure."""
+    try:
+        emit(outcome_points(cluster, "FAILED"))
+        deliver(decide_alerts(cluster, str(context.get("run_id")), "FAILED", []), configured_notifiers(), context)
+    except Exception as error:  # a broken notifier configuration must not hide the task's own failure
+        log.error("ringward night_failed alert not sent (%s): %s", type(error).__name__, error)
 
 
 def nightly_deadline_alert(

@@ -70,7 +70,7 @@ from ringward_cassandra.cluster_repairs import plan_cluster, status_records, tab
 from ringward_cassandra.ops_store import DEFAULT_HISTORY_TTL, PLAN_CHUNK_ROWS, PreviewFinding, history_bucket
 from ringward_cassandra.schema import data_disk_max_sizes
 
-from ringward_airflow.alerts import configured_notifiers, deliver
+from ringward_airflow.alerts import configured_notifiers, deliver, night_failed
 from ringward_airflow.assets import REPAIRED, add_keyspace_events
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 from ringward_airflow.metrics import emit
@@ -1062,3 +1062,5 @@ class RepairFailureNotifier(BaseNotifier):
         error = context.get("exception")
         self.log.error("ringward nightly repair: task %s of run %s failed: %s", task_id, context.get("run_id"), error)
         Stats.incr(f"{METRIC_PREFIX}.failed_tasks")
+        cluster = getattr(context.get("task"), "cassandra_conn_id", RingwardCassandraHook.default_conn_name)
+        night_failed(context, cluster)  # outcome FAILED and the configured notifiers

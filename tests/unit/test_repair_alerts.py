@@ -91,3 +91,21 @@ def test_the_deadline_alert_helper_builds_an_airflow_deadline_alert_a_dag_takes(
     assert alert.callback.kwargs == {"text": "nightly repair overran"}
     dag = DAG("ringward_deadline_probe", schedule=None, deadline=alert)
     assert dag.deadline == [alert]
+
+
+def test_a_task_of_the_night_failing_for_good_sets_the_outcome_failed_and_alerts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ringward_airflow import metrics
+    from ringward_airflow.alerts import night_failed
+
+    sent: dict[str, float] = {}
+    monkeypatch.setattr(metrics.Stats, "gauge", lambda name, value, tags: sent.update({tags["state"]: value}))
+    monkeypatch.setenv("RINGWARD_ALERT_NOTIFIERS", f"{__name__}:NOTIFIERS")
+    Recorder.calls = []
+    night_failed({"run_id": "scheduled__1"}, "prod")
+    assert sent == {"DONE": 0.0, "PARTIAL": 0.0, "FAILED": 1.0, "DISABLED": 0.0}
+    assert len(Recorder.calls) == 1 and Recorder.calls[0].startswith("Cluster prod, run scheduled__1: The nightly")
+    monkeypatch.setenv("RINGWARD_ALERT_NOTIFIERS", "no_such_module_here:X")
+    night_failed({"run_id": "scheduled__2"}, "prod")  # a broken configuration is logged, not raised
+    assert len(Recorder.calls) == 1

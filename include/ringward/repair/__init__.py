@@ -61,6 +61,7 @@ from ringward.repair._metrics import (
     live_points,
     migration_points,
     nightly_points,
+    outcome_points,
     tag_value,
 )
 from ringward.repair._payload import decode_segment, encode_segment
@@ -228,6 +229,7 @@ __all__ = [
     "needs_replan",
     "next_runnable",
     "nightly_points",
+    "outcome_points",
     "parse_bytes",
     "parse_config",
     "parse_duration",

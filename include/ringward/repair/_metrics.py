@@ -32,6 +32,7 @@ __all__ = [
     "live_points",
     "migration_points",
     "nightly_points",
+    "outcome_points",
     "tag_value",
 ]
 
@@ -74,7 +75,8 @@ METRIC_SPECS: Final[Mapping[str, MetricSpec]] = {
                    "Segments left for the next night (window over, back-pressure, time budget)."),
         MetricSpec(f"{REPAIR}.run.segments_skipped", _RUN, "Segments not due (repaired recently)."),
         MetricSpec(f"{REPAIR}.run.outcome", ("cluster", "state"),
-                   "1 for the state the night ended in (DONE, PARTIAL, FAILED, DISABLED), 0 for the others."),
+                   "1 for the state the night ended in (DONE, PARTIAL, DISABLED from the report; FAILED when a "
+                   "task of the night failed for good), 0 for the others."),
         MetricSpec(f"{REPAIR}.run.finished_timestamp_seconds", ("cluster",), "When the night's report ran (epoch)."),
         MetricSpec(f"{REPAIR}.run.duration_seconds", ("cluster",), "Seconds the repair task ran."),
         MetricSpec(f"{REPAIR}.run.longest_unrepaired_seconds", ("cluster",),
@@ -173,15 +175,18 @@ def nightly_points(
         for word, segment_state in counted.items():
             points.append(_point(f"{REPAIR}.run.segments_{word}", summary.counts.get(segment_state, 0),
                                  cluster=cluster, repair_type=repair_type))  # fmt: skip
-    points.extend(
-        _point(f"{REPAIR}.run.outcome", 1 if s == state else 0, cluster=cluster, state=s) for s in NIGHT_STATES
-    )
+    points.extend(outcome_points(cluster, state))
     points.append(_point(f"{REPAIR}.run.finished_timestamp_seconds", round(finished.timestamp()), cluster=cluster))
     if run_seconds is not None:
         points.append(_point(f"{REPAIR}.run.duration_seconds", round(run_seconds), cluster=cluster))
     if longest_unrepaired_seconds is not None:
         points.append(_point(f"{REPAIR}.run.longest_unrepaired_seconds", longest_unrepaired_seconds, cluster=cluster))
     return points
+
+
+def outcome_points(cluster: str, state: str) -> list[MetricPoint]:
+    """`ringward.repair.run.outcome`: 1 for `state`, 0 for the other NIGHT_STATES (no stale 1 is left behind)."""
+    return [_point(f"{REPAIR}.run.outcome", 1 if s == state else 0, cluster=cluster, state=s) for s in NIGHT_STATES]
 
 
 def _count(progress: Mapping[str, object], key: str) -> int:
