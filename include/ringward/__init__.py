@@ -8,6 +8,7 @@ modules starting with `_` are private to the package. Each public module declare
 from __future__ import annotations
 
 __all__ = [
+    "assets",
     "capacity",
     "cassandra_release",
     "cluster_health",

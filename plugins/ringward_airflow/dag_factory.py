@@ -27,7 +27,7 @@ from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.python import BranchPythonOperator, ShortCircuitOperator
-from airflow.sdk import DAG, Asset, Param, TaskGroup
+from airflow.sdk import DAG, Asset, AssetAlias, Param, TaskGroup
 from airflow.sdk.configuration import conf
 from ringward.clusters import ClusterDeclaration, cluster_suffix, default_repair_pool, load_clusters
 from ringward.governance import RUN_DEFAULTS, SECTION
@@ -35,6 +35,7 @@ from ringward.migration import MAX_STAGED_STEPS
 from ringward.repair import load_config
 
 from ringward_airflow import governance
+from ringward_airflow.assets import MIGRATED, REPAIRED
 from ringward_airflow.governance import MigrationApprovalOperator
 from ringward_airflow.migration_base import MigrationOperator
 from ringward_airflow.migration_operators import (
@@ -458,7 +459,7 @@ def _wire(connections: _MigrationConnections, cluster: str | None) -> None:
     report = MigrationReportOperator(
         task_id="report",
         trigger_rule="none_failed_min_one_success",
-        outlets=[_migration_asset(cluster)],
+        outlets=[_migration_asset(cluster), AssetAlias(MIGRATED)],  # + cassandra://<cluster>/<keyspace>
         **connections.cluster,
     )
     verifies >> cleanup_wanted >> cleanup_approval_needed
@@ -620,7 +621,13 @@ def nightly_repair_dag(
         repair = RepairRunOperator(
             task_id="repair", config_path=config_path, pool=pool, nodetool_conn_id=nodetool_conn_id, **connections
         )
-        report = RepairReportOperator(task_id="report", config_path=config_path, trigger_rule="all_done", **connections)
+        report = RepairReportOperator(
+            task_id="report",
+            config_path=config_path,
+            trigger_rule="all_done",
+            outlets=[AssetAlias(REPAIRED)],
+            cassandra_conn_id=cassandra_conn_id,
+        )  # an event of cassandra://<cluster>/<keyspace> for each keyspace covered within gc_grace
         plan >> repair >> report
     return dag
 

@@ -13,6 +13,7 @@ the workers), which only the people running Airflow change: not a run param, not
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
@@ -31,6 +32,9 @@ from ringward.governance import (
     refuse_unpermitted_settings,
     run_settings_markdown,
 )
+
+from ringward_airflow.hooks import RingwardCassandraHook
+from ringward_airflow.metrics import emit_approval
 
 __all__ = [
     "MigrationApprovalOperator",
@@ -101,9 +105,11 @@ class MigrationApprovalOperator(ApprovalOperator):
                     f"or allows self-approval: {config_name(SELF_APPROVAL)}.",
                 )))  # fmt: skip
             self.assigned_users = approvers  # Airflow then accepts an answer only from them
+        emit_approval(context, self.task_id, datetime.now(UTC), RingwardCassandraHook.default_conn_name)  # gauge
         return super().execute(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        emit_approval(context, self.task_id, None, RingwardCassandraHook.default_conn_name)  # answered: 0
         if "error" not in event and list(event.get("chosen_options") or []) == [self.APPROVE]:
             refusal = approver_refusal(
                 _triggered_by(context), event.get("responded_by_user"), allow_self=deployment_allows(SELF_APPROVAL)

@@ -31,7 +31,7 @@ from ringward.migration import (
 )
 from ringward.migration_record import MigrationRecord, MigrationState
 from ringward.plan import MigrationPlan, build_plan
-from ringward.repair import Segment
+from ringward.repair import Segment, migration_points
 from ringward.replication import Replication
 from ringward.report import migration_report_markdown, refusal_markdown, stage_seconds
 from ringward.session_watch import await_participants
@@ -47,8 +47,10 @@ from ringward_cassandra.schema import (
     table_gc_grace,
 )
 
+from ringward_airflow.assets import MIGRATED, add_keyspace_events
 from ringward_airflow.governance import refuse_unpermitted, snapshot_wanted
 from ringward_airflow.hooks import RingwardCassandraHook
+from ringward_airflow.metrics import emit
 from ringward_airflow.migration_base import MigrationOperator, load_migration, load_record
 from ringward_airflow.migration_stages import (
     DEFAULT_PRECHECK_CHECKS,
@@ -542,6 +544,9 @@ class MigrationReportOperator(MigrationOperator):
         try:
             store = self.cassandra.ops_store()
             store.set_migration_state(record["migration_id"], str(MigrationState.done()))
+            finished_event = {"migration_id": record["migration_id"], "from": report["from"], "to": report["to"]}
+            add_keyspace_events(context, MIGRATED, self.cassandra_conn_id, [record["keyspace"]], finished_event)
+            emit(migration_points(self.cassandra_conn_id, report, finished))  # tagged metrics
             store.release_lease(lease_resource(record["keyspace"]), record.get("lease_owner") or record["migration_id"])
         finally:
             self._release()

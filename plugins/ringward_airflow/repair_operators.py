@@ -17,6 +17,7 @@ from typing import Any
 from airflow.sdk import BaseNotifier, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.observability.stats import Stats
+from ringward.assets import covered_keyspaces
 from ringward.errors import ConfigurationError, RepairError
 from ringward.repair import (
     DEFAULT_CONFIG_PATH,
@@ -24,16 +25,23 @@ from ringward.repair import (
     NightOutcome,
     NightPlan,
     NightPlanReference,
+    RecordedNight,
     RepairConfig,
     apply_run_overrides,
+    decide_alerts,
+    live_points,
     load_config,
+    nightly_points,
     plan_night,
     report_night,
     run_night,
 )
 from ringward_cassandra.ops_store import PLAN_CHUNK_ROWS
 
+from ringward_airflow.alerts import configured_notifiers, deliver, night_failed
+from ringward_airflow.assets import REPAIRED, add_keyspace_events
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
+from ringward_airflow.metrics import emit
 from ringward_airflow.repair_ports import ClusterAdapter, StoreAdapter
 from ringward_airflow.repair_runtime import current_runtime
 
@@ -226,6 +234,7 @@ class RepairRunOperator(BaseOperator):
                 runtime=runtime, still_enabled=_ConfigSwitch(self.config_path, context.get("params"), config, self.log),
                 killed=killed.is_set, log=self.log, gauge=_gauge, window_chunks=self.WINDOW_CHUNKS,
                 chunk_rows=PLAN_CHUNK_ROWS,
+                progressed=self._progressed,
             )  # fmt: skip
         finally:
             cassandra.close()
@@ -233,6 +242,9 @@ class RepairRunOperator(BaseOperator):
         if killed.is_set():
             raise AirflowException("Repair task killed: running sessions were aborted; the rest stays due.")
         return outcome.to_json()
+
+    def _progressed(self, repair_type: str, progress: Mapping[str, Any]) -> None:
+        emit(live_points(self.cassandra_conn_id, repair_type, progress))  # the tagged live metrics
 
     def on_kill(self) -> None:
         # Airflow 3.3 calls this from the SIGTERM handler and lets execute() go on. Only set the flag here:
@@ -292,6 +304,7 @@ class RepairReportOperator(BaseOperator):
         plan_task_id: str = "plan",
         repair_task_id: str = "repair",
         cassandra_conn_id: str = RingwardCassandraHook.default_conn_name,
+        alert_notifiers: Sequence[BaseNotifier] | None = None,  # None: ringward_airflow.alerts.configured_notifiers
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -299,6 +312,7 @@ class RepairReportOperator(BaseOperator):
         self.plan_task_id = plan_task_id
         self.repair_task_id = repair_task_id
         self.cassandra_conn_id = cassandra_conn_id
+        self.alert_notifiers = alert_notifiers
 
     def execute(self, context: Any) -> dict[str, Any]:
         plan = context["ti"].xcom_pull(task_ids=self.plan_task_id, key=SUMMARY_KEY)
@@ -312,13 +326,27 @@ class RepairReportOperator(BaseOperator):
             report = report_night(
                 NightPlan.from_json(plan), NightOutcome.from_json(repaired) if repaired else None, config,
                 run_id=context["run_id"], store=StoreAdapter(cassandra.ops_store()), cluster=ClusterAdapter(cassandra),
-                run_started=started, log=self.log, gauge=_gauge,
+                run_started=started, log=self.log, gauge=_gauge, recorded=lambda night: self._observed(night, context),
             )  # fmt: skip
         except RepairError as error:  # segments failed: fails the run (and fires the notifier), not retried
             raise AirflowFailException(str(error)) from None
         finally:
             cassandra.close()
         return report.to_json()
+
+    def _observed(self, night: RecordedNight, context: Any) -> None:
+        """The recorded night's tagged metrics, its alerts to the configured notifiers, and an asset event per
+        keyspace covered within gc_grace."""
+        cluster = self.cassandra_conn_id
+        emit(nightly_points(cluster, night.state, night.coverages, night.summaries, finished=night.finished,
+                            run_seconds=night.run_seconds,
+                            longest_unrepaired_seconds=night.longest_unrepaired_seconds))  # fmt: skip
+        counts = {"failed": night.failed, "postponed": night.postponed}
+        alerts = decide_alerts(cluster, night.run_id, night.state, night.statuses, counts)
+        if alerts:
+            deliver(alerts, configured_notifiers() if self.alert_notifiers is None else self.alert_notifiers, context)
+        covered = covered_keyspaces(night.statuses)
+        add_keyspace_events(context, REPAIRED, cluster, covered, {"run_id": night.run_id, "state": night.state})
 
 
 def _gauge(name: str, value: float) -> None:
@@ -335,3 +363,5 @@ class RepairFailureNotifier(BaseNotifier):
         error = context.get("exception")
         self.log.error("ringward nightly repair: task %s of run %s failed: %s", task_id, context.get("run_id"), error)
         Stats.incr(f"{METRIC_PREFIX}.failed_tasks")
+        cluster = getattr(context.get("task"), "cassandra_conn_id", RingwardCassandraHook.default_conn_name)
+        night_failed(context, cluster)  # outcome FAILED and the configured notifiers

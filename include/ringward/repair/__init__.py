@@ -6,6 +6,7 @@ The public API is exactly `__all__`; the private modules behind it may change.
 
 from __future__ import annotations
 
+from ringward.repair._alerts import NEAR_DEADLINE_SHARE, RepairAlert, decide_alerts
 from ringward.repair._backpressure import NodeBacklog, back_pressure_reason, unit_time_exceeded
 from ringward.repair._config import (
     DEFAULT_CONFIG_PATH,
@@ -51,7 +52,20 @@ from ringward.repair._headroom import (
     free_ratio,
     unchecked_headroom_note,
 )
+from ringward.repair._metrics import (
+    METRIC_SPECS,
+    NIGHT_STATES,
+    MetricPoint,
+    MetricSpec,
+    approval_points,
+    live_points,
+    migration_points,
+    nightly_points,
+    outcome_points,
+    tag_value,
+)
 from ringward.repair._night import (
+    RecordedNight,
     history_ttl_seconds,
     last_host_ids,
     live_nodes,
@@ -172,6 +186,9 @@ __all__ = [
     "DEFAULT_CONFIG_PATH",
     "DISK_SIZE_SETTING",
     "LOCAL_KEYSPACES",
+    "METRIC_SPECS",
+    "NEAR_DEADLINE_SHARE",
+    "NIGHT_STATES",
     "RECENT_RUNS",
     "REPAIR_TYPES",
     "RING_CHANGED",
@@ -192,6 +209,8 @@ __all__ = [
     "HistoryRow",
     "KeyspaceLeases",
     "LeaseRow",
+    "MetricPoint",
+    "MetricSpec",
     "NameFilter",
     "NextWindow",
     "NightLog",
@@ -211,7 +230,9 @@ __all__ = [
     "PreviewKeeper",
     "Progress",
     "RecordUpdate",
+    "RecordedNight",
     "RecordedSegment",
+    "RepairAlert",
     "RepairCommand",
     "RepairConfig",
     "RepairRun",
@@ -257,6 +278,7 @@ __all__ = [
     "allowed_parallelism",
     "apply_overrides",
     "apply_run_overrides",
+    "approval_points",
     "back_pressure_reason",
     "backoff_delay",
     "bytes_per_replica_node",
@@ -264,6 +286,7 @@ __all__ = [
     "coverage_entries",
     "coverage_records",
     "coverage_view",
+    "decide_alerts",
     "decode_segment",
     "disk_capacity",
     "disk_headroom_reason",
@@ -285,11 +308,15 @@ __all__ = [
     "last_host_ids",
     "live_metrics",
     "live_nodes",
+    "live_points",
     "load_config",
     "longest_unrepaired_seconds",
+    "migration_points",
     "needs_replan",
     "next_runnable",
     "night_types",
+    "nightly_points",
+    "outcome_points",
     "parse_bytes",
     "parse_config",
     "parse_duration",
@@ -326,6 +353,7 @@ __all__ = [
     "select_units",
     "status_config",
     "status_table",
+    "tag_value",
     "type_plan_id",
     "unchecked_headroom_note",
     "unit_time_exceeded",

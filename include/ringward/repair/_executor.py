@@ -650,7 +650,7 @@ class _BatchRun:
         self.fx.progress({
             "done": self.progress.done - self.failed - self.postponed, "failed": self.failed,
             "postponed": self.postponed, "total": self.progress.total, "running": running,
-            "sessions": len(self.running),
+            "sessions": len(self.running), "held_back": len(self.held_since),
             "waiting_for_nodes": self._waiting_for_nodes(), "per_node": self.per_node,
             "eta_seconds": self.progress.eta_seconds, "updated_at": now.isoformat(), "final": final,
         })  # fmt: skip

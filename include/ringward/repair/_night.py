@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from ringward.errors import ClusterError, RepairError
@@ -28,7 +29,7 @@ from ringward.repair._run import DueSelection, RunState, RunSummary
 from ringward.repair._scheduler import allowed_parallelism
 from ringward.repair._segments import Segment
 from ringward.repair._state import SegmentRecord, SegmentState, ring_fingerprint
-from ringward.repair._status import RecordedSegment, coverage_records, status_table
+from ringward.repair._status import RecordedSegment, RepairStatus, coverage_records, status_table
 from ringward.repair._types import TypeDue, coverage_view, history_key, joined_nodes, select_due_by_type, type_plan_id
 
 __all__ = [
@@ -232,6 +233,23 @@ def _findings_of(store: ReportStore, run_id: str, log: NightLog) -> int | None:
         return None
 
 
+@dataclass(frozen=True)
+class RecordedNight:
+    """What `report_night` recorded, for the caller's tagged metrics, alerts and asset events: the run's state,
+    each type's table coverage and segment counts, the whole plan's table statuses."""
+
+    run_id: str
+    state: str
+    coverages: Mapping[str, Sequence[RepairStatus]]
+    summaries: Mapping[str, RunSummary]
+    statuses: Sequence[RepairStatus]
+    failed: int
+    postponed: int
+    finished: datetime
+    run_seconds: float
+    longest_unrepaired_seconds: int
+
+
 def report_night(
     plan: NightPlan,
     outcome: NightOutcome | None,
@@ -243,10 +261,12 @@ def report_night(
     run_started: datetime | None,
     log: NightLog,
     gauge: Gauge,
+    recorded: Callable[[RecordedNight], None] | None = None,
 ) -> NightReport:
     """The night's report from the repair history, recorded in ringward_ops.repair_runs: run state, per-type and
     per-table coverage, CEP-37-named gauges. `outcome`: the repair task's result (None: it left none); the run's
-    duration is its `run_seconds`, else the wall time since `run_started`.
+    duration is its `run_seconds`, else the wall time since `run_started`. `recorded`: called once the run is
+    recorded, before a failure is raised (tagged metrics, alerts, asset events).
 
     Raises RepairError (after recording) when segments failed with their retries used up; postponed segments make
     the run PARTIAL without failing it. A run with the kill switch off from the start is DISABLED.
@@ -258,6 +278,7 @@ def report_night(
     whole = cluster.plan(ring, config, excluded)
     per_type: dict[str, TypeReport] = {}
     summaries: dict[str, RunSummary] = {}
+    coverages: dict[str, Sequence[RepairStatus]] = {}
     shares = outcome.repaired_shares if outcome is not None else {}
     for kind, type_plan in plan.type_plans(config.session_type).items():
         typed = config.for_type(repair_type_of(kind))
@@ -267,7 +288,7 @@ def report_night(
         if (kind == "incremental") != (config.session_type == "incremental"):  # the type's own tables
             kind_plan = cluster.plan(ring, typed, excluded)
         records = _coverage_records(kind_plan, kind_rows, own_type=kind != "full")
-        coverage = cluster.table_statuses(kind_plan, records, now, config.gc_grace_alarm)
+        coverage = coverages[kind] = cluster.table_statuses(kind_plan, records, now, config.gc_grace_alarm)
         covered = {f"{s.keyspace}.{s.table}": s.repaired_percent for s in coverage}
         per_type[kind] = TypeReport(
             repair_type_of(kind), summary.state, summary.metrics(), covered,
@@ -307,6 +328,11 @@ def report_night(
         tables={f"{s.keyspace}.{s.table}": s.repaired_percent for s in statuses},
     )
     store.record_repair_run(run_id, state.value, report.to_json(), dict(plan.config))
+    if recorded is not None:
+        recorded(RecordedNight(
+            run_id, state.value, coverages, summaries, statuses, overall.counts[SegmentState.FAILED],
+            overall.counts[SegmentState.POSTPONED], now, float(measured), int(metrics["LongestUnrepairedSec"]),
+        ))  # fmt: skip
     log.info("Run %s\n%s", overall.line(), status_table(statuses))
     for kind, kind_summary in summaries.items():
         log.info("%s: %s", kind, kind_summary.line())

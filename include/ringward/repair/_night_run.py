@@ -351,6 +351,7 @@ def run_night(
     gauge: Gauge,
     window_chunks: int,
     chunk_rows: int,
+    progressed: Callable[[str, Mapping[str, Any]], None] | None = None,
 ) -> NightOutcome:
     """Repair every type's stored plan (`reference`, in run order), one type after another in one window.
 
@@ -359,7 +360,8 @@ def run_night(
     are down). If the ring changed since the plan, what is left is planned again on the new ring. A type stopped
     early (window closed, kill or pause switch, `killed`) leaves its rest and the later types postponed. Live
     progress goes to ringward_ops.repair_progress and to the live gauges. `still_enabled`: the kill switch as the
-    configuration file says now; `killed`: whether the task was killed (its sessions are then aborted).
+    configuration file says now; `killed`: whether the task was killed (its sessions are then aborted);
+    `progressed`: each progress record too, with the repair type being run (the tagged live metrics).
     """
     night = _Night(config, run_id, store, cluster, log, window_chunks, chunk_rows)
     ring = cluster.ring()
@@ -380,12 +382,18 @@ def run_night(
         stop_requested=lambda: sessions.stop_if_killed(killed),
         log=log.info,
         held_back=back_pressure,
-        progress=lambda report: record_progress(store, run_id, report, skipped, gauge),
+        progress=lambda report: _progressed(report),
         now=runtime.now,
         sleep=runtime.sleep,
     )
     # A runtime's own session pool hands back what a preview found; the type being run says how to keep it.
     keeping: list[RepairConfig | None] = [None]
+    running_type = [config.session_type]
+
+    def _progressed(report: Mapping[str, Any]) -> None:
+        record_progress(store, run_id, report, skipped, gauge)
+        if progressed is not None:
+            progressed(running_type[0], report)
 
     def keep_finding(command: RepairCommand, found: Mapping[str, int]) -> None:
         typed = keeping[0]
@@ -415,6 +423,7 @@ def run_night(
             continue
         later = sum(e.due for e in queue[index + 1 :])  # the types after this one, for the progress total
         log.info("Repair type %s: %d segment(s) planned.", kind, entry.due)
+        running_type[0] = kind
         effects.repair = _session_of(sessions, typed)
         effects.refused = disk_guard if kind == "incremental" and disk_guard is not None else _never_refused
         keeping[0] = typed if kind == "preview" else None

@@ -1,0 +1,45 @@
+"""Asset URIs of ringward's data: `cassandra://<cluster>/<keyspace>`, one per cluster and keyspace, so a
+downstream DAG can be scheduled on "keyspace X migrated (or its nightly repair covered) on cluster Y".
+
+Pure: strings in, strings out; `ringward_airflow.assets` builds the Airflow Assets and emits their events.
+`cluster` is the cluster's name as the DAGs know it (its Cassandra connection id until clusters are declared).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Final
+
+from ringward.errors import ConfigurationError
+from ringward.repair import RepairStatus
+
+__all__ = ["SCHEME", "covered_keyspaces", "keyspace_asset_uri"]
+
+SCHEME: Final = "cassandra"
+# A URI authority: letters, digits and `- . _` (a Cassandra connection id or cluster name, not a host:port).
+_CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_KEYSPACE = re.compile(r"^[A-Za-z0-9_]+$")  # Cassandra's own rule for keyspace names
+
+
+def keyspace_asset_uri(cluster: str, keyspace: str) -> str:
+    """`cassandra://<cluster>/<keyspace>`; a name that cannot be a URI part is refused, naming the fix."""
+    if not _CLUSTER.match(cluster):
+        raise ConfigurationError(f"Cluster name {cluster!r} cannot be an asset URI's authority.",
+                                 "Name the cluster with letters, digits, '-', '.' or '_' only.")  # fmt: skip
+    if not _KEYSPACE.match(keyspace):
+        raise ConfigurationError(f"Keyspace {keyspace!r} is not a Cassandra keyspace name.",
+                                 "Pass the keyspace's name as Cassandra stores it (letters, digits, '_').")  # fmt: skip
+    return f"{SCHEME}://{cluster}/{keyspace}"
+
+
+def covered_keyspaces(statuses: Iterable[RepairStatus]) -> list[str]:
+    """Keyspaces whose every table that needs repair has all its ranges repaired within gc_grace_seconds (a
+    keyspace where nothing needs repair, RF 1 everywhere, is left out: there is no coverage to announce)."""
+    covered: dict[str, bool] = {}
+    for status in statuses:
+        if status.repaired_share is None:
+            continue
+        complete = status.repaired_share >= 1.0 and status.health != "OVERDUE"
+        covered[status.keyspace] = covered.get(status.keyspace, True) and complete
+    return sorted(keyspace for keyspace, complete in covered.items() if complete)
