@@ -393,26 +393,25 @@ def _planned(dag_id: str, run_id: str, row: MigrationRow) -> _Built:
 
 
 def _stage_progress(stage: _Stage, entries: Mapping[tuple[int, int], Any], window: Window) -> dict[str, Any]:
-    """A stage's counts and the window's rows, its journal `entries` (by range) merged in. A stage without
-    entries is all pending: no pass over its segments."""
+    """A stage's counts and the window's rows, its journal `entries` (by range) merged in: one pass over the
+    segments of a stage with entries, none over those of a stage without (all pending)."""
     total = len(stage.starts)
+    failed: list[int] = []
+    done: list[int] = []
+    others: list[int] = []  # pending, or any status but failed and done
     if entries:
-        statuses: list[Any] = [entries.get(pair) for pair in zip(stage.starts, stage.ends, strict=True)]
-        counts = Counter(e.status for e in statuses if e is not None)
-        pending = total - sum(counts.values())
-    else:
-        statuses, counts, pending = [], Counter(), total
+        for i, pair in enumerate(zip(stage.starts, stage.ends, strict=True)):
+            entry = entries.get(pair)
+            status = None if entry is None else entry.status
+            (failed if status == "failed" else done if status == "done" else others).append(i)
     if window.triage:  # what needs a look first: failed, then not done yet, then done (ring order within each)
-        start = window.offset
-        rank = {"failed": 0, "done": 2}
-        order = sorted(range(total), key=lambda i: rank.get(statuses[i].status, 1) if statuses[i] else 1) \
-            if statuses else range(total)  # fmt: skip
-        indexes: Sequence[int] = order[start : start + window.limit]
+        order: Sequence[int] = failed + others + done if entries else range(total)
+        indexes = order[window.offset : window.offset + window.limit]
     else:
         indexes = range(window.offset, min(window.offset + window.limit, total))
     rows = []
     for i in indexes:
-        entry = statuses[i] if statuses else None
+        entry = entries.get((stage.starts[i], stage.ends[i])) if entries else None
         replicas = stage.replicas[i]
         rows.append({
             "range": [stage.starts[i], stage.ends[i]], "replicas": list(replicas),
@@ -422,8 +421,8 @@ def _stage_progress(stage: _Stage, entries: Mapping[tuple[int, int], Any], windo
             "seconds": entry.seconds if entry else None,
             "detail": entry.detail if entry else "",
         })  # fmt: skip
-    return {"stage": stage.stage, "name": stage.name, "total": total, "done": counts.get("done", 0),
-            "failed": counts.get("failed", 0), "pending": pending, "ranges": rows}  # fmt: skip
+    return {"stage": stage.stage, "name": stage.name, "total": total, "done": len(done), "failed": len(failed),
+            "ranges": rows}  # fmt: skip
 
 
 def _described(step: object) -> str:
