@@ -11,11 +11,14 @@ import copy
 import json
 import os
 import threading
+import time
 from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import groupby
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from ringward.errors import RingwardError
@@ -168,24 +171,21 @@ def migration_view(
             "taken_over_by": taken_over,
         }, None  # fmt: skip
     record = found.record
-    built = _planned(dag_id, run_id, found)
+    built, key = _planned(dag_id, run_id, found)
     state = found.state
     try:
         MigrationState.parse(state)  # the record was checked when its plan was built; the state is checked each time
     except RingwardError as error:
         raise StoredStateError(f"Migration {found.migration_id} (ringward_ops.migrations): {error.problem}",
                                error.fix) from error  # fmt: skip
-    journal = _stored("migration_journal", lambda: store.journal_of(found.migration_id))
-    by_stage: dict[str, dict[tuple[int, int], Any]] = {}
-    for entry in journal:
-        by_stage.setdefault(entry.step, {})[entry.range.start, entry.range.end] = entry
+    journal = _journal_state(key, built, lambda: store.journal_of(found.migration_id))
     altered = _altered_steps(state, len(built.steps))
     if window.triage:  # the page's window: the same page of every list, clamped to the longest list's last page
         longest = max([len(built.ranges), *(len(stage.starts) for step in built.steps for stage in step.stages)])
         window = replace(window, offset=window.start(longest))
     progress = []
     for step in built.steps:
-        stages = [_stage_progress(stage, by_stage.get(stage.stage, {}), window) for stage in step.stages]
+        stages = [_stage_progress(stage, journal.get(stage.stage), window) for stage in step.stages]
         progress.append({
             "index": step.index, "count": step.count, "before": step.before, "after": step.after,
             "after_shown": step.after_shown, "altered": step.index <= altered, "stages": stages,
@@ -202,7 +202,7 @@ def migration_view(
         "stored_steps_shown": [_described(s) for s in record.get("steps", [])],
         "summary": record.get("summary", ""),
         "affected_ranges": built.affected, "total_ranges": built.total,
-        "findings": list(built.findings),
+        "findings": [_finding_window(f, window) for f in built.findings],
         "window": {"offset": window.offset, "limit": window.limit},
         "ranges_total": len(built.ranges),
         "ranges": built.ranges.rows(built.ranges.window(window)),
@@ -215,7 +215,7 @@ def migration_view(
 
 # -- the migration's plan, built once per stored record ------------------------------------------------------
 
-JSON_ROWS = 1000  # rows of each list of ranges per JSON response (?offset=&limit=, limit at most this)
+JSON_ROWS = 500  # rows of each list per JSON response (?offset=&limit=, limit at most this): 1 MB at 1000 x 256
 PLACEMENT_ARCS = 720  # the placement picture draws a larger plan as this many arcs per ring (runs of ranges)
 PLANS_KEPT = 2  # built plans kept in memory (about 40 MB each at 1000 nodes x 256 tokens)
 
@@ -357,14 +357,14 @@ def _record_key(dag_id: str, run_id: str, row: MigrationRow) -> tuple[str, ...]:
     return dag_id, run_id, row.migration_id, json.dumps(rest, sort_keys=True, default=str), ring_text
 
 
-def _planned(dag_id: str, run_id: str, row: MigrationRow) -> _Built:
-    """The record's built plan: built once (by one request; others asking for it meanwhile wait for that one
-    build rather than start their own), then kept while it is one of the `PLANS_KEPT` latest used."""
+def _planned(dag_id: str, run_id: str, row: MigrationRow) -> tuple[_Built, tuple[str, ...]]:
+    """(the record's built plan, its key): built once (by one request; others asking for it meanwhile wait for
+    that one build rather than start their own), then kept while it is one of the `PLANS_KEPT` latest used."""
     key = _record_key(dag_id, run_id, row)
     with _PLANS_LOCK:
         if key in _PLANS:
             _PLANS.move_to_end(key)
-            return _PLANS[key]
+            return _PLANS[key], key
         building = _BUILDING.get(key)
         mine = building is None
         if building is None:
@@ -374,7 +374,7 @@ def _planned(dag_id: str, run_id: str, row: MigrationRow) -> _Built:
         if building.error is not None:
             raise copy.copy(building.error) from building.error
         assert building.built is not None
-        return building.built
+        return building.built, key
     try:
         COLD_BUILDS[row.migration_id] += 1
         building.built = _build(row)
@@ -382,7 +382,7 @@ def _planned(dag_id: str, run_id: str, row: MigrationRow) -> _Built:
             _PLANS[key] = building.built
             while len(_PLANS) > PLANS_KEPT:
                 _PLANS.popitem(last=False)
-        return building.built
+        return building.built, key
     except BaseException as error:
         building.error = error
         raise
@@ -392,18 +392,72 @@ def _planned(dag_id: str, run_id: str, row: MigrationRow) -> _Built:
         building.done.set()
 
 
-def _stage_progress(stage: _Stage, entries: Mapping[tuple[int, int], Any], window: Window) -> dict[str, Any]:
-    """A stage's counts and the window's rows, its journal `entries` (by range) merged in: one pass over the
-    segments of a stage with entries, none over those of a stage without (all pending)."""
-    total = len(stage.starts)
+def _finding_window(finding: dict[str, Any], window: Window) -> dict[str, Any]:
+    """A finding with the window's share of the ranges it names (a fleet's plan may name 256,000), and their count."""
+    ranges = finding.get("ranges") or []
+    first = 0 if window.triage else window.offset
+    return {**finding, "ranges": ranges[first : first + window.limit], "ranges_total": len(ranges)}
+
+
+@dataclass(frozen=True)
+class _StageJournal:
+    """A stage's journal: its entries by range end, and its segments' indexes by what their entry says."""
+
+    entries: dict[int, Any]
+    failed: list[int]
+    others: list[int]  # pending, or any status but failed and done
+    done: list[int]
+
+
+JOURNAL_TTL = 10.0  # seconds a large journal's reading is reused (the Migration page reloads every 10 s)
+JOURNAL_CACHED_FROM = 10_000  # entries: a smaller journal is read for every request
+_JOURNALS: dict[tuple[str, ...], tuple[float, dict[str, _StageJournal]]] = {}  # record key -> (read at, journal)
+_clock = time.monotonic
+
+
+def _journal_state(key: tuple[str, ...], built: _Built, read: Callable[[], list[Any]]) -> dict[str, _StageJournal]:
+    """The migration's journal by stage. A large one (a fleet's: 256,000 entries a stage) is read and sorted at
+    most once per `JOURNAL_TTL` for every viewer of the run (the route has checked the viewer may read it; the
+    key is the record's, its DAG and run included): its progress is then up to that old."""
+    now = _clock()
+    with _PLANS_LOCK:
+        kept = _JOURNALS.get(key)
+    if kept is not None and now - kept[0] < JOURNAL_TTL:
+        return kept[1]
+    journal = _stored("migration_journal", read)
+    # stage -> range end -> entry (a stage's segments do not overlap: their ends differ; the start is checked)
+    by_stage: dict[str, dict[int, Any]] = {}
+    for step_name, entries in groupby(journal, key=attrgetter("step")):  # stored in (stage, range) order
+        by_stage.setdefault(step_name, {}).update({e.range.end: e for e in entries})
+    state = {stage.stage: _stage_journal(stage, by_stage.get(stage.stage, {}))
+             for step in built.steps for stage in step.stages}  # fmt: skip
+    with _PLANS_LOCK:
+        for old in [k for k, (at, _) in _JOURNALS.items() if now - at >= JOURNAL_TTL or k not in _PLANS]:
+            del _JOURNALS[old]
+        if len(journal) >= JOURNAL_CACHED_FROM:
+            _JOURNALS[key] = (now, state)
+    return state
+
+
+def _stage_journal(stage: _Stage, entries: dict[int, Any]) -> _StageJournal:
+    """One pass over the segments of a stage with entries; none over those of a stage without (all pending)."""
     failed: list[int] = []
     done: list[int] = []
-    others: list[int] = []  # pending, or any status but failed and done
+    others: list[int] = []
     if entries:
-        for i, pair in enumerate(zip(stage.starts, stage.ends, strict=True)):
-            entry = entries.get(pair)
-            status = None if entry is None else entry.status
+        get, starts = entries.get, stage.starts
+        for i, end in enumerate(stage.ends):
+            entry = get(end)
+            status = None if entry is None or entry.range.start != starts[i] else entry.status
             (failed if status == "failed" else done if status == "done" else others).append(i)
+    return _StageJournal(entries, failed, others, done)
+
+
+def _stage_progress(stage: _Stage, journal: _StageJournal | None, window: Window) -> dict[str, Any]:
+    """A stage's counts and the window's rows, its journal merged in."""
+    total = len(stage.starts)
+    entries = journal.entries if journal else {}
+    failed, others, done = (journal.failed, journal.others, journal.done) if journal else ([], [], [])
     if window.triage:  # what needs a look first: failed, then not done yet, then done (ring order within each)
         order: Sequence[int] = failed + others + done if entries else range(total)
         indexes = order[window.offset : window.offset + window.limit]
@@ -411,7 +465,8 @@ def _stage_progress(stage: _Stage, entries: Mapping[tuple[int, int], Any], windo
         indexes = range(window.offset, min(window.offset + window.limit, total))
     rows = []
     for i in indexes:
-        entry = entries.get((stage.starts[i], stage.ends[i])) if entries else None
+        entry = entries.get(stage.ends[i]) if entries else None
+        entry = entry if entry is not None and entry.range.start == stage.starts[i] else None
         replicas = stage.replicas[i]
         rows.append({
             "range": [stage.starts[i], stage.ends[i]], "replicas": list(replicas),
