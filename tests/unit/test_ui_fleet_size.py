@@ -51,7 +51,7 @@ BODY_LIMIT = 2_000_000  # bytes per response
 MIGRATION = f"/ringward/migration/keyspace_migration/{RUN_ID}"
 MIGRATION_JSON = f"/ringward/api/migration/keyspace_migration/{RUN_ID}"
 ROUTES = [
-    MIGRATION, f"{MIGRATION}?page=700", MIGRATION_JSON, f"{MIGRATION_JSON}?offset=255000&limit=1000",
+    MIGRATION, f"{MIGRATION}?page=700", MIGRATION_JSON, f"{MIGRATION_JSON}?offset=255000&limit=500",
     f"{MIGRATION_JSON}/placement.svg",
     "/ringward/repair", "/ringward/repair?page=20", "/ringward/api/repair", "/ringward/api/repair/coverage.svg",
     "/ringward/cluster", "/ringward/cluster?page=5", "/ringward/api/cluster", "/ringward/api/cluster/ring.svg",

@@ -37,7 +37,7 @@ from ringward.replication import Replication
 from ringward.ring import Ring
 from ringward.ring_sources import load_ring_file, ring_to_json
 from ringward_airflow.ui.source import ConnectionInfo, NodeInfo, RunInfo, TaskTiming
-from ringward_airflow.ui.views import PLACEMENT_ARCS
+from ringward_airflow.ui.views import JSON_ROWS, PLACEMENT_ARCS
 from ringward_cassandra.cluster_repairs import ClusterRepairPlan
 from ringward_cassandra.ops_store import JournalEntry, MigrationRow, RepairHistoryRow, RepairRunRow, SwitchEvent
 
@@ -1034,8 +1034,8 @@ def test_the_migration_json_pages_through_every_range_and_journal_entry(
 
 @pytest.mark.parametrize(
     ("query", "named"),
-    [("limit=0", "limit=0 is out of range: it must be from 1 to 1000"),
-     ("limit=1001", "limit=1001 is out of range: it must be from 1 to 1000"),
+    [("limit=0", f"limit=0 is out of range: it must be from 1 to {JSON_ROWS}"),
+     (f"limit={JSON_ROWS + 1}", f"limit={JSON_ROWS + 1} is out of range: it must be from 1 to {JSON_ROWS}"),
      ("offset=-1", "offset=-1 is out of range: it must be from 0 to 10000000"),
      ("offset=10000001", "offset=10000001 is out of range: it must be from 0 to 10000000")],
 )  # fmt: skip
