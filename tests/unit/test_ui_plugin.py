@@ -1096,7 +1096,7 @@ def test_repair_tables_are_paged_with_their_picture(client: tuple[Any, FakeSourc
                                                                             for i in range(450)}})  # fmt: skip
     page = test_client.get("/ringward/repair", headers=admin).text
     assert "tables 1&ndash;200 of 450" in page and "page 1 of 3" in page
-    assert page.count("<tr><td>app.t") == 200 and page.count("class='bar'") == 200
+    assert page.count("<tr><td>app.t") == 200 and page.count("<rect class='bar'") == 200
     second = test_client.get("/ringward/repair?page=2", headers=admin).text
     assert "tables 201&ndash;400 of 450" in second and "<td>app.t200</td>" in second and "app.t199<" not in second
     svg = test_client.get("/ringward/api/repair/coverage.svg?page=3", headers=admin).text
