@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypeVar
 
 from ringward import _svg
 from ringward.plan import MigrationPlan
 from ringward.ring import Ring, TokenRange
 
 __all__ = ["REPAIR_BUCKETS", "render_placement_svg", "render_repair_svg", "xml_text"]
+
+T = TypeVar("T")
 
 xml_text = _svg.xml_text  # text from anywhere, as SVG element content
 
@@ -33,9 +36,14 @@ _LABEL_LIMIT = 64  # above this many ranges per-range labels are left to the hov
 _LABEL_GAP = 9.0  # degrees between two labels outside the ring
 
 
-def render_placement_svg(plan: MigrationPlan) -> str:
-    """Two rings, before and after, each range an arc coloured by its replica set."""
+def render_placement_svg(plan: MigrationPlan, *, max_arcs: int | None = None) -> str:
+    """Two rings, before and after, each range an arc coloured by its replica set.
+
+    `max_arcs`: above this many ranges the picture is drawn in at most that many arcs per ring, each a run of
+    neighbouring ranges (`_placement_summary_svg`): its size stays bounded whatever the ring's."""
     changes = plan.ranges
+    if max_arcs is not None and len(changes) > max_arcs:
+        return _placement_summary_svg(plan, max_arcs)
     colours = _set_colours([c.old for c in changes] + [c.new for c in changes])
     names = _svg.short_names(sorted({a for c in changes for a in (*c.old, *c.new)}))
     width, top = 1160, 90
@@ -74,6 +82,66 @@ def render_placement_svg(plan: MigrationPlan) -> str:
     body.append(_svg.text(40, nodes_row, "nodes: " + _node_list(plan, names), size=12, anchor="start"))
     height = int(nodes_row + 30)
     return _svg.document(width, height, body)
+
+
+def ring_runs(items: Sequence[T], count: int) -> list[Sequence[T]]:
+    """`items` (in ring order) cut into at most `count` runs of neighbours, of sizes differing by one at most."""
+    count = max(1, min(count, len(items)))
+    bounds = [len(items) * i // count for i in range(count + 1)]
+    return [items[bounds[i] : bounds[i + 1]] for i in range(count)]
+
+
+def run_range(first: TokenRange, last: TokenRange) -> TokenRange:
+    """The token range from the start of `first` to the end of `last` (neighbours in ring order)."""
+    return TokenRange(first.start, last.end)
+
+
+_SUMMARY_LEGEND_NODES = 40  # nodes named under a summary picture; the rest are counted
+
+
+def _placement_summary_svg(plan: MigrationPlan, max_arcs: int) -> str:
+    """The placement of a large ring: each arc a run of neighbouring ranges, before in the neutral colour, after
+    shaded by the share of its ranges whose replicas change (the tooltip gives the counts)."""
+    width, top = 1160, 90
+    runs = ring_runs(plan.ranges, max_arcs)
+    body = [
+        _svg.text(width / 2, 28, f"{plan.keyspace}: {_title(plan)}", size=17, extra="font-weight='bold'"),
+        _svg.text(width / 2, 54, _subtitle(plan), size=13, extra=f"fill='{'#2b7a2b' if plan.safe else _MOVED}'"),
+    ]
+    cy = top + 220.0
+    rings = ((260.0, "before", plan.ring, plan.old.describe()),
+             (870.0, "after", plan.ring_after or plan.ring, plan.new.describe()))  # fmt: skip
+    for cx, side, ring, caption in rings:
+        for run in runs:
+            arc = run_range(run[0].range, run[-1].range)
+            moved = sum(1 for change in run if change.gained or change.lost)
+            share = moved / len(run)
+            fill = _svg.PALETTE[0] if side == "before" else _MOVED
+            opacity = 0.8 if side == "before" else 0.15 + 0.85 * share
+            title = f"{arc}: {len(run)} ranges, {moved} of them change replicas"
+            body.append(_svg.path(_svg.donut_segment(cx, cy, 110, 170, arc), css_class="arc", fill=fill, title=title,
+                                  extra=f"fill-opacity='{opacity:.2f}' stroke='white' stroke-width='0.5'"))  # fmt: skip
+        body.append(_svg.text(cx, cy - 8, side, size=20, extra="font-weight='bold' fill='#333'"))
+        body.append(_svg.text(cx, cy + 16, f"{len(ring.nodes)} nodes", size=12, extra="fill='#666'"))
+        body.append(_svg.text(cx, cy + 235, caption, size=12, extra="fill='#333'"))
+    legend_top = cy + 270
+    per_arc = f"{len(plan.ranges) // len(runs)}" + ("" if len(plan.ranges) % len(runs) == 0 else "-" +
+                                                     str(len(plan.ranges) // len(runs) + 1))  # fmt: skip
+    shading = f"after: the darker, the more of the arc's ranges change replicas ({len(plan.affected)} of " \
+        f"{plan.total_ranges})"  # fmt: skip
+    body.append(_svg.legend_row(40, legend_top, _MOVED, shading))
+    body.append(_svg.text(40, legend_top + 26, f"{plan.total_ranges} ranges drawn as {len(runs)} arcs of {per_arc} "
+                          "neighbouring ranges each: the page's range list has each range's replicas", size=12,
+                          anchor="start"))  # fmt: skip
+    nodes = sorted({n.address: n for r in (plan.ring, plan.ring_after) if r for n in r.nodes}.items())
+    named = [f"{a} {n.datacenter}/{n.rack}" for a, n in nodes[:_SUMMARY_LEGEND_NODES]]
+    if len(nodes) > _SUMMARY_LEGEND_NODES:
+        named.append(f"and {len(nodes) - _SUMMARY_LEGEND_NODES} more")
+    lines = [",  ".join(named[i : i + 6]) for i in range(0, len(named), 6)]
+    for i, line in enumerate(lines):
+        body.append(_svg.text(40, legend_top + 52 + 20 * i, ("nodes: " if i == 0 else "") + line, size=12,
+                              anchor="start"))  # fmt: skip
+    return _svg.document(width, int(legend_top + 80 + 20 * len(lines)), body)
 
 
 def render_repair_svg(entries: Sequence[tuple[TokenRange, float | None]], *, title: str) -> str:

@@ -76,3 +76,45 @@ def test_repair_picture_colours_ranges_by_age_bucket() -> None:
 def test_repair_picture_escapes_its_title() -> None:
     svg = render_repair_svg([(TokenRange(0, 10), 0.2)], title="a < b & c")
     assert "a < b & c" in texts(svg)
+
+
+def _many_node_ring(nodes: int, tokens: int, *, down: str | None = None) -> Ring:
+    step = 2**64 // (nodes * tokens)
+    return Ring.of(
+        Node(f"10.0.{i // 200}.{i % 200 + 1}", f"dc{i % 2 + 1}", "r1",
+             tuple(-(2**63) + 1 + step * (i + nodes * t) for t in range(tokens)),
+             state="DN" if f"10.0.{i // 200}.{i % 200 + 1}" == down else "UN")
+        for i in range(nodes)
+    )  # fmt: skip
+
+
+def test_a_large_placement_is_drawn_in_at_most_max_arcs_per_ring_and_counts_every_range() -> None:
+    ring = _many_node_ring(60, 16)  # 960 ranges
+    plan = build_plan(ring, Replication.network_topology({"dc1": 2}),
+                      Replication.network_topology({"dc1": 2, "dc2": 1}), keyspace="big")  # fmt: skip
+    assert plan.total_ranges == 960
+    svg = render_placement_svg(plan, max_arcs=100)
+    arcs = paths(svg, "arc")
+    assert len(arcs) == 2 * 100  # before and after
+    counted = [int(a.findtext(f"{SVG}title", "").split(": ")[1].split(" ranges")[0]) for a in arcs[:100]]
+    assert sum(counted) == 960 and set(counted) <= {9, 10}  # runs of neighbours, sizes differing by one at most
+    moved = [int(a.findtext(f"{SVG}title", "").split("ranges, ")[1].split(" of them")[0]) for a in arcs[100:]]
+    assert sum(moved) == len(plan.affected)
+    labels = " ".join(texts(svg))
+    assert "960 ranges drawn as 100 arcs of 9-10 neighbouring ranges" in labels and "and 20 more" in labels
+    assert len(paths(render_placement_svg(plan), "arc")) == 2 * 960  # no bound asked: one arc per range
+
+
+def test_a_large_ring_is_drawn_in_at_most_max_arcs_with_a_capped_legend_down_nodes_first() -> None:
+    from ringward.ring_picture import render_ring_svg
+
+    ring = _many_node_ring(300, 8, down="10.0.1.50")  # 2,400 ranges
+    svg = render_ring_svg(ring, title="t", max_arcs=240, max_legend=10)
+    arcs = paths(svg, "arc")
+    assert len(arcs) == 240
+    assert sum(int(a.findtext(f"{SVG}title", "").split(": ")[1].split(" primary")[0]) for a in arcs) == 2400
+    assert sum(1 for a in arcs if a.get("fill") == "#c7c7c7") == 8  # the down node's 8 ranges, one per arc here
+    labels = texts(svg)
+    assert labels[3].split()[1:3] == ["10.0.1.50", "dc2/r1"] and " DN " in labels[3]  # the down node first
+    assert sum(1 for t in labels if " tokens)" in t) == 10 and "and 290 more nodes" in " ".join(labels)
+    assert len(paths(render_ring_svg(ring, title="t"), "arc")) == 2400  # no bound asked: one arc per range

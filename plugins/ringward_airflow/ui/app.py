@@ -50,9 +50,11 @@ from ringward_airflow.ui.source import (
 )
 from ringward_airflow.ui.style import THEME_SCRIPT_HASH
 from ringward_airflow.ui.views import (
+    JSON_ROWS,
     REPAIR_DAG,
     RunAccess,
     StoredStateError,
+    Window,
     cluster_view,
     migration_view,
     repair_view,
@@ -303,24 +305,39 @@ def create_app(source_factory: Callable[[Request], Source] = viewer_source) -> F
         src: SourceDep,
         access: RunAccessDep,
         hosts: ConnectionReaderDep,
-        page: Annotated[int, Query(ge=1)] = 1,
+        page: Annotated[int, Query()] = 1,
     ) -> Any:
+        window = _page_window(page)
+
         def build() -> Any:
-            data, svg = migration_view(src, dag_id, run_id, access=access)
-            return HTMLResponse(pages.migration_page(data, svg, page=page))
+            data, svg = migration_view(src, dag_id, run_id, access=access, window=window)
+            return HTMLResponse(pages.migration_page(data, svg))
 
         return guarded(build, f"Migration of run {run_id}", as_json=False, hosts_shown=hosts, root="../../")
 
     @app.get("/api/migration/{dag_id}/{run_id}", dependencies=MIGRATION_READ)
-    def migration_json(dag_id: str, run_id: str, src: SourceDep, access: RunAccessDep, hosts: ConnectionReaderDep
-                       ) -> Any:  # fmt: skip
-        return guarded(lambda: JSONResponse(_jsonable(migration_view(src, dag_id, run_id, access=access)[0])), "",
-                       as_json=True, hosts_shown=hosts)  # fmt: skip
+    def migration_json(
+        dag_id: str,
+        run_id: str,
+        src: SourceDep,
+        access: RunAccessDep,
+        hosts: ConnectionReaderDep,
+        offset: Annotated[int, Query()] = 0,
+        limit: Annotated[int, Query()] = JSON_ROWS,
+    ) -> Any:
+        """The migration's data; each list of ranges (the plan's, each repair stage's) from row `offset`, at
+        most `limit` rows, in ring order (`ranges_total` and each stage's `total` count them all)."""
+        window = _json_window(offset, limit)
+        return guarded(lambda: JSONResponse(_jsonable(migration_view(src, dag_id, run_id, access=access,
+                                                                     window=window)[0])),
+                       "", as_json=True, hosts_shown=hosts)  # fmt: skip
 
     @app.get("/api/migration/{dag_id}/{run_id}/placement.svg", dependencies=MIGRATION_READ)
     def migration_svg(dag_id: str, run_id: str, src: SourceDep, hosts: ConnectionReaderDep) -> Any:
         def build() -> Any:
-            _, svg = migration_view(src, dag_id, run_id, access=RunAccess(xcoms=False, task_instances=False))
+            _, svg = migration_view(
+                src, dag_id, run_id, access=RunAccess(xcoms=False, task_instances=False), window=Window(limit=0)
+            )  # the picture only: no rows
             if svg is None:
                 raise HTTPException(404, f"No ringward migration is recorded for run {run_id} of {dag_id}.")
             return Response(svg, media_type=SVG)
@@ -330,21 +347,30 @@ def create_app(source_factory: Callable[[Request], Source] = viewer_source) -> F
     # -- repair ---------------------------------------------------------------------------------------
     # The repair page reads what the nightly repair stored (its reports and live progress): no planning, no
     # history scan, so the page's 15 s reload costs a few small reads whatever the cluster's size.
+    # Its lists of tables are paged (?page=N; the JSON: ?offset=&limit=).
     @app.get("/repair", response_class=HTMLResponse, dependencies=REPAIR_READ)
-    def repair_html(src: SourceDep, hosts: ConnectionReaderDep) -> Any:
+    def repair_html(src: SourceDep, hosts: ConnectionReaderDep, page: Annotated[int, Query()] = 1) -> Any:
+        window = _page_window(page)
+
         def build() -> Any:
-            data, svg = repair_view(src)
+            data, svg = repair_view(src, window)
             return HTMLResponse(pages.repair_page(data, svg))
 
         return guarded(build, "Nightly subrange repair", as_json=False, hosts_shown=hosts)
 
     @app.get("/api/repair", dependencies=REPAIR_READ)
-    def repair_json(src: SourceDep, hosts: ConnectionReaderDep) -> Any:
-        return guarded(lambda: JSONResponse(_jsonable(repair_view(src)[0])), "", as_json=True, hosts_shown=hosts)
+    def repair_json(src: SourceDep, hosts: ConnectionReaderDep, offset: Annotated[int, Query()] = 0,
+                    limit: Annotated[int, Query()] = JSON_ROWS) -> Any:  # fmt: skip
+        window = _json_window(offset, limit)
+        return guarded(lambda: JSONResponse(_jsonable(repair_view(src, window)[0])), "", as_json=True,
+                       hosts_shown=hosts)  # fmt: skip
 
     @app.get("/api/repair/coverage.svg", dependencies=REPAIR_READ)
-    def repair_svg(src: SourceDep, hosts: ConnectionReaderDep) -> Any:
-        return guarded(lambda: Response(repair_view(src)[1], media_type=SVG), "", as_json=True, hosts_shown=hosts)
+    def repair_svg(src: SourceDep, hosts: ConnectionReaderDep, page: Annotated[int, Query()] = 1) -> Any:
+        """The tables of the Repair page's page `page` (the picture it inlines)."""
+        window = _page_window(page)
+        return guarded(lambda: Response(repair_view(src, window)[1], media_type=SVG), "", as_json=True,
+                       hosts_shown=hosts)  # fmt: skip
 
     @app.post("/api/repair/switch", dependencies=REPAIR_EDIT)
     def repair_switch(
@@ -381,23 +407,52 @@ def create_app(source_factory: Callable[[Request], Source] = viewer_source) -> F
         return guarded(build, "", as_json=True, hosts_shown=hosts)
 
     # -- cluster --------------------------------------------------------------------------------------
+    # Its list of nodes is paged (?page=N; the JSON: ?offset=&limit=); its ring picture is bounded in size.
     @app.get("/cluster", response_class=HTMLResponse, dependencies=CLUSTER_READ)
-    def cluster_html(src: SourceDep) -> Any:
+    def cluster_html(src: SourceDep, page: Annotated[int, Query()] = 1) -> Any:
+        window = _page_window(page)
+
         def build() -> Any:
-            data, svg = cluster_view(src)
+            data, svg = cluster_view(src, window)
             return HTMLResponse(pages.cluster_page(data, svg))
 
         return guarded(build, "Cluster", as_json=False, hosts_shown=True)  # CLUSTER_READ: reads the connection
 
     @app.get("/api/cluster", dependencies=CLUSTER_READ)
-    def cluster_json(src: SourceDep) -> Any:
-        return guarded(lambda: JSONResponse(_jsonable(cluster_view(src)[0])), "", as_json=True, hosts_shown=True)
+    def cluster_json(src: SourceDep, offset: Annotated[int, Query()] = 0, limit: Annotated[int, Query()] = JSON_ROWS
+                     ) -> Any:  # fmt: skip
+        window = _json_window(offset, limit)
+        return guarded(lambda: JSONResponse(_jsonable(cluster_view(src, window)[0])), "", as_json=True,
+                       hosts_shown=True)  # fmt: skip
 
     @app.get("/api/cluster/ring.svg", dependencies=CLUSTER_READ)
     def cluster_svg(src: SourceDep) -> Any:
         return guarded(lambda: Response(cluster_view(src)[1], media_type=SVG), "", as_json=True, hosts_shown=True)
 
     return app
+
+
+MAX_PAGE = 10_000  # pages of a list: 2,000,000 rows at the pages' 200 rows a page
+MAX_OFFSET = 10_000_000  # the JSON's first row: beyond any ring's ranges
+
+
+def _bounded(name: str, value: int, low: int, high: int) -> None:
+    """Refuse a query parameter outside [low, high], naming the range (422: the request, not the server)."""
+    if not low <= value <= high:
+        raise HTTPException(422, f"Query parameter {name}={value} is out of range: it must be from {low} to {high}.")
+
+
+def _page_window(page: int) -> Window:
+    """The rows of a page's page `page` (1 the first; past the last: the last); refused out of range."""
+    _bounded("page", page, 1, MAX_PAGE)
+    return Window(offset=(page - 1) * pages.PAGE_ROWS, limit=pages.PAGE_ROWS, triage=True)
+
+
+def _json_window(offset: int, limit: int) -> Window:
+    """`limit` rows from row `offset` of each list of a JSON response; refused out of range."""
+    _bounded("offset", offset, 0, MAX_OFFSET)
+    _bounded("limit", limit, 1, JSON_ROWS)
+    return Window(offset=offset, limit=limit)
 
 
 def _jsonable(value: Any) -> Any:

@@ -19,6 +19,7 @@ from ringward_airflow.ui.formats import (
     humanize_replications,
 )
 from ringward_airflow.ui.style import STYLESHEET, THEME_SCRIPT, state_class
+from ringward_airflow.ui.views import JSON_ROWS
 
 __all__ = ["cluster_page", "error_page", "migration_page", "repair_page"]
 
@@ -94,6 +95,15 @@ PAGE_ROWS = 200  # rows of each list of ranges per page (?page=N): a 48-node x 2
 INLINE_SVG_CHARS = 256_000  # a larger picture is linked (<img>), not inlined: 12,288 ranges draw 11 MB of SVG
 
 
+def _list_pager(offset: int, total: int, what: str) -> str:
+    """Which rows of a list of `total` a page shows, with links to the other pages (nothing for one page)."""
+    pages = max(1, -(-total // PAGE_ROWS))
+    if pages <= 1:
+        return ""
+    start, end = _window(total, offset // PAGE_ROWS + 1)
+    return f"<p class='muted'>{_shown(start, end, total, what)}</p>" + _pager(offset // PAGE_ROWS + 1, pages)
+
+
 def _pager(page: int, pages: int) -> str:
     """Links to the first, previous, next and last page of the range lists (relative: the page keeps its URL)."""
     if pages <= 1:
@@ -122,8 +132,9 @@ def error_page(title: str, problem: str, *, root: str = "") -> str:
     return _page(title, body, root=root)
 
 
-def migration_page(data: dict[str, Any], svg: str | None, *, page: int = 1) -> str:
-    """The page; its lists of ranges show `PAGE_ROWS` rows of page `page` each (the JSON has every row)."""
+def migration_page(data: dict[str, Any], svg: str | None) -> str:
+    """The page; its lists of ranges show the rows of the view's window (one page of `PAGE_ROWS`, failed and
+    pending first), the counts are of every row (the JSON pages through every row)."""
     title = f"ringward migration/{data['dag_id']}/{data['run_id']}"
     if not data["found"]:
         message = escape(data["message"])
@@ -132,9 +143,9 @@ def migration_page(data: dict[str, Any], svg: str | None, *, page: int = 1) -> s
             message += f" <a href='{escape(href)}' id='taken-over'>{escape(data['taken_over_by'])}</a>"
         body = f"<h1>Migration of run {escape(data['run_id'])}</h1><div class='msg' id='error'>{message}</div>"
         return _page(title, body, root="../../")
-    lists = [len(data["ranges"])] + [len(stage["ranges"]) for step in data["steps"] for stage in step["stages"]]
+    lists = [data["ranges_total"]] + [stage["total"] for step in data["steps"] for stage in step["stages"]]
     pages = max(1, -(-max(lists) // PAGE_ROWS))
-    page = min(max(page, 1), pages)
+    page = data["window"]["offset"] // PAGE_ROWS + 1
     verdict = "<span class='ok'>safe</span>" if data["safe"] else "<span class='bad'>refused as a single step</span>"
     parts = [
         f"<h1>Migration of <span id='keyspace'>{escape(data['keyspace'])}</span>: "
@@ -165,12 +176,11 @@ def migration_page(data: dict[str, Any], svg: str | None, *, page: int = 1) -> s
             parts.append(f"<p class='stage' data-stage='{escape(stage['stage'])}'>{escape(stage['name'])}: "
                          f"<b>{stage['done']}/{stage['total']}</b> ranges done, {stage['failed']} failed</p>"
                          + _bar(pct))  # fmt: skip
-            # What needs a look first: failed, then not done yet, then done (ring order within each).
-            ordered = sorted(stage["ranges"], key=lambda r: {"failed": 0, "done": 2}.get(r["status"], 1))
-            start, end = _window(len(ordered), page)
+            # The view's window: what needs a look first, failed, then not done yet, then done (ring order within).
+            start, end = _window(stage["total"], page)
             rows = [[_range(r["range"]), _e(r["replicas"]), _state(r["status"]), _e(r["coordinator"]),
-                     _e(r["attempts"]), _took(r["seconds"]), _e(r["detail"])] for r in ordered[start:end]]  # fmt: skip
-            summary = _shown(start, end, len(ordered), "ranges") + (", failed and pending first" if pages > 1 else "")
+                     _e(r["attempts"]), _took(r["seconds"]), _e(r["detail"])] for r in stage["ranges"]]  # fmt: skip
+            summary = _shown(start, end, stage["total"], "ranges") + (", failed and pending first" if pages > 1 else "")
             parts.append(f"<details><summary>{summary}</summary>" + _table(
                 ["range", "replicas", "status", "coordinator", "attempts", "took", "detail"], rows,
                 tid=f"journal-{stage['stage'].replace(':', '-')}") + "</details>")  # fmt: skip
@@ -182,18 +192,18 @@ def migration_page(data: dict[str, Any], svg: str | None, *, page: int = 1) -> s
     else:
         parts.append("<h2>Cleanup</h2><p id='cleanup'>not run yet</p>")
     parts.append("<h2>Ranges</h2>")
-    affected = [r for r in data["ranges"] if r["gained"] or r["lost"]]
-    shown = affected + [r for r in data["ranges"] if not (r["gained"] or r["lost"])]
-    start, end = _window(len(shown), page)
-    parts.append(f"<p id='ranges-shown'>{_shown(start, end, len(shown), 'ranges')}, affected first</p>"
+    shown = data["ranges"]  # the window, affected first
+    start, end = _window(data["ranges_total"], page)
+    parts.append(f"<p id='ranges-shown'>{_shown(start, end, data['ranges_total'], 'ranges')}, affected first</p>"
                  + _pager(page, pages))  # fmt: skip
-    rows = [[_range(r["range"]), _e(r["old"]), _e(r["new"]), _e(r["gained"]), _e(r["lost"])] for r in shown[start:end]]
-    classes = ["affected" if r["gained"] or r["lost"] else "" for r in shown[start:end]]
+    rows = [[_range(r["range"]), _e(r["old"]), _e(r["new"]), _e(r["gained"]), _e(r["lost"])] for r in shown]
+    classes = ["affected" if r["gained"] or r["lost"] else "" for r in shown]
     parts.append(_table(["range", "old replicas", "new replicas", "gained", "lost"], rows, row_classes=classes,
                         tid="ranges"))  # fmt: skip
     if pages > 1:
         parts.append(_pager(page, pages) + "<p class='muted'>Every range, journal entry included, is in the "
-                     f"<a href='{_api_path(data)}'>JSON</a>.</p>")  # fmt: skip
+                     f"<a href='{_api_path(data)}'>JSON</a> (<code>?offset=&amp;limit=</code>, up to "
+                     f"{JSON_ROWS} rows per request).</p>")  # fmt: skip
     parts.append(_timings(data.get("run")))
     running = data["state"] not in ("done", "cleaned") and (data.get("run") or {}).get("state") == "running"
     return _page(title, "".join(parts), refresh=10 if running else None, root="../../")
@@ -351,19 +361,24 @@ def repair_page(data: dict[str, Any], svg: str) -> str:
             parts.append(_table(["metric", "value"], [[escape(str(k)), _e(v)] for k, v in latest["metrics"].items()],
                                 tid="metrics"))  # fmt: skip
     parts.append("<h2>Tables</h2>")
+    table_pager = _list_pager(data["window"]["offset"], data["tables_total"], "tables")
+    parts.append(table_pager)
     rows = [[escape(t["table"]), _e(t["repaired"]) if t["repaired"] is not None else
              "<span class='muted'>not reported yet</span>", _e(t["run_id"]), _when(t["recorded_at"])]
             for t in data["tables"]]  # fmt: skip
     parts.append(_table(["table", "repaired within gc_grace", "reported by run", "recorded"], rows, tid="tables"))
     excluded = data.get("excluded") or []
     if excluded:
-        parts.append(f"<details id='excluded'><summary>Not repaired by the nightly repair: {len(excluded)} "
-                     "keyspace(s) or table(s), and why</summary>"
+        total = data.get("excluded_total", len(excluded))
+        listed = f" (the first {len(excluded)} listed)" if total > len(excluded) else ""
+        parts.append(f"<details id='excluded'><summary>Not repaired by the nightly repair: {total} "
+                     f"keyspace(s) or table(s), and why{listed}</summary>"
                      + _table(["keyspace or table", "why"], [[escape(e["name"]), escape(e["reason"])]
                                                               for e in excluded], tid="excluded-table")
                      + "</details>")  # fmt: skip
     parts.append(f"<div class='svg' id='coverage'>{svg}</div>")
     parts.append(_by_type(data.get("by_type") or {}))
+    parts.append(table_pager)
     previews = data.get("previews") or []
     if previews:
         parts.append(
@@ -487,7 +502,8 @@ def cluster_page(data: dict[str, Any], svg: str) -> str:
              _state(n["status"]),
              escape(n["load"]), str(n["tokens"]), escape(n["schema_version"]), escape(n["release_version"])]
             for n in data["nodes"]]  # fmt: skip
-    parts.append(_table(["address", "datacenter", "rack", "status", "load", "tokens", "schema version",
-                         "Cassandra"], rows, tid="nodes"))  # fmt: skip
+    pager = _list_pager(data["window"]["offset"], data["nodes_total"], "nodes")
+    parts.append(pager + _table(["address", "datacenter", "rack", "status", "load", "tokens", "schema version",
+                         "Cassandra"], rows, tid="nodes") + pager)  # fmt: skip
     parts.append(f"<div class='svg' id='ring'>{svg}</div>")
     return _page("ringward cluster", "".join(parts))

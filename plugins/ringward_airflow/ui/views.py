@@ -7,16 +7,23 @@ repair coverage from the nightly runs' stored reports and live progress, the rin
 
 from __future__ import annotations
 
+import copy
+import json
 import os
-from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import threading
+import time
+from array import array
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import groupby
+from operator import attrgetter
 from typing import Any, TypeVar
 
 from ringward.errors import RingwardError
 from ringward.migration import migration_steps, repair_segments
-from ringward.migration_record import MigrationRecord
+from ringward.migration_record import MigrationRecord, MigrationState
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import (
     REPAIR_TYPES,
@@ -28,6 +35,7 @@ from ringward.repair import (
     reported_types,
     status_config,
 )
+from ringward.ring import Ring
 from ringward.ring_picture import render_ring_svg
 from ringward.ring_sources import ring_from_json
 from ringward.svg import render_placement_svg, xml_text
@@ -42,6 +50,7 @@ __all__ = [
     "REPAIR_DAG",
     "RunAccess",
     "StoredStateError",
+    "Window",
     "by_type_view",
     "cluster_view",
     "migration_view",
@@ -131,11 +140,14 @@ def rebuilt_plan(record: dict[str, Any]) -> MigrationPlan:
 
 
 def migration_view(
-    source: Source, dag_id: str, run_id: str, *, access: RunAccess = RunAccess()
+    source: Source, dag_id: str, run_id: str, *, access: RunAccess = RunAccess(), window: Window | None = None
 ) -> tuple[dict[str, Any], str | None]:
     """(the page's data, the placement SVG) of the migration a run planned; the SVG is None without one.
 
-    `access`: what the user may read of the run besides the migration; nothing read from the rest is returned."""
+    `access`: what the user may read of the run besides the migration; nothing read from the rest is returned.
+    `window`: which rows of each list of ranges to return (the first `JSON_ROWS` in ring order by default); the
+    counts are of every row. The plan is built once per stored record (`_planned`), the journal read each time."""
+    window = window or Window()
     if dag_id not in MIGRATION_DAGS:  # no cluster or database read for a run of any other DAG
         return {
             "dag_id": dag_id, "run_id": run_id, "found": False, "run": None,
@@ -160,69 +172,313 @@ def migration_view(
             "taken_over_by": taken_over,
         }, None  # fmt: skip
     record = found.record
-    plan = _checked_record(found)
+    built, key = _planned(dag_id, run_id, found)
     state = found.state
-    journal = _stored("migration_journal", lambda: store.journal_of(found.migration_id))
-    by_stage: dict[str, dict[Any, Any]] = {}
-    for entry in journal:
-        by_stage.setdefault(entry.step, {})[entry.range] = entry
     try:
-        steps = migration_steps(plan)
-    except RingwardError:
-        steps = []
-    altered = _altered_steps(state, len(steps))
+        MigrationState.parse(state)  # the record was checked when its plan was built; the state is checked each time
+    except RingwardError as error:
+        raise StoredStateError(f"Migration {found.migration_id} (ringward_ops.migrations): {error.problem}",
+                               error.fix) from error  # fmt: skip
+    journal = _journal_state(key, built, lambda: store.journal_of(found.migration_id))
+    altered = _altered_steps(state, len(built.steps))
+    if window.triage:  # the page's window: the same page of every list, clamped to the longest list's last page
+        longest = max([len(built.ranges), *(len(stage.starts) for step in built.steps for stage in step.stages)])
+        window = replace(window, offset=window.start(longest))
     progress = []
-    for step in steps:
-        stages = []
-        for phase, name in (("pre", "pre-repair"), ("post", "repair")):
-            stage = f"{phase}_repair:{step.index}"
-            entries = by_stage.get(stage, {})
-            segments = repair_segments(plan.ring, step, plan.keyspace, phase)  # type: ignore[arg-type]
-            rows = []
-            for segment in segments:
-                entry = entries.get(segment.range)
-                rows.append({
-                    "range": [segment.range.start, segment.range.end],
-                    "replicas": list(segment.replicas),
-                    "status": entry.status if entry else "pending",
-                    "coordinator": entry.coordinator if entry else segment.replicas[0] if segment.replicas else "",
-                    "attempts": entry.attempts if entry else 0,
-                    "seconds": entry.seconds if entry else None,
-                    "detail": entry.detail if entry else "",
-                })  # fmt: skip
-            counts = Counter(r["status"] for r in rows)
-            stages.append({"stage": stage, "name": name, "total": len(rows), "done": counts.get("done", 0),
-                           "failed": counts.get("failed", 0), "ranges": rows})  # fmt: skip
+    for step in built.steps:
+        stages = [_stage_progress(stage, journal.get(stage.stage), window) for stage in step.stages]
         progress.append({
-            "index": step.index, "count": step.count, "before": step.before.to_cql(), "after": step.after.to_cql(),
-            "after_shown": step.after.describe(),
-            "altered": step.index <= altered, "stages": stages,
+            "index": step.index, "count": step.count, "before": step.before, "after": step.after,
+            "after_shown": step.after_shown, "altered": step.index <= altered, "stages": stages,
             "verification": _verification(xcoms, step.index),
         })  # fmt: skip
-    changes = plan.ranges
     data = {
         "dag_id": dag_id, "run_id": run_id, "found": True, "run": run,
-        "migration_id": found.migration_id, "keyspace": plan.keyspace, "state": state,
+        "migration_id": found.migration_id, "keyspace": built.keyspace, "state": state,
         "updated_at": _iso(found.updated_at), "started_at": record.get("started_at"),
-        "old": plan.old.to_cql(), "new": plan.new.to_cql(), "safe": plan.safe,
-        "old_shown": plan.old.describe(), "new_shown": plan.new.describe(),
+        "old": built.old, "new": built.new, "safe": built.safe,
+        "old_shown": built.old_shown, "new_shown": built.new_shown,
         "rollback_of": record.get("rollback_of"),
         "stored_steps": [str(s) for s in record.get("steps", [])],
         "stored_steps_shown": [format_replication(s) for s in record.get("steps", [])],
         "summary": record.get("summary", ""),
-        "affected_ranges": len(plan.affected), "total_ranges": plan.total_ranges,
-        "findings": [f.to_json() for f in plan.findings],
-        "ranges": [
-            {"range": [c.range.start, c.range.end], "old": list(c.old), "new": list(c.new),
-             "gained": list(c.gained), "lost": list(c.lost)}
-            for c in changes
-        ],
+        "affected_ranges": built.affected, "total_ranges": built.total,
+        "findings": [_finding_window(f, window) for f in built.findings],
+        "window": {"offset": window.offset, "limit": window.limit},
+        "ranges_total": len(built.ranges),
+        "ranges": built.ranges.rows(built.ranges.window(window)),
         "steps": progress,
         "xcoms_readable": access.xcoms,
         "cleanup": _cleanup(xcoms, state),
     }  # fmt: skip
+    return data, built.svg
+
+
+# -- the migration's plan, built once per stored record ------------------------------------------------------
+
+JSON_ROWS = 500  # rows of each list per JSON response (?offset=&limit=, limit at most this): 1 MB at 1000 x 256
+PLACEMENT_ARCS = 720  # the placement picture draws a larger plan as this many arcs per ring (runs of ranges)
+PLANS_KEPT = 2  # built plans kept in memory (about 40 MB each at 1000 nodes x 256 tokens)
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which rows of each list of ranges a response carries: `limit` rows from `offset`, in ring order (the
+    JSON); or, with `triage`, the page's order (affected ranges first; failed, then pending, then done) and
+    `offset` clamped to the last page of the longest list."""
+
+    offset: int = 0
+    limit: int = JSON_ROWS
+    triage: bool = False
+
+    def start(self, longest: int) -> int:
+        """`offset`, or the start of the last page of a list of `longest` rows when it is past that list's end."""
+        if self.offset < longest:
+            return self.offset
+        return max(0, (longest - 1) // self.limit * self.limit)
+
+
+class _Ranges:
+    """A plan's ranges, compact: token bounds in arrays, replica tuples shared (one object per distinct set)."""
+
+    def __init__(self, changes: Sequence[Any]) -> None:
+        shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.starts = array("q", (c.range.start for c in changes))
+        self.ends = array("q", (c.range.end for c in changes))
+        self.old = [shared.setdefault(tuple(c.old), tuple(c.old)) for c in changes]
+        self.new = [shared.setdefault(tuple(c.new), tuple(c.new)) for c in changes]
+        affected = [i for i, c in enumerate(changes) if set(c.old) != set(c.new)]
+        chosen = set(affected)
+        self.triaged = array("l", affected + [i for i in range(len(changes)) if i not in chosen])
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def window(self, window: Window) -> Sequence[int]:
+        """The indexes of the window's rows (affected first in the page's order)."""
+        if window.triage:
+            return self.triaged[window.offset : window.offset + window.limit]
+        return range(window.offset, min(window.offset + window.limit, len(self)))
+
+    def rows(self, indexes: Sequence[int]) -> list[dict[str, Any]]:
+        rows = []
+        for i in indexes:
+            old, new = self.old[i], self.new[i]
+            gained, lost = [a for a in new if a not in old], [a for a in old if a not in new]
+            rows.append({"range": [self.starts[i], self.ends[i]], "old": list(old), "new": list(new),
+                         "gained": gained, "lost": lost})  # fmt: skip
+        return rows
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """One repair stage of a step: its segments in ring order, compact."""
+
+    stage: str
+    name: str
+    starts: array[int]
+    ends: array[int]
+    replicas: list[tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class _Step:
+    index: int
+    count: int
+    before: str
+    after: str
+    after_shown: str
+    stages: tuple[_Stage, ...]
+
+
+@dataclass(frozen=True)
+class _Built:
+    """What a stored migration record plans, as the pages show it: built once per record (`_planned`)."""
+
+    keyspace: str
+    old: str
+    new: str
+    old_shown: str
+    new_shown: str
+    safe: bool
+    affected: int
+    total: int
+    findings: tuple[dict[str, Any], ...]
+    ranges: _Ranges
+    steps: tuple[_Step, ...]
+    svg: str
+
+
+def _build(row: MigrationRow) -> _Built:
+    plan = _checked_record(row)
+    try:
+        steps = migration_steps(plan)
+    except RingwardError:
+        steps = []
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+    built_steps = []
+    for step in steps:
+        stages = []
+        for phase, name in (("pre", "pre-repair"), ("post", "repair")):
+            segments = repair_segments(plan.ring, step, plan.keyspace, phase)  # type: ignore[arg-type]
+            replicas = [shared.setdefault(tuple(s.replicas), tuple(s.replicas)) for s in segments]
+            stages.append(_Stage(f"{phase}_repair:{step.index}", name, array("q", (s.range.start for s in segments)),
+                                 array("q", (s.range.end for s in segments)), replicas))  # fmt: skip
+        built_steps.append(_Step(step.index, step.count, step.before.to_cql(), step.after.to_cql(),
+                                 step.after.describe(), tuple(stages)))  # fmt: skip
     # The picture names the settings as the pages do (`NetworkTopologyStrategy {dc1: 3}`), from the typed plan.
-    return data, render_placement_svg(plan)
+    return _Built(
+        plan.keyspace, plan.old.to_cql(), plan.new.to_cql(), plan.old.describe(), plan.new.describe(), plan.safe,
+        len(plan.affected), plan.total_ranges, tuple(f.to_json() for f in plan.findings), _Ranges(plan.ranges),
+        tuple(built_steps), render_placement_svg(plan, max_arcs=PLACEMENT_ARCS),
+    )  # fmt: skip
+
+
+@dataclass
+class _Building:
+    done: threading.Event = field(default_factory=threading.Event)
+    built: _Built | None = None
+    error: BaseException | None = None
+
+
+_PLANS: OrderedDict[tuple[str, ...], _Built] = OrderedDict()  # record key -> its built plan, latest used last
+_BUILDING: dict[tuple[str, ...], _Building] = {}
+_PLANS_LOCK = threading.Lock()
+COLD_BUILDS = Counter[str]()  # migration id -> how many times its plan was built (what the tests count)
+
+
+def _record_key(dag_id: str, run_id: str, row: MigrationRow) -> tuple[str, ...]:
+    """Everything the built plan is made of: the record as stored (its ring is stored as text). Not the state:
+    the plan does not depend on it. No viewer in it: the plan of a record is the same for every viewer, and the
+    route has checked the viewer may read `dag_id`'s runs before this is asked."""
+    record = row.record
+    ring = record.get("ring")
+    rest = {k: v for k, v in record.items() if k != "ring"}
+    ring_text = ring if isinstance(ring, str) else json.dumps(ring, sort_keys=True, default=str)
+    return dag_id, run_id, row.migration_id, json.dumps(rest, sort_keys=True, default=str), ring_text
+
+
+def _planned(dag_id: str, run_id: str, row: MigrationRow) -> tuple[_Built, tuple[str, ...]]:
+    """(the record's built plan, its key): built once (by one request; others asking for it meanwhile wait for
+    that one build rather than start their own), then kept while it is one of the `PLANS_KEPT` latest used."""
+    key = _record_key(dag_id, run_id, row)
+    with _PLANS_LOCK:
+        if key in _PLANS:
+            _PLANS.move_to_end(key)
+            return _PLANS[key], key
+        building = _BUILDING.get(key)
+        mine = building is None
+        if building is None:
+            building = _BUILDING[key] = _Building()
+    if not mine:
+        building.done.wait()
+        if building.error is not None:
+            raise copy.copy(building.error) from building.error
+        assert building.built is not None
+        return building.built, key
+    try:
+        COLD_BUILDS[row.migration_id] += 1
+        building.built = _build(row)
+        with _PLANS_LOCK:
+            _PLANS[key] = building.built
+            while len(_PLANS) > PLANS_KEPT:
+                _PLANS.popitem(last=False)
+        return building.built, key
+    except BaseException as error:
+        building.error = error
+        raise
+    finally:
+        with _PLANS_LOCK:
+            _BUILDING.pop(key, None)
+        building.done.set()
+
+
+def _finding_window(finding: dict[str, Any], window: Window) -> dict[str, Any]:
+    """A finding with the window's share of the ranges it names (a fleet's plan may name 256,000), and their count."""
+    ranges = finding.get("ranges") or []
+    first = 0 if window.triage else window.offset
+    return {**finding, "ranges": ranges[first : first + window.limit], "ranges_total": len(ranges)}
+
+
+@dataclass(frozen=True)
+class _StageJournal:
+    """A stage's journal: its entries by range end, and its segments' indexes by what their entry says."""
+
+    entries: dict[int, Any]
+    failed: list[int]
+    others: list[int]  # pending, or any status but failed and done
+    done: list[int]
+
+
+JOURNAL_TTL = 10.0  # seconds a large journal's reading is reused (the Migration page reloads every 10 s)
+JOURNAL_CACHED_FROM = 10_000  # entries: a smaller journal is read for every request
+_JOURNALS: dict[tuple[str, ...], tuple[float, dict[str, _StageJournal]]] = {}  # record key -> (read at, journal)
+_clock = time.monotonic
+
+
+def _journal_state(key: tuple[str, ...], built: _Built, read: Callable[[], list[Any]]) -> dict[str, _StageJournal]:
+    """The migration's journal by stage. A large one (a fleet's: 256,000 entries a stage) is read and sorted at
+    most once per `JOURNAL_TTL` for every viewer of the run (the route has checked the viewer may read it; the
+    key is the record's, its DAG and run included): its progress is then up to that old."""
+    now = _clock()
+    with _PLANS_LOCK:
+        kept = _JOURNALS.get(key)
+    if kept is not None and now - kept[0] < JOURNAL_TTL:
+        return kept[1]
+    journal = _stored("migration_journal", read)
+    # stage -> range end -> entry (a stage's segments do not overlap: their ends differ; the start is checked)
+    by_stage: dict[str, dict[int, Any]] = {}
+    for step_name, entries in groupby(journal, key=attrgetter("step")):  # stored in (stage, range) order
+        by_stage.setdefault(step_name, {}).update({e.range.end: e for e in entries})
+    state = {stage.stage: _stage_journal(stage, by_stage.get(stage.stage, {}))
+             for step in built.steps for stage in step.stages}  # fmt: skip
+    with _PLANS_LOCK:
+        for old in [k for k, (at, _) in _JOURNALS.items() if now - at >= JOURNAL_TTL or k not in _PLANS]:
+            del _JOURNALS[old]
+        if len(journal) >= JOURNAL_CACHED_FROM:
+            _JOURNALS[key] = (now, state)
+    return state
+
+
+def _stage_journal(stage: _Stage, entries: dict[int, Any]) -> _StageJournal:
+    """One pass over the segments of a stage with entries; none over those of a stage without (all pending)."""
+    failed: list[int] = []
+    done: list[int] = []
+    others: list[int] = []
+    if entries:
+        get, starts = entries.get, stage.starts
+        for i, end in enumerate(stage.ends):
+            entry = get(end)
+            status = None if entry is None or entry.range.start != starts[i] else entry.status
+            (failed if status == "failed" else done if status == "done" else others).append(i)
+    return _StageJournal(entries, failed, others, done)
+
+
+def _stage_progress(stage: _Stage, journal: _StageJournal | None, window: Window) -> dict[str, Any]:
+    """A stage's counts and the window's rows, its journal merged in."""
+    total = len(stage.starts)
+    entries = journal.entries if journal else {}
+    failed, others, done = (journal.failed, journal.others, journal.done) if journal else ([], [], [])
+    if window.triage:  # what needs a look first: failed, then not done yet, then done (ring order within each)
+        order: Sequence[int] = failed + others + done if entries else range(total)
+        indexes = order[window.offset : window.offset + window.limit]
+    else:
+        indexes = range(window.offset, min(window.offset + window.limit, total))
+    rows = []
+    for i in indexes:
+        entry = entries.get(stage.ends[i]) if entries else None
+        entry = entry if entry is not None and entry.range.start == stage.starts[i] else None
+        replicas = stage.replicas[i]
+        rows.append({
+            "range": [stage.starts[i], stage.ends[i]], "replicas": list(replicas),
+            "status": entry.status if entry else "pending",
+            "coordinator": entry.coordinator if entry else replicas[0] if replicas else "",
+            "attempts": entry.attempts if entry else 0,
+            "seconds": entry.seconds if entry else None,
+            "detail": entry.detail if entry else "",
+        })  # fmt: skip
+    return {"stage": stage.stage, "name": stage.name, "total": total, "done": len(done), "failed": len(failed),
+            "ranges": rows}  # fmt: skip
 
 
 def _altered_steps(state: str, count: int) -> int:
@@ -299,11 +555,19 @@ def _repair_config(runs: list[Any]) -> tuple[Any, str | None]:
 _PREVIEWS_SHOWN = 20  # the latest preview findings on the Repair page
 
 
-def repair_view(source: Source) -> tuple[dict[str, Any], str]:
+TABLE_ROWS = 200  # tables per page of the Repair page (and bars of its coverage picture)
+EXCLUDED_ROWS = 200  # keyspaces and tables left out, listed (the rest counted)
+
+
+def repair_view(source: Source, window: Window | None = None) -> tuple[dict[str, Any], str]:
     """(the page's data, a picture of each table's coverage) from what the nightly repair stored: the reports of
     its runs (ringward_ops.repair_runs: per-table coverage, metrics) and the live progress of the running run
     (ringward_ops.repair_progress). Nothing is planned here, nor the repair history scanned: a request costs a
-    few small reads whatever the size of the cluster (the page reloads every 15 s while a run goes on)."""
+    few small reads whatever the size of the cluster (the page reloads every 15 s while a run goes on).
+
+    `window`: which tables (sorted by name) the per-table lists and the picture show, the first `TABLE_ROWS` by
+    default; `tables_total` counts them all."""
+    window = window or Window(limit=TABLE_ROWS)
     store = source.ops()
     runs = _stored("repair_runs", store.repair_runs) if store else []
     events = _stored("repair_switch", lambda: store.switch_events(REPAIR_SWITCH)) if store else []
@@ -317,7 +581,9 @@ def repair_view(source: Source) -> tuple[dict[str, Any], str]:
             excluded.append(Exclusion(keyspace, None, f"skipped by the latest run ({latest.run_id}): {why}"))
     reported = reported_coverage(runs)
     tables = []
-    for keyspace, table in covered:
+    first = window.start(len(covered)) if window.triage else window.offset  # the page's: clamped to the last
+    shown = covered[first : first + window.limit]
+    for keyspace, table in shown:
         name = f"{keyspace}.{table}"
         found = reported.get(name)
         tables.append({
@@ -338,15 +604,17 @@ def repair_view(source: Source) -> tuple[dict[str, Any], str]:
             "run_id": latest.run_id, "state": latest.state, "updated_at": _iso(latest.updated_at),
             "metrics": latest.summary.get("metrics") or {},
         },
-        "tables": tables,
-        "by_type": by_type_view(runs, [f"{keyspace}.{table}" for keyspace, table in covered], findings),
+        "tables": tables, "tables_total": len(covered),
+        "window": {"offset": first, "limit": window.limit},
+        "by_type": by_type_view(runs, [f"{keyspace}.{table}" for keyspace, table in shown], findings),
         "current_run": _current_run(run, progress),
         "switch": {"paused": paused, "events": [
             {"paused": e.paused, "changed_at": _iso(e.changed_at), "changed_by": e.changed_by, "reason": e.reason}
             for e in events]},
         "config_enabled": config.enabled, "config_note": config_note,
         "excluded": [{"name": e.name, "keyspace": e.keyspace, "table": e.table, "reason": e.reason}
-                     for e in excluded],
+                     for e in excluded[:EXCLUDED_ROWS]],
+        "excluded_total": len(excluded),
         "runs": [{"run_id": r.run_id, "state": r.state, "updated_at": _iso(r.updated_at),
                   "tables": r.summary.get("tables", {})} for r in runs[:10]],
         "previews": [{"table": f"{f.keyspace}.{f.table}", "out_of_sync_ranges": f.out_of_sync_ranges,
@@ -469,19 +737,51 @@ def _current_run(run: dict[str, Any] | None, progress: dict[str, Any] | None) ->
 # -- cluster ---------------------------------------------------------------------------------------------
 
 
-def cluster_view(source: Source) -> tuple[dict[str, Any], str]:
+NODE_ROWS = 200  # nodes per page of the Cluster page
+RING_ARCS = 720  # the ring picture draws a larger ring as this many arcs (runs of neighbouring ranges)
+RING_LEGEND = 40  # nodes the ring picture's legend names (the down ones first); the page lists every node
+
+
+def cluster_view(source: Source, window: Window | None = None) -> tuple[dict[str, Any], str]:
+    """(the page's data, the ring picture); `window`: which nodes the list shows (the first `NODE_ROWS` by
+    default), `nodes_total` counts them all. The picture's size is bounded (`RING_ARCS`, `RING_LEGEND`)."""
+    window = window or Window(limit=NODE_ROWS)
     connection = source.connection()
     nodes = source.nodes()
     ring = source.ring()
     schema_versions = sorted({n.schema_version for n in nodes if n.schema_version})
+    first = window.start(len(nodes)) if window.triage else window.offset  # the page's: clamped to the last
     data = {
         "connection": {"conn_id": connection.conn_id, "conn_type": connection.conn_type,
                        "target": connection.target, "login_set": connection.login_set, "ssl": connection.ssl,
                        "local_dc": connection.local_dc, "protocol_version": connection.protocol_version},
-        "nodes": [n.__dict__ | {"load": "-" if n.load_mib is None else f"{n.load_mib:.1f} MiB"} for n in nodes],
+        "nodes": [n.__dict__ | {"load": "-" if n.load_mib is None else f"{n.load_mib:.1f} MiB"}
+                  for n in nodes[first : first + window.limit]],
+        "nodes_total": len(nodes), "window": {"offset": first, "limit": window.limit},
         "schema_agreement": len(schema_versions) <= 1,
         "datacenters": {dc: len(members) for dc, members in ring.datacenters().items()},
         "tokens": len(ring.sorted_tokens),
     }  # fmt: skip
+    return data, _ring_picture(ring)
+
+
+_RING_PICTURES: OrderedDict[tuple[Any, ...], str] = OrderedDict()  # what the picture shows -> the picture
+RING_PICTURES_KEPT = 2
+
+
+def _ring_picture(ring: Ring) -> str:
+    """The ring's picture, drawn once per ring as it shows it (each node's address, place, state and tokens): a
+    fleet's ring (256,000 ranges) takes 0.4 s to draw even in `RING_ARCS` arcs. The same for every viewer (the
+    Cluster routes serve only users who may read the connection)."""
+    key = tuple((n.address, n.datacenter, n.rack, n.state, n.tokens) for n in ring.nodes)
+    with _PLANS_LOCK:
+        if key in _RING_PICTURES:
+            _RING_PICTURES.move_to_end(key)
+            return _RING_PICTURES[key]
     title = f"{len(ring.nodes)} nodes, {len(ring.sorted_tokens)} tokens: primary ranges by owner"
-    return data, render_ring_svg(ring, title=title)
+    svg = render_ring_svg(ring, title=title, max_arcs=RING_ARCS, max_legend=RING_LEGEND)
+    with _PLANS_LOCK:
+        _RING_PICTURES[key] = svg
+        while len(_RING_PICTURES) > RING_PICTURES_KEPT:
+            _RING_PICTURES.popitem(last=False)
+    return svg
