@@ -127,7 +127,7 @@ def _write_jmx_files(made: ClusterSecrets) -> None:
     Path(made.jaas_config).write_text(login)
     Path(made.jmx_password_file).write_text(f"{JMX_USER} {made.jmx_password}\n")
     Path(made.admin_jmx_password_file(False)).write_text("cassandra cassandra\n")
-    Path(made.admin_jmx_password_file(True)).write_text(f"ringward_admin {made.admin_password}\n")
+    Path(made.admin_jmx_password_file(True)).write_text(f"{ADMIN_ROLE} {made.admin_password}\n")
 
 
 def _make_tls_stores(made: ClusterSecrets, addresses: Sequence[str]) -> None:
