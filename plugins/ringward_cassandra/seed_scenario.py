@@ -33,15 +33,17 @@ def create_seed_keyspace(session: Session, keyspace: str) -> None:
 
 
 def count_at_one_from(
-    coordinator: str,
+    node: str,
     keyspace: str,
+    /,
     app_id: int = 1,
     consistency: int = ConsistencyLevel.ONE,
     **settings: Unpack[ClusterSettings],
 ) -> int:
-    """Rows of partition `app_id` read (at CL ONE by default) with `coordinator` as the only coordinator
+    """Rows of partition `app_id` read (at CL ONE by default) with `node` as the only coordinator
     (`settings`: the login and TLS of a secured cluster)."""
-    with connect([coordinator], **{**settings, "coordinator": coordinator}) as session:
+    pinned: ClusterSettings = {**settings, "coordinator": node}
+    with connect([node], **pinned) as session:
         statement = SimpleStatement(
             f"SELECT * FROM {quote_identifier(keyspace)}.users WHERE app_id = %s",
             consistency_level=consistency,

@@ -169,7 +169,8 @@ class CassandraOptions:
 
     def files(self) -> list[str]:
         """The TLS files executors need (CA, client certificate and key), shipped with --files."""
-        named = [str(self.ssl_options[k]) for k in SSL_FILE_OPTIONS if (self.ssl_options or {}).get(k)]
+        options = self.ssl_options or {}
+        named = [str(options[k]) for k in SSL_FILE_OPTIONS if options.get(k)]
         missing = [path for path in named if not Path(path).is_file()]
         if missing:
             raise ConfigurationError(
@@ -250,7 +251,7 @@ def _check_masters_reachable(master: str, timeout: float = 5.0) -> None:
 def _submit_hook_class() -> type[Any]:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-    class RingwardSubmitHook(SparkSubmitHook):  # type: ignore[misc]
+    class RingwardSubmitHook(SparkSubmitHook):
         """The provider's hook; a given master replaces the connection's (CLI, tests), the binary is looked
         up beside the running Python first, and spark-submit's output is kept for the error message."""
 

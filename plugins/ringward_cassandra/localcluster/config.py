@@ -116,11 +116,12 @@ def node_settings(
         settings.update(_secured_settings(secrets))
     if topology.auto_repair:
         # CEP-37 AutoRepair (the JVM also needs -Dcassandra.autorepair.enable=true, see LocalCluster._spawn).
-        settings["auto_repair"] = {
+        auto_repair: dict[str, Any] = {
             "enabled": True,
             "repair_type_overrides": {kind: {"enabled": True} for kind in topology.auto_repair},
         }
-        _merge(settings["auto_repair"], topology.auto_repair_settings)
+        _merge(auto_repair, topology.auto_repair_settings)
+        settings["auto_repair"] = auto_repair
     return _for_series(settings, version)
 
 

@@ -93,7 +93,7 @@ def _ensure_jmx_role(topology: Topology, found: ClusterSecrets, deadline: float,
         session.execute(
             f"CREATE ROLE IF NOT EXISTS {JMX_ROLE} WITH LOGIN = true AND PASSWORD = %s", (found.jmx_password,)
         )
-        grants = jmx_grant_statements(JMX_ROLE, auto_repair=topology.auto_repair)
+        grants = jmx_grant_statements(JMX_ROLE, auto_repair=bool(topology.auto_repair))
         for statement in grants:
             session.execute(statement)
     log(f"secured cluster: JMX role {JMX_ROLE} with {len(grants)} per-MBean GRANTs")

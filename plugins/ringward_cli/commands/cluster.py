@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ringward_cassandra.localcluster import LocalCluster
 
 __all__ = ["register"]
 
@@ -38,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     nodetool.set_defaults(handler=_nodetool)
 
 
-def _cluster():  # type: ignore[no-untyped-def]
+def _cluster() -> LocalCluster:
     from ringward_cassandra.localcluster import LocalCluster
 
     return LocalCluster()
@@ -88,4 +92,4 @@ def _start(args: argparse.Namespace) -> int:
 def _nodetool(args: argparse.Namespace) -> int:
     result = _cluster().nodetool(args.address, args.args, capture=False)
     sys.stdout.flush()
-    return result.returncode
+    return int(result.returncode)

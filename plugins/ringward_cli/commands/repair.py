@@ -122,9 +122,10 @@ def _when(moment: datetime | str | None) -> str:
     """A stored time in UTC, to the minute (an ISO string as the progress stores it, or a datetime)."""
     if isinstance(moment, str):
         try:
-            moment = datetime.fromisoformat(moment)
+            parsed = datetime.fromisoformat(moment)
         except ValueError:
             return moment
+        moment = parsed
     if moment is None:
         return "-"
     if moment.tzinfo is not None:
