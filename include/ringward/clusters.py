@@ -37,6 +37,7 @@ __all__ = [
     "default_reaper_conn_id",
     "default_repair_pool",
     "load_clusters",
+    "metrics_cluster",
     "parse_clusters",
 ]
 
@@ -64,6 +65,15 @@ def check_cluster_name(name: str) -> str:
 def cluster_suffix(cluster: str | None) -> str:
     """`__<cluster>` appended to DAG ids; empty for the single-cluster deployment (today's DAG ids)."""
     return "" if cluster is None else f"__{check_cluster_name(cluster)}"
+
+
+def metrics_cluster(cluster: str | None, cassandra_conn_id: str) -> str:
+    """The `cluster` tag of ringward's metrics (and the cluster its alerts name): the declared cluster's name.
+
+    The single-cluster deployment (no clusters file, `cluster=None`) has no declared name: the tag is then its CQL
+    connection id (`cassandra_default` unless the DAG was given another), the value the tag had before clusters
+    were declared, so a single cluster's dashboards and alert rules keep matching."""
+    return cassandra_conn_id if cluster is None else check_cluster_name(cluster)
 
 
 def default_repair_pool(cluster: str | None) -> str:

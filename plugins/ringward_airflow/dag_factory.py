@@ -257,7 +257,7 @@ REPAIR_RETRIES = {
 
 
 def _approval_path(
-    name: str, subject: str, body: str, needed: Callable[[dict[str, Any]], bool]
+    name: str, subject: str, body: str, needed: Callable[[dict[str, Any]], bool], connections: _MigrationConnections
 ) -> tuple[BranchPythonOperator, MigrationApprovalOperator, EmptyOperator]:
     """branch -> (approval | straight through) -> join; the approval is skipped unless `needed(params)`."""
     join = EmptyOperator(task_id=f"{name}_passed", trigger_rule="none_failed_min_one_success")
@@ -266,7 +266,10 @@ def _approval_path(
         python_callable=lambda params: name if needed(params) else join.task_id,
     )
     # Another person answers (ringward_airflow.governance); the body ends with the run's non-default settings.
-    approval = MigrationApprovalOperator(task_id=name, subject=subject, body=body, response_timeout=APPROVAL_TIMEOUT)
+    approval = MigrationApprovalOperator(
+        task_id=name, subject=subject, body=body, response_timeout=APPROVAL_TIMEOUT,
+        cluster=connections.cluster["cluster"], cassandra_conn_id=connections.cluster["cassandra_conn_id"],
+    )  # fmt: skip
     branch >> [approval, join]
     approval >> join
     return branch, approval, join
@@ -291,7 +294,7 @@ def keyspace_migration_dag(
     connection: no Reaper schedules are looked for).
     """
     connections = _MigrationConnections(
-        cassandra_conn_id, nodetool_conn_id, spark_conn_id, spark_cassandra_conn_id, reaper_conn_id
+        cassandra_conn_id, nodetool_conn_id, spark_conn_id, spark_cassandra_conn_id, reaper_conn_id, cluster
     )
     return _migration_dag(MIGRATION_DAG_ID + cluster_suffix(cluster), rollback=False, cluster=cluster,
                           connections=connections)  # fmt: skip
@@ -310,18 +313,21 @@ def keyspace_migration_rollback_dag(
     replication back to what it was before a migration, until that migration's cleanup ran. Arguments as
     `keyspace_migration_dag`; give both DAGs of a cluster the same ones."""
     connections = _MigrationConnections(
-        cassandra_conn_id, nodetool_conn_id, spark_conn_id, spark_cassandra_conn_id, reaper_conn_id
+        cassandra_conn_id, nodetool_conn_id, spark_conn_id, spark_cassandra_conn_id, reaper_conn_id, cluster
     )
     return _migration_dag(ROLLBACK_DAG_ID + cluster_suffix(cluster), rollback=True, cluster=cluster,
                           connections=connections)  # fmt: skip
 
 
 class _MigrationConnections:
-    """The connection ids every connecting task of a migration DAG receives."""
+    """The connection ids every connecting task of a migration DAG receives, and the cluster's declared name
+    (None: the single cluster), the `cluster` tag of the metrics they send (`ringward.clusters.metrics_cluster`)."""
 
-    def __init__(self, cassandra: str, nodetool: str, spark: str, spark_cassandra: str, reaper: str) -> None:
+    def __init__(self, cassandra: str, nodetool: str, spark: str, spark_cassandra: str, reaper: str,
+                 name: str | None = None) -> None:  # fmt: skip
         self.cluster: dict[str, Any] = {
-            "cassandra_conn_id": cassandra, "nodetool_conn_id": nodetool, "reaper_conn_id": reaper}  # fmt: skip
+            "cassandra_conn_id": cassandra, "nodetool_conn_id": nodetool, "reaper_conn_id": reaper,
+            "cluster": name}  # fmt: skip
         self.spark: dict[str, Any] = {
             **self.cluster, "spark_conn_id": spark, "spark_cassandra_conn_id": spark_cassandra}  # fmt: skip
 
@@ -397,6 +403,7 @@ def _wire(connections: _MigrationConnections, cluster: str | None) -> None:
         "\n\n{{ plan.get('approval_md') or plan['summary'] }}",
         # A run skips it only where the deployment allows it (the precheck refuses such a run otherwise).
         needed=governance.approval_needed,
+        connections=connections,
     )
     continue_unless_dry_run >> approval_branch
     # AutoRepair and Reaper schedules off from here to the end of the run (restore_repair_controllers).
@@ -452,6 +459,7 @@ def _wire(connections: _MigrationConnections, cluster: str | None) -> None:
         subject="Approve nodetool cleanup of {{ ti.xcom_pull(task_ids='precheck')['keyspace'] }}",
         body="Verification passed. Cleanup deletes what former replicas still hold; rollback is possible until then.",
         needed=lambda params: bool(params["require_cleanup_approval"]),
+        connections=connections,
     )
     cleanup = CleanupOperator(
         task_id="cleanup", snapshot_before_cleanup="{{ params.snapshot_before_cleanup }}", **connections.cluster
@@ -597,7 +605,8 @@ def nightly_repair_dag(
     config_path = str(repair_config) if repair_config is not None else os.environ.get(CONFIG_PATH_ENV) or None
     schedule = schedule or load_config(config_path).schedule
     pool = pool or default_repair_pool(cluster)
-    connections = {"cassandra_conn_id": cassandra_conn_id}
+    # `cluster`: the metrics' `cluster` tag (the declared name; the CQL connection id for the single cluster).
+    connections: dict[str, Any] = {"cassandra_conn_id": cassandra_conn_id, "cluster": cluster}
     with DAG(
         dag_id=REPAIR_DAG_ID + cluster_suffix(cluster),
         description="Subrange repair of every selected table within gc_grace_seconds, a node in one session at a time",
@@ -626,7 +635,7 @@ def nightly_repair_dag(
             config_path=config_path,
             trigger_rule="all_done",
             outlets=[AssetAlias(REPAIRED)],
-            cassandra_conn_id=cassandra_conn_id,
+            **connections,
         )  # an event of cassandra://<cluster>/<keyspace> for each keyspace covered within gc_grace
         plan >> repair >> report
     return dag
