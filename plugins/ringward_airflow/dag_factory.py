@@ -28,14 +28,21 @@ from typing import Any
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.python import BranchPythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG, Asset, AssetAlias, Param, TaskGroup
-from airflow.sdk.configuration import conf
-from ringward.clusters import ClusterDeclaration, cluster_suffix, default_repair_pool, load_clusters
-from ringward.governance import RUN_DEFAULTS, SECTION
+from ringward.clusters import (
+    DEFAULT_CASSANDRA_CONN_ID,
+    MIGRATION_DAG_ID,
+    REPAIR_DAG_ID,
+    ROLLBACK_DAG_ID,
+    cluster_suffix,
+    default_repair_pool,
+)
+from ringward.governance import RUN_DEFAULTS
 from ringward.migration import MAX_STAGED_STEPS
 from ringward.repair import load_config
 
 from ringward_airflow import governance
 from ringward_airflow.assets import MIGRATED, REPAIRED
+from ringward_airflow.cluster_declarations import CLUSTERS_ENV, CLUSTERS_FILE_KEY, clusters_file, declared_clusters
 from ringward_airflow.governance import MigrationApprovalOperator
 from ringward_airflow.migration_base import MigrationOperator
 from ringward_airflow.migration_operators import (
@@ -80,16 +87,10 @@ __all__ = [
     "nightly_repair_dag",
 ]
 
-MIGRATION_DAG_ID = "keyspace_migration"
-ROLLBACK_DAG_ID = "keyspace_migration_rollback"
-REPAIR_DAG_ID = "nightly_subrange_repair"
 REPAIR_POOL = default_repair_pool(None)  # `ringward_repair`: the guide documents it (0.3); 1 slot
-CASSANDRA_CONN_ID = "cassandra_default"
+CASSANDRA_CONN_ID = DEFAULT_CASSANDRA_CONN_ID
 NODETOOL_CONN_ID = "ringward_nodetool"
 SPARK_CONN_ID = "spark_default"
-# Where the clusters file is named: the environment variable first, then Airflow's configuration.
-CLUSTERS_ENV = "RINGWARD_CLUSTERS"
-CLUSTERS_FILE_KEY = "clusters_file"
 
 MIGRATION_DOC = """\
 ### Change a keyspace's replication safely
@@ -639,20 +640,6 @@ def nightly_repair_dag(
         )  # an event of cassandra://<cluster>/<keyspace> for each keyspace covered within gc_grace
         plan >> repair >> report
     return dag
-
-
-def clusters_file() -> str | None:
-    """The clusters file: `$RINGWARD_CLUSTERS`, else `[ringward] clusters_file` in Airflow's configuration
-    (airflow.cfg or AIRFLOW__RINGWARD__CLUSTERS_FILE); None when neither is set."""
-    named = os.environ.get(CLUSTERS_ENV) or conf.get(SECTION, CLUSTERS_FILE_KEY, fallback="") or ""
-    return str(named).strip() or None
-
-
-def declared_clusters(path: str | Path | None = None) -> tuple[ClusterDeclaration, ...]:
-    """The clusters the file declares (`path`, else `clusters_file()`); empty without a clusters file.
-    An unreadable or invalid file raises ConfigurationError naming the problem and the fix."""
-    file = path if path is not None else clusters_file()
-    return () if file is None else load_clusters(file)
 
 
 _KINDS = (MIGRATION_DAG_ID, ROLLBACK_DAG_ID, REPAIR_DAG_ID)
