@@ -209,7 +209,7 @@ def _chosen(request: Request, user: Any, kind: str, clusters: tuple[ClusterTarge
                 return cluster
         declared = [c.name for c in clusters if c.name is not None]
         raise ClusterRefused(
-            f"No cluster named {named!r} is declared.",
+            f"No cluster named “{named}” is declared.",  # as given: the page escapes it, the log escapes it
             "Pick a cluster from the page's list of clusters" + ("." if declared else
                                                                   ": this deployment has one cluster, served "
                                                                   "without ?cluster=."),
