@@ -78,8 +78,12 @@ class Clusters:
 def _clusters_file(path: Path) -> Path:
     lines = ["clusters:"]
     for name in CLUSTERS:
-        lines += [f"  - name: {name}", f"    cassandra_conn_id: cassandra_{name}",
-                  f"    nodetool_conn_id: nodetool_{name}", f"    spark_cassandra_conn_id: spark_login_{name}"]  # fmt: skip
+        lines += [
+            f"  - name: {name}",
+            f"    cassandra_conn_id: cassandra_{name}",
+            f"    nodetool_conn_id: nodetool_{name}",
+            f"    spark_cassandra_conn_id: spark_login_{name}",
+        ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
