@@ -74,6 +74,7 @@ __all__ = [
     "SECURITY_HEADERS",
     "ClusterRefused",
     "SecurityHeaders",
+    "cluster_of",
     "create_app",
     "may_open",
     "page_cluster",
