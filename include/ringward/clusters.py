@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +32,19 @@ from ringward.errors import ConfigurationError
 
 __all__ = [
     "CLUSTER_NAME_PATTERN",
+    "DEFAULT_CASSANDRA_CONN_ID",
+    "MIGRATION_DAG_ID",
+    "REPAIR_DAG_ID",
+    "ROLLBACK_DAG_ID",
     "ClusterDeclaration",
+    "ClusterTarget",
     "check_cluster_name",
     "cluster_suffix",
+    "cluster_targets",
     "default_reaper_conn_id",
     "default_repair_pool",
     "load_clusters",
+    "metrics_cluster",
     "parse_clusters",
 ]
 
@@ -48,6 +56,11 @@ CLUSTER_NAME_PATTERN = r"^[a-z](?:[a-z0-9_]{0,38}[a-z0-9])?$"
 _ID_PATTERN = r"^[A-Za-z0-9_.-]{1,250}$"
 _CRON_PRESETS = {"@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually", "@midnight"}
 _EXAMPLE = "docs/operators-guide.md, 0.3a (Many clusters)"
+# The DAG ids of the single-cluster deployment; a declared cluster's are these with `__<name>` appended.
+MIGRATION_DAG_ID = "keyspace_migration"
+ROLLBACK_DAG_ID = "keyspace_migration_rollback"
+REPAIR_DAG_ID = "nightly_subrange_repair"
+DEFAULT_CASSANDRA_CONN_ID = "cassandra_default"  # the single cluster's CQL connection
 
 
 def check_cluster_name(name: str) -> str:
@@ -64,6 +77,15 @@ def check_cluster_name(name: str) -> str:
 def cluster_suffix(cluster: str | None) -> str:
     """`__<cluster>` appended to DAG ids; empty for the single-cluster deployment (today's DAG ids)."""
     return "" if cluster is None else f"__{check_cluster_name(cluster)}"
+
+
+def metrics_cluster(cluster: str | None, cassandra_conn_id: str) -> str:
+    """The `cluster` tag of ringward's metrics (and the cluster its alerts name): the declared cluster's name.
+
+    The single-cluster deployment (no clusters file, `cluster=None`) has no declared name: the tag is then its CQL
+    connection id (`cassandra_default` unless the DAG was given another), the value the tag had before clusters
+    were declared, so a single cluster's dashboards and alert rules keep matching."""
+    return cassandra_conn_id if cluster is None else check_cluster_name(cluster)
 
 
 def default_repair_pool(cluster: str | None) -> str:
@@ -122,6 +144,38 @@ class ClusterDeclaration(BaseModel):
     def reaper(self) -> str:
         """`reaper_conn_id`, else `reaper_default__<name>`."""
         return self.reaper_conn_id or default_reaper_conn_id(self.name)
+
+
+@dataclass(frozen=True)
+class ClusterTarget:
+    """One cluster as the pages (Migration, Repair, Cluster) read it: its name (None: the single-cluster deployment),
+    its CQL connection, its nightly repair's configuration file (None: $RINGWARD_REPAIR_CONFIG, else the shipped
+    default) and the ids of its DAGs, made as the DAG factory makes them (`cluster_suffix`)."""
+
+    name: str | None = None
+    cassandra_conn_id: str = DEFAULT_CASSANDRA_CONN_ID
+    repair_config: str | None = None
+
+    @property
+    def migration_dags(self) -> tuple[str, str]:
+        """(its migration DAG, its rollback DAG)."""
+        suffix = cluster_suffix(self.name)
+        return MIGRATION_DAG_ID + suffix, ROLLBACK_DAG_ID + suffix
+
+    @property
+    def repair_dag(self) -> str:
+        return REPAIR_DAG_ID + cluster_suffix(self.name)
+
+    @property
+    def dags(self) -> tuple[str, str, str]:
+        """Every DAG of the cluster: migration, rollback, nightly repair."""
+        return (*self.migration_dags, self.repair_dag)
+
+
+def cluster_targets(declared: Sequence[ClusterDeclaration]) -> tuple[ClusterTarget, ...]:
+    """The clusters the pages serve: one per declaration, in the file's order; without declarations, the single
+    cluster (today's DAG ids and `cassandra_default`)."""
+    return tuple(ClusterTarget(c.name, c.cassandra_conn_id, c.repair_config) for c in declared) or (ClusterTarget(),)
 
 
 # What two clusters must not share: each cluster's ops state, leases and pauses stay in that cluster, and a

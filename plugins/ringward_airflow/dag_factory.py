@@ -28,14 +28,21 @@ from typing import Any
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.python import BranchPythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG, Asset, AssetAlias, Param, TaskGroup
-from airflow.sdk.configuration import conf
-from ringward.clusters import ClusterDeclaration, cluster_suffix, default_repair_pool, load_clusters
-from ringward.governance import RUN_DEFAULTS, SECTION
+from ringward.clusters import (
+    DEFAULT_CASSANDRA_CONN_ID,
+    MIGRATION_DAG_ID,
+    REPAIR_DAG_ID,
+    ROLLBACK_DAG_ID,
+    cluster_suffix,
+    default_repair_pool,
+)
+from ringward.governance import RUN_DEFAULTS
 from ringward.migration import MAX_STAGED_STEPS
 from ringward.repair import load_config
 
 from ringward_airflow import governance
 from ringward_airflow.assets import MIGRATED, REPAIRED
+from ringward_airflow.cluster_declarations import CLUSTERS_ENV, CLUSTERS_FILE_KEY, clusters_file, declared_clusters
 from ringward_airflow.governance import MigrationApprovalOperator
 from ringward_airflow.migration_base import MigrationOperator
 from ringward_airflow.migration_operators import (
@@ -80,16 +87,10 @@ __all__ = [
     "nightly_repair_dag",
 ]
 
-MIGRATION_DAG_ID = "keyspace_migration"
-ROLLBACK_DAG_ID = "keyspace_migration_rollback"
-REPAIR_DAG_ID = "nightly_subrange_repair"
 REPAIR_POOL = default_repair_pool(None)  # `ringward_repair`: the guide documents it (0.3); 1 slot
-CASSANDRA_CONN_ID = "cassandra_default"
+CASSANDRA_CONN_ID = DEFAULT_CASSANDRA_CONN_ID
 NODETOOL_CONN_ID = "ringward_nodetool"
 SPARK_CONN_ID = "spark_default"
-# Where the clusters file is named: the environment variable first, then Airflow's configuration.
-CLUSTERS_ENV = "RINGWARD_CLUSTERS"
-CLUSTERS_FILE_KEY = "clusters_file"
 
 MIGRATION_DOC = """\
 ### Change a keyspace's replication safely
@@ -257,7 +258,7 @@ REPAIR_RETRIES = {
 
 
 def _approval_path(
-    name: str, subject: str, body: str, needed: Callable[[dict[str, Any]], bool]
+    name: str, subject: str, body: str, needed: Callable[[dict[str, Any]], bool], connections: _MigrationConnections
 ) -> tuple[BranchPythonOperator, MigrationApprovalOperator, EmptyOperator]:
     """branch -> (approval | straight through) -> join; the approval is skipped unless `needed(params)`."""
     join = EmptyOperator(task_id=f"{name}_passed", trigger_rule="none_failed_min_one_success")
@@ -266,7 +267,10 @@ def _approval_path(
         python_callable=lambda params: name if needed(params) else join.task_id,
     )
     # Another person answers (ringward_airflow.governance); the body ends with the run's non-default settings.
-    approval = MigrationApprovalOperator(task_id=name, subject=subject, body=body, response_timeout=APPROVAL_TIMEOUT)
+    approval = MigrationApprovalOperator(
+        task_id=name, subject=subject, body=body, response_timeout=APPROVAL_TIMEOUT,
+        cluster=connections.cluster["cluster"], cassandra_conn_id=connections.cluster["cassandra_conn_id"],
+    )  # fmt: skip
     branch >> [approval, join]
     approval >> join
     return branch, approval, join
@@ -291,7 +295,7 @@ def keyspace_migration_dag(
     connection: no Reaper schedules are looked for).
     """
     connections = _MigrationConnections(
-        cassandra_conn_id, nodetool_conn_id, spark_conn_id, spark_cassandra_conn_id, reaper_conn_id
+        cassandra_conn_id, nodetool_conn_id, spark_conn_id, spark_cassandra_conn_id, reaper_conn_id, cluster
     )
     return _migration_dag(MIGRATION_DAG_ID + cluster_suffix(cluster), rollback=False, cluster=cluster,
                           connections=connections)  # fmt: skip
@@ -310,18 +314,21 @@ def keyspace_migration_rollback_dag(
     replication back to what it was before a migration, until that migration's cleanup ran. Arguments as
     `keyspace_migration_dag`; give both DAGs of a cluster the same ones."""
     connections = _MigrationConnections(
-        cassandra_conn_id, nodetool_conn_id, spark_conn_id, spark_cassandra_conn_id, reaper_conn_id
+        cassandra_conn_id, nodetool_conn_id, spark_conn_id, spark_cassandra_conn_id, reaper_conn_id, cluster
     )
     return _migration_dag(ROLLBACK_DAG_ID + cluster_suffix(cluster), rollback=True, cluster=cluster,
                           connections=connections)  # fmt: skip
 
 
 class _MigrationConnections:
-    """The connection ids every connecting task of a migration DAG receives."""
+    """The connection ids every connecting task of a migration DAG receives, and the cluster's declared name
+    (None: the single cluster), the `cluster` tag of the metrics they send (`ringward.clusters.metrics_cluster`)."""
 
-    def __init__(self, cassandra: str, nodetool: str, spark: str, spark_cassandra: str, reaper: str) -> None:
+    def __init__(self, cassandra: str, nodetool: str, spark: str, spark_cassandra: str, reaper: str,
+                 name: str | None = None) -> None:  # fmt: skip
         self.cluster: dict[str, Any] = {
-            "cassandra_conn_id": cassandra, "nodetool_conn_id": nodetool, "reaper_conn_id": reaper}  # fmt: skip
+            "cassandra_conn_id": cassandra, "nodetool_conn_id": nodetool, "reaper_conn_id": reaper,
+            "cluster": name}  # fmt: skip
         self.spark: dict[str, Any] = {
             **self.cluster, "spark_conn_id": spark, "spark_cassandra_conn_id": spark_cassandra}  # fmt: skip
 
@@ -397,6 +404,7 @@ def _wire(connections: _MigrationConnections, cluster: str | None) -> None:
         "\n\n{{ plan.get('approval_md') or plan['summary'] }}",
         # A run skips it only where the deployment allows it (the precheck refuses such a run otherwise).
         needed=governance.approval_needed,
+        connections=connections,
     )
     continue_unless_dry_run >> approval_branch
     # AutoRepair and Reaper schedules off from here to the end of the run (restore_repair_controllers).
@@ -452,6 +460,7 @@ def _wire(connections: _MigrationConnections, cluster: str | None) -> None:
         subject="Approve nodetool cleanup of {{ ti.xcom_pull(task_ids='precheck')['keyspace'] }}",
         body="Verification passed. Cleanup deletes what former replicas still hold; rollback is possible until then.",
         needed=lambda params: bool(params["require_cleanup_approval"]),
+        connections=connections,
     )
     cleanup = CleanupOperator(
         task_id="cleanup", snapshot_before_cleanup="{{ params.snapshot_before_cleanup }}", **connections.cluster
@@ -597,7 +606,8 @@ def nightly_repair_dag(
     config_path = str(repair_config) if repair_config is not None else os.environ.get(CONFIG_PATH_ENV) or None
     schedule = schedule or load_config(config_path).schedule
     pool = pool or default_repair_pool(cluster)
-    connections = {"cassandra_conn_id": cassandra_conn_id}
+    # `cluster`: the metrics' `cluster` tag (the declared name; the CQL connection id for the single cluster).
+    connections: dict[str, Any] = {"cassandra_conn_id": cassandra_conn_id, "cluster": cluster}
     with DAG(
         dag_id=REPAIR_DAG_ID + cluster_suffix(cluster),
         description="Subrange repair of every selected table within gc_grace_seconds, a node in one session at a time",
@@ -626,24 +636,10 @@ def nightly_repair_dag(
             config_path=config_path,
             trigger_rule="all_done",
             outlets=[AssetAlias(REPAIRED)],
-            cassandra_conn_id=cassandra_conn_id,
+            **connections,
         )  # an event of cassandra://<cluster>/<keyspace> for each keyspace covered within gc_grace
         plan >> repair >> report
     return dag
-
-
-def clusters_file() -> str | None:
-    """The clusters file: `$RINGWARD_CLUSTERS`, else `[ringward] clusters_file` in Airflow's configuration
-    (airflow.cfg or AIRFLOW__RINGWARD__CLUSTERS_FILE); None when neither is set."""
-    named = os.environ.get(CLUSTERS_ENV) or conf.get(SECTION, CLUSTERS_FILE_KEY, fallback="") or ""
-    return str(named).strip() or None
-
-
-def declared_clusters(path: str | Path | None = None) -> tuple[ClusterDeclaration, ...]:
-    """The clusters the file declares (`path`, else `clusters_file()`); empty without a clusters file.
-    An unreadable or invalid file raises ConfigurationError naming the problem and the fix."""
-    file = path if path is not None else clusters_file()
-    return () if file is None else load_clusters(file)
 
 
 _KINDS = (MIGRATION_DAG_ID, ROLLBACK_DAG_ID, REPAIR_DAG_ID)

@@ -21,6 +21,7 @@ from airflow.sdk import Context
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.sdk.execution_time.hitl import HITLUser
+from ringward.clusters import metrics_cluster
 from ringward.errors import MigrationError
 from ringward.governance import (
     APPROVERS,
@@ -84,7 +85,18 @@ def _triggered_by(context: Context) -> str | None:
 
 class MigrationApprovalOperator(ApprovalOperator):
     """Approve or reject, answered by someone other than the run's triggerer (unless the deployment allows
-    self-approval); the body ends with the run's settings that differ from the safe defaults."""
+    self-approval); the body ends with the run's settings that differ from the safe defaults.
+
+    `cluster` (the declared cluster's name, None for the single cluster) and `cassandra_conn_id` give the waiting
+    gauge its `cluster` tag (`ringward.clusters.metrics_cluster`)."""
+
+    def __init__(
+        self, *, cluster: str | None = None, cassandra_conn_id: str = RingwardCassandraHook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:  # fmt: skip
+        super().__init__(**kwargs)
+        self.cluster = cluster
+        self.cassandra_conn_id = cassandra_conn_id
 
     def execute(self, context: Context) -> Any:
         triggered_by = _triggered_by(context)
@@ -105,11 +117,16 @@ class MigrationApprovalOperator(ApprovalOperator):
                     f"or allows self-approval: {config_name(SELF_APPROVAL)}.",
                 )))  # fmt: skip
             self.assigned_users = approvers  # Airflow then accepts an answer only from them
-        emit_approval(context, self.task_id, datetime.now(UTC), RingwardCassandraHook.default_conn_name)  # gauge
+        emit_approval(context, self.task_id, datetime.now(UTC), self.metrics_cluster)  # gauge
         return super().execute(context)
 
+    @property
+    def metrics_cluster(self) -> str:
+        """The waiting gauge's `cluster` tag: the declared cluster's name, else the CQL connection id."""
+        return metrics_cluster(self.cluster, self.cassandra_conn_id)
+
     def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
-        emit_approval(context, self.task_id, None, RingwardCassandraHook.default_conn_name)  # answered: 0
+        emit_approval(context, self.task_id, None, self.metrics_cluster)  # answered: 0
         if "error" not in event and list(event.get("chosen_options") or []) == [self.APPROVE]:
             refusal = approver_refusal(
                 _triggered_by(context), event.get("responded_by_user"), allow_self=deployment_allows(SELF_APPROVAL)

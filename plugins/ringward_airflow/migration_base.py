@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
+from ringward.clusters import metrics_cluster
 from ringward.errors import MigrationError
 from ringward.migration_record import MigrationRecord
 from ringward_cassandra.nodetool import NodetoolClient
@@ -60,10 +61,13 @@ class MigrationOperator(BaseOperator):
         nodetool_conn_id: str = "ringward_nodetool",
         reaper_conn_id: str = "reaper_default",
         precheck_task_id: str = "precheck",
+        cluster: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.cassandra_conn_id = cassandra_conn_id
+        # The declared cluster's name (None: the single-cluster deployment): the `cluster` tag of the metrics.
+        self.cluster = cluster
         self.nodetool_conn_id = nodetool_conn_id
         # The Reaper managing this cluster's schedules (absent connection: no Reaper); only the precheck and the
         # pause/restore of repair controllers use it.
@@ -71,6 +75,11 @@ class MigrationOperator(BaseOperator):
         self.precheck_task_id = precheck_task_id
         self._nodetool: NodetoolClient | None = None
         self._hook: RingwardCassandraHook | None = None
+
+    @property
+    def metrics_cluster(self) -> str:
+        """The `cluster` tag of this task's metrics: the declared cluster's name, else the CQL connection id."""
+        return metrics_cluster(self.cluster, self.cassandra_conn_id)
 
     @property
     def cassandra(self) -> RingwardCassandraHook:

@@ -546,7 +546,7 @@ class MigrationReportOperator(MigrationOperator):
             store.set_migration_state(record["migration_id"], str(MigrationState.done()))
             finished_event = {"migration_id": record["migration_id"], "from": report["from"], "to": report["to"]}
             add_keyspace_events(context, MIGRATED, self.cassandra_conn_id, [record["keyspace"]], finished_event)
-            emit(migration_points(self.cassandra_conn_id, report, finished))  # tagged metrics
+            emit(migration_points(self.metrics_cluster, report, finished))  # tagged metrics
             store.release_lease(lease_resource(record["keyspace"]), record.get("lease_owner") or record["migration_id"])
         finally:
             self._release()

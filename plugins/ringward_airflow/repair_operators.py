@@ -18,6 +18,7 @@ from airflow.sdk import BaseNotifier, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.observability.stats import Stats
 from ringward.assets import covered_keyspaces
+from ringward.clusters import metrics_cluster
 from ringward.errors import ConfigurationError, RepairError
 from ringward.repair import (
     DEFAULT_CONFIG_PATH,
@@ -154,12 +155,19 @@ class PlanRepairOperator(BaseOperator):
         config_path: str | None = None,
         cassandra_conn_id: str = RingwardCassandraHook.default_conn_name,
         nodetool_conn_id: str = NodetoolHook.default_conn_name,
+        cluster: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.config_path = config_path
         self.cassandra_conn_id = cassandra_conn_id
         self.nodetool_conn_id = nodetool_conn_id
+        self.cluster = cluster  # the declared cluster's name: the tag of a failure's metrics (RepairFailureNotifier)
+
+    @property
+    def metrics_cluster(self) -> str:
+        """The `cluster` tag of a failure's metrics: the declared cluster's name, else the CQL connection id."""
+        return metrics_cluster(self.cluster, self.cassandra_conn_id)
 
     def execute(self, context: Any) -> dict[str, Any]:
         config = _config_or_fail(self.config_path, context.get("params"))
@@ -204,6 +212,7 @@ class RepairRunOperator(BaseOperator):
         plan_task_id: str = "plan",
         cassandra_conn_id: str = RingwardCassandraHook.default_conn_name,
         nodetool_conn_id: str = NodetoolHook.default_conn_name,
+        cluster: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -211,6 +220,12 @@ class RepairRunOperator(BaseOperator):
         self.plan_task_id = plan_task_id
         self.cassandra_conn_id = cassandra_conn_id
         self.nodetool_conn_id = nodetool_conn_id
+        self.cluster = cluster  # the declared cluster's name (None: single cluster): the metrics' `cluster` tag
+
+    @property
+    def metrics_cluster(self) -> str:
+        """The `cluster` tag of the live metrics: the declared cluster's name, else the CQL connection id."""
+        return metrics_cluster(self.cluster, self.cassandra_conn_id)
 
     # The one thing execute shares with on_kill (Airflow calls it on the same instance): the kill flag of the run
     # under way. Set in execute; constructors only store arguments (operators get copied).
@@ -244,7 +259,7 @@ class RepairRunOperator(BaseOperator):
         return outcome.to_json()
 
     def _progressed(self, repair_type: str, progress: Mapping[str, Any]) -> None:
-        emit(live_points(self.cassandra_conn_id, repair_type, progress))  # the tagged live metrics
+        emit(live_points(self.metrics_cluster, repair_type, progress))  # the tagged live metrics
 
     def on_kill(self) -> None:
         # Airflow 3.3 calls this from the SIGTERM handler and lets execute() go on. Only set the flag here:
@@ -305,6 +320,7 @@ class RepairReportOperator(BaseOperator):
         repair_task_id: str = "repair",
         cassandra_conn_id: str = RingwardCassandraHook.default_conn_name,
         alert_notifiers: Sequence[BaseNotifier] | None = None,  # None: ringward_airflow.alerts.configured_notifiers
+        cluster: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -313,6 +329,13 @@ class RepairReportOperator(BaseOperator):
         self.repair_task_id = repair_task_id
         self.cassandra_conn_id = cassandra_conn_id
         self.alert_notifiers = alert_notifiers
+        self.cluster = cluster  # the declared cluster's name (None: single cluster): the metrics' `cluster` tag
+
+    @property
+    def metrics_cluster(self) -> str:
+        """The `cluster` tag of the night's metrics and alerts: the declared cluster's name, else the CQL
+        connection id."""
+        return metrics_cluster(self.cluster, self.cassandra_conn_id)
 
     def execute(self, context: Any) -> dict[str, Any]:
         plan = context["ti"].xcom_pull(task_ids=self.plan_task_id, key=SUMMARY_KEY)
@@ -337,7 +360,7 @@ class RepairReportOperator(BaseOperator):
     def _observed(self, night: RecordedNight, context: Any) -> None:
         """The recorded night's tagged metrics, its alerts to the configured notifiers, and an asset event per
         keyspace covered within gc_grace."""
-        cluster = self.cassandra_conn_id
+        cluster = self.metrics_cluster
         emit(nightly_points(cluster, night.state, night.coverages, night.summaries, finished=night.finished,
                             run_seconds=night.run_seconds,
                             longest_unrepaired_seconds=night.longest_unrepaired_seconds))  # fmt: skip
@@ -346,7 +369,9 @@ class RepairReportOperator(BaseOperator):
         if alerts:
             deliver(alerts, configured_notifiers() if self.alert_notifiers is None else self.alert_notifiers, context)
         covered = covered_keyspaces(night.statuses)
-        add_keyspace_events(context, REPAIRED, cluster, covered, {"run_id": night.run_id, "state": night.state})
+        # Asset URIs keep naming the CQL connection (cassandra://<conn id>/<keyspace>): DAGs scheduled on them.
+        extra = {"run_id": night.run_id, "state": night.state}
+        add_keyspace_events(context, REPAIRED, self.cassandra_conn_id, covered, extra)
 
 
 def _gauge(name: str, value: float) -> None:
@@ -363,5 +388,6 @@ class RepairFailureNotifier(BaseNotifier):
         error = context.get("exception")
         self.log.error("ringward nightly repair: task %s of run %s failed: %s", task_id, context.get("run_id"), error)
         Stats.incr(f"{METRIC_PREFIX}.failed_tasks")
-        cluster = getattr(context.get("task"), "cassandra_conn_id", RingwardCassandraHook.default_conn_name)
+        task = context.get("task")
+        cluster = getattr(task, "metrics_cluster", None) or RingwardCassandraHook.default_conn_name
         night_failed(context, cluster)  # outcome FAILED and the configured notifiers

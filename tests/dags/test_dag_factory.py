@@ -169,6 +169,27 @@ def test_two_clusters_give_six_dags_with_disjoint_ids_connections_and_pools(tmp_
     assert "Cluster: **eu** (connection `cassandra_eu`)" in doc
 
 
+def test_every_task_that_sends_metrics_tags_the_declared_clusters_name(tmp_path: Path) -> None:
+    """Issue 39: the `cluster` tag is the declared name, handed to each operator; the single cluster's is the CQL
+    connection id (the tag's value before clusters were declared)."""
+    from ringward_airflow.dag_factory import MIGRATION_DAG_ID
+
+    dags = cluster_dags(path=_clusters_file(tmp_path, "eu", "us"))
+    for dag_id, dag in dags.items():
+        name = dag_id.rsplit("__", 1)[1]
+        tagged = [t for t in dag.tasks if hasattr(t, "cluster")]
+        assert {"report"} <= {t.task_id for t in tagged}, dag_id
+        assert {t.cluster for t in tagged} == {name}, dag_id
+    migration = dags["keyspace_migration__eu"]
+    assert {migration.get_task(t).metrics_cluster for t in ("report", "approval")} == {"eu"}
+    repair = dags["nightly_subrange_repair__us"]
+    assert {repair.get_task(t).metrics_cluster for t in ("plan", "repair", "report")} == {"us"}
+    single = keyspace_migration_dag()
+    assert single.dag_id == MIGRATION_DAG_ID
+    assert {single.get_task(t).metrics_cluster for t in ("report", "approval")} == {"cassandra_default"}
+    assert nightly_repair_dag().get_task("report").metrics_cluster == "cassandra_default"
+
+
 def test_only_the_asked_kinds_and_no_unknown_kind(tmp_path: Path) -> None:
     path = _clusters_file(tmp_path, "eu")
     assert list(cluster_dags("nightly_subrange_repair", path=path)) == ["nightly_subrange_repair__eu"]

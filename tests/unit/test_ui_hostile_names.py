@@ -19,6 +19,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from ringward.migration import migration_steps, repair_segments
@@ -441,3 +442,21 @@ def test_the_precheck_logs_a_plan_with_hostile_names_one_line_per_line() -> None
         assert logged.split("\n") == [line.replace("\n", "\\n").replace("\r", "\\r") for line in lines]
     assert "\\n[2026-11-27T10:00:00] INFO - approved by admin\\r" in _log_lines(plan.summary_lines())
     assert plan.summary() == "\n".join(plan.summary_lines()) and plan.table() == "\n".join(plan.table_lines())
+
+
+# -- a cluster name in the URL ---------------------------------------------------------------------------------------
+
+
+def test_a_hostile_cluster_name_in_the_url_is_shown_as_text(hostile: tuple[Any, str]) -> None:
+    """Issue 39: `?cluster=` is user input. A name no declaration has is refused (404), saying so: the page shows
+    it as text only, the JSON returns it as data, the picture routes answer JSON, never an SVG quoting it."""
+    client, bad = hostile
+    named = quote(bad, safe="")
+    for url in ("/ringward/repair", "/ringward/cluster"):
+        response = client.get(f"{url}?cluster={named}")
+        assert response.status_code == 404 and response.headers["content-type"].startswith("text/html"), url
+        assert_page_is_safe(response.text, bad, url)
+    for url in DATA[1:] + PICTURES[1:]:
+        response = client.get(f"{url}?cluster={named}")
+        assert response.status_code == 404 and response.headers["content-type"] == "application/json", url
+        assert bad in response.json()["detail"], url

@@ -21,14 +21,39 @@ from ringward_airflow.ui.formats import (
 from ringward_airflow.ui.style import STYLESHEET, THEME_SCRIPT, state_class
 from ringward_airflow.ui.views import JSON_ROWS
 
-__all__ = ["cluster_page", "error_page", "migration_page", "repair_page"]
+__all__ = ["cluster_page", "cluster_query", "error_page", "migration_page", "repair_page"]
 
 
-def _page(title: str, body: str, *, refresh: int | None = None, root: str = "") -> str:
-    """`root`: the relative path from the page to the app's root ("../../" under migration/<dag>/<run>)."""
+def cluster_query(cluster: str | None, **more: int) -> str:
+    """The query string naming a page's cluster (and `more` parameters), quoted; "" for the single cluster with
+    nothing more. Plain text: escaped where it is written into the page."""
+    params = ([f"cluster={quote(cluster, safe='')}"] if cluster is not None else []) + [
+        f"{quote(name, safe='')}={value}" for name, value in more.items()
+    ]
+    return "?" + "&".join(params) if params else ""
+
+
+def _picker(cluster: str | None, picker: list[str] | None) -> str:
+    """The cluster picker: the clusters whose page of this kind the user may open (the current one in bold), each
+    a link to the same page of that cluster. Nothing for the single cluster."""
+    if cluster is None and not picker:
+        return ""
+    links = [f"<b>{escape(name)}</b>" if name == cluster else f"<a href='{escape(cluster_query(name))}'>"
+             f"{escape(name)}</a>" for name in picker or []]  # fmt: skip
+    if cluster is not None and cluster not in (picker or []):
+        links.insert(0, f"<b>{escape(cluster)}</b>")
+    return "<p id='clusters' class='muted'>cluster: " + " &middot; ".join(links) + "</p>"
+
+
+def _page(title: str, body: str, *, refresh: int | None = None, root: str = "", cluster: str | None = None,
+          picker: list[str] | None = None) -> str:  # fmt: skip
+    """`root`: the relative path from the page to the app's root ("../../" under migration/<dag>/<run>);
+    `cluster`: the page's cluster (the nav's links keep it), `picker`: the clusters to offer (`_picker`)."""
     meta = f"<meta http-equiv='refresh' content='{refresh}'>" if refresh else ""
-    nav = (f"<nav aria-label='ringward'><b>ringward</b><a href='{root}repair'>Repair</a>"
-           f"<a href='{root}cluster'>Cluster</a></nav>")  # fmt: skip
+    query = escape(cluster_query(cluster))
+    nav = (f"<nav aria-label='ringward'><b>ringward</b><a href='{root}repair{query}'>Repair</a>"
+           f"<a href='{root}cluster{query}'>Cluster</a></nav>")  # fmt: skip
+    body = _picker(cluster, picker) + body
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -95,23 +120,29 @@ PAGE_ROWS = 200  # rows of each list of ranges per page (?page=N): a 48-node x 2
 INLINE_SVG_CHARS = 256_000  # a larger picture is linked (<img>), not inlined: 12,288 ranges draw 11 MB of SVG
 
 
-def _list_pager(offset: int, total: int, what: str) -> str:
+def _list_pager(offset: int, total: int, what: str, cluster: str | None = None) -> str:
     """Which rows of a list of `total` a page shows, with links to the other pages (nothing for one page)."""
     pages = max(1, -(-total // PAGE_ROWS))
     if pages <= 1:
         return ""
     start, end = _window(total, offset // PAGE_ROWS + 1)
-    return f"<p class='muted'>{_shown(start, end, total, what)}</p>" + _pager(offset // PAGE_ROWS + 1, pages)
+    return f"<p class='muted'>{_shown(start, end, total, what)}</p>" + _pager(offset // PAGE_ROWS + 1, pages, cluster)
 
 
-def _pager(page: int, pages: int) -> str:
-    """Links to the first, previous, next and last page of the range lists (relative: the page keeps its URL)."""
+def _pager(page: int, pages: int, cluster: str | None = None) -> str:
+    """Links to the first, previous, next and last page of the range lists (relative: the page keeps its path and
+    its cluster)."""
     if pages <= 1:
         return ""
-    links = ["<a href='?page=1'>first</a>", f"<a href='?page={page - 1}' rel='prev'>previous</a>"] if page > 1 else []
+
+    def href(number: int) -> str:
+        return escape(cluster_query(cluster, page=number))
+
+    links = [f"<a href='{href(1)}'>first</a>", f"<a href='{href(page - 1)}' rel='prev'>previous</a>"
+             ] if page > 1 else []  # fmt: skip
     links.append(f"page {page} of {pages}")
     if page < pages:
-        links += [f"<a href='?page={page + 1}' rel='next'>next</a>", f"<a href='?page={pages}'>last</a>"]
+        links += [f"<a href='{href(page + 1)}' rel='next'>next</a>", f"<a href='{href(pages)}'>last</a>"]
     return "<p class='pager'>" + " &middot; ".join(links) + "</p>"
 
 
@@ -142,7 +173,7 @@ def migration_page(data: dict[str, Any], svg: str | None) -> str:
             href = f"../../migration/{quote(data['dag_id'], safe='')}/{quote(data['taken_over_by'], safe='')}"
             message += f" <a href='{escape(href)}' id='taken-over'>{escape(data['taken_over_by'])}</a>"
         body = f"<h1>Migration of run {escape(data['run_id'])}</h1><div class='msg' id='error'>{message}</div>"
-        return _page(title, body, root="../../")
+        return _page(title, body, root="../../", cluster=data.get("cluster"))
     lists = [data["ranges_total"]] + [stage["total"] for step in data["steps"] for stage in step["stages"]]
     pages = max(1, -(-max(lists) // PAGE_ROWS))
     page = data["window"]["offset"] // PAGE_ROWS + 1
@@ -206,7 +237,7 @@ def migration_page(data: dict[str, Any], svg: str | None) -> str:
                      f"{JSON_ROWS} rows per request).</p>")  # fmt: skip
     parts.append(_timings(data.get("run")))
     running = data["state"] not in ("done", "cleaned") and (data.get("run") or {}).get("state") == "running"
-    return _page(title, "".join(parts), refresh=10 if running else None, root="../../")
+    return _page(title, "".join(parts), refresh=10 if running else None, root="../../", cluster=data.get("cluster"))
 
 
 def _migration_state(state: str) -> str:
@@ -317,8 +348,11 @@ def _timings(run: dict[str, Any] | None) -> str:
                                                        tid="timings") + hidden)  # fmt: skip
 
 
-def repair_page(data: dict[str, Any], svg: str) -> str:
-    parts = ["<h1>Nightly subrange repair</h1>"]
+def repair_page(data: dict[str, Any], svg: str, *, picker: list[str] | None = None) -> str:
+    """`picker`: the clusters whose Repair page the user may open."""
+    cluster = data.get("cluster")
+    of = "" if cluster is None else f" of <span id='cluster'>{escape(cluster)}</span>"
+    parts = [f"<h1>Nightly subrange repair{of}</h1>"]
     switch = data["switch"]
     if switch["paused"]:
         last = switch["events"][0]
@@ -335,7 +369,7 @@ def repair_page(data: dict[str, Any], svg: str) -> str:
     # No script: the required checkbox is the confirmation (the pages' Content-Security-Policy runs no inline
     # handler), and the server refuses a press without it.
     parts.append(
-        f"<form method='post' action='api/repair/switch' id='switch-form'>"
+        f"<form method='post' action='api/repair/switch{escape(cluster_query(cluster))}' id='switch-form'>"
         f"<input type='hidden' name='action' value='{action}'>"
         "<label>reason <input name='reason' size='40'></label> "
         "<label><input type='checkbox' name='confirm' value='yes' required> I confirm: running sessions finish; "
@@ -361,7 +395,7 @@ def repair_page(data: dict[str, Any], svg: str) -> str:
             parts.append(_table(["metric", "value"], [[escape(str(k)), _e(v)] for k, v in latest["metrics"].items()],
                                 tid="metrics"))  # fmt: skip
     parts.append("<h2>Tables</h2>")
-    table_pager = _list_pager(data["window"]["offset"], data["tables_total"], "tables")
+    table_pager = _list_pager(data["window"]["offset"], data["tables_total"], "tables", cluster)
     parts.append(table_pager)
     rows = [[escape(t["table"]), _e(t["repaired"]) if t["repaired"] is not None else
              "<span class='muted'>not reported yet</span>", _e(t["run_id"]), _when(t["recorded_at"])]
@@ -397,7 +431,7 @@ def repair_page(data: dict[str, Any], svg: str) -> str:
                for e in switch["events"]]  # fmt: skip
     parts.append(_table(["when", "who", "action", "reason"], presses, tid="switch-events"))
     running = current is not None and current.get("state") in ("running", "queued")
-    return _page("ringward repair", "".join(parts), refresh=15 if running else None)
+    return _page("ringward repair", "".join(parts), refresh=15 if running else None, cluster=cluster, picker=picker)
 
 
 _TYPE_COVERAGE = {
@@ -488,10 +522,12 @@ def _health(health: str) -> str:
     return f"<span class='{cls}'>{escape(health)}</span>"
 
 
-def cluster_page(data: dict[str, Any], svg: str) -> str:
+def cluster_page(data: dict[str, Any], svg: str, *, picker: list[str] | None = None) -> str:
+    """`picker`: the clusters whose Cluster page the user may open."""
     c = data["connection"]
+    cluster = data.get("cluster")
     parts = [
-        "<h1>Cluster</h1>",
+        "<h1>Cluster</h1>" if cluster is None else f"<h1>Cluster <span id='cluster'>{escape(cluster)}</span></h1>",
         f"<p id='connection'>connection <b>{escape(c['conn_id'])}</b> ({escape(c['conn_type'])}): "
         f"{escape(c['target'])}; local DC {_e(c['local_dc'])}; protocol {_e(c['protocol_version'])}; "
         f"credentials {'set' if c['login_set'] else 'none'}; TLS {'on' if c['ssl'] else 'off'}</p>",
@@ -502,8 +538,8 @@ def cluster_page(data: dict[str, Any], svg: str) -> str:
              _state(n["status"]),
              escape(n["load"]), str(n["tokens"]), escape(n["schema_version"]), escape(n["release_version"])]
             for n in data["nodes"]]  # fmt: skip
-    pager = _list_pager(data["window"]["offset"], data["nodes_total"], "nodes")
+    pager = _list_pager(data["window"]["offset"], data["nodes_total"], "nodes", cluster)
     parts.append(pager + _table(["address", "datacenter", "rack", "status", "load", "tokens", "schema version",
                          "Cassandra"], rows, tid="nodes") + pager)  # fmt: skip
     parts.append(f"<div class='svg' id='ring'>{svg}</div>")
-    return _page("ringward cluster", "".join(parts))
+    return _page("ringward cluster", "".join(parts), cluster=cluster, picker=picker)

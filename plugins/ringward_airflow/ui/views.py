@@ -21,6 +21,7 @@ from itertools import groupby
 from operator import attrgetter
 from typing import Any, TypeVar
 
+from ringward.clusters import ClusterTarget
 from ringward.errors import RingwardError
 from ringward.migration import migration_steps, repair_segments
 from ringward.migration_record import MigrationRecord, MigrationState
@@ -48,6 +49,7 @@ from ringward_airflow.ui.source import Source
 __all__ = [
     "MIGRATION_DAGS",
     "REPAIR_DAG",
+    "SINGLE_CLUSTER",
     "RunAccess",
     "StoredStateError",
     "Window",
@@ -57,8 +59,9 @@ __all__ = [
     "repair_view",
 ]
 
-MIGRATION_DAGS = ("keyspace_migration", "keyspace_migration_rollback")
-REPAIR_DAG = "nightly_subrange_repair"
+SINGLE_CLUSTER = ClusterTarget()  # the single-cluster deployment: today's DAG ids and connection
+MIGRATION_DAGS = SINGLE_CLUSTER.migration_dags  # the single cluster's; a declared cluster's: `ClusterTarget`
+REPAIR_DAG = SINGLE_CLUSTER.repair_dag
 CONFIG_PATH_ENV = "RINGWARD_REPAIR_CONFIG"
 T = TypeVar("T")
 RANGE_ROWS = 1000  # range and segment tables show at most this many rows (the JSON has all)
@@ -103,12 +106,15 @@ def _checked_record(row: MigrationRow) -> MigrationPlan:
         ) from error
 
 
-def find_migration(store: OpsStore, dag_id: str, run_id: str) -> MigrationRow | None:
+def find_migration(
+    store: OpsStore, dag_id: str, run_id: str, migration_dags: Sequence[str] = MIGRATION_DAGS
+) -> MigrationRow | None:
     """The migration run `run_id` of `dag_id` owns: its record names exactly that DAG and that run.
 
     Nothing looser: the page is served under the permission to read `dag_id`, so a record of another DAG, or one
-    without a DAG, or one whose id merely ends with the run id, must not be shown under it."""
-    if dag_id not in MIGRATION_DAGS:
+    without a DAG, or one whose id merely ends with the run id, must not be shown under it. `migration_dags`: the
+    cluster's migration DAGs (the store is that cluster's)."""
+    if dag_id not in migration_dags:
         return None
     for row in _stored("migrations", store.migrations):
         if row.record.get("dag_id") == dag_id and row.record.get("run_id") == run_id:
@@ -140,22 +146,29 @@ def rebuilt_plan(record: dict[str, Any]) -> MigrationPlan:
 
 
 def migration_view(
-    source: Source, dag_id: str, run_id: str, *, access: RunAccess = RunAccess(), window: Window | None = None
+    source: Source,
+    dag_id: str,
+    run_id: str,
+    *,
+    access: RunAccess = RunAccess(),
+    window: Window | None = None,
+    cluster: ClusterTarget = SINGLE_CLUSTER,
 ) -> tuple[dict[str, Any], str | None]:
     """(the page's data, the placement SVG) of the migration a run planned; the SVG is None without one.
 
     `access`: what the user may read of the run besides the migration; nothing read from the rest is returned.
     `window`: which rows of each list of ranges to return (the first `JSON_ROWS` in ring order by default); the
-    counts are of every row. The plan is built once per stored record (`_planned`), the journal read each time."""
+    counts are of every row. The plan is built once per stored record (`_planned`), the journal read each time.
+    `cluster`: the cluster whose store `source` reads (its migration DAGs are the ones shown)."""
     window = window or Window()
-    if dag_id not in MIGRATION_DAGS:  # no cluster or database read for a run of any other DAG
+    if dag_id not in cluster.migration_dags:  # no cluster or database read for a run of any other DAG
         return {
-            "dag_id": dag_id, "run_id": run_id, "found": False, "run": None,
+            "cluster": cluster.name, "dag_id": dag_id, "run_id": run_id, "found": False, "run": None,
             "message": f"{dag_id} is not a ringward migration DAG: the Migration page shows runs of "
-                       f"{' and '.join(MIGRATION_DAGS)}.",
+                       f"{' and '.join(cluster.migration_dags)}.",
         }, None  # fmt: skip
     store = source.ops()
-    found = None if store is None else find_migration(store, dag_id, run_id)
+    found = None if store is None else find_migration(store, dag_id, run_id, cluster.migration_dags)
     full_run = _dag_run(source, dag_id, run_id)
     run = _shown_run(full_run, dag_id, access)
     xcoms = ((full_run or {}).get("xcoms") or {}) if access.xcoms else {}
@@ -168,8 +181,8 @@ def migration_view(
             "or a refused precheck records none)."
         )  # fmt: skip
         return {
-            "dag_id": dag_id, "run_id": run_id, "found": False, "run": run, "message": message,
-            "taken_over_by": taken_over,
+            "cluster": cluster.name, "dag_id": dag_id, "run_id": run_id, "found": False, "run": run,
+            "message": message, "taken_over_by": taken_over,
         }, None  # fmt: skip
     record = found.record
     built, key = _planned(dag_id, run_id, found)
@@ -193,7 +206,7 @@ def migration_view(
             "verification": _verification(xcoms, step.index),
         })  # fmt: skip
     data = {
-        "dag_id": dag_id, "run_id": run_id, "found": True, "run": run,
+        "cluster": cluster.name, "dag_id": dag_id, "run_id": run_id, "found": True, "run": run,
         "migration_id": found.migration_id, "keyspace": built.keyspace, "state": state,
         "updated_at": _iso(found.updated_at), "started_at": record.get("started_at"),
         "old": built.old, "new": built.new, "safe": built.safe,
@@ -541,12 +554,13 @@ def _cleanup(xcoms: dict[str, Any], state: str) -> dict[str, Any]:
 # -- repair ----------------------------------------------------------------------------------------------
 
 
-def _repair_config(runs: list[Any]) -> tuple[Any, str | None]:
+def _repair_config(runs: list[Any], path: str | None = None) -> tuple[Any, str | None]:
     """(the configuration whose selection and kill switch the page shows, a note when the last run's could not
-    be used).
+    be used). `path`: the cluster's configuration file (None: $RINGWARD_REPAIR_CONFIG, else the shipped one), as
+    the DAG factory gives it to the cluster's nightly repair.
 
     A configuration file that cannot be read raises its ConfigurationError (the page says which and why)."""
-    base = load_config(os.environ.get(CONFIG_PATH_ENV) or None)
+    base = load_config(path or os.environ.get(CONFIG_PATH_ENV) or None)
     last = runs[0] if runs else None
     chosen = status_config(base, last.config if last else None, last.run_id if last else None)
     return chosen.config, chosen.note
@@ -559,19 +573,22 @@ TABLE_ROWS = 200  # tables per page of the Repair page (and bars of its coverage
 EXCLUDED_ROWS = 200  # keyspaces and tables left out, listed (the rest counted)
 
 
-def repair_view(source: Source, window: Window | None = None) -> tuple[dict[str, Any], str]:
+def repair_view(
+    source: Source, window: Window | None = None, cluster: ClusterTarget = SINGLE_CLUSTER
+) -> tuple[dict[str, Any], str]:
     """(the page's data, a picture of each table's coverage) from what the nightly repair stored: the reports of
     its runs (ringward_ops.repair_runs: per-table coverage, metrics) and the live progress of the running run
     (ringward_ops.repair_progress). Nothing is planned here, nor the repair history scanned: a request costs a
     few small reads whatever the size of the cluster (the page reloads every 15 s while a run goes on).
 
     `window`: which tables (sorted by name) the per-table lists and the picture show, the first `TABLE_ROWS` by
-    default; `tables_total` counts them all."""
+    default; `tables_total` counts them all. `cluster`: the cluster `source` reads (its repair DAG's latest run,
+    its repair configuration)."""
     window = window or Window(limit=TABLE_ROWS)
     store = source.ops()
     runs = _stored("repair_runs", store.repair_runs) if store else []
     events = _stored("repair_switch", lambda: store.switch_events(REPAIR_SWITCH)) if store else []
-    config, config_note = _repair_config(runs)
+    config, config_note = _repair_config(runs, cluster.repair_config)
     # The tables in scope: the schema the driver keeps (no query), the configuration's selection, narrowed to
     # what the recent runs selected.
     covered, excluded = repair_scope(source.schema(), config, [(run.run_id, run.config) for run in runs])
@@ -590,7 +607,7 @@ def repair_view(source: Source, window: Window | None = None) -> tuple[dict[str,
             "table": name, "repaired": found[0] if found else None, "run_id": found[1] if found else None,
             "recorded_at": _iso(found[2]) if found else None,
         })  # fmt: skip
-    run = _dag_run(source, REPAIR_DAG, None)
+    run = _dag_run(source, cluster.repair_dag, None)
     progress = None
     if store is not None and run is not None and "error" not in run:
         progress = _stored("repair_progress", lambda: store.run_progress(run["run_id"]))
@@ -599,6 +616,7 @@ def repair_view(source: Source, window: Window | None = None) -> tuple[dict[str,
     findings = _stored("repair_previews", read_previews) if read_previews is not None else []
     previews = findings[:_PREVIEWS_SHOWN]
     data = {
+        "cluster": cluster.name, "repair_dag": cluster.repair_dag,
         "ops_keyspace": store is not None,
         "latest_run": None if latest is None else {
             "run_id": latest.run_id, "state": latest.state, "updated_at": _iso(latest.updated_at),
@@ -742,7 +760,9 @@ RING_ARCS = 720  # the ring picture draws a larger ring as this many arcs (runs 
 RING_LEGEND = 40  # nodes the ring picture's legend names (the down ones first); the page lists every node
 
 
-def cluster_view(source: Source, window: Window | None = None) -> tuple[dict[str, Any], str]:
+def cluster_view(
+    source: Source, window: Window | None = None, cluster: ClusterTarget = SINGLE_CLUSTER
+) -> tuple[dict[str, Any], str]:
     """(the page's data, the ring picture); `window`: which nodes the list shows (the first `NODE_ROWS` by
     default), `nodes_total` counts them all. The picture's size is bounded (`RING_ARCS`, `RING_LEGEND`)."""
     window = window or Window(limit=NODE_ROWS)
@@ -752,6 +772,7 @@ def cluster_view(source: Source, window: Window | None = None) -> tuple[dict[str
     schema_versions = sorted({n.schema_version for n in nodes if n.schema_version})
     first = window.start(len(nodes)) if window.triage else window.offset  # the page's: clamped to the last
     data = {
+        "cluster": cluster.name,
         "connection": {"conn_id": connection.conn_id, "conn_type": connection.conn_type,
                        "target": connection.target, "login_set": connection.login_set, "ssl": connection.ssl,
                        "local_dc": connection.local_dc, "protocol_version": connection.protocol_version},
