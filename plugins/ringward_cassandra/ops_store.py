@@ -49,7 +49,6 @@ from ringward_cassandra.ops.previews import CassandraPreviews
 from ringward_cassandra.ops.progress import CassandraRunProgress
 from ringward_cassandra.ops.runs import CassandraRepairRuns
 from ringward_cassandra.ops.schema import LEGACY_HISTORY, CassandraOpsSchema
-from ringward_cassandra.ops.schema import TABLES as _TABLES
 from ringward_cassandra.ops.switch import CassandraSwitch
 
 if TYPE_CHECKING:
@@ -65,7 +64,6 @@ __all__ = [
     "PLAN_PAGE_COMMANDS",
     "RECORD_COLUMNS",
     "REPAIR_SWITCH",
-    "_TABLES",
     "JournalEntry",
     "Lease",
     "MigrationRow",
