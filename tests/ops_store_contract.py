@@ -1,9 +1,10 @@
 """The ops store contract of the nightly path: the same assertions for `OpsStore` (on the real cluster, in
-tests/integration/test_ops_store_contract.py) and `MemoryOpsStore` (tests/unit/test_ops_store_contract.py).
+tests/integration/test_ops_store_on_cluster.py) and `MemoryOpsStore` (tests/unit/test_ops_store_contract.py).
 
-Each check takes a `Harness`: the store, a way to let time pass (the memory store's clock moves; the real
-store's test sleeps) and a prefix that makes the check's keyspace names and run ids its own. Timestamps given
-to the store are whole seconds (Cassandra keeps milliseconds).
+Each check takes a `Harness`: the store (typed by the storage Protocols of the record kinds both stores hold,
+so mypy checks that every check uses only what the Protocols promise), a way to let time pass (the memory
+store's clock moves; the real store's test sleeps) and a prefix that makes the check's keyspace names and run
+ids its own. Timestamps given to the store are whole seconds (Cassandra keeps milliseconds).
 """
 
 from __future__ import annotations
@@ -11,18 +12,38 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Protocol
 
 import pytest
 from ringward.errors import MigrationError, RepairError
-from ringward.repair import RecordUpdate, Segment, SegmentRecord, SegmentState
+from ringward.migration_storage import LeaseStorage
+from ringward.repair import (
+    PreviewFinding,
+    PreviewStorage,
+    RecordUpdate,
+    RepairHistoryStorage,
+    RepairRunStorage,
+    RunPlanStorage,
+    RunProgressStorage,
+    Segment,
+    SegmentRecord,
+    SegmentState,
+    SwitchStorage,
+)
 from ringward.ring import TokenRange
-from ringward_cassandra.ops_store import PLAN_CHUNK_ROWS, PreviewFinding, bucket_bounds, history_bucket
+from ringward_cassandra.ops.layout import PLAN_CHUNK_ROWS, bucket_bounds, history_bucket
+
+
+class ContractStore(
+    LeaseStorage, RepairHistoryStorage, RunPlanStorage, RunProgressStorage, RepairRunStorage, PreviewStorage,
+    SwitchStorage, Protocol,
+):  # fmt: skip
+    """The record kinds both stores hold: what the contract checks (OpsStore also holds the migration's)."""
 
 
 @dataclass
 class Harness:
-    store: Any  # OpsStore or MemoryOpsStore
+    store: ContractStore  # OpsStore or MemoryOpsStore
     advance: Callable[[float], None]  # let `seconds` pass for the store
     prefix: str  # unique per check: keyspace names and run ids start with it
 
@@ -127,10 +148,12 @@ def check_run_plan_round_trip(h: Harness) -> None:
     # A retried plan task saves a shorter plan: nothing of the earlier one is left in a chunk it rewrites.
     assert h.store.save_run_plan(run_id, [["a", "b"]], ttl_seconds=3600) == 1
     assert h.store.run_plan_chunk(run_id, 0) == ["a", "b"]
-    with pytest.raises(RepairError, match="at most 5000"):
+    with pytest.raises(RepairError, match="at most 5000") as refused:
         h.store.save_run_plan(h.name("big"), [["x"] * (PLAN_CHUNK_ROWS + 1)], ttl_seconds=3600)
-    with pytest.raises(RepairError, match="has a line break"):  # commands are stored a line each
+    assert "chunks of at most PLAN_CHUNK_ROWS" in refused.value.fix
+    with pytest.raises(RepairError, match="has a line break") as refused:  # commands are stored a line each
         h.store.save_run_plan(h.name("lines"), [["x", "a\nb"]], ttl_seconds=3600)
+    assert "one line of JSON" in refused.value.fix
     assert h.store.run_plan_chunk(h.name("lines"), 0) == []  # refused before anything was written
     # A full chunk spans several rows (PLAN_PAGE_COMMANDS commands a row); empty commands survive.
     full = [f'{{"c": {i}}}' for i in range(PLAN_CHUNK_ROWS - 1)] + [""]
@@ -253,19 +276,25 @@ def check_a_lease_lives_its_ttl_from_its_owners_last_renewal(h: Harness) -> None
     resource = f"keyspace:{keyspace}"
     h.store.lease_ttl_seconds = 3
     h.store.acquire_lease(resource, "m1", "keyspace_migration")
-    with pytest.raises(MigrationError, match="is held by m1"):
+    with pytest.raises(MigrationError, match="is held by m1") as refused:
         h.store.acquire_lease(resource, "m2", "keyspace_migration")
+    assert f"WHERE resource = '{resource}' IF owner = 'm1'" in refused.value.fix  # how to free a dead run's lease
     h.advance(2)
     h.store.acquire_lease(resource, "m1", "keyspace_migration")  # renewed: 3 s from now
     h.advance(2)  # past the first take's TTL, within the renewal's
-    assert keyspace in h.store.leased_keyspaces() and h.store.lease(resource).owner == "m1"
+    assert keyspace in h.store.leased_keyspaces() and _owner(h, resource) == "m1"
     h.advance(1.5)  # past the renewal's
     assert keyspace not in h.store.leased_keyspaces() and h.store.lease(resource) is None
     h.store.acquire_lease(resource, "m2", "keyspace_migration")  # expired: free for another migration
     h.store.release_lease(resource, "m1")  # not its owner: changes nothing
-    assert h.store.lease(resource).owner == "m2"
+    assert _owner(h, resource) == "m2"
     h.store.release_lease(resource, "m2")
     assert h.store.lease(resource) is None
+
+
+def _owner(h: Harness, resource: str) -> str | None:
+    lease = h.store.lease(resource)
+    return None if lease is None else lease.owner
 
 
 CHECKS = [

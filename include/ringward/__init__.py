@@ -20,6 +20,7 @@ __all__ = [
     "markdown",
     "migration",
     "migration_record",
+    "migration_storage",
     "permissions",
     "placement",
     "plan",

@@ -49,6 +49,7 @@ from ringward.migration import (
     repair_waves,
 )
 from ringward.migration_record import MigrationPhase, MigrationRecord, MigrationState
+from ringward.migration_storage import JournalEntry
 from ringward.plan import MigrationPlan
 from ringward.private_files import private_folder, write_private
 from ringward.repair import (
@@ -66,7 +67,6 @@ from ringward.replication import Replication
 from ringward.ring import Ring, TokenRange
 from ringward.svg import render_placement_svg
 from ringward_cassandra.nodetool import RepairOutcome
-from ringward_cassandra.ops_store import JournalEntry
 
 __all__ = [
     "DEFAULT_PRECHECK_CHECKS",

@@ -6,74 +6,51 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ringward.migration_storage import Lease, LeaseStorage
 from ringward.repair import (
     ClusterPlan,
     ClusterView,
     PlanStore,
+    PreviewFinding,
+    PreviewStorage,
     RecordUpdate,
     RepairCommand,
     RepairConfig,
+    RepairHistoryRow,
+    RepairHistoryStorage,
+    RepairRunRow,
+    RepairRunStorage,
     RepairStatus,
     ReportStore,
+    RunPlanStorage,
+    RunProgressStorage,
     RunStore,
     Segment,
     SegmentRecord,
+    SwitchEvent,
+    SwitchStorage,
 )
 from ringward.ring import Ring
 from ringward_cassandra.cluster_repairs import ClusterRepairPlan, plan_cluster, table_statuses
-from ringward_cassandra.ops_store import (
-    Lease,
-    OpsStore,
-    PreviewFinding,
-    RepairHistoryRow,
-    RepairRunRow,
-    SwitchEvent,
-    history_bucket,
-)
+from ringward_cassandra.ops.layout import history_bucket
+from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.schema import data_disk_max_sizes
 
 from ringward_airflow.hooks import RingwardCassandraHook
 
+if TYPE_CHECKING:  # the in-memory store is the simulator's and the tests': only mypy reads it here
+    from ringward_cassandra.memory_ops_store import MemoryOpsStore
+
 __all__ = ["CassandraSource", "ClusterAdapter", "OpsStoreLike", "StoreAdapter"]
 
 
-class OpsStoreLike(Protocol):
-    """The ops store methods the night uses, as `OpsStore` and `MemoryOpsStore` both have them."""
-
-    def records_of(
-        self,
-        keyspace: str,
-        tables: Sequence[str],
-        buckets: Iterable[int],
-        ids: Mapping[tuple[int, int], str],
-        repair_type: str = "full",
-    ) -> dict[str, SegmentRecord]: ...
-
-    def repair_history(self, keyspace: str | None = None, repair_type: str = "full") -> list[RepairHistoryRow]: ...
-
-    def record_repairs(self, updates: Iterable[RecordUpdate], ttl_seconds: int | None = None) -> None: ...
-
-    def save_run_plan(self, run_id: str, chunks: Iterable[Sequence[str]], ttl_seconds: int | None = None) -> int: ...
-
-    def run_plan_chunk(self, run_id: str, chunk: int) -> list[str]: ...
-
-    def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None: ...
-
-    def record_repair_run(
-        self, run_id: str, state: str, summary: dict[str, object], config: dict[str, object]
-    ) -> None: ...
-
-    def latest_repair_run(self) -> RepairRunRow | None: ...
-
-    def record_preview(self, finding: PreviewFinding, ttl_seconds: int | None = None) -> None: ...
-
-    def preview_findings(self, keyspace: str | None = None) -> list[PreviewFinding]: ...
-
-    def leased_keyspaces(self) -> dict[str, Lease]: ...
-
-    def switch_events(self, name: str = ..., limit: int = 20) -> list[SwitchEvent]: ...
+class OpsStoreLike(
+    RepairHistoryStorage, RunPlanStorage, RunProgressStorage, RepairRunStorage, PreviewStorage, LeaseStorage,
+    SwitchStorage, Protocol,
+):  # fmt: skip
+    """An ops store of every record kind the night uses, as `OpsStore` and `MemoryOpsStore` both are."""
 
 
 class StoreAdapter:
@@ -177,8 +154,8 @@ class ClusterAdapter:
 
 
 def _conformance(
-    store: OpsStore, cassandra: RingwardCassandraHook
-) -> tuple[PlanStore, ReportStore, RunStore, ClusterView]:
-    """Never called: mypy checks here that the ops store fits `OpsStoreLike` and the adapters fit the ports."""
+    store: OpsStore, memory: MemoryOpsStore, cassandra: RingwardCassandraHook
+) -> tuple[PlanStore, ReportStore, RunStore, ClusterView, OpsStoreLike]:
+    """Never called: mypy checks here that both ops stores fit `OpsStoreLike` and the adapters fit the ports."""
     adapted = StoreAdapter(store)
-    return adapted, adapted, adapted, ClusterAdapter(cassandra)
+    return adapted, adapted, adapted, ClusterAdapter(cassandra), memory

@@ -18,6 +18,7 @@ from ringward.repair import (
     NodeSizeEstimate,
     RecordedSegment,
     RepairConfig,
+    RepairHistoryRow,
     RepairStatus,
     Segment,
     SegmentRecord,
@@ -35,7 +36,6 @@ from ringward.repair import (
 from ringward.replication import Replication
 from ringward.ring import Ring
 
-from ringward_cassandra.ops_store import RepairHistoryRow
 from ringward_cassandra.schema import keyspace_names, keyspace_replication, table_gc_grace
 
 __all__ = [

@@ -5,8 +5,11 @@ INSERT ... USING TTL sets the TTL of the cells it writes and of the row; cells i
 None value deletes the cell). Time is the injected clock's, so TTLs hold in virtual time. Counters say what
 the fleet benchmark reports: rows written and read per table and the largest partition per table.
 
-Imports no Cassandra driver (the simulator runs without one); the row types, the bucket arithmetic and the
-history columns are `ops_store`'s own, so both stores write the same cells.
+Imports no Cassandra driver (the simulator runs without one); the row types are the core's
+(`ringward.repair`, `ringward.migration_storage`) and the bucket arithmetic and the cells of each write are
+`ringward_cassandra.ops.layout`'s, shared with the Cassandra stores, so both stores write the same cells. It
+implements the storage Protocol of every record kind it holds (leases, repair history, run plans, run progress,
+repair runs, preview findings, the pause switch); not the migrations, their journal or the controller pauses.
 """
 
 from __future__ import annotations
@@ -18,23 +21,19 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from ringward.repair import RecordUpdate, SegmentRecord
+from ringward.migration_storage import Lease
+from ringward.repair import PreviewFinding, RecordUpdate, RepairHistoryRow, RepairRunRow, SegmentRecord, SwitchEvent
 from ringward.ring import TokenRange
 
-from ringward_cassandra.ops_store import (
+from ringward_cassandra.ops.layout import (
     DEFAULT_HISTORY_TTL,
     LEASE_TTL_SECONDS,
     RECORD_COLUMNS,
     REPAIR_SWITCH,
-    Lease,
-    PreviewFinding,
-    RepairHistoryRow,
-    RepairRunRow,
-    SwitchEvent,
-    _check_chunk,
-    _history_row,
     add_records,
+    check_chunk,
     history_columns,
+    history_row,
     history_table,
     lease_held,
     plan_pages,
@@ -122,7 +121,8 @@ class _Table:
 
 
 class MemoryOpsStore:
-    """The nightly repair's ops store in memory (see `OpsStore` for what each method means)."""
+    """The nightly repair's ops store in memory (see `OpsStore` and the storage Protocols for what each method
+    means)."""
 
     def __init__(self, *, clock: Clock = _utc_now, history_ttl_seconds: int = DEFAULT_HISTORY_TTL) -> None:
         self.clock = clock
@@ -194,7 +194,7 @@ class MemoryOpsStore:
         ttl = self.history_ttl_seconds if ttl_seconds is None else ttl_seconds
         columns = history_columns(keyspace, tables, token_range, record, started_at, finished_at, replicas,
                                   self.clock())  # fmt: skip
-        partition = (columns["keyspace_name"], columns["table_names"], columns["bucket"])
+        partition: Key = (columns["keyspace_name"], columns["table_names"], columns["bucket"])
         table = history_table(record)
         if table != "repair_segments":
             partition = (record.repair_type, *partition)
@@ -210,11 +210,11 @@ class MemoryOpsStore:
         if repair_type != "full":
             table = self._tables["repair_type_segments"]
             partitions = sorted(p for p in table.partitions if p[0] == repair_type and keyspace in (None, p[1]))
-            return [_history_row(SimpleNamespace(**row)) for p in partitions
+            return [history_row(SimpleNamespace(**row)) for p in partitions
                     for row in self._rows("repair_type_segments", p)]  # fmt: skip
         table = self._tables["repair_segments"]
         partitions = sorted(p for p in table.partitions if keyspace is None or p[0] == keyspace)
-        return [_history_row(SimpleNamespace(**row)) for p in partitions for row in self._rows("repair_segments", p)]
+        return [history_row(SimpleNamespace(**row)) for p in partitions for row in self._rows("repair_segments", p)]
 
     def history_of(
         self, keyspace: str, tables: Sequence[str], buckets: Iterable[int], repair_type: str = "full"
@@ -222,12 +222,12 @@ class MemoryOpsStore:
         names = ",".join(tables)
         if repair_type != "full":
             return [
-                _history_row(SimpleNamespace(**row))
+                history_row(SimpleNamespace(**row))
                 for bucket in sorted(set(buckets))
                 for row in self._rows("repair_type_segments", (repair_type, keyspace, names, bucket))
             ]
         return [
-            _history_row(SimpleNamespace(**row))
+            history_row(SimpleNamespace(**row))
             for bucket in sorted(set(buckets))
             for row in self._rows("repair_segments", (keyspace, names, bucket))
         ]
@@ -256,7 +256,7 @@ class MemoryOpsStore:
         count = 0
         for index, chunk in enumerate(chunks):
             commands = list(chunk)
-            _check_chunk(run_id, index, commands)
+            check_chunk(run_id, index, commands)
             self._tables["repair_plan"].delete((run_id, index))
             for page, text in enumerate(plan_pages(commands)):
                 self._upsert("repair_plan", (run_id, index), (page,), {"command": text}, ttl)

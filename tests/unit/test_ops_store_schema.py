@@ -56,9 +56,9 @@ def test_a_missing_keyspace_is_created_as_the_grants_command_prints_it() -> None
 def test_ensure_schema_on_a_complete_store_runs_no_ddl_and_waits_for_nothing() -> None:
     """Several tasks call it: with every table there (and the legacy repair_history of an upgraded cluster), it
     reads system_schema once and changes nothing."""
-    from ringward_cassandra.ops_store import _TABLES
+    from ringward_cassandra.ops.schema import TABLES
 
-    session = _Schema(keyspace=True, tables=set(_TABLES) | {"repair_history"})
+    session = _Schema(keyspace=True, tables=set(TABLES) | {"repair_history"})
     waits: list[int] = []
     session.cluster.control_connection.wait_for_schema_agreement = lambda wait_time: waits.append(wait_time)
     OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]

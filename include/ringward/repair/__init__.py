@@ -87,6 +87,7 @@ from ringward.repair._night_records import (
     repair_type_of,
 )
 from ringward.repair._night_run import Sessions, paused, record_progress, repair_error_line, repaired_shares, run_night
+from ringward.repair._ops_rows import PreviewFinding, RepairHistoryRow, RepairRunRow, SwitchEvent
 from ringward.repair._payload import decode_segment, encode_segment
 from ringward.repair._planning import ReplicaMapCache, ReplicaMapEntries, SegmentPlan, plan_segments
 from ringward.repair._ports import (
@@ -105,15 +106,21 @@ from ringward.repair._ports import (
     PlanStore,
     PreviewFindings,
     PreviewKeeper,
+    PreviewStorage,
+    RepairHistoryStorage,
     RepairRun,
     RepairRuns,
+    RepairRunStorage,
     RepairSwitch,
     ReportStore,
+    RunPlanStorage,
     RunProgress,
+    RunProgressStorage,
     RunRow,
     RunStore,
     SegmentHistory,
     SwitchPress,
+    SwitchStorage,
 )
 from ringward.repair._progress import Progress
 from ringward.repair._reported import (
@@ -226,8 +233,10 @@ __all__ = [
     "Parallelism",
     "PlanChunks",
     "PlanStore",
+    "PreviewFinding",
     "PreviewFindings",
     "PreviewKeeper",
+    "PreviewStorage",
     "Progress",
     "RecordUpdate",
     "RecordedNight",
@@ -235,7 +244,11 @@ __all__ = [
     "RepairAlert",
     "RepairCommand",
     "RepairConfig",
+    "RepairHistoryRow",
+    "RepairHistoryStorage",
     "RepairRun",
+    "RepairRunRow",
+    "RepairRunStorage",
     "RepairRuns",
     "RepairStatus",
     "RepairSwitch",
@@ -250,7 +263,9 @@ __all__ = [
     "ReportStore",
     "Reported",
     "ReportedRun",
+    "RunPlanStorage",
     "RunProgress",
+    "RunProgressStorage",
     "RunRow",
     "RunState",
     "RunStore",
@@ -268,7 +283,9 @@ __all__ = [
     "SizeSplitter",
     "SkippedSegment",
     "StatusConfig",
+    "SwitchEvent",
     "SwitchPress",
+    "SwitchStorage",
     "TableFeatures",
     "ThreadSessionPool",
     "TypeDue",

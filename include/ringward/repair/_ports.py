@@ -1,6 +1,12 @@
 """What the night needs from the world, as narrow Protocols (the plugins' adapters implement them; tests hand
 in-memory ones): the nightly subset of ringward_ops, the cluster view (ring, planning on the catalog, clock)
 and the night's log and gauges. Rows the store hands back are typed by the fields the night reads.
+
+Below the night's ports, the ops stores' own storage Protocols, one per record kind of ringward_ops (as Reaper
+has one storage interface per record kind): repair history, run plans, run progress, repair runs, preview
+findings and the pause switch. `ringward_cassandra.ops` implements each on Cassandra and `MemoryOpsStore` all of
+them in memory; the contract suite (tests/ops_store_contract.py) runs on both. The migration's kinds (leases,
+migrations and their journal, controller pauses) are in `ringward.migration_storage`.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from typing import Any, Protocol
 from ringward.repair._backpressure import NodeBacklog
 from ringward.repair._config import RepairConfig
 from ringward.repair._executor import RecordUpdate, SessionPool
+from ringward.repair._ops_rows import PreviewFinding, RepairHistoryRow, RepairRunRow, SwitchEvent
 from ringward.repair._segments import RepairCommand, Segment
 from ringward.repair._state import SegmentRecord
 from ringward.repair._status import RepairStatus
@@ -33,15 +40,21 @@ __all__ = [
     "PlanStore",
     "PreviewFindings",
     "PreviewKeeper",
+    "PreviewStorage",
+    "RepairHistoryStorage",
     "RepairRun",
+    "RepairRunStorage",
     "RepairRuns",
     "RepairSwitch",
     "ReportStore",
+    "RunPlanStorage",
     "RunProgress",
+    "RunProgressStorage",
     "RunRow",
     "RunStore",
     "SegmentHistory",
     "SwitchPress",
+    "SwitchStorage",
 ]
 
 
@@ -164,6 +177,80 @@ class ReportStore(SegmentHistory, RepairRuns, PreviewFindings, Protocol):
 
 class RunStore(SegmentHistory, PlanChunks, RunProgress, RepairSwitch, KeyspaceLeases, PreviewKeeper, Protocol):
     """What `run_night` reads and writes."""
+
+
+# -- the ops stores' storage, one Protocol per record kind ------------------------------------------------------
+class RepairHistoryStorage(Protocol):
+    """repair_segments (full) and repair_type_segments (the other types): one row per segment, partitioned by
+    (keyspace, tables, bucket), each write with a TTL (`ttl_seconds`, default: the store's history TTL)."""
+
+    def record_repair(
+        self, keyspace: str, tables: tuple[str, ...], token_range: TokenRange, record: SegmentRecord, *,
+        started_at: datetime | None = None, finished_at: datetime | None = None, replicas: tuple[str, ...] = (),
+        ttl_seconds: int | None = None,
+    ) -> None: ...  # fmt: skip
+
+    def record_repairs(self, updates: Iterable[RecordUpdate], ttl_seconds: int | None = None) -> None: ...
+
+    def repair_history(self, keyspace: str | None = None, repair_type: str = "full") -> list[RepairHistoryRow]: ...
+
+    def history_of(
+        self, keyspace: str, tables: Sequence[str], buckets: Iterable[int], repair_type: str = "full"
+    ) -> list[RepairHistoryRow]: ...
+
+    def records_of(
+        self, keyspace: str, tables: Sequence[str], buckets: Iterable[int], ids: Mapping[tuple[int, int], str],
+        repair_type: str = "full",
+    ) -> dict[str, SegmentRecord]: ...  # fmt: skip
+
+
+class RunPlanStorage(Protocol):
+    """repair_plan: a run's repair commands (opaque one-line strings) in chunks; RepairError for a chunk too long
+    or a command not one line of text, before it is written."""
+
+    def save_run_plan(self, run_id: str, chunks: Iterable[Sequence[str]], ttl_seconds: int | None = None) -> int: ...
+
+    def run_plan_chunk(self, run_id: str, chunk: int) -> list[str]: ...
+
+
+class RunProgressStorage(Protocol):
+    """repair_progress: a running run's live progress, one JSON value per top-level key."""
+
+    def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None: ...
+
+    def run_progress(self, run_id: str) -> dict[str, Any] | None: ...
+
+    def progress_runs(self) -> dict[str, datetime | None]: ...
+
+
+class RepairRunStorage(Protocol):
+    """repair_runs: one row per run, its state, report and config; read latest first."""
+
+    def record_repair_run(
+        self, run_id: str, state: str, summary: dict[str, object], config: dict[str, object]
+    ) -> None: ...
+
+    def repair_runs(self) -> list[RepairRunRow]: ...
+
+    def latest_repair_run(self) -> RepairRunRow | None: ...
+
+
+class PreviewStorage(Protocol):
+    """repair_previews: what preview repairs found, per keyspace, latest first, expiring with a TTL."""
+
+    def record_preview(self, finding: PreviewFinding, ttl_seconds: int | None = None) -> None: ...
+
+    def preview_findings(self, keyspace: str | None = None) -> list[PreviewFinding]: ...
+
+
+class SwitchStorage(Protocol):
+    """repair_switch: every press of a pause switch (default: the nightly repair's), newest first."""
+
+    def switch_events(self, name: str = ..., limit: int = 20) -> list[SwitchEvent]: ...
+
+    def repair_paused(self, name: str = ...) -> bool: ...
+
+    def set_switch(self, paused: bool, changed_by: str, reason: str = "", name: str = ...) -> SwitchEvent: ...
 
 
 # -- the cluster ---------------------------------------------------------------------------------------------

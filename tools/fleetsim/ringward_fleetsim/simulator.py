@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ringward.ring import Ring
 
 from ringward_fleetsim.cluster import DurationModel, SimCluster, SimNodetool, VirtualClock
 from ringward_fleetsim.spec import FleetSpec, SimCatalog
+
+if TYPE_CHECKING:
+    from ringward_cassandra.memory_ops_store import MemoryOpsStore
 
 __all__ = ["Simulator", "simulator_for"]
 
@@ -23,7 +26,7 @@ class Simulator:
         self.clock: VirtualClock = self.cluster.clock
         self._nodetool = SimNodetool(self.cluster)
         self._catalogs: dict[int, SimCatalog] = {}
-        self._ops_store: Any = None
+        self._ops_store: MemoryOpsStore | None = None
 
     def ring(self) -> Ring:
         """The ring at the clock's now (joined nodes included from their join time)."""
@@ -42,7 +45,7 @@ class Simulator:
     def nodetool(self) -> SimNodetool:
         return self._nodetool
 
-    def ops_store(self) -> Any:
+    def ops_store(self) -> MemoryOpsStore:
         """A MemoryOpsStore on the virtual clock (imported here: it lives with the Cassandra plugins)."""
         if self._ops_store is None:
             from ringward_cassandra.memory_ops_store import MemoryOpsStore

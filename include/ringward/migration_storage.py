@@ -1,0 +1,105 @@
+"""The migration's records in ringward_ops and one storage Protocol per record kind (Reaper's one storage
+interface per record kind): leases, migrations with their journal, and the pauses of other repair controllers.
+
+Pure: the records are plain dataclasses; `ringward_cassandra.ops` implements the Protocols on Cassandra (and
+`MemoryOpsStore` the leases in memory). The stages' own narrower views (`migration_stages.Journal`, ...) are
+subsets of these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from ringward.ring import TokenRange
+
+__all__ = [
+    "ControllerPauseStorage",
+    "JournalEntry",
+    "Lease",
+    "LeaseStorage",
+    "MigrationRow",
+    "MigrationStorage",
+]
+
+
+@dataclass(frozen=True)
+class Lease:
+    resource: str
+    owner: str
+    purpose: str
+    acquired_at: datetime | None
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    step: str
+    range: TokenRange
+    status: str
+    coordinator: str
+    attempts: int
+    seconds: float
+    detail: str
+
+
+@dataclass(frozen=True)
+class MigrationRow:
+    """One row of ringward_ops.migrations: the precheck's record (`record`) and the state reached."""
+
+    migration_id: str
+    keyspace: str
+    state: str
+    updated_at: datetime | None
+    record: dict[str, Any]
+
+
+class LeaseStorage(Protocol):
+    """ringward_ops.leases: a resource (`keyspace:<name>`) held by one owner for `lease_ttl_seconds` from its
+    last renewal. `acquire_lease` takes or renews it, or raises MigrationError naming the holder."""
+
+    lease_ttl_seconds: int
+
+    def acquire_lease(self, resource: str, owner: str, purpose: str) -> None: ...
+
+    def release_lease(self, resource: str, owner: str) -> None: ...
+
+    def lease(self, resource: str) -> Lease | None: ...
+
+    def leased_keyspaces(self) -> dict[str, Lease]: ...
+
+
+class MigrationStorage(Protocol):
+    """ringward_ops.migrations (one row per migration: its record and state) and migration_journal (one entry
+    per stage and range)."""
+
+    def record_migration(
+        self, migration_id: str, keyspace: str, old: str, new: str, state: str, plan: dict[str, object]
+    ) -> None: ...
+
+    def migration(self, migration_id: str) -> dict[str, object] | None: ...
+
+    def migrations_of(self, keyspace: str) -> list[tuple[str, str, datetime | None, dict[str, Any]]]: ...
+
+    def migrations(self) -> list[MigrationRow]: ...
+
+    def migration_state(self, migration_id: str) -> str | None: ...
+
+    def set_migration_state(self, migration_id: str, state: str) -> None: ...
+
+    def journal_of(self, migration_id: str) -> list[JournalEntry]: ...
+
+    def journal(self, migration_id: str, step: str) -> dict[TokenRange, JournalEntry]: ...
+
+    def record_journal(self, migration_id: str, entry: JournalEntry) -> None: ...
+
+
+class ControllerPauseStorage(Protocol):
+    """ringward_ops.controller_pauses: what a migration's pause found of another repair controller (JSON), so
+    the restore sets back exactly that."""
+
+    def record_controller_pause(self, migration_id: str, controller: str, saved: object) -> None: ...
+
+    def controller_pause(self, migration_id: str, controller: str) -> tuple[Any, bool] | None: ...
+
+    def mark_controller_restored(self, migration_id: str, controller: str) -> None: ...

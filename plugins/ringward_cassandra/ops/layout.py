@@ -1,0 +1,240 @@
+"""The cells of ringward_ops as both ops stores write and read them (`OpsStore` on Cassandra and `MemoryOpsStore`
+in memory): the history bucket arithmetic, the columns of a history, preview or plan write, the row types built
+from cells, and the refusals both stores raise. Pure: no driver, so the in-memory store runs without one."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ringward.errors import MigrationError, RepairError
+from ringward.repair import (
+    PreviewFinding,
+    RepairHistoryRow,
+    SegmentRecord,
+    SegmentState,
+    segment_id_of,
+)
+from ringward.ring import TokenRange
+
+__all__ = [
+    "DEFAULT_HISTORY_TTL",
+    "HISTORY_BUCKETS",
+    "LEASE_TTL_SECONDS",
+    "PLAN_CHUNK_ROWS",
+    "PLAN_PAGE_COMMANDS",
+    "RECORD_COLUMNS",
+    "REPAIR_SWITCH",
+    "add_records",
+    "bucket_bounds",
+    "check_chunk",
+    "history_bucket",
+    "history_columns",
+    "history_row",
+    "history_table",
+    "lease_held",
+    "merged",
+    "plan_pages",
+    "preview_columns",
+    "preview_finding",
+    "record_of_cells",
+    "utc",
+]
+
+REPAIR_SWITCH = "nightly_subrange_repair"
+# A migration's keyspace lease lives this long from its last renewal (each migration task renews it): longer
+# than the approval's 48 h wait, so the lease taken by the precheck is still held when a late approval starts
+# the ALTER; a migration abandoned half done frees its keyspace for the nightly repair 3 days after its last task.
+LEASE_TTL_SECONDS = 72 * 3600
+DEFAULT_HISTORY_TTL = 30 * 24 * 3600  # seconds: a range not repaired (nor planned) for 30 days is forgotten
+PLAN_CHUNK_ROWS = 5000  # repair commands per repair_plan partition
+# Commands per repair_plan row, one per line: a fleet night's plan is 2.5 million commands, and one INSERT each
+# would cost the plan task minutes of driver CPU; 100 a row is 25,600 writes of ~20 KB.
+PLAN_PAGE_COMMANDS = 100
+HISTORY_BUCKETS = 256
+_BUCKET_SHIFT = 56  # 64-bit tokens, top 8 bits
+
+
+def history_bucket(token: int) -> int:
+    """The history partition of a range starting at `token`: its top 8 bits as an unsigned value (0..255)."""
+    return (token + 2**63) >> _BUCKET_SHIFT
+
+
+def bucket_bounds(bucket: int) -> tuple[int, int]:
+    """[first, last] start token of `bucket` (both inclusive)."""
+    first = (bucket << _BUCKET_SHIFT) - 2**63
+    return first, first + (1 << _BUCKET_SHIFT) - 1
+
+
+def utc(moment: datetime | None) -> datetime | None:
+    """The driver returns naive UTC datetimes; ringward compares aware ones."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
+# -- leases ------------------------------------------------------------------------------------------------
+def lease_held(keyspace: str, resource: str, owner: str, purpose: str | None, since: datetime | None) -> MigrationError:
+    """The refusal when `resource` is leased to another owner."""
+    return MigrationError(
+        f"{resource} is held by {owner} ({purpose}, taken or last renewed at {since}).",
+        "Wait for that run to finish, or, if it is dead, release it with "
+        f"`DELETE FROM {keyspace}.leases WHERE resource = '{resource}' IF owner = '{owner}'`.",
+    )
+
+
+# -- preview findings ----------------------------------------------------------------------------------------
+def preview_columns(finding: PreviewFinding) -> dict[str, object]:
+    """The repair_previews cells of one finding."""
+    return {
+        "keyspace_name": finding.keyspace, "found_at": finding.found_at, "table_name": finding.table,
+        "range_start": finding.ranges[0].start if finding.ranges else 0,
+        "ranges": ",".join(f"{r.start}:{r.end}" for r in finding.ranges),
+        "out_of_sync_ranges": finding.out_of_sync_ranges, "run_id": finding.run_id, "coordinator": finding.coordinator,
+    }  # fmt: skip
+
+
+def preview_finding(row: Mapping[str, Any]) -> PreviewFinding:
+    pairs = [part.split(":") for part in (row.get("ranges") or "").split(",") if part]
+    return PreviewFinding(
+        keyspace=row["keyspace_name"], table=row["table_name"],
+        ranges=tuple(TokenRange(int(start), int(end)) for start, end in pairs),
+        out_of_sync_ranges=int(row.get("out_of_sync_ranges") or 0), found_at=utc(row["found_at"]) or row["found_at"],
+        run_id=row.get("run_id"), coordinator=row.get("coordinator"),
+    )  # fmt: skip
+
+
+# -- run plans -----------------------------------------------------------------------------------------------
+def plan_pages(commands: Sequence[str]) -> list[str]:
+    """A chunk's commands as repair_plan rows: PLAN_PAGE_COMMANDS a row, one a line (`run_plan_chunk` splits)."""
+    return ["\n".join(commands[i : i + PLAN_PAGE_COMMANDS]) for i in range(0, len(commands), PLAN_PAGE_COMMANDS)]
+
+
+def check_chunk(run_id: str, index: int, commands: Sequence[str]) -> None:
+    """Refuse a plan chunk too long, or with a command that is not one line of text (before it is written)."""
+    if len(commands) > PLAN_CHUNK_ROWS:
+        raise RepairError(
+            f"Chunk {index} of run {run_id}'s plan has {len(commands)} commands; a chunk holds at most "
+            f"{PLAN_CHUNK_ROWS}.",
+            "Cut the plan into chunks of at most PLAN_CHUNK_ROWS commands before saving it.",
+        )
+    for position, command in enumerate(commands):
+        if not isinstance(command, str):
+            raise RepairError(
+                f"Command {position} of chunk {index} of run {run_id}'s plan is a {type(command).__name__}, "
+                "not a string.",
+                "Save each command as its JSON string (json.dumps) and decode it after run_plan_chunk.",
+            )
+        if "\n" in command:
+            raise RepairError(
+                f"Command {position} of chunk {index} of run {run_id}'s plan has a line break.",
+                "Save each command as one line of JSON (json.dumps escapes line breaks).",
+            )
+
+
+# -- repair history ------------------------------------------------------------------------------------------
+def history_table(record: SegmentRecord) -> str:
+    """Where a record's history is kept: repair_segments for full, repair_type_segments for the other types."""
+    return "repair_segments" if record.repair_type == "full" else "repair_type_segments"
+
+
+def history_columns(
+    keyspace: str,
+    tables: tuple[str, ...],
+    token_range: TokenRange,
+    record: SegmentRecord,
+    started_at: datetime | None,
+    finished_at: datetime | None,
+    replicas: tuple[str, ...],
+    now: datetime,
+) -> dict[str, object]:
+    """The repair_segments columns one history write sets (columns left out keep their value): both stores
+    write the same cells."""
+    columns: dict[str, object] = {
+        "keyspace_name": keyspace, "table_names": ",".join(tables), "bucket": history_bucket(token_range.start),
+        "range_start": token_range.start, "range_end": token_range.end, "last_success": record.last_success,
+        "last_full_success": record.last_full_success, "attempts": record.attempts,
+        "last_error": (record.last_error or "")[-2000:] or None, "seconds": record.duration,
+        "run_id": record.run_id, "state": record.state.value, "updated_at": now,
+    }  # fmt: skip
+    if record.repair_type != "full":  # its own history (repair_type_segments): a preview never moves full's
+        columns["repair_type"] = record.repair_type
+    if record.state is SegmentState.RUNNING:
+        columns["last_attempt"] = started_at or now
+    if started_at is not None:
+        columns.update(started_at=started_at, finished_at=finished_at, coordinator=replicas[0] if replicas else None)
+    if replicas:
+        columns["replicas"] = ",".join(replicas)
+    return columns
+
+
+def merged(rows: Iterable[RepairHistoryRow], legacy: Iterable[RepairHistoryRow]) -> list[RepairHistoryRow]:
+    """`rows` plus the legacy rows of (keyspace, tables, range)s `rows` does not hold: the new table wins."""
+    found = list(rows)
+    seen = {(r.keyspace, r.tables, r.range) for r in found}
+    return found + [r for r in legacy if (r.keyspace, r.tables, r.range) not in seen]
+
+
+@functools.lru_cache(maxsize=1024)
+def _tables_of(names: str | None) -> tuple[str, ...]:
+    """The tables of a `table_names` cell, in normal form: a partition's rows all share one (cached)."""
+    return tuple(sorted({t for t in (names or "").split(",") if t}))
+
+
+_STATES = {state.value: state for state in SegmentState}
+
+
+# The columns `records_of` reads, in the order `record_of_cells` takes them.
+RECORD_COLUMNS = ("range_start", "range_end", "state", "last_success", "last_full_success", "attempts", "last_error",
+                  "seconds", "run_id")  # fmt: skip
+
+
+def add_records(
+    records: dict[str, SegmentRecord],
+    rows: Iterable[Sequence[Any]],
+    ids: Mapping[tuple[int, int], str],
+    repair_type: str,
+) -> None:
+    """Add to `records` the rows of `RECORD_COLUMNS` whose range `ids` names."""
+    for row in rows:
+        segment_id = ids.get((row[0], row[1]))
+        if segment_id is not None:
+            records[segment_id] = record_of_cells(segment_id, row, repair_type)
+
+
+def record_of_cells(segment_id: str, cells: Sequence[Any], repair_type: str = "full") -> SegmentRecord:
+    """A SegmentRecord from a row of `RECORD_COLUMNS`."""
+    _, _, state, last_success, last_full_success, attempts, last_error, seconds, run_id = cells
+    return SegmentRecord(segment_id, _STATES[state] if state else SegmentState.NOT_STARTED, utc(last_success),
+                         utc(last_full_success), attempts or 0, last_error, seconds, run_id, repair_type)  # fmt: skip
+
+
+def history_row(row: Any) -> RepairHistoryRow:
+    """A history row from a row of repair_segments, repair_type_segments or the legacy table (attributes: the
+    driver's rows, or the in-memory store's cells as a namespace)."""
+    # Millions of rows a night at fleet size: one getattr per cell, the tables and the state looked up.
+    keyspace = row.keyspace_name
+    tables = _tables_of(getattr(row, "table_names", None))
+    token_range = TokenRange(row.range_start, row.range_end)
+    state = getattr(row, "state", None)
+    replicas = getattr(row, "replicas", None)
+    record = SegmentRecord(
+        segment_id=segment_id_of(keyspace, tables, token_range),  # the segment's own id, from its key
+        state=_STATES[state] if state else SegmentState.NOT_STARTED,
+        last_success=utc(getattr(row, "last_success", None)),
+        last_full_success=utc(getattr(row, "last_full_success", None)),
+        attempts=getattr(row, "attempts", None) or 0,
+        last_error=getattr(row, "last_error", None),
+        duration=getattr(row, "seconds", None),
+        run_id=getattr(row, "run_id", None),
+        repair_type=getattr(row, "repair_type", None) or "full",
+    )
+    return RepairHistoryRow(
+        keyspace=keyspace, tables=tables, range=token_range, record=record,
+        started_at=utc(getattr(row, "started_at", None)), finished_at=utc(getattr(row, "finished_at", None)),
+        coordinator=getattr(row, "coordinator", None),
+        replicas=tuple(r for r in replicas.split(",") if r) if replicas else (),
+        updated_at=utc(getattr(row, "updated_at", None)),
+    )  # fmt: skip

@@ -1,0 +1,107 @@
+"""ringward_ops.migrations and migration_journal on Cassandra."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from ringward.migration_storage import JournalEntry, MigrationRow
+from ringward.ring import TokenRange
+
+from ringward_cassandra.ops._cql import OpsKeyspace
+from ringward_cassandra.ops.layout import utc
+
+__all__ = ["CassandraMigrations"]
+
+
+class CassandraMigrations:
+    """`MigrationStorage` on Cassandra: one row per migration (its precheck's record and state reached), one
+    journal entry per (stage, range)."""
+
+    def __init__(self, ops: OpsKeyspace) -> None:
+        self.ops = ops
+
+    def record_migration(
+        self, migration_id: str, keyspace: str, old: str, new: str, state: str, plan: dict[str, object]
+    ) -> None:
+        self.ops.write(
+            f"INSERT INTO {self.ops.keyspace}.migrations (migration_id, keyspace_name, old_replication, "
+            "new_replication, state, plan, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (migration_id, keyspace, old, new, state, json.dumps(plan), datetime.now(UTC)),
+        )
+
+    def migration(self, migration_id: str) -> dict[str, object] | None:
+        """The record a migration's precheck stored, for a rerun of the same DAG run to resume with."""
+        rows = self.ops.read(f"SELECT plan FROM {self.ops.keyspace}.migrations WHERE migration_id = %s",
+                             (migration_id,))  # fmt: skip
+        if not rows:
+            return None
+        record: dict[str, object] = json.loads(rows[0].plan)
+        return record
+
+    def migrations_of(self, keyspace: str) -> list[tuple[str, str, datetime | None, dict[str, Any]]]:
+        """Every recorded migration of `keyspace`: (id, state, updated_at, record). The table is small (one
+        row per migration), so it is read whole rather than indexed by keyspace."""
+        rows = self.ops.read(
+            f"SELECT migration_id, keyspace_name, state, plan, updated_at FROM {self.ops.keyspace}.migrations", ()
+        )
+        return [
+            (r.migration_id, r.state or "", utc(r.updated_at), json.loads(r.plan or "{}"))
+            for r in rows
+            if r.keyspace_name == keyspace
+        ]
+
+    def migrations(self) -> list[MigrationRow]:
+        """Every recorded migration, latest first (the table holds one small row per migration)."""
+        rows = self.ops.read(
+            f"SELECT migration_id, keyspace_name, state, plan, updated_at FROM {self.ops.keyspace}.migrations", ()
+        )
+        found = [
+            MigrationRow(r.migration_id, r.keyspace_name or "", r.state or "", utc(r.updated_at),
+                         json.loads(r.plan or "{}"))
+            for r in rows
+        ]  # fmt: skip
+        return sorted(found, key=lambda m: m.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+
+    def migration_state(self, migration_id: str) -> str | None:
+        rows = self.ops.read(f"SELECT state FROM {self.ops.keyspace}.migrations WHERE migration_id = %s",
+                             (migration_id,))  # fmt: skip
+        return str(rows[0].state) if rows else None
+
+    def set_migration_state(self, migration_id: str, state: str) -> None:
+        self.ops.write(
+            f"UPDATE {self.ops.keyspace}.migrations SET state = %s, updated_at = %s WHERE migration_id = %s",
+            (state, datetime.now(UTC), migration_id),
+        )
+
+    def journal_of(self, migration_id: str) -> list[JournalEntry]:
+        """Every journal entry of a migration, all stages, in (stage, range) order."""
+        rows = self.ops.read(f"SELECT * FROM {self.ops.keyspace}.migration_journal WHERE migration_id = %s",
+                             (migration_id,))  # fmt: skip
+        return [
+            JournalEntry(row.step, TokenRange(row.range_start, row.range_end), row.status, row.coordinator or "",
+                         row.attempts or 0, row.seconds or 0.0, row.detail or "")
+            for row in rows
+        ]  # fmt: skip
+
+    def journal(self, migration_id: str, step: str) -> dict[TokenRange, JournalEntry]:
+        rows = self.ops.read(
+            f"SELECT * FROM {self.ops.keyspace}.migration_journal WHERE migration_id = %s AND step = %s",
+            (migration_id, step),
+        )
+        entries = {}
+        for row in rows:
+            token_range = TokenRange(row.range_start, row.range_end)
+            entries[token_range] = JournalEntry(
+                step, token_range, row.status, row.coordinator, row.attempts or 0, row.seconds or 0.0, row.detail or ""
+            )
+        return entries
+
+    def record_journal(self, migration_id: str, entry: JournalEntry) -> None:
+        self.ops.write(
+            f"INSERT INTO {self.ops.keyspace}.migration_journal (migration_id, step, range_start, range_end, status, "
+            "coordinator, attempts, seconds, detail, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (migration_id, entry.step, entry.range.start, entry.range.end, entry.status, entry.coordinator,
+             entry.attempts, entry.seconds, entry.detail[-2000:], datetime.now(UTC)),
+        )  # fmt: skip
