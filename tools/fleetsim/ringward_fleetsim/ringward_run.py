@@ -91,16 +91,17 @@ def run_ringward(
                 for name in names:
                     coverage.mark(unit_of[name], r, 0.0)
     records: dict[str, SegmentRecord] = {}
+    repaired: set[str] = set()  # segments repaired at least once: a range is covered when all its pieces are
     nodetool = SimNodetool(cluster)
     clock = cluster.clock
 
     def save(updates: Sequence[RecordUpdate]) -> None:
         for update in updates:
-            previous = records.get(update.segment.segment_id)
             records[update.segment.segment_id] = update.record
-            if update.record.state is SegmentState.DONE and (
-                previous is None or previous.state is not SegmentState.DONE
-            ):
+            # A segment counts once: a second night's repair of it (its record RUNNING, then DONE again) must not
+            # take a piece off its range again (until 2026-11-28 it did, covering ranges early).
+            if update.record.state is SegmentState.DONE and update.segment.segment_id not in repaired:
+                repaired.add(update.segment.segment_id)
                 key = where[update.segment.segment_id]
                 pieces[key] -= 1
                 if pieces[key] == 0:
