@@ -285,7 +285,7 @@ class _Night:
                  if not (r.run_id == self.run_id and r.state is SegmentState.DONE)}  # fmt: skip
         done_now = set(records) - set(fresh)
         due = select_due([s for s in planned.segments if s.segment_id not in done_now], fresh, run_id=self.run_id,
-                         now=self.cluster.now(), config=config)  # fmt: skip
+                         now=self.cluster.now(), config=config, gc_grace=planned.gc_grace)  # fmt: skip
         plan_id = type_plan_id(self.run_id, config.session_type, replans)
         chunks = self.store.save_run_plan(
             plan_id, plan_chunks(due.due, self.chunk_rows), ttl_seconds=history_ttl_seconds(config)
