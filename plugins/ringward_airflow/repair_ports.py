@@ -59,6 +59,8 @@ class OpsStoreLike(Protocol):
 
     def run_plan_chunk(self, run_id: str, chunk: int) -> list[str]: ...
 
+    def drop_run_plan(self, run_id: str, chunks: int) -> None: ...
+
     def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None: ...
 
     def record_repair_run(
@@ -109,6 +111,9 @@ class StoreAdapter:
 
     def run_plan_chunk(self, run_id: str, chunk: int) -> list[str]:
         return self.store.run_plan_chunk(run_id, chunk)
+
+    def drop_run_plan(self, run_id: str, chunks: int) -> None:
+        self.store.drop_run_plan(run_id, chunks)
 
     def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None:
         self.store.record_run_progress(run_id, progress)

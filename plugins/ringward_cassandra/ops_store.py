@@ -707,6 +707,12 @@ class OpsStore:
         )
         return [command for row in rows for command in str(row.command).split("\n")]
 
+    def drop_run_plan(self, run_id: str, chunks: int) -> None:
+        """Delete chunks 0..`chunks`-1 of run `run_id`'s plan (the run is over: its plan is not read again)."""
+        delete = self._statement(f"DELETE FROM {self.keyspace}.repair_plan WHERE run_id = ? AND chunk = ?")
+        for index in range(int(chunks)):
+            self.session.execute(delete, (run_id, index))
+
     # -- runs and their progress ------------------------------------------------------------------------
     def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None:
         """The live progress of a run: one row per top-level key (JSON), written in one single-partition batch

@@ -346,6 +346,37 @@ def test_the_night_repairs_every_due_segment_window_by_window_in_virtual_time(si
     assert f"Run: {{'DONE': {plan.due}}}" in recorder.lines
 
 
+def test_the_plan_pages_are_dropped_when_the_run_ends(simulator: Simulator) -> None:
+    config = parse_config({})
+    plan = _plan(simulator, config, Recorder())
+    store = simulator.ops_store()
+    full = plan.types["full"]
+    assert full.chunks > 2 and all(store.run_plan_chunk(full.plan_id, chunk) for chunk in range(full.chunks))
+    outcome = _run(simulator, plan, config, Recorder())
+    assert outcome.counts == {"DONE": plan.due}
+    assert [store.run_plan_chunk(full.plan_id, chunk) for chunk in range(full.chunks)] == [[]] * full.chunks
+
+
+class _Undeletable(StoreAdapter):
+    def drop_run_plan(self, run_id: str, chunks: int) -> None:
+        raise ClusterError("Cassandra timed out.", "Retry.")
+
+
+def test_a_plan_that_cannot_be_dropped_is_left_to_its_ttl_without_failing_the_run(simulator: Simulator) -> None:
+    config = parse_config({})
+    plan = _plan(simulator, config, Recorder())
+    recorder = Recorder()
+    outcome = run_night(
+        plan.reference(), plan, config, run_id="night-1", store=_Undeletable(simulator.ops_store()),
+        cluster=ClusterAdapter(SimulatedCassandra(simulator)), nodetool=simulator.nodetool(),
+        runtime=SimulatedRuntime(simulator), still_enabled=lambda: True, killed=lambda: False,
+        log=recorder, gauge=recorder.gauge, window_chunks=2, chunk_rows=3,
+    )  # fmt: skip
+    assert outcome.counts == {"DONE": plan.due}
+    assert simulator.ops_store().run_plan_chunk(plan.types["full"].plan_id, 0) != []
+    assert any(line.startswith("WARNING Plan night-1#full not deleted (ClusterError: ") for line in recorder.lines)
+
+
 def test_the_kill_switch_and_a_kill_leave_every_planned_segment_postponed(simulator: Simulator) -> None:
     config = parse_config({})
     plan = _plan(simulator, config, Recorder())
@@ -353,8 +384,11 @@ def test_the_kill_switch_and_a_kill_leave_every_planned_segment_postponed(simula
     switched_off = _run(simulator, plan, config, Recorder(), still_enabled=False)
     assert switched_off.counts == {"POSTPONED": first_window}
     assert switched_off.stop_reason is not None and "kill switch" in switched_off.stop_reason
+    assert simulator.ops_store().run_plan_chunk(plan.types["full"].plan_id, 0) == []  # the run is over: dropped
+    plan = _plan(simulator, config, Recorder())
     recorder = Recorder()
     killed = _run(simulator, plan, config, recorder, killed=True)
+    assert simulator.ops_store().run_plan_chunk(plan.types["full"].plan_id, 0) != []  # kept for the task's retry
     assert killed.stop_reason == "the task was killed" and killed.counts == {"POSTPONED": first_window}
     assert "WARNING Task killed: stopping nodetool and aborting sessions on []" in recorder.lines
     history = [r for r in simulator.ops_store().repair_history() if r.record.run_id == "night-1"]
