@@ -32,7 +32,9 @@ from ringward.repair import (
     report_night,
     run_night,
 )
+from ringward.ring import TokenRange
 from ringward_airflow.repair_ports import ClusterAdapter, StoreAdapter
+from ringward_cassandra.ops_store import history_bucket
 from ringward_fleetsim import FleetSpec, Simulator
 from ringward_fleetsim.runtime import SimulatedCassandra, SimulatedRuntime
 
@@ -293,6 +295,58 @@ def test_a_second_plan_finds_nothing_due_within_the_interval(simulator: Simulato
     _repaired(simulator, segments)
     plan = _plan(simulator, config, Recorder())
     assert (plan.due, plan.not_due, plan.chunks) == (0, len(segments), 0)
+
+
+class CountingStore:
+    """The in-memory ops store, counting the history the night reads: calls, partitions and records decoded."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.partitions: list[tuple[str, tuple[str, ...], int]] = []
+        self.decoded = 0
+        self.scans = 0
+
+    def records_of(self, keyspace: str, tables: Any, buckets: Any, ids: Any, repair_type: str = "full") -> Any:
+        wanted = sorted(set(buckets))
+        self.partitions.extend((keyspace, tuple(tables), b) for b in wanted)
+        found = self.store.records_of(keyspace, tables, wanted, ids, repair_type=repair_type)
+        self.decoded += len(found)
+        return found
+
+    def repair_history(self, *args: Any, **kwargs: Any) -> Any:
+        self.scans += 1
+        return self.store.repair_history(*args, **kwargs)
+
+    def history_of(self, *args: Any, **kwargs: Any) -> Any:
+        self.scans += 1
+        return self.store.history_of(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_the_plan_reads_only_the_history_partitions_of_its_segments(simulator: Simulator) -> None:
+    """Issue 40: the plan task reads the history by segment, never the whole table: the partitions its segments'
+    ranges fall in, and a record decoded only for a planned range. History of a keyspace no longer planned (and of
+    ranges of an old ring) is neither read nor decoded."""
+    config = parse_config({})
+    segments = _segments(simulator, config)
+    _repaired(simulator, segments[: len(segments) // 2])
+    gone = [Segment("dropped_ks", (), TokenRange(s.range.start, s.range.end), s.replicas) for s in segments]
+    old_ring = [Segment(s.keyspace, s.tables, TokenRange(s.range.start, s.range.end - 1), s.replicas)
+                for s in segments if s.range.end - 1 > s.range.start]  # fmt: skip
+    _repaired(simulator, (*gone, *old_ring))
+    counting = CountingStore(simulator.ops_store())
+    plan = plan_night(
+        config, run_id="night-1", store=StoreAdapter(counting), cluster=ClusterAdapter(SimulatedCassandra(simulator)),
+        nodetool=Status([*simulator.ring().addresses(), "unknown"], set()), log=Recorder(), chunk_rows=3,
+        cpu_seconds=iter([10.0, 10.5]).__next__,
+    )  # fmt: skip
+    assert plan.due == len(segments) - len(segments) // 2 and plan.not_due == len(segments) // 2
+    planned = {(s.keyspace, s.tables, history_bucket(s.range.start)) for s in segments}
+    assert old_ring and sorted(counting.partitions) == sorted(planned)  # each once, and no other
+    assert counting.decoded == len(segments) // 2  # the planned ranges with a history row, nothing else
+    assert counting.scans == 0
 
 
 def test_leased_keyspaces_down_nodes_and_the_kill_switch_are_named(simulator: Simulator) -> None:
