@@ -77,25 +77,39 @@ def backlog_first(
     Nothing is held back past the alarm point: by then it is backlog itself."""
     grace_of = gc_grace or {}
     never = datetime.min.replace(tzinfo=now.tzinfo)
-    urgent: list[tuple[datetime, int, Segment]] = []
-    routine: list[tuple[datetime, int, Segment]] = []
-    for index, segment in enumerate(due):
-        record = records.get(segment.segment_id)
+    # Per unit (keyspace, tables): its gc_grace and the success before which a segment is backlog (a fleet night
+    # is 2.5 million segments of a few hundred units).
+    per_unit: dict[tuple[str, tuple[str, ...]], tuple[timedelta, datetime]] = {}
+    urgent: list[tuple[datetime, Segment]] = []
+    routine: list[tuple[datetime, Segment]] = []
+    get = records.get
+    for segment in due:
+        record = get(segment.segment_id)
         last = None if record is None else record.last_success
         if last is None:
-            urgent.append((never, index, segment))
+            urgent.append((never, segment))
             continue
-        grace = timedelta(seconds=_grace_seconds(segment, grace_of))
-        deadline = last + grace
-        (urgent if now - last >= grace * alarm_share else routine).append((deadline, index, segment))
-    urgent.sort(key=lambda entry: (entry[0], entry[1]))
-    routine.sort(key=lambda entry: (entry[0], entry[1]))
-    backlog_nodes = {node for _, _, segment in urgent for node in segment.replicas}
-    run = [segment for _, _, segment in urgent]
+        unit = (segment.keyspace, segment.tables)
+        known = per_unit.get(unit)
+        if known is None:
+            grace = timedelta(seconds=_grace_seconds(segment, grace_of))
+            known = per_unit[unit] = (grace, now - grace * alarm_share)
+        (urgent if last <= known[1] else routine).append((last + known[0], segment))
+    # Stable sorts on the deadline alone: ties keep `due`'s order.
+    urgent.sort(key=_first)
+    routine.sort(key=_first)
+    run = [segment for _, segment in urgent]
+    if not urgent:
+        return [segment for _, segment in routine], []
+    backlog_nodes = {node for segment in run for node in segment.replicas}
     held: list[Segment] = []
-    for _, _, segment in routine:
+    for _, segment in routine:
         (held if not backlog_nodes.isdisjoint(segment.replicas) else run).append(segment)
     return run, held
+
+
+def _first(entry: tuple[datetime, Segment]) -> datetime:
+    return entry[0]
 
 
 def select_due(
