@@ -165,6 +165,16 @@ def check_run_plan_round_trip(h: Harness) -> None:
     assert h.store.run_plan_chunk(h.name("short"), 0) == []
 
 
+def check_a_dropped_run_plan_is_gone_and_others_stay(h: Harness) -> None:
+    run_id, other = h.name("dropped"), h.name("kept")
+    assert h.store.save_run_plan(run_id, [["a", "b"], ["c"]], ttl_seconds=3600) == 2
+    assert h.store.save_run_plan(other, [["d"]], ttl_seconds=3600) == 1
+    h.store.drop_run_plan(run_id, 2)
+    assert [h.store.run_plan_chunk(run_id, i) for i in range(2)] == [[], []]
+    assert h.store.run_plan_chunk(other, 0) == ["d"]
+    h.store.drop_run_plan(h.name("never-saved"), 3)  # nothing stored: nothing to do, no error
+
+
 def check_run_progress_round_trip(h: Harness) -> None:
     run_id = h.name("run")
     assert h.store.run_progress(run_id) is None
@@ -298,6 +308,7 @@ def _owner(h: Harness, resource: str) -> str | None:
 
 
 CHECKS = [
+    check_a_dropped_run_plan_is_gone_and_others_stay,
     check_a_lease_lives_its_ttl_from_its_owners_last_renewal,
     check_history_round_trip_and_partitions,
     check_upsert_keeps_what_it_does_not_write,

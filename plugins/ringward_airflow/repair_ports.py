@@ -87,6 +87,9 @@ class StoreAdapter:
     def run_plan_chunk(self, run_id: str, chunk: int) -> list[str]:
         return self.store.run_plan_chunk(run_id, chunk)
 
+    def drop_run_plan(self, run_id: str, chunks: int) -> None:
+        self.store.drop_run_plan(run_id, chunks)
+
     def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None:
         self.store.record_run_progress(run_id, progress)
 

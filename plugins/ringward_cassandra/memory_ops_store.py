@@ -267,6 +267,10 @@ class MemoryOpsStore:
         return [command for row in self._rows("repair_plan", (run_id, int(chunk))) for command in
                 str(row["command"]).split("\n")]  # fmt: skip
 
+    def drop_run_plan(self, run_id: str, chunks: int) -> None:
+        for index in range(int(chunks)):
+            self._tables["repair_plan"].delete((run_id, index))
+
     # -- runs and their progress ------------------------------------------------------------------------
     def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None:
         now = self.clock()

@@ -248,6 +248,9 @@ class OpsStore:
     def run_plan_chunk(self, run_id: str, chunk: int) -> list[str]:
         return self.plan_store.run_plan_chunk(run_id, chunk)
 
+    def drop_run_plan(self, run_id: str, chunks: int) -> None:
+        self.plan_store.drop_run_plan(run_id, chunks)
+
     # -- runs and their progress --------------------------------------------------------------------------
     def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None:
         self.progress_store.record_run_progress(run_id, progress)

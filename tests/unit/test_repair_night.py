@@ -32,7 +32,9 @@ from ringward.repair import (
     report_night,
     run_night,
 )
+from ringward.ring import TokenRange
 from ringward_airflow.repair_ports import ClusterAdapter, StoreAdapter
+from ringward_cassandra.ops_store import history_bucket
 from ringward_fleetsim import FleetSpec, Simulator
 from ringward_fleetsim.runtime import SimulatedCassandra, SimulatedRuntime
 
@@ -280,8 +282,9 @@ def test_the_plan_stores_the_due_segments_in_chunks_and_says_so(simulator: Simul
         plan.fingerprint,
         (TypePlanRef("full", "night-1#full", full.chunks, full.due),),
     )
-    assert f"Plan of full repair: {full.due} due in {full.chunks} chunks, 0 not due, 0 with retries used up." in (
-        recorder.lines
+    assert (
+        f"Plan of full repair: {full.due} due in {full.chunks} chunks, 0 not due (0 of them due but held back behind "
+        "the backlog on their nodes), 0 with retries used up." in recorder.lines
     )
     assert any(line.startswith(f"Plan: {full.due} segments, {full.due} due in") for line in recorder.lines)
 
@@ -292,6 +295,58 @@ def test_a_second_plan_finds_nothing_due_within_the_interval(simulator: Simulato
     _repaired(simulator, segments)
     plan = _plan(simulator, config, Recorder())
     assert (plan.due, plan.not_due, plan.chunks) == (0, len(segments), 0)
+
+
+class CountingStore:
+    """The in-memory ops store, counting the history the night reads: calls, partitions and records decoded."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.partitions: list[tuple[str, tuple[str, ...], int]] = []
+        self.decoded = 0
+        self.scans = 0
+
+    def records_of(self, keyspace: str, tables: Any, buckets: Any, ids: Any, repair_type: str = "full") -> Any:
+        wanted = sorted(set(buckets))
+        self.partitions.extend((keyspace, tuple(tables), b) for b in wanted)
+        found = self.store.records_of(keyspace, tables, wanted, ids, repair_type=repair_type)
+        self.decoded += len(found)
+        return found
+
+    def repair_history(self, *args: Any, **kwargs: Any) -> Any:
+        self.scans += 1
+        return self.store.repair_history(*args, **kwargs)
+
+    def history_of(self, *args: Any, **kwargs: Any) -> Any:
+        self.scans += 1
+        return self.store.history_of(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def test_the_plan_reads_only_the_history_partitions_of_its_segments(simulator: Simulator) -> None:
+    """Issue 40: the plan task reads the history by segment, never the whole table: the partitions its segments'
+    ranges fall in, and a record decoded only for a planned range. History of a keyspace no longer planned (and of
+    ranges of an old ring) is neither read nor decoded."""
+    config = parse_config({})
+    segments = _segments(simulator, config)
+    _repaired(simulator, segments[: len(segments) // 2])
+    gone = [Segment("dropped_ks", (), TokenRange(s.range.start, s.range.end), s.replicas) for s in segments]
+    old_ring = [Segment(s.keyspace, s.tables, TokenRange(s.range.start, s.range.end - 1), s.replicas)
+                for s in segments if s.range.end - 1 > s.range.start]  # fmt: skip
+    _repaired(simulator, (*gone, *old_ring))
+    counting = CountingStore(simulator.ops_store())
+    plan = plan_night(
+        config, run_id="night-1", store=StoreAdapter(counting), cluster=ClusterAdapter(SimulatedCassandra(simulator)),
+        nodetool=Status([*simulator.ring().addresses(), "unknown"], set()), log=Recorder(), chunk_rows=3,
+        cpu_seconds=iter([10.0, 10.5]).__next__,
+    )  # fmt: skip
+    assert plan.due == len(segments) - len(segments) // 2 and plan.not_due == len(segments) // 2
+    planned = {(s.keyspace, s.tables, history_bucket(s.range.start)) for s in segments}
+    assert old_ring and sorted(counting.partitions) == sorted(planned)  # each once, and no other
+    assert counting.decoded == len(segments) // 2  # the planned ranges with a history row, nothing else
+    assert counting.scans == 0
 
 
 def test_leased_keyspaces_down_nodes_and_the_kill_switch_are_named(simulator: Simulator) -> None:
@@ -345,6 +400,37 @@ def test_the_night_repairs_every_due_segment_window_by_window_in_virtual_time(si
     assert f"Run: {{'DONE': {plan.due}}}" in recorder.lines
 
 
+def test_the_plan_pages_are_dropped_when_the_run_ends(simulator: Simulator) -> None:
+    config = parse_config({})
+    plan = _plan(simulator, config, Recorder())
+    store = simulator.ops_store()
+    full = plan.types["full"]
+    assert full.chunks > 2 and all(store.run_plan_chunk(full.plan_id, chunk) for chunk in range(full.chunks))
+    outcome = _run(simulator, plan, config, Recorder())
+    assert outcome.counts == {"DONE": plan.due}
+    assert [store.run_plan_chunk(full.plan_id, chunk) for chunk in range(full.chunks)] == [[]] * full.chunks
+
+
+class _Undeletable(StoreAdapter):
+    def drop_run_plan(self, run_id: str, chunks: int) -> None:
+        raise ClusterError("Cassandra timed out.", "Retry.")
+
+
+def test_a_plan_that_cannot_be_dropped_is_left_to_its_ttl_without_failing_the_run(simulator: Simulator) -> None:
+    config = parse_config({})
+    plan = _plan(simulator, config, Recorder())
+    recorder = Recorder()
+    outcome = run_night(
+        plan.reference(), plan, config, run_id="night-1", store=_Undeletable(simulator.ops_store()),
+        cluster=ClusterAdapter(SimulatedCassandra(simulator)), nodetool=simulator.nodetool(),
+        runtime=SimulatedRuntime(simulator), still_enabled=lambda: True, killed=lambda: False,
+        log=recorder, gauge=recorder.gauge, window_chunks=2, chunk_rows=3,
+    )  # fmt: skip
+    assert outcome.counts == {"DONE": plan.due}
+    assert simulator.ops_store().run_plan_chunk(plan.types["full"].plan_id, 0) != []
+    assert any(line.startswith("WARNING Plan night-1#full not deleted (ClusterError: ") for line in recorder.lines)
+
+
 def test_the_kill_switch_and_a_kill_leave_every_planned_segment_postponed(simulator: Simulator) -> None:
     config = parse_config({})
     plan = _plan(simulator, config, Recorder())
@@ -352,8 +438,11 @@ def test_the_kill_switch_and_a_kill_leave_every_planned_segment_postponed(simula
     switched_off = _run(simulator, plan, config, Recorder(), still_enabled=False)
     assert switched_off.counts == {"POSTPONED": first_window}
     assert switched_off.stop_reason is not None and "kill switch" in switched_off.stop_reason
+    assert simulator.ops_store().run_plan_chunk(plan.types["full"].plan_id, 0) == []  # the run is over: dropped
+    plan = _plan(simulator, config, Recorder())
     recorder = Recorder()
     killed = _run(simulator, plan, config, recorder, killed=True)
+    assert simulator.ops_store().run_plan_chunk(plan.types["full"].plan_id, 0) != []  # kept for the task's retry
     assert killed.stop_reason == "the task was killed" and killed.counts == {"POSTPONED": first_window}
     assert "WARNING Task killed: stopping nodetool and aborting sessions on []" in recorder.lines
     history = [r for r in simulator.ops_store().repair_history() if r.record.run_id == "night-1"]

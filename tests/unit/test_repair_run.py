@@ -35,7 +35,7 @@ def test_select_due_sorts_segments_by_reason() -> None:
         seg(10, "b", "c"),
         seg(20, "c", "x"),
         seg(30, "a", "c"),
-        seg(40, "b", "c"),
+        seg(40, "d", "e"),  # on nodes no never-repaired segment needs: not held back (`backlog_first`)
     )
     failed = None
     for _ in range(3):

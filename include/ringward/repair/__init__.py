@@ -132,7 +132,15 @@ from ringward.repair._reported import (
     reported_types,
     run_under_way,
 )
-from ringward.repair._run import DueSelection, RunState, RunSummary, live_metrics, needs_replan, select_due
+from ringward.repair._run import (
+    DueSelection,
+    RunState,
+    RunSummary,
+    backlog_first,
+    live_metrics,
+    needs_replan,
+    select_due,
+)
 from ringward.repair._scheduler import (
     ReplicaLocks,
     allowed_parallelism,
@@ -297,6 +305,7 @@ __all__ = [
     "apply_run_overrides",
     "approval_points",
     "back_pressure_reason",
+    "backlog_first",
     "backoff_delay",
     "bytes_per_replica_node",
     "configured_disk_capacity",

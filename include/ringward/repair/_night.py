@@ -142,7 +142,8 @@ def plan_night(
         segments = plans[group].segments
         history = store.segment_records(segments, kind)
         keyed = history if kind == "full" else {history_key(sid, kind): record for sid, record in history.items()}
-        found = select_due_by_type(segments, keyed, run_id=run_id, now=now, config=config, joined=joined, types=[kind])
+        found = select_due_by_type(segments, keyed, run_id=run_id, now=now, config=config, joined=joined, types=[kind],
+                                   gc_grace=plans[group].gc_grace)  # fmt: skip
         typed.extend(found or [TypeDue(kind, config.for_type(kind), DueSelection((), tuple(segments), ()), 0)])
     types: dict[str, TypePlan] = {}
     for item in typed:
@@ -151,8 +152,9 @@ def plan_night(
         chunks = store.save_run_plan(plan_id, plan_chunks(due, chunk_rows), ttl_seconds=history_ttl_seconds(config))
         entry = types[item.repair_type] = TypePlan(plan_id, chunks, len(due), len(not_due), len(exhausted),
                                                    item.forced, len(due) + len(not_due) + len(exhausted))  # fmt: skip
-        log.info("Plan of %s repair: %d due in %d chunks, %d not due, %d with retries used up.",
-                 item.repair_type, entry.due, chunks, entry.not_due, entry.exhausted)  # fmt: skip
+        log.info("Plan of %s repair: %d due in %d chunks, %d not due (%d of them due but held back behind the "
+                 "backlog on their nodes), %d with retries used up.", item.repair_type, entry.due, chunks,
+                 entry.not_due, len(item.selection.held_back), entry.exhausted)  # fmt: skip
     down = sorted(set(ring.addresses()) - live)
 
     def total(name: str) -> int:

@@ -285,7 +285,7 @@ class _Night:
                  if not (r.run_id == self.run_id and r.state is SegmentState.DONE)}  # fmt: skip
         done_now = set(records) - set(fresh)
         due = select_due([s for s in planned.segments if s.segment_id not in done_now], fresh, run_id=self.run_id,
-                         now=self.cluster.now(), config=config)  # fmt: skip
+                         now=self.cluster.now(), config=config, gc_grace=planned.gc_grace)  # fmt: skip
         plan_id = type_plan_id(self.run_id, config.session_type, replans)
         chunks = self.store.save_run_plan(
             plan_id, plan_chunks(due.due, self.chunk_rows), ttl_seconds=history_ttl_seconds(config)
@@ -414,6 +414,7 @@ def run_night(
     stop_reason = None
     replans = 0
     keyspaces: set[tuple[str, str]] = set()  # (type, keyspace) of the segments each type had planned
+    stored = [(entry.plan_id, entry.chunks) for entry in queue]  # every stored plan of the run, re-plans too
     for index, entry in enumerate(queue):
         kind, plan_id, chunks = entry.repair_type, entry.plan_id, entry.chunks
         typed = config.for_type(kind)
@@ -460,6 +461,7 @@ def run_night(
             ring = cluster.ring()
             fingerprint = ring_fingerprint(ring, {})
             plan_id, chunks, left = night.replan(typed, replans)
+            stored.append((plan_id, chunks))
             total = done_before + left + later
             windows = night.windows(plan_id, chunks)
             effects.ring_changed = _ring_watch(cluster, fingerprint, clock)
@@ -467,11 +469,23 @@ def run_night(
         by_type[kind] = dict(kind_counts)
         log.info("Repair type %s: %s", kind, dict(kind_counts))
     log.info("Run: %s%s", dict(counts), f"; stopped: {stop_reason}" if stop_reason else "")
+    if not killed():  # a killed task is retried by Airflow and reads its plan again; otherwise the run is over
+        _drop_plans(store, stored, log)
     incremental_keyspaces = sorted(keyspace for kind, keyspace in keyspaces if kind == "incremental")
     reads = incremental_keyspaces and runtime.reads_node_state
     shares = repaired_shares(nodetool, ring.addresses(), incremental_keyspaces, log) if reads else {}
     return NightOutcome(dict(counts), by_type, stop_reason, tuple(failed[:100]), len(failed), replans,
                         runtime.run_seconds(started), shares)  # fmt: skip
+
+
+def _drop_plans(store: RunStore, stored: Sequence[tuple[str, int]], log: NightLog) -> None:
+    """Delete the run's stored plans: what they held is in the history now (repaired, failed or postponed), and
+    the next night plans afresh. One that cannot be deleted now expires with its TTL."""
+    for plan_id, chunks in stored:
+        try:
+            store.drop_run_plan(plan_id, chunks)
+        except Exception as error:  # the run's outcome must not fail over its plan's clean-up
+            log.warning("Plan %s not deleted (%s: %s); it expires with its TTL.", plan_id, type(error).__name__, error)
 
 
 def _session_of(sessions: Sessions, config: RepairConfig) -> Callable[[RepairCommand], SessionResult]:

@@ -120,11 +120,13 @@ class SegmentHistory(Protocol):
 
 
 class PlanChunks(Protocol):
-    """A night's stored plan: chunks of encoded segments under a plan id."""
+    """A night's stored plan: chunks of encoded segments under a plan id, dropped when the run is over."""
 
     def save_run_plan(self, run_id: str, chunks: Iterable[Sequence[str]], ttl_seconds: int | None = None) -> int: ...
 
     def run_plan_chunk(self, run_id: str, chunk: int) -> list[str]: ...
+
+    def drop_run_plan(self, run_id: str, chunks: int) -> None: ...
 
 
 class RepairRuns(Protocol):
@@ -211,6 +213,8 @@ class RunPlanStorage(Protocol):
     def save_run_plan(self, run_id: str, chunks: Iterable[Sequence[str]], ttl_seconds: int | None = None) -> int: ...
 
     def run_plan_chunk(self, run_id: str, chunk: int) -> list[str]: ...
+
+    def drop_run_plan(self, run_id: str, chunks: int) -> None: ...
 
 
 class RunProgressStorage(Protocol):

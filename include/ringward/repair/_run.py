@@ -1,7 +1,9 @@
 """One nightly run (Reaper's RepairRun): what to do tonight, and how it went.
 
 `select_due` picks tonight's segments from the plan and their history, most urgent first, and reports
-every segment left out with its reason; `RunSummary` counts the outcome with CEP-37 metric names.
+every segment left out with its reason; `backlog_first` holds back segments that are merely due while a backlog
+(never repaired, or near their gc_grace deadline) needs their nodes; `RunSummary` counts the outcome with CEP-37
+metric names.
 """
 
 from __future__ import annotations
@@ -9,14 +11,29 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 
 from ringward.repair._config import RepairConfig
 from ringward.repair._segments import Segment
 from ringward.repair._state import SegmentRecord, SegmentState, due_segments, retries_exhausted
 
-__all__ = ["DueSelection", "RunState", "RunSummary", "live_metrics", "needs_replan", "select_due"]
+__all__ = [
+    "DEFAULT_GC_GRACE_SECONDS",
+    "DueSelection",
+    "GcGrace",
+    "RunState",
+    "RunSummary",
+    "backlog_first",
+    "live_metrics",
+    "needs_replan",
+    "select_due",
+]
+
+# {keyspace: {table: gc_grace_seconds}}, as the cluster's plan reads it from the schema (`ClusterPlan.gc_grace`).
+GcGrace = Mapping[str, Mapping[str, int]]
+# A segment whose tables' gc_grace is unknown is given Cassandra's default (10 days).
+DEFAULT_GC_GRACE_SECONDS = 864_000
 
 
 def needs_replan(stored_fingerprint: str | None, current_fingerprint: str) -> bool:
@@ -29,8 +46,70 @@ class DueSelection:
     """Tonight's segments sorted by reason: `due` (most urgent first) runs; the others are reported."""
 
     due: tuple[Segment, ...]
-    not_due: tuple[Segment, ...]  # repaired within min_repair_interval (or repair disabled)
+    not_due: tuple[Segment, ...]  # repaired within min_repair_interval (or repair disabled, or held back)
     exhausted: tuple[Segment, ...]  # retries of this run used up: reported, tried again next run
+    # Of `not_due`: due, but held back behind the backlog on their nodes (`backlog_first`); due again next run.
+    held_back: tuple[Segment, ...] = ()
+
+
+def _grace_seconds(segment: Segment, gc_grace: GcGrace) -> int:
+    """The smallest gc_grace of the segment's tables (`tables == ()`: every table of its keyspace)."""
+    tables = gc_grace.get(segment.keyspace, {})
+    known = [tables[t] for t in (segment.tables or tables) if t in tables]
+    return min(known, default=DEFAULT_GC_GRACE_SECONDS)
+
+
+def backlog_first(
+    due: Sequence[Segment],
+    records: Mapping[str, SegmentRecord],
+    now: datetime,
+    *,
+    gc_grace: GcGrace | None = None,
+    alarm_share: float = 0.8,
+) -> tuple[list[Segment], list[Segment]]:
+    """(what runs tonight, what is held back) of `due`, ordered by the time left to each segment's gc_grace deadline
+    (its last success + the smallest gc_grace of its tables; never repaired: first).
+
+    The backlog is what is never repaired or past `alarm_share` of its gc_grace (the alarm point). While there is a
+    backlog, a segment that is merely due (repaired within `alarm_share` of its gc_grace) is held back when one of
+    its replicas is a replica of the backlog: re-repairing it tonight would take a node the backlog waits for, and a
+    backlog of several nights would never finish first. Merely-due segments on other nodes run, after the backlog.
+    Nothing is held back past the alarm point: by then it is backlog itself."""
+    grace_of = gc_grace or {}
+    never = datetime.min.replace(tzinfo=now.tzinfo)
+    # Per unit (keyspace, tables): its gc_grace and the success before which a segment is backlog (a fleet night
+    # is 2.5 million segments of a few hundred units).
+    per_unit: dict[tuple[str, tuple[str, ...]], tuple[timedelta, datetime]] = {}
+    urgent: list[tuple[datetime, Segment]] = []
+    routine: list[tuple[datetime, Segment]] = []
+    get = records.get
+    for segment in due:
+        record = get(segment.segment_id)
+        last = None if record is None else record.last_success
+        if last is None:
+            urgent.append((never, segment))
+            continue
+        unit = (segment.keyspace, segment.tables)
+        known = per_unit.get(unit)
+        if known is None:
+            grace = timedelta(seconds=_grace_seconds(segment, grace_of))
+            known = per_unit[unit] = (grace, now - grace * alarm_share)
+        (urgent if last <= known[1] else routine).append((last + known[0], segment))
+    # Stable sorts on the deadline alone: ties keep `due`'s order.
+    urgent.sort(key=_first)
+    routine.sort(key=_first)
+    run = [segment for _, segment in urgent]
+    if not urgent:
+        return [segment for _, segment in routine], []
+    backlog_nodes = {node for segment in run for node in segment.replicas}
+    held: list[Segment] = []
+    for _, segment in routine:
+        (held if not backlog_nodes.isdisjoint(segment.replicas) else run).append(segment)
+    return run, held
+
+
+def _first(entry: tuple[datetime, Segment]) -> datetime:
+    return entry[0]
 
 
 def select_due(
@@ -40,9 +119,12 @@ def select_due(
     run_id: str,
     now: datetime,
     config: RepairConfig,
+    gc_grace: GcGrace | None = None,
 ) -> DueSelection:
-    """What the run repairs, most urgent first. It builds no waves and leaves nodes that are down to the
-    executor (it waits for them during the run): at fleet size the plan is only this list."""
+    """What the run repairs, most urgent first (`backlog_first`: by the time left to the gc_grace deadline, with
+    merely-due segments held back while a backlog needs their nodes; `gc_grace`: the plan's `{keyspace: {table:
+    seconds}}`, a table missing from it has Cassandra's default). It builds no waves and leaves nodes that are
+    down to the executor (it waits for them during the run): at fleet size the plan is only this list."""
     if not config.enabled:
         return DueSelection((), tuple(segments), ())
     due = due_segments(segments, records, now, config.min_repair_interval)
@@ -50,9 +132,10 @@ def select_due(
     if exhausted:
         gone = {s.segment_id for s in exhausted}
         due = [s for s in due if s.segment_id not in gone]
+    due, held = backlog_first(due, records, now, gc_grace=gc_grace, alarm_share=config.gc_grace_alarm)
     chosen = {s.segment_id for s in due} | {s.segment_id for s in exhausted}
     not_due = tuple(s for s in segments if s.segment_id not in chosen)
-    return DueSelection(tuple(due), not_due, exhausted)
+    return DueSelection(tuple(due), not_due, exhausted, tuple(held))
 
 
 class RunState(Enum):

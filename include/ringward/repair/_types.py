@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ringward.repair._config import RepairConfig, RepairType, RepairTypeSettings
-from ringward.repair._run import DueSelection, select_due
+from ringward.repair._run import DueSelection, GcGrace, select_due
 from ringward.repair._segments import RepairUnit, Segment
 from ringward.repair._state import SegmentRecord
 
@@ -109,13 +109,15 @@ def select_due_by_type(
     config: RepairConfig,
     joined: Iterable[str] = (),
     types: Iterable[RepairType] | None = None,
+    gc_grace: GcGrace | None = None,
 ) -> list[TypeDue]:
     """What each enabled type repairs tonight, in the order a night runs them (`RUN_ORDER`: full, incremental,
     paxos, preview); `types` narrows them to those of the enabled types it names (their order is kept).
 
     `records` is keyed by `history_key`: a type's cadence reads only its own history. A segment with a replica
     in `force_repair_hosts` or in `joined` (when `repair_new_nodes`) is due whatever its cadence, unless its
-    retries in this run are used up. Due segments on `priority_hosts` come first.
+    retries in this run are used up (a segment held back behind the backlog, `backlog_first`, too). Due segments
+    on `priority_hosts` come first. `gc_grace`: the plan's `{keyspace: {table: seconds}}` (`select_due`).
     """
     forced_hosts = set(config.force_repair_hosts) | (set(joined) if config.repair_new_nodes else set())
     if not config.enabled:  # the kill switch wins over every forced host
@@ -127,7 +129,7 @@ def select_due_by_type(
             continue
         typed = config.for_type(kind)
         own = {s.segment_id: r for s in segments if (r := records.get(history_key(s.segment_id, kind))) is not None}
-        selection = select_due(segments, own, run_id=run_id, now=now, config=typed)
+        selection = select_due(segments, own, run_id=run_id, now=now, config=typed, gc_grace=gc_grace)
         forced = [s for s in selection.not_due if not forced_hosts.isdisjoint(s.replicas)] if forced_hosts else []
         if forced:
             forced_ids = {s.segment_id for s in forced}
@@ -135,10 +137,14 @@ def select_due_by_type(
                 (*forced, *selection.due),
                 tuple(s for s in selection.not_due if s.segment_id not in forced_ids),
                 selection.exhausted,
+                tuple(s for s in selection.held_back if s.segment_id not in forced_ids),
             )
         if config.priority_hosts:
             selection = DueSelection(
-                tuple(prioritised(selection.due, config.priority_hosts)), selection.not_due, selection.exhausted
+                tuple(prioritised(selection.due, config.priority_hosts)),
+                selection.not_due,
+                selection.exhausted,
+                selection.held_back,
             )
         plans.append(TypeDue(kind, typed, selection, len(forced)))
     return plans

@@ -48,3 +48,9 @@ class CassandraRunPlans:
             (run_id, int(chunk)),
         )
         return [command for row in rows for command in str(row.command).split("\n")]
+
+    def drop_run_plan(self, run_id: str, chunks: int) -> None:
+        """Delete chunks 0..`chunks`-1 of run `run_id`'s plan (the run is over: its plan is not read again)."""
+        delete = self.ops.statement(f"DELETE FROM {self.ops.keyspace}.repair_plan WHERE run_id = ? AND chunk = ?")
+        for index in range(int(chunks)):
+            self.ops.session.execute(delete, (run_id, index))

@@ -18,8 +18,8 @@ from ringward.repair import (
     SegmentState,
     SessionResult,
     allowed_parallelism,
-    due_segments,
     run_batch,
+    select_due,
 )
 
 from ringward_fleetsim.anchors import DAY, SchedulerResult, _Coverage
@@ -34,6 +34,7 @@ class RingwardPlan:
     segments: list[Segment]
     planning_cpu_seconds: float
     unit_tables: dict[str, tuple[str, ...]]  # keyspace -> tables it repairs ("ks.table" names)
+    gc_grace: dict[str, dict[str, int]] = field(default_factory=dict)  # keyspace -> table -> gc_grace_seconds
     notes: list[str] = field(default_factory=list)
 
 
@@ -55,7 +56,8 @@ def plan_ringward(cluster: SimCluster, config: RepairConfig) -> RingwardPlan:
     for segment in segments:  # no tables named: the whole keyspace
         names = segment.tables or tuple(schema[segment.keyspace])
         unit_tables.setdefault(segment.keyspace, set()).update(f"{segment.keyspace}.{t}" for t in names)
-    return RingwardPlan(segments, cpu, {ks: tuple(sorted(names)) for ks, names in unit_tables.items()})
+    gc_grace = {ks: dict(tables) for ks, tables in planned.gc_grace.items()}
+    return RingwardPlan(segments, cpu, {ks: tuple(sorted(names)) for ks, names in unit_tables.items()}, gc_grace)
 
 
 def run_ringward(
@@ -68,8 +70,9 @@ def run_ringward(
     cluster: SimCluster | None = None,
 ) -> SchedulerResult:
     """Nightly runs (one every `night_every` seconds, or as soon as the last one ended) until every
-    (table, ring range) was repaired once, or `nights` runs. Each run: the due segments (never repaired
-    first) -> `run_batch` with the virtual pool; history kept in memory between runs."""
+    (table, ring range) was repaired once, or `nights` runs. Each run: the due segments as the plan task selects
+    them (`select_due`: by the time left to gc_grace, merely-due segments held back behind the backlog) ->
+    `run_batch` with the virtual pool; history kept in memory between runs."""
     config = config or RepairConfig()
     cluster = cluster or SimCluster(spec, model, record=False)
     wall = time.process_time()
@@ -91,16 +94,17 @@ def run_ringward(
                 for name in names:
                     coverage.mark(unit_of[name], r, 0.0)
     records: dict[str, SegmentRecord] = {}
+    repaired: set[str] = set()  # segments repaired at least once: a range is covered when all its pieces are
     nodetool = SimNodetool(cluster)
     clock = cluster.clock
 
     def save(updates: Sequence[RecordUpdate]) -> None:
         for update in updates:
-            previous = records.get(update.segment.segment_id)
             records[update.segment.segment_id] = update.record
-            if update.record.state is SegmentState.DONE and (
-                previous is None or previous.state is not SegmentState.DONE
-            ):
+            # A segment counts once: a second night's repair of it (its record RUNNING, then DONE again) must not
+            # take a piece off its range again (until 2026-11-28 it did, covering ranges early).
+            if update.record.state is SegmentState.DONE and update.segment.segment_id not in repaired:
+                repaired.add(update.segment.segment_id)
                 key = where[update.segment.segment_id]
                 pieces[key] -= 1
                 if pieces[key] == 0:
@@ -115,7 +119,8 @@ def run_ringward(
             break
         runs += 1
         started = time.process_time()
-        due = due_segments(plan.segments, records, clock.now(), config.min_repair_interval)
+        due = select_due(plan.segments, records, run_id=f"night-{night}", now=clock.now(), config=config,
+                         gc_grace=plan.gc_grace).due  # fmt: skip
         plan.planning_cpu_seconds += time.process_time() - started
         pool = nodetool.session_pool()
         effects = BatchEffects(
