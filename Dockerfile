@@ -69,9 +69,10 @@ USER airflow
 # Project dependencies exactly as locked (uv.lock), with Airflow pinned to the image's own version
 # as the official image asks for extra packages. The override mirrors [tool.uv] in pyproject.toml:
 # the Spark provider's pyspark-client (Spark Connect, writes into the same `pyspark` package) is
-# left out so that pyspark 3.5.9 and its spark-submit stay intact.
+# left out so that pyspark 3.5.9 and its spark-submit stay intact; python-dateutil stays at the lock's 4.x over
+# Flask-AppBuilder's cap below 3.
 COPY --from=lock-export --chown=airflow:0 /requirements.txt /tmp/ringward-requirements.txt
-RUN printf 'pyspark-client; sys_platform == "never"\n' > /tmp/ringward-overrides.txt \
+RUN printf 'pyspark-client; sys_platform == "never"\npython-dateutil>=4\n' > /tmp/ringward-overrides.txt \
     && uv pip install --no-cache \
         --overrides /tmp/ringward-overrides.txt \
         "apache-airflow==${AIRFLOW_VERSION}" \

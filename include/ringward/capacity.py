@@ -25,6 +25,7 @@ from ringward.ring import Ring, TokenRange
 
 __all__ = [
     "GROWTH_WARNING",
+    "MAX_SIZE",
     "CapacityReport",
     "NodeIntake",
     "capacity_report",
@@ -36,6 +37,10 @@ __all__ = [
 ]
 
 GROWTH_WARNING = 0.5  # warn when a node receives more than half its current load
+# The largest size read (a capacity, a load): far above any disk, far below what overflows the report's floats
+# (the repair settings' sizes have the same cap). Size texts longer than MAX_SIZE_TEXT are not read at all.
+MAX_SIZE = 2**60  # 1 EiB
+MAX_SIZE_TEXT = 64
 
 _UNITS = {
     "": 1, "b": 1, "bytes": 1,
@@ -48,21 +53,35 @@ _STATUS_LOAD = re.compile(r"^[UD][NLJM]\s+(\S+)\s+(\d+(?:\.\d+)?\s*[KMGTP]?i?B|\
 
 
 def parse_size(value: object, what: str = "size") -> int:
-    """Bytes of an integer or a size text such as "500GiB" or "123.45 KiB" (nodetool's format)."""
+    """Bytes of an integer or a size text such as "500GiB" or "123.45 KiB" (nodetool's format), at most MAX_SIZE."""
     if isinstance(value, bool):
         raise ConfigurationError(f"The {what} {value!r} is not a size.", 'Give bytes or a size such as "500GiB".')
     if isinstance(value, int):
         if value < 0:
             raise ConfigurationError(f"The {what} {value} is negative.", "Give a size of zero or more bytes.")
-        return value
-    match = _SIZE.match(str(value))
+        return _at_most_max(value, value, what)
+    text = str(value)
+    match = _SIZE.match(text) if len(text) <= MAX_SIZE_TEXT else None
     unit = match.group(2).lower() if match else None
     if match is None or unit not in _UNITS:
+        shown = text if len(text) <= MAX_SIZE_TEXT else f"{text[:MAX_SIZE_TEXT]}... ({len(text)} characters)"
         raise ConfigurationError(
-            f"The {what} {value!r} is not a size ringward can read.",
+            f"The {what} {shown!r} is not a size ringward can read.",
             'Give bytes (an integer) or a number with a unit (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB): "500GiB".',
         )
-    return int(float(match.group(1)) * _UNITS[unit])
+    size = float(match.group(1)) * _UNITS[unit]
+    return _at_most_max(int(size) if math.isfinite(size) else MAX_SIZE + 1, text, what)
+
+
+def _at_most_max(size: int, given: object, what: str) -> int:
+    """`size`, refused past MAX_SIZE: a larger capacity checks nothing, and it overflows the report's floats."""
+    if size > MAX_SIZE:
+        shown = repr(given) if len(repr(given)) <= 40 else repr(given)[:37] + "..."
+        raise ConfigurationError(
+            f"The {what} {shown} is above the cap of {MAX_SIZE} bytes (1 EiB) a size may hold.",
+            'Give the node\'s real size in bytes or with a unit, e.g. "2TiB".',
+        )
+    return size
 
 
 def format_bytes(count: float) -> str:

@@ -22,6 +22,7 @@ __all__ = [
     "APPROVERS",
     "GUARDED_SETTINGS",
     "RUN_DEFAULTS",
+    "RUN_LIMITS",
     "SECTION",
     "SELF_APPROVAL",
     "GuardedSetting",
@@ -83,6 +84,16 @@ RUN_DEFAULTS: Mapping[str, Any] = {
     "allow_quorum_gap": False,
     "node_capacity": {},
     "node_wait_seconds": 600,
+}
+
+# The bounds of keyspace_migration's numeric run settings (the DAG's params carry them as minimum and maximum:
+# Airflow refuses a run outside them, naming the param and the bound). They are what the blocking repair's
+# RepairConfig accepts: at most 100,000 sessions at once (`parallel_repair_count`) and 3650 days for a duration
+# (the repair settings' MAX_DURATION); beyond them the repair task failed on a pydantic error mid-migration.
+RUN_LIMITS: Mapping[str, tuple[int, int]] = {
+    "repair_parallelism": (1, 100_000),
+    "repair_session_timeout": (10, 3650 * 86400),
+    "node_wait_seconds": (0, 3650 * 86400),
 }
 
 Permitted = Callable[[str], bool]  # a deployment setting's key -> whether it is on

@@ -9,8 +9,10 @@ with the task's context plus `ringward_alert` (the alert as a dict: kind, severi
 problem, fix, subject, message) and `ringward_alert_message` (its text), so a provider's notifier takes them
 through its templated fields, e.g.
 `SmtpNotifier(to="oncall@example.com", subject="{{ ringward_alert.subject }}",
-html_content="<pre>{{ ringward_alert_message }}</pre>")` or
+html_content="<pre>{{ ringward_alert_message | e }}</pre>")` or
 `SlackWebhookNotifier(slack_webhook_conn_id="slack", text="{{ ringward_alert_message }}")`.
+Airflow renders notifier templates without HTML escaping and the text carries cluster, keyspace and table
+names: an HTML field must escape it (`| e`), as the example does.
 A notifier that fails is logged and the others still get the alert; the report does not fail over it.
 """
 

@@ -36,7 +36,7 @@ from ringward.clusters import (
     cluster_suffix,
     default_repair_pool,
 )
-from ringward.governance import RUN_DEFAULTS
+from ringward.governance import RUN_DEFAULTS, RUN_LIMITS
 from ringward.migration import MAX_STAGED_STEPS
 from ringward.repair import load_config
 
@@ -201,14 +201,16 @@ PARAMS = {
     "repair_parallelism": Param(
         RUN_DEFAULTS["repair_parallelism"],
         type="integer",
-        minimum=1,
+        minimum=RUN_LIMITS["repair_parallelism"][0],
+        maximum=RUN_LIMITS["repair_parallelism"][1],
         title="Repair sessions at once",
         description="How many repair sessions run at the same time.",
     ),
     "repair_session_timeout": Param(
         RUN_DEFAULTS["repair_session_timeout"],
         type="integer",
-        minimum=10,
+        minimum=RUN_LIMITS["repair_session_timeout"][0],
+        maximum=RUN_LIMITS["repair_session_timeout"][1],
         title="Repair session timeout (seconds)",
         description="A repair session taking longer than this fails and is retried.",
     ),
@@ -237,7 +239,8 @@ PARAMS = {
     "node_wait_seconds": Param(
         RUN_DEFAULTS["node_wait_seconds"],
         type="integer",
-        minimum=0,
+        minimum=RUN_LIMITS["node_wait_seconds"][0],
+        maximum=RUN_LIMITS["node_wait_seconds"][1],
         title="Wait for down nodes (seconds)",
         description="Before each repair session, wait this long for its nodes to be UN and reachable (a node "
         "restarting). A repair try that fails (e.g. its coordinator died) is retried 3 times, about 30 s, "

@@ -97,6 +97,40 @@ def test_a_migration_has_no_default_target() -> None:
     assert chosen.validate()["keyspace"] == "shop"
 
 
+@pytest.mark.parametrize("name", ["repair_parallelism", "repair_session_timeout", "node_wait_seconds"])
+def test_numeric_run_settings_have_a_floor_and_a_cap_the_run_is_refused_past(name: str) -> None:
+    """Airflow refuses a run whose number is past the param's bound, naming both; the bound is what the migration's
+    repair accepts (a larger one used to fail the repair task on a pydantic error, mid-migration)."""
+    from airflow.sdk.definitions.param import ParamsDict
+    from airflow.sdk.exceptions import ParamValidationError
+    from ringward.governance import RUN_LIMITS
+    from ringward_airflow.migration_stages import RepairSettings
+
+    low, high = RUN_LIMITS[name]
+    target = {"keyspace": "shop", "replication": {"class": "NetworkTopologyStrategy", "dc1": 3}}
+    dags = DagBag(dag_folder=str(DAGS_FOLDER / "keyspace_migration.py")).dags
+    params = dags["keyspace_migration"].params
+    for value in (low, high):
+        accepted = ParamsDict(params)
+        accepted.update({**target, name: value})
+        assert accepted.validate()[name] == value
+    for value, bound in (
+        (high + 1, f"greater than the maximum of {high}"),
+        (low - 1, f"less than the minimum of {low}"),
+    ):
+        refused = ParamsDict(params)
+        with pytest.raises(ParamValidationError, match=bound) as caught:  # on setting it, as a trigger does
+            refused.update({**target, name: value})
+            refused.validate()
+        assert f"param {name}" in str(caught.value)
+    rollback = dags["keyspace_migration_rollback"].params.get_param(name).schema
+    assert (rollback["minimum"], rollback["maximum"]) == (low, high)
+    # The caps are what the migration's repair takes: at the cap it builds its configuration.
+    top = RepairSettings(parallelism=RUN_LIMITS["repair_parallelism"][1],
+                         session_timeout=float(RUN_LIMITS["repair_session_timeout"][1])).config()  # fmt: skip
+    assert top.parallel_repair_count == 100_000 and top.segment_timeout.days == 3650
+
+
 def test_the_ui_docs_are_for_operators() -> None:
     dagbag = DagBag(dag_folder=str(DAGS_FOLDER / "keyspace_migration.py"))
     for dag in dagbag.dags.values():

@@ -77,6 +77,32 @@ def test_capacities_by_node_win_over_their_datacenter_and_typos_are_refused() ->
     assert "dc3" in refusal.value.problem and "dc1" in refusal.value.fix
 
 
+@pytest.mark.parametrize(
+    "capacity",
+    ["9" * 60, "9" * 400, 10**400, 2**60 + 1, "1048577 TiB", "1" * 70 + "TiB"],
+    ids=["60 digits", "400 digits (float infinity)", "10**400", "1 EiB + 1", "1048577 TiB", "70-digit TiB"],
+)
+def test_a_node_capacity_past_the_cap_is_refused_naming_the_cap_not_a_traceback(capacity: object) -> None:
+    """node_capacity is a run param: a size no disk has (or a number that overflows a float) is refused with the
+    limit it broke, before the report's arithmetic meets it."""
+    with pytest.raises(ConfigurationError) as refusal:
+        configured_capacities({"dc1": capacity}, RING)
+    problem = refusal.value.problem
+    assert "capacity of 10.0.0.1" in problem
+    assert "above the cap of 1152921504606846976 bytes (1 EiB)" in problem or "not a size ringward can read" in problem
+    assert len(problem) < 300  # a huge value is shown cut short
+    assert "TiB" in refusal.value.fix
+
+
+def test_a_capacity_at_the_cap_is_still_read_and_reported() -> None:
+    capacities = configured_capacities({"dc1": 2**60, "10.0.0.2": "1048576 TiB"}, RING)
+    assert capacities == dict.fromkeys(("10.0.0.1", "10.0.0.2", "10.0.0.3"), 2**60)
+    changes = [RangeChange(TokenRange(0, 100), ("10.0.1.1",), ("10.0.1.1", "10.0.0.1"))]
+    report = capacity_report(changes, lambda _: GIB, {"10.0.0.1": GIB}, capacities)
+    assert report.over_capacity == ()
+    assert "| 10.0.0.1 | 1.00 GiB | 1.00 GiB | 2.00 GiB | 1048576.00 TiB |" in report.markdown()
+
+
 def test_each_gained_range_brings_one_copy_of_its_bytes() -> None:
     changes = [
         RangeChange(TokenRange(0, 100), ("a",), ("a", "b")),

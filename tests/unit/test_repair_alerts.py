@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -10,6 +12,8 @@ from airflow.sdk import DAG, BaseNotifier, DeadlineAlert
 from ringward.errors import ConfigurationError
 from ringward.repair import RepairStatus, decide_alerts
 from ringward_airflow.alerts import configured_notifiers, deliver, nightly_deadline_alert
+
+ROOT = Path(__file__).resolve().parents[2]
 
 NOW = datetime(2026, 11, 28, 6, 0, tzinfo=UTC)
 DAY = 86400
@@ -109,3 +113,38 @@ def test_a_task_of_the_night_failing_for_good_sets_the_outcome_failed_and_alerts
     monkeypatch.setenv("RINGWARD_ALERT_NOTIFIERS", "no_such_module_here:X")
     night_failed({"run_id": "scheduled__2"}, "prod")  # a broken configuration is logged, not raised
     assert len(Recorder.calls) == 1
+
+
+HOSTILE = '<img src=x onerror="alert(1)">'
+
+
+def _documented_html_content(text: str) -> str:
+    """The `html_content="..."` of the SmtpNotifier example in `text` (the guide, the module's docstring)."""
+    found = re.findall(r'html_content="([^"]*)"', text)
+    assert len(found) == 1, f"expected one SmtpNotifier html_content example, found {found}"
+    return found[0]
+
+
+@pytest.mark.parametrize("where", ["docs/operators-guide.md", "alerts.py docstring"])
+def test_the_documented_email_template_escapes_hostile_names(where: str) -> None:
+    import ringward_airflow.alerts
+    from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+    text = (ROOT / where).read_text() if where.endswith(".md") else str(ringward_airflow.alerts.__doc__)
+    template = _documented_html_content(text)
+    sent: list[str] = []
+
+    class RecordingSmtp(SmtpNotifier):  # the provider's notifier, rendered as Airflow renders it; no mail sent
+        def notify(self, context: Any) -> None:
+            sent.append(str(self.html_content))
+
+    statuses = [RepairStatus(HOSTILE, "t<b>", 10 * DAY, NOW, 1.0, NOW - timedelta(days=11), 0, 0)]
+    alerts = decide_alerts(f"prod{HOSTILE}", "run-1", "DONE", statuses)
+    notifier = RecordingSmtp(to="oncall@example.com", subject="{{ ringward_alert.subject }}", html_content=template)
+    assert deliver(alerts, [notifier], {"run_id": "run-1"}) == 1
+    (html,) = sent
+    assert html.startswith("<pre>") and html.endswith("</pre>")
+    body = html.removeprefix("<pre>").removesuffix("</pre>")
+    assert "<" not in body and ">" not in body  # no markup from the names (nor from anything else in the text)
+    assert "prod&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in body
+    assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;.t&lt;b&gt;" in body  # keyspace.table, escaped

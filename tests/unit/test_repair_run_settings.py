@@ -170,6 +170,40 @@ def test_segment_sizes_have_floors_and_caps_named_in_the_refusal(
         assert f"`{field}`" in caught.value.problem and limit in caught.value.problem
 
 
+@pytest.mark.parametrize(
+    "settings",
+    [{"retry_backoff": "10d", "max_retries": 20}, {"retry_backoff": "3650d", "max_retries": 2},
+     {"retry_backoff": "1h", "max_retries": 18}],
+    ids=["10d x 2^19", "3650d x 2", "1h x 2^17"],
+)  # fmt: skip
+def test_the_longest_retry_delay_has_a_cap_named_in_the_refusal(tmp_path: Path, settings: dict[str, object]) -> None:
+    """retry_backoff and max_retries are each within their bounds and a run may set both, but the backoff doubles
+    per retry: 10d x 2^19 is 14,000 years, past what the executor's clock can add (OverflowError mid-run)."""
+    text = "".join(f"{name}: {value}\n" for name, value in settings.items())
+    for attempt in (
+        lambda: load_config(_file(tmp_path, text)),
+        lambda: effective_config(None, {"config_overrides": settings}),
+    ):
+        with pytest.raises(ConfigurationError) as caught:
+            attempt()
+        assert "above the cap of 3650d (retry_backoff x 2^(max_retries - 1))" in caught.value.problem
+        assert "lower retry_backoff or max_retries" in caught.value.problem
+
+
+def test_every_retry_delay_a_valid_config_allows_fits_the_clock() -> None:
+    """At the cap's edge the last retry's time is still a datetime: the executor adds it to the finish time."""
+    from datetime import UTC, datetime, timedelta
+
+    from ringward.repair._state import backoff_delay
+
+    for settings in ({"retry_backoff": 60, "max_retries": 20}, {"retry_backoff": "3650d", "max_retries": 1},
+                     {"retry_backoff": "3650d", "max_retries": 0}):  # fmt: skip
+        config = parse_config(settings)
+        last = backoff_delay(config.max_retries + 1, config.retry_backoff.total_seconds())
+        assert last <= 3650 * 86400
+        assert datetime(2026, 11, 28, tzinfo=UTC) + timedelta(seconds=last) < datetime(9999, 1, 1, tzinfo=UTC)
+
+
 def _ring(nodes: int) -> Ring:
     step = 2**64 // nodes
     return Ring.of(Node(f"10.0.0.{i + 1}", "dc1", "r1", (-(2**63) + 1 + i * step,)) for i in range(nodes))

@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from ringward.errors import ConfigurationError
-from ringward.repair._units import parse_bytes, parse_duration
+from ringward.repair._units import MAX_DURATION, format_duration, parse_bytes, parse_duration
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -404,6 +404,20 @@ class RepairConfig(_Strict):
         if text in _CRON_PRESETS or len(text.split()) == 5:
             return text
         raise ValueError(f"expected a 5-field cron expression or a preset like @daily, got {value!r}")
+
+    @model_validator(mode="after")
+    def _last_retry_within_reach(self) -> RepairConfig:
+        # The delay before the last retry is retry_backoff x 2^(max_retries - 1) (`backoff_delay`); past the
+        # largest duration a setting may hold it is no retry at all, and past year 9999 it overflows the clock.
+        last = self.retry_backoff.total_seconds() * 2.0 ** max(self.max_retries - 1, 0)
+        if self.max_retries and last > MAX_DURATION.total_seconds():
+            raise ValueError(
+                f"retry_backoff {format_duration(self.retry_backoff.total_seconds())} doubled for each of "
+                f"max_retries {self.max_retries} retries waits {last / 86400:.0f} days before the last one, above "
+                f"the cap of {MAX_DURATION.days}d (retry_backoff x 2^(max_retries - 1)); lower retry_backoff or "
+                "max_retries"
+            )
+        return self
 
     @model_validator(mode="after")
     def _some_parallelism(self) -> RepairConfig:
