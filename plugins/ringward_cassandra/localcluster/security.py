@@ -4,7 +4,8 @@ keytool only (nothing downloaded).
 
 What a production cluster has and the lab did not: PasswordAuthenticator and CassandraAuthorizer, a
 least-privilege role for ringward (never the superuser), JMX logins checked against Cassandra's roles and each
-JMX call authorized per MBean (`ringward.permissions.jmx_grants`), client-to-node TLS.
+JMX call authorized per MBean (`ringward.permissions.jmx_grants`), JMX over TLS only (`jmx_tls_options`),
+client-to-node TLS.
 """
 
 from __future__ import annotations
