@@ -4,7 +4,7 @@
 #   1. Log in as the admin superuser (CASSANDRA_ADMIN_USER / CASSANDRA_ADMIN_PASSWORD). On the first run
 #      that role does not exist yet: log in as the image's default superuser (cassandra/cassandra), create
 #      the admin, and replicate system_auth to every node of the DC (up to 3).
-#   2. Repair system_auth on every node, so that every replica holds the roles (nodetool logs in as the admin:
+#   2. Repair system_auth on every node, so that every replica holds the roles (nodetool over TLS logs in as the admin:
 #      JMX logins are Cassandra roles).
 #   3. As the admin: disable the default superuser (random password, no superuser, no login), create
 #      ringward_ops, the role `ringward` (RINGWARD_CQL_PASSWORD) with its grants, the Spark
@@ -39,6 +39,10 @@ IFS=', ' read -r -a nodes <<< "${RINGWARD_CASSANDRA_NODES:-cassandra-1,cassandra
 IFS=', ' read -r -a managed <<< "${RINGWARD_MANAGED_KEYSPACES:-}"
 attempts="${RINGWARD_INIT_ATTEMPTS:-24}"
 retry_seconds="${RINGWARD_INIT_RETRY_SECONDS:-5}"
+# JMX runs over TLS only (docker-compose.yaml): nodetool --ssl, trusting the nodes' certificate (deploy/jmx-tls.sh;
+# Cassandra's bin/nodetool hands -D options to its JVM; a JKS trust store is read without a password).
+jmx_trust=("-Djavax.net.ssl.trustStore=${RINGWARD_JMX_TRUSTSTORE:-/opt/ringward/jmx-trust/truststore.jks}"
+           "-Djavax.net.ssl.trustStoreType=JKS")
 
 identifier CASSANDRA_ADMIN_USER "${admin}"
 identifier RINGWARD_CASSANDRA_DC "${dc}"
@@ -92,7 +96,8 @@ repair_system_auth() {  # asked again when a node refuses the admin's JMX login 
         echo "cassandra-init: repairing system_auth on ${node}"
         repaired=""
         for (( attempt = 1; attempt <= attempts; attempt++ )); do
-            if nodetool -h "${node}" -p 7199 -u "${admin}" --password-file "${work}/jmx" repair --full system_auth
+            if nodetool --ssl "${jmx_trust[@]}" -h "${node}" -p 7199 -u "${admin}" --password-file "${work}/jmx" \
+                repair --full system_auth
             then
                 repaired="yes"
                 break

@@ -82,6 +82,10 @@ class NodetoolClient:
     JMX credentials reach nodetool as a password *file* (`-pwf`), never as `-pw`: a command line is
     readable by every local user (`ps`). `password_file` names an operator's own file (`user password`
     lines, as jmxremote.password); given only `password`, the client writes one, 0600, removed by `close()`.
+
+    `ssl`: JMX over TLS. A `nodetool` process gets `--ssl` and the -D options of `java_options` (the trust
+    store: Cassandra's bin/nodetool hands -D arguments to its JVM and turns `--ssl` into -Dssl.enable=true); the
+    resident JVM starts with `java_options` and -Dssl.enable=true (NodeTool itself has no `--ssl` option).
     """
 
     nodetool_path: str = "nodetool"
@@ -101,10 +105,17 @@ class NodetoolClient:
     _written_password_file: str | None = field(default=None, repr=False)
 
     def command(self, address: str, args: Sequence[str]) -> list[str]:
-        command = [self.nodetool_path]
-        if self.ssl:
-            command.append("--ssl")
-        command += [
+        """The `nodetool` process's command line."""
+        tls = ["--ssl", *(o for o in self.java_options if o.startswith("-D"))] if self.ssl else []
+        return [self.nodetool_path, *tls, *self.nodetool_arguments(address, args)]
+
+    def resident_java_options(self) -> tuple[str, ...]:
+        """The resident JVM's options: `java_options`, and NodeTool's TLS switch when `ssl`."""
+        return (*self.java_options, *(["-Dssl.enable=true"] if self.ssl else []))
+
+    def nodetool_arguments(self, address: str, args: Sequence[str]) -> list[str]:
+        """NodeTool's own arguments (what the resident JVM runs): the node's JMX address, the login, `args`."""
+        command = [
             "-h",
             self.jmx_host.format(address=address),
             "-p",
@@ -129,7 +140,7 @@ class NodetoolClient:
     def run(self, address: str, args: Sequence[str], timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
         """Run one nodetool command; the process is tracked so `terminate_all` can stop it (on_kill)."""
         if self.java_classpath:
-            return self._resident_jvm().run(self.command(address, args)[1:], timeout)
+            return self._resident_jvm().run(self.nodetool_arguments(address, args), timeout)
         process = subprocess.Popen(
             self.command(address, args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
@@ -190,7 +201,7 @@ class NodetoolClient:
         with self._lock:
             if self._resident is None:
                 assert self.java_classpath is not None
-                self._resident = ResidentNodetool(self.java_classpath, self.java_options, self.java_binary)
+                self._resident = ResidentNodetool(self.java_classpath, self.resident_java_options(), self.java_binary)
             return self._resident
 
     # -- commands ---------------------------------------------------------------------------------------

@@ -60,7 +60,8 @@ def local_connections(home: Path, topology: str = "seed") -> dict[str, str]:
 
 
 def _secure(cassandra: dict[str, Any], spark: dict[str, Any], nodetool: dict[str, Any], found: ClusterSecrets) -> None:
-    """A secured cluster's connections: ringward's least-privilege role over TLS, JMX with its password."""
+    """A secured cluster's connections: ringward's least-privilege role over TLS, JMX with its password (over TLS:
+    `nodetool_connection_extra` gives a secured topology `ssl` and the JMX trust store)."""
     cassandra.update(login=RINGWARD_ROLE, password=found.ringward_password)
     cassandra["extra"]["ssl_options"] = found.ssl_options()
     nodetool.update(login=JMX_USER, password=found.jmx_password)

@@ -33,6 +33,7 @@ from ringward.permissions import (
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.localcluster.roles import admin_settings
+from ringward_cassandra.localcluster.security import ADMIN_ROLE
 from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.seed_scenario import count_at_one_from, create_seed_keyspace
 from test_airflow_scheduler import approve_when_asked, failed_tries
@@ -86,9 +87,15 @@ def test_only_ringwards_own_role_over_tls_gets_in(secured_cluster: LocalCluster,
     assert roles["ringward"] is False
     wanted = {(p, _resource(g.resource)) for g in cluster_grants() for p in _permissions(g.permission)}
     assert {(p, r) for p, r in held if "sec_" not in r} == wanted
-    # JMX logins are Cassandra roles: nodetool without one is refused.
+    # JMX runs over TLS only (issue 36): a plain-text nodetool is refused whatever its login, before any login.
     node = secured_cluster.topology().node("127.0.0.2")
-    base = [str(secured_cluster.nodetool_path), "-h", "127.0.0.1", "-p", str(node.jmx_port)]
+    plain = [str(secured_cluster.nodetool_path), "-h", "127.0.0.1", "-p", str(node.jmx_port)]
+    admin_login = ["-u", ADMIN_ROLE, "-pwf", found.admin_jmx_password_file(True)]
+    in_clear = subprocess.run([*plain, *admin_login, "status"], capture_output=True, text=True, check=False)
+    assert in_clear.returncode != 0 and "UN  127.0.0.2" not in in_clear.stdout, in_clear.stdout[-600:]
+    assert "FailedLoginException" not in in_clear.stdout + in_clear.stderr  # refused by TLS, not by the login
+    # JMX logins are Cassandra roles: nodetool over TLS without one is refused.
+    base = [str(secured_cluster.nodetool_path), "--ssl", "-h", "127.0.0.1", "-p", str(node.jmx_port)]
     anonymous = subprocess.run([*base, "status"], capture_output=True, text=True, check=False)
     assert anonymous.returncode != 0 and "FailedLoginException" in anonymous.stdout + anonymous.stderr
     # ringward's JMX role holds exactly the per-MBean grants (issue 36, finding 6), and every JMX call is

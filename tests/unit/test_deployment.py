@@ -12,7 +12,9 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -35,6 +37,8 @@ from ringward.permissions import (
     keyspace_grants,
     spark_keyspace_grants,
 )
+from ringward_cassandra.connection_extras import checked_nodetool_extra
+from ringward_cassandra.nodetool import NodetoolClient
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yaml"
@@ -1375,3 +1379,121 @@ def test_cassandra_init_stops_loudly_when_a_node_never_repairs_system_auth(tmp_p
     assert len([argv for argv in recorded(tmp_path) if argv[0] == "nodetool"]) == 2  # asked again, then stopped
     state = json.loads(state_path.read_text())
     assert not [statement for _, statement in state["executed"] if statement.startswith("GRANT")]
+
+
+# JMX over TLS (issue 36): the nodes serve JMX over TLS only, with a key store that only they (and airflow-init,
+# which makes it) mount; nodetool speaks TLS and trusts the nodes' certificate, mounted only where it runs.
+JMX_TLS_OPTIONS = (
+    "-Dcom.sun.management.jmxremote.ssl=true",
+    "-Dcom.sun.management.jmxremote.registry.ssl=true",
+    "-Dcom.sun.management.jmxremote.ssl.need.client.auth=false",
+    "@/ringward-jmx/jmx-tls.jvmargs",
+)
+JMX_TRUSTSTORE = "/opt/ringward/jmx-trust/truststore.jks"
+
+
+def named_volumes(service: Mapping[str, Any]) -> dict[str, str]:
+    """volume name -> container path (with its mode, `path:ro`), for short-syntax named volumes."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target, *mode = str(volume).split(":")
+        if not source.startswith(("./", "/")):
+            mounts[source] = ":".join([target, *mode])
+    return mounts
+
+
+def test_cassandra_nodes_serve_jmx_over_tls_only() -> None:
+    model = compose(generated_env())
+    nodes = cassandra_services(model)
+    assert nodes
+    for name, node in nodes.items():
+        options = node["environment"]["JVM_EXTRA_OPTS"].split()
+        assert set(JMX_TLS_OPTIONS) <= set(options), name
+        # cassandra-env.sh: with SSL the RMI port cannot be the JMX port it sets by default (7199).
+        rmi_ports = [o.split("=", 1)[1] for o in options if o.startswith("-Dcom.sun.management.jmxremote.rmi.port=")]
+        assert rmi_ports and rmi_ports[-1] != "7199", name
+        # The key store and its password reach the node through the @argfile, never its environment.
+        assert not [o for o in options if o.startswith("-Djavax.net.ssl.keyStorePassword")], name
+        assert named_volumes(node)["cassandra-jmx-keystore"] == "/ringward-jmx:ro", name
+        assert "7299" not in " ".join(str(port) for port in node.get("ports", [])), name
+    assert {"cassandra-jmx-keystore", "jmx-truststore"} <= set(model["volumes"])
+
+
+def test_the_jmx_key_store_is_the_nodes_and_the_trust_store_the_task_runners() -> None:
+    for executor in ("ringward_airflow.executor.LocalExecutor", "CeleryExecutor"):
+        model = compose(generated_env() | {"AIRFLOW_EXECUTOR": executor})
+        with_keystore = {name for name, s in services(model).items() if "cassandra-jmx-keystore" in named_volumes(s)}
+        assert with_keystore == {*cassandra_services(model), "airflow-init"}, executor
+        with_truststore = {name for name, s in services(model).items() if "jmx-truststore" in named_volumes(s)}
+        init_name, _ = cassandra_init_service(model)
+        assert with_truststore == {"airflow-init", "airflow-scheduler", "airflow-worker", init_name}, executor
+        for name in ("airflow-scheduler", "airflow-worker", init_name):
+            assert named_volumes(services(model)[name])["jmx-truststore"] == "/opt/ringward/jmx-trust:ro", name
+        # The scheduler and the workers keep the repository mounts the other components have.
+        for name in ("airflow-scheduler", "airflow-worker"):
+            assert {"/opt/airflow/dags", "/opt/airflow/plugins", "/opt/airflow/include"} <= set(
+                bind_mounts(services(model)[name])
+            ), name
+
+
+def test_airflow_init_makes_the_jmx_stores_in_the_volumes_it_hands_on() -> None:
+    init = services(compose(generated_env()))["airflow-init"]
+    volumes = named_volumes(init)
+    command = init["command"][-1]
+    assert f"bash /ringward/jmx-tls.sh {volumes['cassandra-jmx-keystore']} {volumes['jmx-truststore']}" in command
+    assert command.index("check-secrets.sh") < command.index("jmx-tls.sh")
+    assert host_path(init, "/ringward/jmx-tls.sh").exists()
+
+
+def test_nodetool_connection_speaks_tls_and_trusts_the_nodes_certificate(airflow_secrets: ModuleType) -> None:
+    model = compose()
+    connection = parse_connection(airflow_secrets, "ringward_nodetool", connection_values(model)["ringward_nodetool"])
+    extra = connection.extra_dejson
+    assert extra["ssl"] is True
+    assert f"-Djavax.net.ssl.trustStore={JMX_TRUSTSTORE}" in extra["java_options"]
+    assert not [o for o in extra["java_options"] if "Password" in o]
+    checked_nodetool_extra({"java_options": extra["java_options"]})
+    # Cassandra's bin/nodetool (a script) gets --ssl and the trust store as -D arguments it hands to its JVM.
+    client = NodetoolClient(nodetool_path=extra["nodetool_path"], ssl=extra["ssl"],
+                            java_options=tuple(extra["java_options"]))  # fmt: skip
+    command = client.command("cassandra-1", ["status"])
+    assert command[:2] == ["/opt/cassandra/bin/nodetool", "--ssl"]
+    assert f"-Djavax.net.ssl.trustStore={JMX_TRUSTSTORE}" in command[: command.index("-h")]
+
+
+def test_cassandra_init_repairs_over_jmx_tls(tmp_path: Path) -> None:
+    values = generated_env()
+    result, _ = run_cassandra_init(
+        tmp_path, compose(values), {"roles": {"cassandra": DEFAULT_SUPERUSER}, "keyspaces": []}
+    )
+    assert result.returncode == 0, result.stderr
+    repairs = [argv for argv in recorded(tmp_path) if argv[0] == "nodetool"]
+    assert repairs
+    for argv in repairs:
+        assert "--ssl" in argv and f"-Djavax.net.ssl.trustStore={JMX_TRUSTSTORE}" in argv, argv
+
+
+@pytest.mark.skipif(shutil.which("keytool") is None, reason="keytool makes the stores (the image's Java has it)")
+def test_the_jmx_tls_script_makes_private_node_files_and_a_public_trust_store_once(tmp_path: Path) -> None:
+    node, trust = tmp_path / "node", tmp_path / "trust"
+    node.mkdir()
+    trust.mkdir()
+    env = {"PATH": os.environ["PATH"], "CASSANDRA_UID": str(os.getuid())}
+    script = ROOT / "deploy" / "jmx-tls.sh"
+    for _ in range(2):  # airflow-init runs at every `docker compose up`
+        result = subprocess.run(["bash", str(script), str(node), str(trust)], env=env, capture_output=True, text=True,
+                                check=False)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        if _ == 0:
+            first = (node / "keystore.p12").read_bytes()
+    assert (node / "keystore.p12").read_bytes() == first  # kept: the clients' trust store stays valid
+    assert stat.S_IMODE((node / "keystore.p12").stat().st_mode) == 0o400
+    assert stat.S_IMODE((node / "jmx-tls.jvmargs").stat().st_mode) == 0o400
+    assert stat.S_IMODE((trust / "truststore.jks").stat().st_mode) == 0o444
+    arguments = (node / "jmx-tls.jvmargs").read_text().splitlines()
+    assert arguments[0] == '"-Djavax.net.ssl.keyStore=/ringward-jmx/keystore.p12"'
+    assert re.fullmatch(r'"-Djavax\.net\.ssl\.keyStorePassword=[0-9a-f]{48}"', arguments[-1])
+    listed = subprocess.run(["keytool", "-list", "-v", "-keystore", str(trust / "truststore.jks")], input="\n",
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert listed.returncode == 0 and "trustedCertEntry" in listed.stdout, listed.stderr
+    assert all(f"DNSName: {name}" in listed.stdout for name in cassandra_services(compose(generated_env())))

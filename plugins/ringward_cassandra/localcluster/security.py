@@ -4,7 +4,8 @@ keytool only (nothing downloaded).
 
 What a production cluster has and the lab did not: PasswordAuthenticator and CassandraAuthorizer, a
 least-privilege role for ringward (never the superuser), JMX logins checked against Cassandra's roles and each
-JMX call authorized per MBean (`ringward.permissions.jmx_grants`), client-to-node TLS.
+JMX call authorized per MBean (`ringward.permissions.jmx_grants`), JMX over TLS only (`jmx_tls_options`),
+client-to-node TLS.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from ringward.private_files import write_private
 
 from ringward_cassandra.localcluster.errors import LocalClusterError
 
-__all__ = ["ADMIN_ROLE", "JMX_USER", "RINGWARD_ROLE", "SPARK_ROLE", "ClusterSecrets", "ensure_secrets", "load_secrets"]
+__all__ = ["ADMIN_ROLE", "JMX_USER", "RINGWARD_ROLE", "SPARK_ROLE", "ClusterSecrets", "ensure_secrets",
+           "jmx_tls_options", "load_secrets"]  # fmt: skip
 
 ADMIN_ROLE = "ringward_admin"  # the test setup's superuser: creates keyspaces and grants, never used by ringward
 RINGWARD_ROLE = "ringward"  # the least-privilege role ringward's connections log in as
@@ -58,6 +60,23 @@ class ClusterSecrets:
         return str(Path(self.folder) / "truststore.p12")
 
     @property
+    def jmx_truststore(self) -> str:
+        """The CA in a JKS trust store for JMX clients (nodetool `--ssl`, the resident nodetool): Java reads a
+        JKS store's certificates without its password, so no password goes on a client's command line."""
+        return str(Path(self.folder) / "jmx-truststore.jks")
+
+    @property
+    def jmx_server_arguments(self) -> str:
+        """A java `@argfile` (0600) with the nodes' key store for JMX over TLS and its password: the password
+        stays off the node's command line, where `ps` shows it to every local user."""
+        return str(Path(self.folder) / "jmx-tls.jvmargs")
+
+    def jmx_client_options(self) -> list[str]:
+        """The JVM options of a JMX client of the secured cluster: the node certificate checked against the test
+        CA (`-Djavax.net.ssl.*`, which connection_extras.py allows; no password, see `jmx_truststore`)."""
+        return [f"-Djavax.net.ssl.trustStore={self.jmx_truststore}", "-Djavax.net.ssl.trustStoreType=JKS"]
+
+    @property
     def jmx_password_file(self) -> str:
         """nodetool's `-pwf` file for ringward's JMX role (`user password`, 0600)."""
         return str(Path(self.folder) / "jmx-ringward.password")
@@ -75,6 +94,29 @@ class ClusterSecrets:
     def ssl_options(self) -> dict[str, object]:
         """The driver's ssl_options: the server's certificate checked against the test CA and its address."""
         return {"ca_certs": self.ca_certificate, "check_hostname": True, "cert_reqs": int(ssl.CERT_REQUIRED)}
+
+
+def jmx_tls_options(found: ClusterSecrets) -> list[str]:
+    """A secured node's JVM options for JMX over TLS only, with the JMX port it already has
+    (-Dcassandra.jmx.local.port).
+
+    Cassandra 5.0 (also 4.0/4.1) builds its JMX server itself: CassandraDaemon.maybeInitJmx calls
+    JMXServerUtils.createJMXServer(port, local=true) for -Dcassandra.jmx.local.port, which sets
+    java.rmi.server.hostname=127.0.0.1, and JMXServerUtils.configureJmxSocketFactories gives both the RMI
+    registry (JmxRegistry) and the connector server an SslRMIServerSocketFactory when
+    com.sun.management.jmxremote.ssl=true (need.client.auth from its own property; the registry.ssl property
+    of the JDK agent is not read: Cassandra's registry takes the same SSL factory). cassandra.yaml's
+    jmx_server_options/jmx_encryption_options are trunk's (CASSANDRA-18508, after 5.0), not 5.0's. With SSL
+    the loopback-only socket factory is not used (that branch is the `else if (localOnly)`): the port listens
+    on every interface, TLS and a login required. The key store is the client-TLS one (the certificate names
+    127.0.0.1), its password in a private @argfile (`jmx_server_arguments`), never on the command line.
+    No client certificate is asked for (need.client.auth=false): logins are Cassandra roles."""
+    return [
+        "-Dcom.sun.management.jmxremote.ssl=true",
+        "-Dcom.sun.management.jmxremote.ssl.need.client.auth=false",
+        "-Dcom.sun.management.jmxremote.registry.ssl=true",
+        f"@{found.jmx_server_arguments}",
+    ]
 
 
 def load_secrets(folder: Path) -> ClusterSecrets | None:
@@ -98,6 +140,12 @@ def ensure_secrets(folder: Path, addresses: Sequence[str]) -> ClusterSecrets:
                 _write_jmx_files(found)
             finally:
                 os.umask(previous)
+        if not Path(found.jmx_truststore).exists() or not Path(found.jmx_server_arguments).exists():
+            previous = os.umask(0o077)  # kept from before JMX ran over TLS
+            try:
+                _make_jmx_tls_files(found)
+            finally:
+                os.umask(previous)
         return found
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     folder.chmod(0o700)
@@ -112,6 +160,7 @@ def ensure_secrets(folder: Path, addresses: Sequence[str]) -> ClusterSecrets:
     previous = os.umask(0o077)
     try:
         _make_tls_stores(made, addresses)
+        _make_jmx_tls_files(made)
         _write_jmx_files(made)
         (folder / _SECRETS_FILE).write_text(json.dumps(asdict(made), indent=2))
     finally:
@@ -130,6 +179,29 @@ def _write_jmx_files(made: ClusterSecrets) -> None:
     Path(made.admin_jmx_password_file(True)).write_text(f"{ADMIN_ROLE} {made.admin_password}\n")
 
 
+def _make_jmx_tls_files(made: ClusterSecrets) -> None:
+    """JMX over TLS: the nodes serve the client-TLS key store (the certificate names every node's address and
+    127.0.0.1, where the nodes' JMX listens); JMX clients trust the test CA from a JKS store."""
+    keytool = shutil.which("keytool")
+    if not keytool:
+        raise LocalClusterError(
+            "A secured local cluster needs keytool to make its JMX trust store.",
+            "Install it (apt-get install openjdk-17-jdk-headless).",
+        )
+    Path(made.jmx_truststore).unlink(missing_ok=True)
+    env = {**os.environ, "RINGWARD_STORE_PASSWORD": made.store_password}
+    _run([keytool, "-importcert", "-noprompt", "-alias", "ringward-test-ca", "-file", made.ca_certificate,
+          "-keystore", made.jmx_truststore, "-storetype", "JKS", "-storepass:env", "RINGWARD_STORE_PASSWORD"],
+         env)  # fmt: skip
+    # A java @argfile: one option a line, quoted (a path may hold a space; token_urlsafe passwords never hold
+    # a quote or a backslash).
+    Path(made.jmx_server_arguments).write_text(
+        f'"-Djavax.net.ssl.keyStore={made.keystore}"\n'
+        "-Djavax.net.ssl.keyStoreType=PKCS12\n"
+        f'"-Djavax.net.ssl.keyStorePassword={made.store_password}"\n'
+    )
+
+
 def _make_tls_stores(made: ClusterSecrets, addresses: Sequence[str]) -> None:
     folder = Path(made.folder)
     openssl, keytool = shutil.which("openssl"), shutil.which("keytool")
@@ -143,7 +215,7 @@ def _make_tls_stores(made: ClusterSecrets, addresses: Sequence[str]) -> None:
     extensions = folder / "node.ext"
     extensions.write_text(
         "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
-        "subjectAltName=" + ",".join(f"IP:{address}" for address in addresses) + "\n"
+        "subjectAltName=" + ",".join(f"IP:{address}" for address in dict.fromkeys([*addresses, "127.0.0.1"])) + "\n"
     )
     _run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca_pem,
           "-days", "3650", "-subj", "/CN=ringward test CA"])  # fmt: skip
