@@ -59,14 +59,18 @@ typecheck: setup
 	$(VENV)/bin/mypy
 
 test-unit: setup
-	$(VENV)/bin/python -m pytest tests/unit tests/dags -q
+	$(VENV)/bin/python -m pytest tests/unit tests/dags -q -n 2
 
 # The integration tests start and stop their own cluster (and stop it also when a test fails).
 test-integration: setup browser redis venv-af34
 	$(VENV)/bin/python -m pytest tests/integration -q
 
+# The unit and DAG tests on both cores (pytest-xdist; each worker has its own Airflow home, tests/conftest.py), then
+# the integration tests serially (they share one cluster at a time); both run whatever the other's outcome.
 test: lint typecheck browser redis test-airflow-3.4
-	$(VENV)/bin/python -m pytest tests -q -p no:cacheprovider --durations=25; status=$$?; $(RINGWARD) cluster down >/dev/null 2>&1; exit $$status
+	$(VENV)/bin/python -m pytest tests/unit tests/dags -q -p no:cacheprovider -n 2 --durations=15; unit=$$?; \
+	$(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=40; status=$$?; \
+	$(RINGWARD) cluster down >/dev/null 2>&1; [ $$unit -eq 0 ] && exit $$status; exit $$unit
 
 # Airflow 3.4's side environment: the project with apache-airflow overridden to the only 3.4 on PyPI (3.4.0b2;
 # the providers as locked, which accept 3.4), in a venv of its own (.venv-af34). Installed once, about 30 s.
@@ -80,7 +84,7 @@ venv-af34: $(UV)
 	@printf '%s\n' "$(AF34_AIRFLOW)" "pyspark-client; sys_platform == 'never'" > $(AF34_VENV)/airflow-override.txt
 	$(UV) pip install -q --python $(AF34_VENV)/bin/python --prerelease allow \
 		--override $(AF34_VENV)/airflow-override.txt -e '.[local,statsd]' --group spark \
-		pytest pytest-timeout hypothesis jsonschema
+		pytest pytest-timeout pytest-xdist hypothesis jsonschema
 	$(AF34_VENV)/bin/python -c "import airflow; print('Airflow', airflow.__version__, 'in $(AF34_VENV)')"
 
 # The 3.4 step of `make test`: the DAG tests and the executor's unit tests on 3.4, with an Airflow home of its own
@@ -90,7 +94,7 @@ test-airflow-3.4: venv-af34
 	rm -rf $(AF34_HOME) && mkdir -p $(AF34_HOME)
 	AIRFLOW_HOME=$(AF34_HOME)/test AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=sqlite:///$(AF34_HOME)/test/airflow.db \
 		RINGWARD_AIRFLOW_HOME=$(AF34_HOME)/cli \
-		$(AF34_VENV)/bin/python -m pytest tests/dags tests/unit/test_executor.py -q -p no:cacheprovider
+		$(AF34_VENV)/bin/python -m pytest tests/dags tests/unit/test_executor.py -q -p no:cacheprovider -n 2
 
 benchmark: setup
 	$(VENV)/bin/python benchmarks/placement.py

@@ -7,7 +7,17 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-_AIRFLOW_HOME = ROOT / ".airflow-test"
+_AIRFLOW_HOME = Path(os.environ.get("AIRFLOW_HOME") or ROOT / ".airflow-test")
+# Under pytest-xdist (`make test` runs the unit and DAG tests on both cores) each worker has a home and an SQLite
+# database of its own: two processes migrating or writing one SQLite file would lock each other out.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    _AIRFLOW_HOME = _AIRFLOW_HOME / _WORKER
+    _AIRFLOW_HOME.mkdir(parents=True, exist_ok=True)
+    os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
+    os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_AIRFLOW_HOME}/airflow.db"
+    if os.environ.get("RINGWARD_AIRFLOW_HOME"):
+        os.environ["RINGWARD_AIRFLOW_HOME"] = str(Path(os.environ["RINGWARD_AIRFLOW_HOME"]) / _WORKER)
 os.environ.setdefault("AIRFLOW_HOME", str(_AIRFLOW_HOME))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_AIRFLOW_HOME}/airflow.db")

@@ -1,6 +1,6 @@
 """ringward as an installed provider (issue 38): its provider info, the nodetool connection form, the UI plugin
 registered once whether it comes from the entry point or the plugins folder, and an Airflow side that needs no
-PySpark. The wheel itself, installed by plain pip into a fresh virtualenv: tests/integration/test_distribution.py.
+PySpark. The wheel itself, installed by plain pip into a fresh virtualenv: tests/integration/test_newcomer_install.py.
 """
 
 from __future__ import annotations
