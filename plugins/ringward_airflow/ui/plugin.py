@@ -10,7 +10,7 @@ asks for `fastapi_apps` (and the root middleware that lets the pages call Airflo
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import quote
 
 from airflow.plugins_manager import AirflowPlugin
@@ -35,7 +35,7 @@ def migration_page_path(dag_id: str, run_id: str) -> str:
 class RingwardPlugin(AirflowPlugin):
     name = "ringward"
     # hrefs are relative to Airflow's base URL; {DAG_ID} and {RUN_ID} are filled in by the UI.
-    external_views: ClassVar[list[dict[str, str]]] = [
+    external_views: list[dict[str, str]] = [  # noqa: RUF012 (AirflowPlugin declares it a plain attribute)
         {"name": "Repair", "href": "ringward/repair", "destination": "nav", "category": "ringward",
          "url_route": "ringward-repair"},
         {"name": "Cluster", "href": "ringward/cluster", "destination": "nav", "category": "ringward",
@@ -44,12 +44,12 @@ class RingwardPlugin(AirflowPlugin):
          "url_route": "ringward-migration"},
     ]  # fmt: skip
 
-    @property  # type: ignore[override]
-    def fastapi_apps(self) -> list[dict[str, Any]]:
+    @property
+    def fastapi_apps(self) -> list[dict[str, Any]]:  # type: ignore[override]
         return [{"app": _app(), "url_prefix": URL_PREFIX, "name": "ringward pages"}]
 
-    @property  # type: ignore[override]
-    def fastapi_root_middlewares(self) -> list[dict[str, Any]]:
+    @property
+    def fastapi_root_middlewares(self) -> list[dict[str, Any]]:  # type: ignore[override]
         """Puts the api-server's app where the pages find it: they read runs through its REST API in process."""
         from ringward_airflow.ui.airflow_reads import RootAppInScope
 

@@ -594,7 +594,8 @@ def repair_view(
     covered, excluded = repair_scope(source.schema(), config, [(run.run_id, run.config) for run in runs])
     latest = runs[0] if runs else None
     if latest is not None:
-        for keyspace, why in sorted(dict(latest.summary.get("skipped_keyspaces") or {}).items()):
+        skipped = latest.summary.get("skipped_keyspaces")
+        for keyspace, why in sorted(skipped.items() if isinstance(skipped, Mapping) else ()):
             excluded.append(Exclusion(keyspace, None, f"skipped by the latest run ({latest.run_id}): {why}"))
     reported = reported_coverage(runs)
     tables = []
