@@ -94,7 +94,7 @@ test-airflow-3.4: venv-af34
 	rm -rf $(AF34_HOME) && mkdir -p $(AF34_HOME)
 	AIRFLOW_HOME=$(AF34_HOME)/test AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=sqlite:///$(AF34_HOME)/test/airflow.db \
 		RINGWARD_AIRFLOW_HOME=$(AF34_HOME)/cli \
-		$(AF34_VENV)/bin/python -m pytest tests/dags tests/unit/test_executor.py -q -p no:cacheprovider -n 2
+		$(AF34_VENV)/bin/python -m pytest tests/dags tests/unit/ringward_airflow/test_executor.py -q -p no:cacheprovider -n 2
 
 benchmark: setup
 	$(VENV)/bin/python benchmarks/placement.py

@@ -1,15 +1,16 @@
 """The ringward plugin's pages under Airflow's FAB auth manager (the one the compose stack runs), in one process.
 
-Run by tests/unit/test_ui_fab_permissions.py as `python tests/fab_pages.py RESULT.json` in an environment whose
-AIRFLOW_HOME (SQLite, migrated with the FAB tables) and auth manager were set before Airflow is imported here:
+Run by tests/unit/ringward_airflow/ui/test_ui_fab_permissions.py as `python tests/fab_pages.py RESULT.json` in an
+environment whose AIRFLOW_HOME (SQLite, migrated with the FAB tables) and auth manager were set before Airflow is
+imported here:
 the pytest process has imported Airflow with the suite's home and simple auth manager long before.
 
 It builds Airflow's API app as the API server does (`create_app(apps="core")`: the FAB auth manager's own app
 under /auth, the ringward plugin under /ringward), creates FAB users of the roles Admin, Viewer and User and of a
 role without DAG access, obtains their tokens from FAB's own login route (`POST /auth/token`, username and
 password, as the API server hands them out), and asks the plugin's routes with each token and with none. The
-cluster behind the pages is the in-memory world of tests/unit/test_ui_plugin.py. It writes what each route
-answered; the test asserts on it.
+cluster behind the pages is the in-memory world of tests/unit/ringward_airflow/ui/test_ui_plugin.py. It writes what
+each route answered; the test asserts on it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-for folder in ("include", "plugins", "tests", "tests/unit"):
+for folder in ("include", "plugins", "tests", "tests/unit/ringward_airflow/ui"):
     sys.path.insert(0, str(ROOT / folder))
 
 # A role that may use Airflow's UI but holds no permission on any DAG (nor on the Cassandra connection).

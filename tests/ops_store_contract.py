@@ -1,5 +1,6 @@
 """The ops store contract of the nightly path: the same assertions for `OpsStore` (on the real cluster, in
-tests/integration/test_ops_store_on_cluster.py) and `MemoryOpsStore` (tests/unit/test_ops_store_contract.py).
+tests/integration/test_ops_store_on_cluster.py) and `MemoryOpsStore`
+(tests/unit/ringward_cassandra/test_ops_store_contract.py).
 
 Each check takes a `Harness`: the store (typed by the storage Protocols of the record kinds both stores hold,
 so mypy checks that every check uses only what the Protocols promise), a way to let time pass (the memory

@@ -1,6 +1,6 @@
 """ringward's pure core: the decisions of a replication change and of nightly repair.
 
-No Airflow, PySpark or Cassandra driver imports here (tests/unit/test_core_package.py checks it); the
+No Airflow, PySpark or Cassandra driver imports here (tests/unit/ringward/test_core_package.py checks it); the
 plugins read the cluster and hand these modules plain data. The public modules are exactly `__all__`;
 modules starting with `_` are private to the package. Each public module declares its own `__all__`.
 """

@@ -109,7 +109,7 @@ def test_a_night_sends_each_tables_coverage_and_the_nights_outcome_tagged(tmp_pa
     assert len(expected_tables) == 6
     assert {(dict(tags)["keyspace"], dict(tags)["table"]) for tags in coverage} == expected_tables
     # The shipped single-cluster DAG: no declared name, so the tag is its CQL connection id (a declared cluster's
-    # DAGs tag its name: tests/unit/test_metrics_cluster_tag.py, tests/dags/test_dag_factory.py).
+    # DAGs tag its name: tests/unit/ringward_airflow/test_metrics_cluster_tag.py, tests/dags/test_dag_factory.py).
     assert {dict(tags)["cluster"] for tags in coverage} == {"cassandra_default"}
     assert {dict(tags)["repair_type"] for tags in coverage} == {"full"}
     assert set(coverage.values()) == {1.0}  # the night repaired every range of every table

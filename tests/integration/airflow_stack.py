@@ -72,7 +72,7 @@ def topology_under_test(name: str) -> str:
 
 def celery_settings(redis_host: str, redis_port: int, sql_alchemy_conn: str) -> dict[str, str]:
     """CeleryExecutor's settings, as the test stack runs them and docker-compose.yaml's `celery` profile sets them
-    (tests/unit/test_deployment.py checks that the two agree): redis the broker, the metadata database (through
+    (tests/unit/deploy/test_deployment.py checks that the two agree): redis the broker, the metadata database (through
     Celery's SQLAlchemy backend) the result backend."""
     return {
         "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",

@@ -92,8 +92,8 @@ def precheck(keyspace: str, replication: Any, run_id: str = "refusal-test") -> d
 
 NTS = "NetworkTopologyStrategy"
 # Only what the operator or the real cluster decides. The refusals pure code decides are unit tests:
-# wrong-case DC, RF above nodes, system keyspace, no-op (tests/unit/test_safety.py), malformed JSON and
-# transient replication (tests/unit/test_replication.py). The seed migration itself runs through the real
+# wrong-case DC, RF above nodes, system keyspace, no-op (tests/unit/ringward/test_safety.py), malformed JSON and
+# transient replication (tests/unit/ringward/test_replication.py). The seed migration itself runs through the real
 # scheduler in test_airflow_scheduler.py.
 REFUSALS = [
     ("unknown DC", "refuse_me", {"class": NTS, "dc9": 2}, "dc9"),

@@ -1,8 +1,9 @@
 """The pages read Airflow's runs through its REST API in process inside a real `airflow api-server` (uvicorn, the
 root app's middleware, the plugin's root middleware), as the viewer. No cluster: the plugin is loaded through a
-wrapper that gives it the in-memory cluster of tests/unit/test_ui_plugin.py, while its runs are read for real
-(`ApiRunReader`). The runs are made with `dag.test()` of stand-ins named as ringward's DAGs; nothing is triggered,
-no scheduler runs. The api-server is on a free port of 127.0.0.1 with a home of its own, and stopped after."""
+wrapper that gives it the in-memory cluster of tests/unit/ringward_airflow/ui/test_ui_plugin.py, while its runs are
+read for real (`ApiRunReader`). The runs are made with `dag.test()` of stand-ins named as ringward's DAGs; nothing is
+triggered, no scheduler runs. The api-server is on a free port of 127.0.0.1 with a home of its own,
+and stopped after."""
 
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         folder.mkdir()
     (dags / "stand_ins.py").write_text(textwrap.dedent(STAND_INS))
     (plugins / "ringward_with_memory_cluster.py").write_text(
-        WRAPPER.format(tests=str(ROOT / "tests"), unit=str(ROOT / "tests" / "unit"))
+        WRAPPER.format(tests=str(ROOT / "tests"), unit=str(ROOT / "tests" / "unit" / "ringward_airflow" / "ui"))
     )
     (home / "passwords.json").write_text(json.dumps(PASSWORDS))
     port = free_port()
