@@ -64,6 +64,14 @@ def test_contract(scratch_session: Any, check: Any) -> None:
     check(Harness(store, time.sleep, check.__name__.removeprefix("check_")[:40]))
 
 
+def test_a_run_row_expires_with_the_history_ttl(scratch_session: Any) -> None:
+    """repair_runs is read whole (the Repair page, the report): its rows must not outlive the history window."""
+    store = OpsStore(scratch_session, keyspace=SCRATCH, history_ttl_seconds=3600)
+    store.record_repair_run("ttl-run", "SUCCESS", {"segments": 1}, {})
+    row = scratch_session.execute(f"SELECT TTL(state) AS ttl FROM {SCRATCH}.repair_runs WHERE run_id = 'ttl-run'").one()
+    assert row is not None and 3500 < row.ttl <= 3600, row
+
+
 def test_ensure_schema_again_changes_nothing(scratch_session: Any) -> None:
     executed: list[str] = []
     real = scratch_session.execute

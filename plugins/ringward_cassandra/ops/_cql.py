@@ -30,8 +30,8 @@ def quorum(cql: str) -> Any:
 class OpsKeyspace:
     """The ops keyspace through a driver session, as every record kind's store of one `OpsStore` reads it.
 
-    `history_ttl_seconds` is the TTL of the repair history rows, the run plans, the run progress and the preview
-    findings (each write renews it)."""
+    `history_ttl_seconds` is the TTL of the repair history rows, the run plans, the run progress, the run rows and
+    the preview findings (each write renews it)."""
 
     def __init__(self, session: Session, keyspace: str, history_ttl_seconds: int) -> None:
         self.session = session

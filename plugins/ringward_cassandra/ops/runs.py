@@ -20,9 +20,11 @@ class CassandraRepairRuns:
         self.ops = ops
 
     def record_repair_run(self, run_id: str, state: str, summary: dict[str, object], config: dict[str, object]) -> None:
+        """Upsert the run's row; it expires with the history TTL, so the table (read whole by the Repair page and
+        the report) holds the runs of one history window, never every night since the cluster began."""
         self.ops.write(
             f"INSERT INTO {self.ops.keyspace}.repair_runs (run_id, state, summary, config, updated_at) "
-            "VALUES (%s, %s, %s, %s, %s)",
+            f"VALUES (%s, %s, %s, %s, %s) USING TTL {int(self.ops.history_ttl_seconds)}",
             (run_id, state, json.dumps(summary, default=str), json.dumps(config, default=str), datetime.now(UTC)),
         )
 
