@@ -10,7 +10,8 @@ problem, fix, subject, message) and `ringward_alert_message` (its text), so a pr
 through its templated fields, e.g.
 `SmtpNotifier(to="oncall@example.com", subject="{{ ringward_alert.subject }}",
 html_content="<pre>{{ ringward_alert_message | e }}</pre>")` or
-`SlackWebhookNotifier(slack_webhook_conn_id="slack", text="{{ ringward_alert_message }}")`.
+`SlackWebhookNotifier(slack_webhook_conn_id="slack", text="{{ ringward_alert_message_slack }}")`
+(`ringward_alert_message_slack`: the text with `&`, `<` and `>` escaped as Slack requires).
 Airflow renders notifier templates without HTML escaping and the text carries cluster, keyspace and table
 names: an HTML field must escape it (`| e`), as the example does.
 A notifier that fails is logged and the others still get the alert; the report does not fail over it.
@@ -72,13 +73,20 @@ def configured_notifiers(path: str | None = None) -> list[BaseNotifier]:
     return notifiers
 
 
+def slack_escaped(text: str) -> str:
+    """`text` as Slack's message formatting needs it: `&`, `<` and `>` escaped, so that a name such as `<!channel>`
+    or `<https://x|y>` in the alert is shown, never read as a mention or a link (Slack's "Escaping text")."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def deliver(alerts: Sequence[RepairAlert], notifiers: Sequence[BaseNotifier], context: Mapping[str, Any]) -> int:
     """Call every notifier with every alert (a copy of the notifier per alert); returns the calls that
     succeeded. A failing notifier is logged, not raised: the others still get the alert."""
     delivered = 0
     for alert in alerts:
         for notifier in notifiers:
-            extended = {**context, "ringward_alert": alert.as_dict(), "ringward_alert_message": alert.message}
+            extended = {**context, "ringward_alert": alert.as_dict(), "ringward_alert_message": alert.message,
+                        "ringward_alert_message_slack": slack_escaped(alert.message)}  # fmt: skip
             try:
                 copy.deepcopy(notifier)(extended)
             except Exception as error:  # one broken notifier must not silence the others

@@ -148,3 +148,37 @@ def test_the_documented_email_template_escapes_hostile_names(where: str) -> None
     assert "<" not in body and ">" not in body  # no markup from the names (nor from anything else in the text)
     assert "prod&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in body
     assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;.t&lt;b&gt;" in body  # keyspace.table, escaped
+
+
+def _documented_slack_text(text: str) -> str:
+    """The `text="..."` of the SlackWebhookNotifier example in `text` (the guide, the module's docstring)."""
+    found = re.findall(r'SlackWebhookNotifier\(slack_webhook_conn_id="slack",\s+text="([^"]*)"\)', text)
+    assert len(found) == 1, f"expected one SlackWebhookNotifier text example, found {found}"
+    return found[0]
+
+
+@pytest.mark.parametrize("where", ["docs/operators-guide.md", "alerts.py docstring"])
+def test_the_documented_slack_template_shows_hostile_names_as_text(where: str) -> None:
+    """Slack reads `<!channel>` as a mention and `<url|text>` as a link: the documented template must give it the
+    name escaped (`&`, `<`, `>`), never live."""
+    import ringward_airflow.alerts
+
+    text = (ROOT / where).read_text() if where.endswith(".md") else str(ringward_airflow.alerts.__doc__)
+    sent: list[str] = []
+
+    class RecordingSlack(BaseNotifier):  # a templated `text` as the Slack provider's notifier has; nothing sent
+        template_fields = ("text",)
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+        def notify(self, context: Any) -> None:
+            sent.append(str(self.text))
+
+    statuses = [RepairStatus("<!channel>", "t&<https://x|y>", 10 * DAY, NOW, 1.0, NOW - timedelta(days=11), 0, 0)]
+    alerts = decide_alerts("prod<!here>", "run-1", "DONE", statuses)
+    assert deliver(alerts, [RecordingSlack(_documented_slack_text(text))], {"run_id": "run-1"}) == 1
+    (message,) = sent
+    assert "<" not in message and ">" not in message  # no mention, no link: every bracket escaped
+    assert "&lt;!channel&gt;.t&amp;&lt;https://x|y&gt;" in message and "prod&lt;!here&gt;" in message
