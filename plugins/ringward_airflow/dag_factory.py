@@ -28,6 +28,7 @@ from typing import Any
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.python import BranchPythonOperator, ShortCircuitOperator
 from airflow.sdk import DAG, Asset, AssetAlias, Param, TaskGroup
+from airflow.sdk.definitions.deadline import DeadlineAlert
 from ringward.clusters import (
     DEFAULT_CASSANDRA_CONN_ID,
     MIGRATION_DAG_ID,
@@ -597,6 +598,7 @@ def nightly_repair_dag(
     pool: str | None = None,
     schedule: str | None = None,
     repair_config: str | Path | None = None,
+    deadline: DeadlineAlert | list[DeadlineAlert] | None = None,
 ) -> DAG:
     """The `nightly_subrange_repair` DAG (`nightly_subrange_repair__<cluster>` with a cluster).
 
@@ -605,6 +607,8 @@ def nightly_repair_dag(
     `ringward_repair__<cluster>` with a cluster. repair_config: the repair's YAML configuration (default:
     $RINGWARD_REPAIR_CONFIG, else the shipped one), read now for the schedule and again by every task.
     schedule: a cron expression or preset; default: the configuration's `schedule`.
+    deadline: Airflow Deadline Alerts of the DAG, e.g. `ringward_airflow.alerts.nightly_deadline_alert(...)`: a
+    night still running hours after it was queued calls its notifier (default: none).
     """
     config_path = str(repair_config) if repair_config is not None else os.environ.get(CONFIG_PATH_ENV) or None
     schedule = schedule or load_config(config_path).schedule
@@ -626,6 +630,7 @@ def nightly_repair_dag(
             "on_failure_callback": [RepairFailureNotifier()],
         },
         params=REPAIR_PARAMS,
+        deadline=deadline,
     ) as dag:
         plan = PlanRepairOperator(
             task_id="plan", config_path=config_path, nodetool_conn_id=nodetool_conn_id, **connections

@@ -308,3 +308,19 @@ def test_the_guides_dag_file_and_clusters_file_give_the_documented_dags(
     repair_dags = {name: bag.dags[f"nightly_subrange_repair__{name}"] for name in ("eu_west", "us_east")}
     pools = {name: dag.get_task("repair").pool for name, dag in repair_dags.items()}
     assert pools == {"eu_west": "ringward_repair__eu_west", "us_east": "ringward_repair__us_east"}
+
+
+def test_a_deadline_alert_given_to_the_factory_is_the_nightly_dags_and_none_by_default() -> None:
+    from datetime import timedelta
+
+    from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+    from airflow.serialization.serialized_objects import DagSerialization
+    from ringward_airflow.alerts import nightly_deadline_alert
+
+    alert = nightly_deadline_alert(SmtpNotifier, {"to": "oncall@example.com"}, after=timedelta(hours=6))
+    with_deadline = nightly_repair_dag(deadline=alert)
+    assert nightly_repair_dag().deadline is None
+    (kept,) = with_deadline.deadline if isinstance(with_deadline.deadline, list) else [with_deadline.deadline]
+    assert kept.interval == timedelta(hours=6) and kept.name == "ringward nightly repair overran"
+    # What the scheduler stores: the deadline survives serialization (the triggerer reads it from there).
+    assert "deadline" in str(DagSerialization.to_dict(with_deadline)), "the deadline was not serialized"
