@@ -14,6 +14,7 @@ Needs PyPI (pip's cache makes later runs quicker).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -129,6 +130,9 @@ class Newcomer:
                 "AIRFLOW__CORE__PLUGINS_FOLDER": str(folder / "plugins"),
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "PYSPARK_PYTHON": remote_python(folder),
+                # A Spark installation sets SPARK_HOME (spark-submit finds its jars there; run through a link, as
+                # here, it cannot find them from its own path): this checkout's pyspark package is that home.
+                "SPARK_HOME": str(Path(str(importlib.util.find_spec("pyspark").origin)).parent),
                 "PATH": os.pathsep.join([str(self.bin), str(spark_bin), env.get("PATH", "")]),
             }
         )
