@@ -144,10 +144,15 @@ class Newcomer:
 
     def dags_test(self, dag_id: str, conf: dict[str, Any]) -> str:
         """`airflow dags test` unattended: the deployment settings automation needs (guide §6.0)."""
-        command = ("dags", "test", dag_id, "--conf", json.dumps(conf))
-        output = self.airflow(*command, extra=AUTOMATION_SETTINGS, timeout=900)
+        command = [str(self.bin / "airflow"), "dags", "test", dag_id, "--conf", json.dumps(conf)]
+        result = subprocess.run(command, env=self.env | AUTOMATION_SETTINGS, capture_output=True, text=True,
+                                timeout=900, check=False)  # fmt: skip
+        output = result.stdout + result.stderr
         finished = [line for line in output.splitlines() if "DagRun Finished" in line and "state=" in line]
-        assert finished and "state=success" in finished[-1], "\n".join(output.splitlines()[-60:])
+        # The failed tasks' errors first (a migration's log is long), then its end.
+        errors = [line for line in output.splitlines() if "Error" in line or "failed" in line or "end task" in line]
+        why = "\n".join([*errors[-40:], "...", *output.splitlines()[-20:]])
+        assert result.returncode == 0 and finished and "state=success" in finished[-1], why
         return output
 
 
