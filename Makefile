@@ -66,11 +66,21 @@ test-integration: setup browser redis venv-af34
 	$(VENV)/bin/python -m pytest tests/integration -q
 
 # The unit and DAG tests on both cores (pytest-xdist; each worker has its own Airflow home, tests/conftest.py), then
-# the integration tests serially (they share one cluster at a time); both run whatever the other's outcome.
+# the integration tests in two lanes at once, each on a cluster of its own (tests/integration/conftest.py says which
+# files run in the second, on which addresses); all run whatever the others' outcome. The second lane's output
+# follows the first's. Both clusters are stopped at the end, however the lanes ended.
+LANE_B_ENV := RINGWARD_TEST_LANE=b RINGWARD_CLUSTER_HOME=$(CURDIR)/.local/lane-b/cluster \
+	RINGWARD_AIRFLOW_HOME=$(CURDIR)/.local/lane-b/airflow
 test: lint typecheck browser redis test-airflow-3.4
 	$(VENV)/bin/python -m pytest tests/unit tests/dags -q -p no:cacheprovider -n 2 --durations=15; unit=$$?; \
-	$(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=40; status=$$?; \
-	$(RINGWARD) cluster down >/dev/null 2>&1; [ $$unit -eq 0 ] && exit $$status; exit $$unit
+	$(RINGWARD) spark jars >/dev/null; mkdir -p .artifacts; \
+	( $(LANE_B_ENV) $(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=25 \
+		> .artifacts/integration-lane-b.log 2>&1; echo $$? > .artifacts/integration-lane-b.status ) & \
+	RINGWARD_TEST_LANE=a $(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=25; \
+	status=$$?; wait; echo "== integration, second lane =="; cat .artifacts/integration-lane-b.log; \
+	second=$$(cat .artifacts/integration-lane-b.status 2>/dev/null || echo 1); \
+	$(RINGWARD) cluster down >/dev/null 2>&1; $(LANE_B_ENV) $(RINGWARD) cluster down >/dev/null 2>&1; \
+	for code in $$unit $$status $$second; do [ $$code -eq 0 ] || exit $$code; done
 
 # Airflow 3.4's side environment: the project with apache-airflow overridden to the only 3.4 on PyPI (3.4.0b2;
 # the providers as locked, which accept 3.4), in a venv of its own (.venv-af34). Installed once, about 30 s.

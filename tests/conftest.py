@@ -8,9 +8,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 _AIRFLOW_HOME = Path(os.environ.get("AIRFLOW_HOME") or ROOT / ".airflow-test")
-# Under pytest-xdist (`make test` runs the unit and DAG tests on both cores) each worker has a home and an SQLite
-# database of its own: two processes migrating or writing one SQLite file would lock each other out.
-_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+# Under pytest-xdist (`make test` runs the unit and DAG tests on both cores), and in each lane of the integration
+# tests (tests/integration/conftest.py), each process has a home and an SQLite database of its own: two processes
+# migrating or writing one SQLite file would lock each other out.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER") or (
+    f"lane-{os.environ['RINGWARD_TEST_LANE']}" if os.environ.get("RINGWARD_TEST_LANE") else None
+)
 if _WORKER:
     _AIRFLOW_HOME = _AIRFLOW_HOME / _WORKER
     _AIRFLOW_HOME.mkdir(parents=True, exist_ok=True)

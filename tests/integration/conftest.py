@@ -21,6 +21,41 @@ ROOT = Path(__file__).resolve().parents[2]
 _TOPOLOGY_ORDER = {"seed_cluster": 0, "two_dc_cluster": 1, "autorepair_cluster": 2, "secured_cluster": 3,
                    "cassandra41_cluster": 4, "cassandra40_cluster": 5}  # fmt: skip
 
+# `make test` runs the integration tests in two lanes at once, each with a cluster of its own (one lane alone uses
+# about 45 % of the two cores: it mostly waits on nodes, JVMs and Airflow). RINGWARD_TEST_LANE=a runs every file
+# but these, =b only these, on a second cluster kept in RINGWARD_CLUSTER_HOME on the preset topologies' addresses
+# shifted by SECOND_LANE_SHIFT (127.0.0.12-14 for the seed's 127.0.0.2-4). Unset: every file, one cluster.
+# These files take their addresses from the topology they run on, never as constants.
+SECOND_LANE = ("test_cassandra_4x.py", "test_nightly_repair.py", "test_airflow_celery.py", "test_airflow_34.py",
+               "test_newcomer_install.py")  # fmt: skip
+SECOND_LANE_SHIFT = 10
+LANE = os.environ.get("RINGWARD_TEST_LANE", "")
+
+
+def _second_lane_topologies() -> None:
+    """Point RINGWARD_TEST_TOPOLOGY_<NAME> at copies of the presets on shifted addresses (set before any test
+    reads them); refuse to run without a cluster home of the lane's own (its first step purges that cluster)."""
+    if not os.environ.get("RINGWARD_CLUSTER_HOME"):
+        pytest.exit("RINGWARD_TEST_LANE=b needs RINGWARD_CLUSTER_HOME: a folder for the second cluster (the first "
+                    "lane's cluster would be purged). Fix: run it as `make test` does.", returncode=4)  # fmt: skip
+    from ringward_cassandra.localcluster.topology import PRESETS_DIR
+
+    folder = Path(os.environ["RINGWARD_CLUSTER_HOME"]).parent / "lane-b-topologies"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("seed", "two-dc", "autorepair", "secured", "cassandra41", "cassandra40"):
+        document = json.loads((PRESETS_DIR / f"{name}.json").read_text())
+        for node in document["nodes"]:
+            head, last = node["address"].rsplit(".", 1)
+            node["address"] = f"{head}.{int(last) + SECOND_LANE_SHIFT}"
+        (folder / f"{name}.json").write_text(json.dumps(document, indent=2))
+        os.environ.setdefault(f"RINGWARD_TEST_TOPOLOGY_{name.upper().replace('-', '_')}", str(folder / f"{name}.json"))
+
+
+if LANE not in ("", "a", "b"):
+    raise pytest.UsageError(f"RINGWARD_TEST_LANE={LANE!r}: give a, b, or leave it unset (one lane, every test).")
+if LANE == "b":
+    _second_lane_topologies()
+
 
 class ClusterManager:
     def __init__(self) -> None:
@@ -101,6 +136,24 @@ def spark_jars() -> Iterator[str]:
             os.environ.pop("RINGWARD_SPARK_JARS_DIR", None)
         else:
             os.environ["RINGWARD_SPARK_JARS_DIR"] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
+def local_spark_settings() -> Iterator[None]:
+    """The local Spark settings `ringward airflow` sets, for the jobs the tests submit in-process too."""
+    from ringward_cli.airflow_env import LOCAL_SPARK_SETTINGS
+
+    saved = {key: os.environ.get(key) for key in LOCAL_SPARK_SETTINGS}
+    for key, value in LOCAL_SPARK_SETTINGS.items():
+        os.environ.setdefault(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @pytest.fixture(scope="session")
@@ -220,8 +273,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append(("cluster at failure", f"could not read the cluster state: {error!r}"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run all tests of one topology together, so each cluster starts once; and the Airflow tests together."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """This lane's tests only; all tests of one topology together, so each cluster starts once; and the Airflow
+    tests together."""
+    if LANE:
+        mine = [item for item in items if (item.path.name in SECOND_LANE) == (LANE == "b")]
+        config.hook.pytest_deselected(items=[item for item in items if item not in mine])
+        items[:] = mine
 
     def rank(item: pytest.Item) -> tuple[int, bool]:
         fixtures = _fixtures(item)

@@ -8,15 +8,15 @@ import time
 from typing import Any
 
 import pytest
-from airflow_stack import AirflowStack
+from airflow_stack import AirflowStack, topology_under_test
 from ringward_cassandra.cql import connect
-from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.localcluster import LocalCluster, load_topology
 from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.seed_scenario import count_at_one_from, create_seed_keyspace
 
 pytestmark = pytest.mark.integration
 
-NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+NODES = list(load_topology(topology_under_test("seed")).addresses)  # 127.0.0.2-4, or the lane's own
 MIGRATION = "keyspace_migration"
 NIGHTLY = "nightly_subrange_repair"
 NTS = "NetworkTopologyStrategy"

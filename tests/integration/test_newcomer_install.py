@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow_stack import topology_under_test
 from conftest import remote_python
 from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster
@@ -122,7 +123,8 @@ class Newcomer:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "RINGWARD", "PYSPARK"))}
         for key in ("PYTHONPATH", "VIRTUAL_ENV"):
             env.pop(key, None)
-        env.update(local_connections(ROOT))  # the local cluster's connections, as AIRFLOW_CONN_* (guide §0.2)
+        # The local cluster's connections, as AIRFLOW_CONN_* (guide §0.2).
+        env.update(local_connections(ROOT, topology_under_test("seed")))
         env.update(
             {
                 "AIRFLOW_HOME": str(folder / "airflow-home"),

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,10 +52,10 @@ class NodeStatus:
 
 
 class LocalCluster:
-    """Start, stop and inspect the local cluster kept under `<home>/.local/cluster`."""
+    """Start, stop and inspect the local cluster kept under `<home>/.local/cluster` (or RINGWARD_CLUSTER_HOME)."""
 
     def __init__(self, home: Path | None = None, log: Callable[[str], None] = print) -> None:
-        self.root = (home or runtime.project_home()) / ".local" / "cluster"
+        self.root = runtime.cluster_root(home)
         self.log = log
         self._spawned: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -129,10 +130,15 @@ class LocalCluster:
         return wanted
 
     def down(self, purge: bool = False) -> None:
-        """Stop every node of this cluster (SIGTERM, then SIGKILL); with `purge`, delete its data."""
-        for address, pid in self.running_pids().items():
-            self.log(f"stopping {address} (pid {pid})")
-            _terminate(pid)
+        """Stop every node of this cluster, all at once: SIGTERM, then SIGKILL after a grace period; with `purge`,
+        SIGKILL at once (the data is deleted next: a graceful shutdown would only flush what is thrown away)."""
+        running = self.running_pids()
+        for address, pid in running.items():
+            self.log(f"stopping {address} (pid {pid}){' and purging its data' if purge else ''}")
+        grace = 0.0 if purge else 30.0
+        with ThreadPoolExecutor(max_workers=max(1, len(running))) as pool:
+            for stopped in [pool.submit(_terminate, pid, grace) for pid in running.values()]:
+                stopped.result()
         if purge:
             self.purge()
 

@@ -70,6 +70,14 @@ def project_home() -> Path:
     return Path.cwd()
 
 
+def cluster_root(home: Path | None = None) -> Path:
+    """The folder the local cluster is kept in: `<home>/.local/cluster`; RINGWARD_CLUSTER_HOME overrides (a second
+    cluster beside the first, on other loopback addresses: the suite's second lane does this)."""
+    if os.environ.get("RINGWARD_CLUSTER_HOME"):
+        return Path(os.environ["RINGWARD_CLUSTER_HOME"]).resolve()
+    return (home or project_home()) / ".local" / "cluster"
+
+
 def resolve_version(spec: str | None) -> str:
     """A series ("4.1") or a full release ("4.1.10") -> the release to run; None -> the default (5.0)."""
     if spec is None:

@@ -102,3 +102,12 @@ def test_the_local_airflow_home_and_its_password_files_are_private(
         assert stat.S_IMODE(private_database(home).stat().st_mode) == 0o600  # created 0600, before Airflow
     finally:
         os.umask(old)
+
+
+def test_local_spark_drivers_compile_with_c1_only_unless_the_user_says_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    assert airflow_environment(ROOT, "seed")["SPARK_SUBMIT_OPTS"] == "-XX:TieredStopAtLevel=1"
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Xss4m")
+    assert airflow_environment(ROOT, "seed")["SPARK_SUBMIT_OPTS"] == "-Xss4m"

@@ -61,3 +61,52 @@ def test_a_node_start_keeps_the_previous_logs(tmp_path: Path) -> None:
     assert log.read_text() == "run 5\n"
     kept = {p.name: p.read_text() for p in tmp_path.glob("system.log.*")}
     assert kept == {"system.log.1": "run 4\n", "system.log.2": "run 3\n", "system.log.3": "run 2\n"}
+
+
+def _nodes(script: str, count: int) -> dict[str, subprocess.Popen[bytes]]:
+    children = {f"127.0.0.{n}": subprocess.Popen(["sh", "-c", script]) for n in range(2, 2 + count)}
+    for child in children.values():
+        cluster_module._CHILDREN[child.pid] = child
+    time.sleep(0.2)  # let the shells install their traps
+    return children
+
+
+def _cleanup(children: dict[str, subprocess.Popen[bytes]]) -> None:
+    for child in children.values():
+        cluster_module._CHILDREN.pop(child.pid, None)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_down_stops_every_node_at_once_not_one_after_another(tmp_path: Path) -> None:
+    # Nodes that take 1 s to shut down once asked: one after another, three take 3 s.
+    children = _nodes("trap 'sleep 1; exit 0' TERM; while :; do sleep 0.1; done", 3)
+    cluster = LocalCluster(home=tmp_path, log=lambda _: None)
+    cluster.running_pids = lambda: {address: child.pid for address, child in children.items()}  # type: ignore[method-assign]
+    try:
+        started = time.monotonic()
+        cluster.down()
+        took = time.monotonic() - started
+
+        assert all(child.returncode == 0 for child in children.values()), "each node shut down on SIGTERM"
+        assert took < 2.5, f"down took {took:.1f} s for three 1 s shutdowns"
+    finally:
+        _cleanup(children)
+
+
+def test_down_with_purge_kills_at_once_what_it_deletes_next(tmp_path: Path) -> None:
+    # Nodes that would take a minute to shut down gracefully: their data is deleted next, nothing to flush.
+    children = _nodes("trap 'sleep 60' TERM; while :; do sleep 0.1; done", 2)
+    cluster = LocalCluster(home=tmp_path, log=lambda _: None)
+    alive = dict(children)
+    cluster.running_pids = lambda: {a: c.pid for a, c in alive.items() if c.poll() is None}  # type: ignore[method-assign]
+    try:
+        started = time.monotonic()
+        cluster.down(purge=True)
+
+        assert time.monotonic() - started < 10
+        assert all(child.returncode == -signal.SIGKILL for child in children.values())
+        assert not cluster.root.exists()
+    finally:
+        _cleanup(children)
