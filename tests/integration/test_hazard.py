@@ -11,7 +11,7 @@ from schema_agreement import settle_schema
 
 
 def _endpoints(cluster: LocalCluster, keyspace: str) -> list[str]:
-    result = cluster.nodetool("127.0.0.2", ["getendpoints", keyspace, "users", "1"])
+    result = cluster.nodetool(cluster.topology().addresses[0], ["getendpoints", keyspace, "users", "1"])
     assert result.returncode == 0, result.stderr
     return result.stdout.split()
 
@@ -21,19 +21,21 @@ def test_alter_without_repair_loses_reads_at_one(seed_cluster: LocalCluster) -> 
 
 
 def assert_alter_without_repair_loses_reads_at_one(cluster: LocalCluster, keyspace: str) -> None:
-    """The seed's hazard on the seed preset's nodes (any Cassandra line): `keyspace` is created and altered."""
-    with connect(["127.0.0.2", "127.0.0.3", "127.0.0.4"]) as session:
+    """The seed's hazard on the seed preset's nodes (any Cassandra line; 127.0.0.2-4, or the test lane's shifted
+    addresses, in that order): `keyspace` is created and altered."""
+    first, second, third = cluster.topology().addresses
+    with connect([first, second, third]) as session:
         create_seed_keyspace(session, keyspace)
-        assert _endpoints(cluster, keyspace) == ["127.0.0.3", "127.0.0.2"]
-        assert count_at_one_from("127.0.0.4", keyspace) == 1  # not a replica yet: it asks one
+        assert _endpoints(cluster, keyspace) == [second, first]
+        assert count_at_one_from(third, keyspace) == 1  # not a replica yet: it asks one
 
         session.execute(
             f"ALTER KEYSPACE {keyspace} WITH replication = {{'class': 'NetworkTopologyStrategy', 'dc1': 2}}"
         )
         settle_schema(session)
 
-    assert _endpoints(cluster, keyspace) == ["127.0.0.3", "127.0.0.4"]
-    assert count_at_one_from("127.0.0.4", keyspace) == 0
-    # The row still exists on 127.0.0.3 (and, orphaned, on 127.0.0.2): a read at ALL reconciles it, and
+    assert _endpoints(cluster, keyspace) == [second, third]
+    assert count_at_one_from(third, keyspace) == 0
+    # The row still exists on the second node (and, orphaned, on the first): a read at ALL reconciles it, and
     # with read_repair = 'NONE' writes nothing back.
-    assert count_at_one_from("127.0.0.3", keyspace, consistency=ConsistencyLevel.ALL) == 1
+    assert count_at_one_from(second, keyspace, consistency=ConsistencyLevel.ALL) == 1
