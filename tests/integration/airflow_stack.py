@@ -25,6 +25,7 @@ installed in it. The tests still drive it with this environment's client: an API
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -50,6 +51,8 @@ from ringward_cli.airflow_env import ensure_repair_pool
 
 ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "admin", "ringward-test"
+# A second person, who may approve what `USER` triggers when the deployment refuses self-approval.
+APPROVER = "approver"
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 EXECUTORS = ("local", "celery")
 LOCAL_EXECUTOR = "ringward_airflow.executor.LocalExecutor"
@@ -101,7 +104,7 @@ def stack_environment(home: Path, port: int, topology: str = "seed") -> dict[str
             "AIRFLOW__CORE__EXECUTOR": LOCAL_EXECUTOR,
             "AIRFLOW__CORE__PARALLELISM": "4",  # LocalExecutor forks this many workers; the machine has 2 cores
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin,{APPROVER}:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
             "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
             "AIRFLOW__API__HOST": "127.0.0.1",
@@ -131,6 +134,11 @@ class AirflowStack:
     _token: str | None = None
     _api: client.ApiClient | None = None
     _workers_started: int = 0
+    user: str = USER  # who the REST calls log in as
+
+    def as_user(self, user: str) -> AirflowStack:
+        """The same stack, its REST calls made as `user` (a token of that user's own)."""
+        return dataclasses.replace(self, user=user, _token=None, _api=None)
 
     @property
     def url(self) -> str:
@@ -140,7 +148,7 @@ class AirflowStack:
     def start(self, timeout: float = 240.0) -> None:
         if self.executor not in EXECUTORS:
             raise ValueError(f"Unknown executor {self.executor!r}: use one of {', '.join(EXECUTORS)}.")
-        (self.home / "passwords.json").write_text(json.dumps({USER: PASSWORD}))
+        (self.home / "passwords.json").write_text(json.dumps({USER: PASSWORD, APPROVER: PASSWORD}))
         if self.executor == "celery":
             self._start_redis()
         subprocess.run([self.airflow, "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
@@ -282,7 +290,8 @@ class AirflowStack:
         """A JWT from the simple auth manager's POST /auth/token: the client has no call for it (its LoginApi
         only redirects a browser to the login page), so it stays a plain HTTP request."""
         if self._token is None:
-            response = httpx.post(f"{self.url}/auth/token", json={"username": USER, "password": PASSWORD}, timeout=30)
+            login = {"username": self.user, "password": PASSWORD}
+            response = httpx.post(f"{self.url}/auth/token", json=login, timeout=30)
             response.raise_for_status()
             self._token = str(response.json()["access_token"])
         return self._token
@@ -523,6 +532,7 @@ def start_stack(
     topology: str = "seed",
     executor: str = "local",
     airflow: str | None = None,
+    settings: dict[str, str] | None = None,
 ) -> Iterator[AirflowStack]:
     """The stack on `executor` ("local" or "celery"), run by the `airflow` binary given (default: this
     interpreter's); with `nightly_keyspaces`, the nightly DAG's configuration selects only those (the scheduled
@@ -535,6 +545,7 @@ def start_stack(
             env["PATH"] = f"{Path(airflow).parent}{os.pathsep}{env['PATH']}"
         if nightly_keyspaces is not None:
             env["RINGWARD_REPAIR_CONFIG"] = str(nightly_config(home, nightly_keyspaces))
+        env.update(settings or {})  # e.g. a deployment setting other than automation's
         stack = AirflowStack(home, port, env, executor, airflow or _airflow())
         try:
             stack.start()

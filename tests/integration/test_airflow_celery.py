@@ -9,6 +9,10 @@ protected: it keeps the key in `running` from the moment it sends the resumed wo
 The proof here: the approval answered at once and the deferred repair resumed, with no failed try, with the
 worker that ran the repair killed (SIGKILL to its process group) while the repair was deferred and a new worker
 started; and a nightly run.
+
+The stack runs as a deployment with two people does: self-approval refused (`[ringward] allow_self_approval`
+False, docs/operators-guide.md "Governance"). The migration is triggered by `admin` and approved by `approver`
+through the REST API; an approval by the user who triggered the run fails the run before its ALTER.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from airflow_stack import AirflowStack, start_stack, topology_under_test
+from airflow_stack import APPROVER, AirflowStack, start_stack, topology_under_test
+from ringward_cassandra.cql import connect
 from ringward_cassandra.localcluster import LocalCluster, load_topology
+from ringward_cassandra.seed_scenario import create_seed_keyspace
 from test_airflow_scheduler import (
     MIGRATION,
     NTS,
@@ -44,7 +50,8 @@ def celery_stack(cluster_manager: Any) -> Iterator[AirflowStack]:
     """One Celery stack for the module, on the seed cluster; every process of it (redis and the workers too)
     gone after, or the teardown fails naming what survived."""
     cluster_manager.ensure("seed")
-    yield from start_stack(nightly_keyspaces=[NIGHTLY_KEYSPACE], executor="celery")
+    yield from start_stack(nightly_keyspaces=[NIGHTLY_KEYSPACE], executor="celery",
+                           settings={"AIRFLOW__RINGWARD__ALLOW_SELF_APPROVAL": "False"})  # fmt: skip
 
 
 def worker_ran(stack: AirflowStack, worker: str, run_id: str, task_id: str) -> bool:
@@ -52,6 +59,38 @@ def worker_ran(stack: AirflowStack, worker: str, run_id: str, task_id: str) -> b
     text = (stack.home / f"{worker}.log").read_text(errors="replace")
     return re.search(rf"Executing workload in Celery: .*task_id='{re.escape(task_id)}'.*run_id='{re.escape(run_id)}'",
                      text) is not None  # fmt: skip
+
+
+def test_the_user_who_triggered_a_migration_cannot_approve_it_through_the_api(
+    seed_cluster: LocalCluster, celery_stack: AirflowStack
+) -> None:
+    """Issue 36: whoever may trigger a migration could approve it too. With self-approval refused, `admin`
+    triggers and answers its own approval through the REST API: the approval fails, naming the problem and the
+    fix, and nothing after it runs (the keyspace keeps its replication)."""
+    keyspace = "celery_self_approved"
+    with connect(NODES) as session:
+        create_seed_keyspace(session, keyspace)
+    celery_stack.set_paused(MIGRATION, False)
+    run_id = celery_stack.trigger(
+        MIGRATION,
+        {"keyspace": keyspace, "replication": {"class": NTS, "dc1": 2}, "require_approval": True},
+    )
+    approval = approve_when_asked(celery_stack, MIGRATION, run_id)  # as `admin`, who triggered it
+    run = celery_stack.wait_for_state(MIGRATION, run_id, {"success", "failed"}, timeout=300)
+    assert run["state"] == "failed", celery_stack.describe(MIGRATION, run_id)
+    task_id = approval["task_instance"]["task_id"]
+    assert celery_stack.task_instance(MIGRATION, run_id, task_id)["state"] == "failed"
+    log = celery_stack.log(MIGRATION, run_id, task_id, 1)
+    assert "admin triggered this run and approved it: a migration needs a second person's approval" in log, log[-3000:]
+    assert "Another person approves: clear this approval task to ask again" in log, log[-3000:]
+    assert celery_stack.task_instance(MIGRATION, run_id, "step_1.alter")["state"] != "success"
+    with connect(NODES) as session:
+        replication = (
+            session.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", [keyspace])
+            .one()
+            .replication
+        )
+    assert replication["class"].endswith("SimpleStrategy"), replication
 
 
 def test_nightly_repair_on_celery(seed_cluster: LocalCluster, celery_stack: AirflowStack) -> None:
@@ -77,7 +116,7 @@ def test_an_approved_migration_survives_its_worker_killed_while_the_repair_is_de
             {"keyspace": keyspace, "replication": {"class": NTS, "dc1": 2}, "require_approval": True,
              "deferrable": True, "pre_repair": False, "cleanup": False},
         )  # fmt: skip
-        approval = approve_when_asked(celery_stack, MIGRATION, run_id)
+        approval = approve_when_asked(celery_stack.as_user(APPROVER), MIGRATION, run_id)  # a second person
         assert keyspace in approval["subject"]
 
         celery_stack.wait_for_deferral(MIGRATION, run_id, REPAIR)
