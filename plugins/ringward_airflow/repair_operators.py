@@ -1,9 +1,10 @@
 """Operators of the nightly subrange repair DAG: plan -> repair batches -> report.
 
 Thin by design: the night is `ringward.repair`'s `plan_night`, `run_night` and `report_night`, pure functions
-over ports; each operator's `execute` builds the ports from the runtime's hooks (`repair_ports`), makes that one
-call and hands its record (`NightPlan`, `NightOutcome`, `NightReport`) to XCom as JSON. Constructors only store
-arguments; nothing of a run is kept on the instance but the kill flag `on_kill` sets.
+over ports; each operator's `execute` takes the ports from the runtime's hooks (the hook's ops store as it is, the
+cluster view through `repair_ports.ClusterAdapter`), makes that one call and hands its record (`NightPlan`,
+`NightOutcome`, `NightReport`) to XCom as JSON. Constructors only store arguments; nothing of a run is kept on the
+instance but the kill flag `on_kill` sets.
 """
 
 from __future__ import annotations
