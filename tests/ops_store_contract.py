@@ -266,6 +266,24 @@ def check_records_of_reads_the_named_segments_records(h: Harness) -> None:
     assert h.store.records_of(keyspace, TABLES, [], ids) == {}
 
 
+def check_segment_records_reads_the_segments_of_every_unit(h: Harness) -> None:
+    """The night's read (`segment_records`): the records of the segments it names, whatever their (keyspace,
+    tables) and buckets, of one type, keyed by segment id; a segment never repaired has none."""
+    keyspace, other, run_id = h.name("segs"), h.name("segs2"), h.name("run")
+    segments = [_segment(keyspace, start, end) for start, end in _ranges()]
+    elsewhere = _segment(other, *_ranges()[2], tables=())
+    repaired = [*segments[:3], elsewhere]
+    h.store.record_repairs([RecordUpdate(s, _done(s, run_id), STARTED, FINISHED) for s in repaired])
+    paxos = SegmentRecord(segments[0].segment_id, SegmentState.DONE, STARTED, FINISHED, 1, None, 1.0, run_id,
+                          repair_type="paxos")  # fmt: skip
+    h.store.record_repairs([RecordUpdate(segments[0], paxos, STARTED, FINISHED)])
+    assert h.store.segment_records([*segments, elsewhere], "full") == {s.segment_id: _done(s, run_id)
+                                                                      for s in repaired}  # fmt: skip
+    assert h.store.segment_records(segments, "paxos") == {segments[0].segment_id: paxos}
+    assert h.store.segment_records([segments[3]], "full") == {}  # the wrapping range was never repaired
+    assert h.store.segment_records([], "full") == {}
+
+
 def check_preview_findings_kept_latest_first(h: Harness) -> None:
     keyspace = h.name("prv")
     assert h.store.preview_findings(keyspace) == []
@@ -322,4 +340,5 @@ CHECKS = [
     check_preview_findings_kept_latest_first,
     check_each_repair_type_keeps_its_own_history,
     check_records_of_reads_the_named_segments_records,
+    check_segment_records_reads_the_segments_of_every_unit,
 ]

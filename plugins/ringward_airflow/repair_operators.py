@@ -1,9 +1,10 @@
 """Operators of the nightly subrange repair DAG: plan -> repair batches -> report.
 
 Thin by design: the night is `ringward.repair`'s `plan_night`, `run_night` and `report_night`, pure functions
-over ports; each operator's `execute` builds the ports from the runtime's hooks (`repair_ports`), makes that one
-call and hands its record (`NightPlan`, `NightOutcome`, `NightReport`) to XCom as JSON. Constructors only store
-arguments; nothing of a run is kept on the instance but the kill flag `on_kill` sets.
+over ports; each operator's `execute` takes the ports from the runtime's hooks (the hook's ops store as it is, the
+cluster view through `repair_ports.ClusterAdapter`), makes that one call and hands its record (`NightPlan`,
+`NightOutcome`, `NightReport`) to XCom as JSON. Constructors only store arguments; nothing of a run is kept on the
+instance but the kill flag `on_kill` sets.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from ringward_airflow.alerts import configured_notifiers, deliver, night_failed
 from ringward_airflow.assets import REPAIRED, add_keyspace_events
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 from ringward_airflow.metrics import emit
-from ringward_airflow.repair_ports import ClusterAdapter, StoreAdapter
+from ringward_airflow.repair_ports import ClusterAdapter
 from ringward_airflow.repair_runtime import current_runtime
 
 __all__ = [
@@ -177,7 +178,7 @@ class PlanRepairOperator(BaseOperator):
         nodetool.prepare()  # its JVM boots while the ring and schema are read
         try:
             plan = plan_night(
-                config, run_id=context["run_id"], store=StoreAdapter(cassandra.ops_store()),
+                config, run_id=context["run_id"], store=cassandra.ops_store(),
                 cluster=ClusterAdapter(cassandra), nodetool=nodetool, log=self.log, chunk_rows=PLAN_CHUNK_ROWS,
                 cpu_seconds=time.process_time,
             )  # fmt: skip
@@ -245,7 +246,7 @@ class RepairRunOperator(BaseOperator):
         try:
             outcome = run_night(
                 NightPlanReference.from_json(reference), NightPlan.from_json(plan), config, run_id=context["run_id"],
-                store=StoreAdapter(cassandra.ops_store()), cluster=ClusterAdapter(cassandra), nodetool=nodetool,
+                store=cassandra.ops_store(), cluster=ClusterAdapter(cassandra), nodetool=nodetool,
                 runtime=runtime, still_enabled=_ConfigSwitch(self.config_path, context.get("params"), config, self.log),
                 killed=killed.is_set, log=self.log, gauge=_gauge, window_chunks=self.WINDOW_CHUNKS,
                 chunk_rows=PLAN_CHUNK_ROWS,
@@ -348,7 +349,7 @@ class RepairReportOperator(BaseOperator):
         try:
             report = report_night(
                 NightPlan.from_json(plan), NightOutcome.from_json(repaired) if repaired else None, config,
-                run_id=context["run_id"], store=StoreAdapter(cassandra.ops_store()), cluster=ClusterAdapter(cassandra),
+                run_id=context["run_id"], store=cassandra.ops_store(), cluster=ClusterAdapter(cassandra),
                 run_started=started, log=self.log, gauge=_gauge, recorded=lambda night: self._observed(night, context),
             )  # fmt: skip
         except RepairError as error:  # segments failed: fails the run (and fires the notifier), not retried

@@ -22,7 +22,15 @@ from types import SimpleNamespace
 from typing import Any
 
 from ringward.migration_storage import Lease
-from ringward.repair import PreviewFinding, RecordUpdate, RepairHistoryRow, RepairRunRow, SegmentRecord, SwitchEvent
+from ringward.repair import (
+    PreviewFinding,
+    RecordUpdate,
+    RepairHistoryRow,
+    RepairRunRow,
+    Segment,
+    SegmentRecord,
+    SwitchEvent,
+)
 from ringward.ring import TokenRange
 
 from ringward_cassandra.ops.layout import (
@@ -39,6 +47,7 @@ from ringward_cassandra.ops.layout import (
     plan_pages,
     preview_columns,
     preview_finding,
+    segment_records,
 )
 
 __all__ = ["MemoryOpsStore"]
@@ -231,6 +240,10 @@ class MemoryOpsStore:
             for bucket in sorted(set(buckets))
             for row in self._rows("repair_segments", (keyspace, names, bucket))
         ]
+
+    def segment_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, SegmentRecord]:
+        """The records of `segments` (keyed by segment id) from the history partitions their ranges fall in."""
+        return segment_records(segments, repair_type, self.records_of)
 
     def records_of(
         self,

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from ringward.migration_storage import JournalEntry, Lease, MigrationRow
 from ringward.permissions import OPS_KEYSPACE
-from ringward.repair import PreviewFinding, RecordUpdate, RepairHistoryRow, RepairRunRow, SegmentRecord, SwitchEvent
+from ringward.repair import (
+    PreviewFinding,
+    RecordUpdate,
+    RepairHistoryRow,
+    RepairRunRow,
+    Segment,
+    SegmentRecord,
+    SwitchEvent,
+)
 from ringward.ring import TokenRange
 
 from ringward_cassandra.ops._cql import OpsKeyspace
@@ -216,6 +224,9 @@ class OpsStore:
     ) -> None:
         self.history_store.record_repair(keyspace, tables, token_range, record, started_at=started_at,
                                    finished_at=finished_at, replicas=replicas, ttl_seconds=ttl_seconds)  # fmt: skip
+
+    def segment_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, SegmentRecord]:
+        return self.history_store.segment_records(segments, repair_type)
 
     def record_repairs(self, updates: Iterable[RecordUpdate], ttl_seconds: int | None = None) -> None:
         self.history_store.record_repairs(updates, ttl_seconds)

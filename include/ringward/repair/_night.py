@@ -14,11 +14,11 @@ from datetime import datetime
 from ringward.errors import ClusterError, RepairError
 from ringward.repair._config import RepairConfig, RepairType, dump_config
 from ringward.repair._night_records import NightOutcome, NightPlan, NightReport, TypePlan, TypeReport, repair_type_of
+from ringward.repair._ops_rows import RepairHistoryRow
 from ringward.repair._ports import (
     ClusterPlan,
     ClusterView,
     Gauge,
-    HistoryRow,
     NightLog,
     NodeStatus,
     PlanStore,
@@ -218,7 +218,7 @@ def longest_unrepaired_seconds(segments: Sequence[Segment], records: Mapping[str
     return round(max(ages, default=0.0))
 
 
-def _coverage_records(plan: ClusterPlan, rows: Sequence[HistoryRow], own_type: bool) -> dict[str, SegmentRecord]:
+def _coverage_records(plan: ClusterPlan, rows: Sequence[RepairHistoryRow], own_type: bool) -> dict[str, SegmentRecord]:
     """The planned segments' records for coverage: repairs recorded under any splitter count. `own_type`: a type
     other than full, whose coverage is its own successes (`coverage_view`)."""
     view = coverage_view if own_type else None

@@ -27,6 +27,7 @@ from ringward.repair._executor import (
 from ringward.repair._headroom import DiskHeadroomGuard, disk_capacity
 from ringward.repair._night import history_ttl_seconds, live_nodes, plan_chunks
 from ringward.repair._night_records import NightOutcome, NightPlan, NightPlanReference
+from ringward.repair._ops_rows import PreviewFinding
 from ringward.repair._payload import decode_segment
 from ringward.repair._ports import ClusterView, Gauge, NightLog, NightRuntime, Nodetool, RunProgress, RunStore
 from ringward.repair._run import live_metrics, select_due
@@ -179,8 +180,9 @@ class Sessions:
                 "Preview: %d range(s) of %s out of sync among %s", ranges, name, ", ".join(command.replicas)
             )
             try:
-                self.store.keep_preview(command, keyspace, table, ranges, found_at, self.run_id,
-                                        ttl_seconds=history_ttl_seconds(config))  # fmt: skip
+                finding = PreviewFinding(keyspace, table, tuple(command.ranges), ranges, found_at, self.run_id,
+                                         command.coordinator)  # fmt: skip
+                self.store.record_preview(finding, ttl_seconds=history_ttl_seconds(config))
             except Exception as error:  # the finding is in the log line above
                 self.log.warning("Preview finding not stored (%s): %s", type(error).__name__, error)
 

@@ -1,5 +1,5 @@
-"""The nightly repair's rows in ringward_ops as the stores hand them back (plain dataclasses; the night's
-ports read them through the narrower row Protocols of `_ports`)."""
+"""The nightly repair's rows in ringward_ops as the stores hand them back: plain dataclasses, the types the
+storage Protocols of `_ports` (and so the night) read."""
 
 from __future__ import annotations
 

@@ -1,12 +1,15 @@
-"""What the night needs from the world, as narrow Protocols (the plugins' adapters implement them; tests hand
-in-memory ones): the nightly subset of ringward_ops, the cluster view (ring, planning on the catalog, clock)
-and the night's log and gauges. Rows the store hands back are typed by the fields the night reads.
+"""What the night needs from the world, as Protocols (the stores and the plugins' adapters implement them; tests
+hand in-memory ones): ringward_ops, the cluster view (ring, planning on the catalog, clock), nodetool, the
+runtime and the night's log and gauges.
 
-Below the night's ports, the ops stores' own storage Protocols, one per record kind of ringward_ops (as Reaper
-has one storage interface per record kind): repair history, run plans, run progress, repair runs, preview
-findings and the pause switch. `ringward_cassandra.ops` implements each on Cassandra and `MemoryOpsStore` all of
-them in memory; the contract suite (tests/ops_store_contract.py) runs on both. The migration's kinds (leases,
-migrations and their journal, controller pauses) are in `ringward.migration_storage`.
+ringward_ops is one storage Protocol per record kind (as Reaper has one storage interface per record kind):
+repair history, run plans, run progress, repair runs, preview findings and the pause switch here, the
+migration's kinds (leases, migrations and their journal, controller pauses) in `ringward.migration_storage`.
+Where a night's stage sees less of a kind than its storage holds, the narrower Protocol is declared once and the
+kind's storage extends it; the night's stores (`PlanStore`, `ReportStore`, `RunStore`) are compositions of
+them, so `OpsStore` (on Cassandra, `ringward_cassandra.ops`) and `MemoryOpsStore` are the night's stores as they
+are, with no adapter between. Rows are the records' own dataclasses (`_ops_rows`, `ringward.migration_storage`).
+The contract suite (tests/ops_store_contract.py) runs on both stores.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
+from ringward.migration_storage import LeaseStorage
 from ringward.repair._backpressure import NodeBacklog
 from ringward.repair._config import RepairConfig
 from ringward.repair._executor import RecordUpdate, SessionPool
@@ -27,16 +31,11 @@ from ringward.ring import Ring, TokenRange
 __all__ = [
     "ClusterPlan",
     "ClusterView",
-    "FindingRow",
     "Gauge",
-    "HistoryRow",
-    "KeyspaceLeases",
-    "LeaseRow",
     "NightLog",
     "NightRuntime",
     "NodeStatus",
     "Nodetool",
-    "PlanChunks",
     "PlanStore",
     "PreviewFindings",
     "PreviewKeeper",
@@ -50,139 +49,27 @@ __all__ = [
     "RunPlanStorage",
     "RunProgress",
     "RunProgressStorage",
-    "RunRow",
     "RunStore",
     "SegmentHistory",
-    "SwitchPress",
     "SwitchStorage",
 ]
 
 
-# -- rows ---------------------------------------------------------------------------------------------------
-class HistoryRow(Protocol):
-    """One segment's recorded repair (`tables == ()`: every table of the keyspace)."""
-
-    @property
-    def keyspace(self) -> str: ...
-    @property
-    def tables(self) -> tuple[str, ...]: ...
-    @property
-    def range(self) -> TokenRange: ...
-    @property
-    def record(self) -> SegmentRecord: ...
-
-
-class RunRow(Protocol):
-    """A recorded night: its report (`NightReport.to_json`)."""
-
-    @property
-    def summary(self) -> Mapping[str, object]: ...
-
-
-class LeaseRow(Protocol):
-    """Who holds a keyspace's migration lease, and why."""
-
-    @property
-    def owner(self) -> str: ...
-    @property
-    def purpose(self) -> str: ...
-
-
-class SwitchPress(Protocol):
-    """One press of the UI's pause switch."""
-
-    @property
-    def paused(self) -> bool: ...
-    @property
-    def changed_at(self) -> datetime | None: ...
-    @property
-    def changed_by(self) -> str: ...
-    @property
-    def reason(self) -> str: ...
-
-
-class FindingRow(Protocol):
-    """A kept preview finding: the run that found it."""
-
-    @property
-    def run_id(self) -> str | None: ...
-
-
-# -- ringward_ops ---------------------------------------------------------------------------------------------
+# -- ringward_ops: one storage Protocol per record kind --------------------------------------------------------
+# A stage that must see less than a record kind's whole storage gets a narrower Protocol that the kind's own one
+# extends (declared once: the store classes satisfy both); the night's stores are compositions of them.
 class SegmentHistory(Protocol):
-    """The repair history: read by segment (only the partitions their ranges fall in), or whole for coverage."""
+    """The repair history as the night reads and writes it: by segment (only the partitions their ranges fall
+    in: never a scan of the whole table, at fleet size millions of rows), or whole for coverage."""
 
     def segment_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, SegmentRecord]: ...
 
-    def repair_history(self, keyspace: str | None = None, repair_type: str = "full") -> Sequence[HistoryRow]: ...
+    def repair_history(self, keyspace: str | None = None, repair_type: str = "full") -> list[RepairHistoryRow]: ...
 
     def record_repairs(self, updates: Iterable[RecordUpdate], ttl_seconds: int | None = None) -> None: ...
 
 
-class PlanChunks(Protocol):
-    """A night's stored plan: chunks of encoded segments under a plan id, dropped when the run is over."""
-
-    def save_run_plan(self, run_id: str, chunks: Iterable[Sequence[str]], ttl_seconds: int | None = None) -> int: ...
-
-    def run_plan_chunk(self, run_id: str, chunk: int) -> list[str]: ...
-
-    def drop_run_plan(self, run_id: str, chunks: int) -> None: ...
-
-
-class RepairRuns(Protocol):
-    """One row per night: its state and report."""
-
-    def record_repair_run(
-        self, run_id: str, state: str, summary: dict[str, object], config: dict[str, object]
-    ) -> None: ...
-
-    def latest_repair_run(self) -> RunRow | None: ...
-
-
-class PreviewFindings(Protocol):
-    def preview_findings(self, keyspace: str | None = None) -> Sequence[FindingRow]: ...
-
-
-class KeyspaceLeases(Protocol):
-    def leased_keyspaces(self) -> Mapping[str, LeaseRow]: ...
-
-
-class RunProgress(Protocol):
-    """A run's live progress (the Repair page reads it)."""
-
-    def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None: ...
-
-
-class RepairSwitch(Protocol):
-    """The pause switch: its latest presses, newest first."""
-
-    def switch_events(self, limit: int = 20) -> Sequence[SwitchPress]: ...
-
-
-class PreviewKeeper(Protocol):
-    """Keeps what a preview session of `command` found: `out_of_sync_ranges` of its ranges differ among the
-    replicas of `keyspace.table`."""
-
-    def keep_preview(
-        self, command: RepairCommand, keyspace: str, table: str, out_of_sync_ranges: int, found_at: datetime,
-        run_id: str, ttl_seconds: int | None = None,
-    ) -> None: ...  # fmt: skip
-
-
-class PlanStore(SegmentHistory, PlanChunks, RepairRuns, KeyspaceLeases, Protocol):
-    """What `plan_night` reads and writes."""
-
-
-class ReportStore(SegmentHistory, RepairRuns, PreviewFindings, Protocol):
-    """What `report_night` reads and writes."""
-
-
-class RunStore(SegmentHistory, PlanChunks, RunProgress, RepairSwitch, KeyspaceLeases, PreviewKeeper, Protocol):
-    """What `run_night` reads and writes."""
-
-
-# -- the ops stores' storage, one Protocol per record kind ------------------------------------------------------
-class RepairHistoryStorage(Protocol):
+class RepairHistoryStorage(SegmentHistory, Protocol):
     """repair_segments (full) and repair_type_segments (the other types): one row per segment, partitioned by
     (keyspace, tables, bucket), each write with a TTL (`ttl_seconds`, default: the store's history TTL)."""
 
@@ -191,10 +78,6 @@ class RepairHistoryStorage(Protocol):
         started_at: datetime | None = None, finished_at: datetime | None = None, replicas: tuple[str, ...] = (),
         ttl_seconds: int | None = None,
     ) -> None: ...  # fmt: skip
-
-    def record_repairs(self, updates: Iterable[RecordUpdate], ttl_seconds: int | None = None) -> None: ...
-
-    def repair_history(self, keyspace: str | None = None, repair_type: str = "full") -> list[RepairHistoryRow]: ...
 
     def history_of(
         self, keyspace: str, tables: Sequence[str], buckets: Iterable[int], repair_type: str = "full"
@@ -207,8 +90,9 @@ class RepairHistoryStorage(Protocol):
 
 
 class RunPlanStorage(Protocol):
-    """repair_plan: a run's repair commands (opaque one-line strings) in chunks; RepairError for a chunk too long
-    or a command not one line of text, before it is written."""
+    """repair_plan: a night's stored plan, its repair commands (opaque one-line strings) in chunks under a plan id,
+    dropped when the run is over; RepairError for a chunk too long or a command not one line of text, before it is
+    written."""
 
     def save_run_plan(self, run_id: str, chunks: Iterable[Sequence[str]], ttl_seconds: int | None = None) -> int: ...
 
@@ -217,44 +101,81 @@ class RunPlanStorage(Protocol):
     def drop_run_plan(self, run_id: str, chunks: int) -> None: ...
 
 
-class RunProgressStorage(Protocol):
-    """repair_progress: a running run's live progress, one JSON value per top-level key."""
+class RunProgress(Protocol):
+    """A run's live progress as the night writes it (the Repair page reads it)."""
 
     def record_run_progress(self, run_id: str, progress: Mapping[str, Any]) -> None: ...
+
+
+class RunProgressStorage(RunProgress, Protocol):
+    """repair_progress: a running run's live progress, one JSON value per top-level key."""
 
     def run_progress(self, run_id: str) -> dict[str, Any] | None: ...
 
     def progress_runs(self) -> dict[str, datetime | None]: ...
 
 
-class RepairRunStorage(Protocol):
-    """repair_runs: one row per run, its state, report and config; read latest first."""
+class RepairRuns(Protocol):
+    """One row per night as the night writes it and reads the last one."""
 
     def record_repair_run(
         self, run_id: str, state: str, summary: dict[str, object], config: dict[str, object]
     ) -> None: ...
 
-    def repair_runs(self) -> list[RepairRunRow]: ...
-
     def latest_repair_run(self) -> RepairRunRow | None: ...
 
 
-class PreviewStorage(Protocol):
-    """repair_previews: what preview repairs found, per keyspace, latest first, expiring with a TTL."""
+class RepairRunStorage(RepairRuns, Protocol):
+    """repair_runs: one row per run, its state, report and config; read latest first."""
+
+    def repair_runs(self) -> list[RepairRunRow]: ...
+
+
+class PreviewKeeper(Protocol):
+    """Keeps what a preview session found (the run task writes findings, never reads them)."""
 
     def record_preview(self, finding: PreviewFinding, ttl_seconds: int | None = None) -> None: ...
+
+
+class PreviewFindings(Protocol):
+    """What preview sessions found (the report counts its run's)."""
 
     def preview_findings(self, keyspace: str | None = None) -> list[PreviewFinding]: ...
 
 
-class SwitchStorage(Protocol):
-    """repair_switch: every press of a pause switch (default: the nightly repair's), newest first."""
+class PreviewStorage(PreviewKeeper, PreviewFindings, Protocol):
+    """repair_previews: what preview repairs found, per keyspace, latest first, expiring with a TTL."""
+
+
+class RepairSwitch(Protocol):
+    """The pause switch as the night reads it: its latest presses, newest first."""
 
     def switch_events(self, name: str = ..., limit: int = 20) -> list[SwitchEvent]: ...
+
+
+class SwitchStorage(RepairSwitch, Protocol):
+    """repair_switch: every press of a pause switch (default: the nightly repair's), newest first."""
 
     def repair_paused(self, name: str = ...) -> bool: ...
 
     def set_switch(self, paused: bool, changed_by: str, reason: str = "", name: str = ...) -> SwitchEvent: ...
+
+
+# The migration leases are a migration record kind: `LeaseStorage` (ringward.migration_storage); the night reads
+# only `leased_keyspaces` from it, to leave leased keyspaces alone.
+
+
+# -- the night's stores: compositions of the record kinds' Protocols -------------------------------------------
+class PlanStore(SegmentHistory, RunPlanStorage, RepairRuns, LeaseStorage, Protocol):
+    """What `plan_night` reads and writes."""
+
+
+class ReportStore(SegmentHistory, RepairRuns, PreviewFindings, Protocol):
+    """What `report_night` reads and writes."""
+
+
+class RunStore(SegmentHistory, RunPlanStorage, RunProgress, RepairSwitch, LeaseStorage, PreviewKeeper, Protocol):
+    """What `run_night` reads and writes."""
 
 
 # -- the cluster ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from ringward.repair import RecordUpdate, RepairHistoryRow, SegmentRecord
+from ringward.repair import RecordUpdate, RepairHistoryRow, Segment, SegmentRecord
 from ringward.ring import TokenRange
 
 from ringward_cassandra.ops._cql import READ_CONCURRENCY, OpsKeyspace, quorum
@@ -18,6 +18,7 @@ from ringward_cassandra.ops.layout import (
     history_row,
     history_table,
     merged,
+    segment_records,
 )
 from ringward_cassandra.ops.schema import LEGACY_HISTORY
 
@@ -110,6 +111,10 @@ class CassandraRepairHistory:
                    "AND range_start >= ? AND range_start <= ?")  # fmt: skip
             legacy = ops.concurrent_read(cql, [(keyspace, names, *bucket_bounds(b)) for b in wanted], history_row)
         return merged(rows, legacy)
+
+    def segment_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, SegmentRecord]:
+        """The records of `segments` (keyed by segment id) from the history partitions their ranges fall in."""
+        return segment_records(segments, repair_type, self.records_of)
 
     def records_of(
         self,

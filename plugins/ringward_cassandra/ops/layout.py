@@ -5,7 +5,7 @@ from cells, and the refusals both stores raise. Pure: no driver, so the in-memor
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,6 +13,7 @@ from ringward.errors import MigrationError, RepairError
 from ringward.repair import (
     PreviewFinding,
     RepairHistoryRow,
+    Segment,
     SegmentRecord,
     SegmentState,
     segment_id_of,
@@ -40,6 +41,7 @@ __all__ = [
     "preview_columns",
     "preview_finding",
     "record_of_cells",
+    "segment_records",
     "utc",
 ]
 
@@ -60,6 +62,24 @@ _BUCKET_SHIFT = 56  # 64-bit tokens, top 8 bits
 def history_bucket(token: int) -> int:
     """The history partition of a range starting at `token`: its top 8 bits as an unsigned value (0..255)."""
     return (token + 2**63) >> _BUCKET_SHIFT
+
+
+RecordsOf = Callable[[str, Sequence[str], Iterable[int], Mapping[tuple[int, int], str], str], dict[str, SegmentRecord]]
+
+
+def segment_records(segments: Sequence[Segment], repair_type: str, records_of: RecordsOf) -> dict[str, SegmentRecord]:
+    """The records of `segments` of one type, keyed by segment id, read by `records_of` (a store's) from only the
+    history partitions their ranges fall in: one call per (keyspace, tables), never a scan of the whole history
+    (at fleet size millions of rows across every node)."""
+    units: dict[tuple[str, tuple[str, ...]], tuple[set[int], dict[tuple[int, int], str]]] = {}
+    for segment in segments:
+        buckets, ids = units.setdefault((segment.keyspace, segment.tables), (set(), {}))
+        buckets.add(history_bucket(segment.range.start))
+        ids[segment.range.start, segment.range.end] = segment.segment_id
+    records: dict[str, SegmentRecord] = {}
+    for (keyspace, tables), (buckets, ids) in units.items():
+        records.update(records_of(keyspace, tables, buckets, ids, repair_type))
+    return records
 
 
 def bucket_bounds(bucket: int) -> tuple[int, int]:

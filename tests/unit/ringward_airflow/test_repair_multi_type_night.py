@@ -39,7 +39,7 @@ from ringward_airflow.repair_operators import (
     RepairRunOperator,
     _config_or_fail,
 )
-from ringward_airflow.repair_ports import ClusterAdapter, StoreAdapter
+from ringward_airflow.repair_ports import ClusterAdapter
 from ringward_airflow.repair_runtime import use_runtime
 from ringward_fleetsim import Faults, FleetSpec, NodeJoin, Simulator
 from ringward_fleetsim.runtime import SimulatedCassandra, SimulatedRuntime
@@ -146,7 +146,7 @@ def _report(
     cassandra = _cassandra(simulator)
     report = report_night(
         NightPlan.from_json(plan), NightOutcome.from_json(result), config, run_id=run_id,
-        store=StoreAdapter(simulator.ops_store()), cluster=ClusterAdapter(cassandra), run_started=None,
+        store=simulator.ops_store(), cluster=ClusterAdapter(cassandra), run_started=None,
         log=logging.getLogger("report"), gauge=lambda name, value: None,
     )  # fmt: skip
     return report.to_json()

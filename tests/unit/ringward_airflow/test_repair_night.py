@@ -33,7 +33,8 @@ from ringward.repair import (
     run_night,
 )
 from ringward.ring import TokenRange
-from ringward_airflow.repair_ports import ClusterAdapter, StoreAdapter
+from ringward_airflow.repair_ports import ClusterAdapter
+from ringward_cassandra.ops.layout import segment_records
 from ringward_cassandra.ops_store import history_bucket
 from ringward_fleetsim import FleetSpec, Simulator
 from ringward_fleetsim.runtime import SimulatedCassandra, SimulatedRuntime
@@ -163,7 +164,7 @@ def _report(
     simulator: Simulator, plan: NightPlan, config: RepairConfig, recorder: Recorder, outcome: NightOutcome | None
 ) -> NightReport:
     return report_night(
-        plan, outcome, config, run_id="night-1", store=StoreAdapter(simulator.ops_store()),
+        plan, outcome, config, run_id="night-1", store=simulator.ops_store(),
         cluster=ClusterAdapter(SimulatedCassandra(simulator)), run_started=simulator.clock.now() - timedelta(hours=2),
         log=recorder, gauge=recorder.gauge,
     )  # fmt: skip
@@ -256,7 +257,7 @@ class Status:
 def _plan(simulator: Simulator, config: RepairConfig, recorder: Recorder, status: Status | None = None) -> NightPlan:
     ring = simulator.ring()
     return plan_night(
-        config, run_id="night-1", store=StoreAdapter(simulator.ops_store()),
+        config, run_id="night-1", store=simulator.ops_store(),
         cluster=ClusterAdapter(SimulatedCassandra(simulator)),
         nodetool=status or Status([*ring.addresses(), "unknown"], set()), log=recorder, chunk_rows=3,
         cpu_seconds=iter([10.0, 10.5]).__next__,
@@ -313,6 +314,10 @@ class CountingStore:
         self.decoded += len(found)
         return found
 
+    def segment_records(self, segments: Any, repair_type: str) -> Any:
+        """As both stores read them (`layout.segment_records` over their own `records_of`), over the counting one."""
+        return segment_records(segments, repair_type, self.records_of)
+
     def repair_history(self, *args: Any, **kwargs: Any) -> Any:
         self.scans += 1
         return self.store.repair_history(*args, **kwargs)
@@ -338,7 +343,7 @@ def test_the_plan_reads_only_the_history_partitions_of_its_segments(simulator: S
     _repaired(simulator, (*gone, *old_ring))
     counting = CountingStore(simulator.ops_store())
     plan = plan_night(
-        config, run_id="night-1", store=StoreAdapter(counting), cluster=ClusterAdapter(SimulatedCassandra(simulator)),
+        config, run_id="night-1", store=counting, cluster=ClusterAdapter(SimulatedCassandra(simulator)),
         nodetool=Status([*simulator.ring().addresses(), "unknown"], set()), log=Recorder(), chunk_rows=3,
         cpu_seconds=iter([10.0, 10.5]).__next__,
     )  # fmt: skip
@@ -374,7 +379,7 @@ def _run(
     still_enabled: bool = True, killed: bool = False,
 ) -> NightOutcome:  # fmt: skip
     return run_night(
-        plan.reference(), plan, config, run_id="night-1", store=StoreAdapter(simulator.ops_store()),
+        plan.reference(), plan, config, run_id="night-1", store=simulator.ops_store(),
         cluster=ClusterAdapter(SimulatedCassandra(simulator)), nodetool=simulator.nodetool(),
         runtime=SimulatedRuntime(simulator), still_enabled=lambda: still_enabled, killed=lambda: killed,
         log=recorder, gauge=recorder.gauge, window_chunks=2, chunk_rows=3,
@@ -411,9 +416,17 @@ def test_the_plan_pages_are_dropped_when_the_run_ends(simulator: Simulator) -> N
     assert [store.run_plan_chunk(full.plan_id, chunk) for chunk in range(full.chunks)] == [[]] * full.chunks
 
 
-class _Undeletable(StoreAdapter):
+class _Undeletable:
+    """The simulator's ops store, whose plans cannot be dropped."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
     def drop_run_plan(self, run_id: str, chunks: int) -> None:
         raise ClusterError("Cassandra timed out.", "Retry.")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
 
 
 def test_a_plan_that_cannot_be_dropped_is_left_to_its_ttl_without_failing_the_run(simulator: Simulator) -> None:

@@ -185,7 +185,6 @@ def test_each_type_has_its_own_cadence_and_scope_all_overrides_it(tmp_path: Path
 
 def test_a_session_runs_its_types_flags_and_keeps_a_previews_finding() -> None:
     from ringward.repair import RepairCommand, Sessions, parse_config
-    from ringward_airflow.repair_ports import StoreAdapter
     from ringward_cassandra.memory_ops_store import MemoryOpsStore
 
     seen: list[dict[str, object]] = []
@@ -197,7 +196,7 @@ def test_a_session_runs_its_types_flags_and_keeps_a_previews_finding() -> None:
     store = MemoryOpsStore()
     log = SimpleNamespace(warning=lambda *a: None)
     now = datetime(2026, 11, 28, 2, tzinfo=UTC)
-    sessions = Sessions(SimpleNamespace(repair=repair), StoreAdapter(store), "night-1", log, lambda: now)  # type: ignore[arg-type]
+    sessions = Sessions(SimpleNamespace(repair=repair), store, "night-1", log, lambda: now)  # type: ignore[arg-type]
     command = RepairCommand((Segment("ks", ("t",), TokenRange(0, 10), ("n1", "n2")),))
     config = one_type_run(parse_config({"repair_type": "preview", "repair_types": {"preview": {"job_threads": 2}}}))
     assert sessions.session(command, config).succeeded
@@ -232,7 +231,6 @@ def test_the_last_runs_host_ids_tell_who_joined() -> None:
 
 def test_a_preview_with_repair_out_of_sync_repairs_what_it_found_in_full() -> None:
     from ringward.repair import RepairCommand, Sessions, parse_config
-    from ringward_airflow.repair_ports import StoreAdapter
     from ringward_cassandra.memory_ops_store import MemoryOpsStore
 
     seen: list[object] = []
@@ -244,7 +242,7 @@ def test_a_preview_with_repair_out_of_sync_repairs_what_it_found_in_full() -> No
 
     logged: list[str] = []
     log = SimpleNamespace(warning=lambda msg, *args: logged.append(msg % args))
-    store = StoreAdapter(MemoryOpsStore())
+    store = MemoryOpsStore()
     sessions = Sessions(SimpleNamespace(repair=repair), store, "r", log, lambda: datetime.now(UTC))  # type: ignore[arg-type]
     command = RepairCommand((Segment("ks", ("t",), TokenRange(0, 10), ("n1", "n2")),))
     config = one_type_run(parse_config({"repair_type": "preview", "repair_types": {

@@ -1,6 +1,8 @@
-"""Both ops stores satisfy the storage Protocol of each record kind they hold (issue 37): statically (mypy checks
-`_static`, this file being in its `files`) and at runtime (each Protocol's members, with the same parameters,
-defaults and annotations, on `OpsStore`, on its store of that kind and on `MemoryOpsStore`)."""
+"""Both ops stores satisfy the storage Protocol of each record kind they hold, and every store port the nightly
+repair uses (issue 37): statically (mypy checks `_static` and `_night_static`, this file being in its `files`) and
+at runtime (each Protocol's members, with the same parameters, defaults and annotations, on `OpsStore`, on its
+store of that kind and on `MemoryOpsStore`). The night's ports are the kinds' Protocols or narrower ones they
+extend, declared once: no port declares a method of its own, so no adapter is needed between store and night."""
 
 from __future__ import annotations
 
@@ -15,11 +17,20 @@ from typing import Any, Protocol
 import pytest
 from ringward.migration_storage import ControllerPauseStorage, LeaseStorage, MigrationStorage
 from ringward.repair import (
+    PlanStore,
+    PreviewFindings,
+    PreviewKeeper,
     PreviewStorage,
     RepairHistoryStorage,
+    RepairRuns,
     RepairRunStorage,
+    RepairSwitch,
+    ReportStore,
     RunPlanStorage,
+    RunProgress,
     RunProgressStorage,
+    RunStore,
+    SegmentHistory,
     SwitchStorage,
 )
 from ringward_cassandra.memory_ops_store import MemoryOpsStore
@@ -62,6 +73,22 @@ def _static(
         [store, store.preview_store, memory],
         [store, store.switch_store, memory],
     )
+
+
+# The store ports of the nightly repair: the night's three stores and the narrower Protocols they compose.
+NIGHT_PORTS: list[type[Any]] = [PlanStore, ReportStore, RunStore, SegmentHistory, RunProgress, RepairRuns,
+                                PreviewKeeper, PreviewFindings, RepairSwitch]  # fmt: skip
+
+
+def _night_static(
+    store: OpsStore, memory: MemoryOpsStore
+) -> tuple[
+    list[PlanStore], list[ReportStore], list[RunStore], list[SegmentHistory], list[RunProgress], list[RepairRuns],
+    list[PreviewKeeper], list[PreviewFindings], list[RepairSwitch],
+]:  # fmt: skip
+    """Never called: mypy checks that both stores, as they are, are every store the night takes."""
+    return [store, memory], [store, memory], [store, memory], [store, memory], [store, memory], [store, memory], \
+        [store, memory], [store, memory], [store, memory]  # fmt: skip
 
 
 def protocol_members(protocol: type[Any]) -> dict[str, Callable[..., Any] | None]:
@@ -189,3 +216,41 @@ def test_the_static_check_and_the_contract_are_in_mypys_scope() -> None:
                                       and (p / "__init__.py").exists())]  # fmt: skip
     assert len(packages) > 4 and all(checked(f"{package}/__init__.py") for package in packages), packages
     assert config["strict"] is True
+
+
+@pytest.mark.parametrize("port", NIGHT_PORTS, ids=[p.__name__ for p in NIGHT_PORTS])
+@pytest.mark.parametrize("label", ["OpsStore", "MemoryOpsStore"])
+def test_both_stores_are_every_store_port_of_the_night(port: type[Any], label: str) -> None:
+    implementation = OpsStore(object()) if label == "OpsStore" else MemoryOpsStore()
+    assert protocol_members(port), f"{port.__name__} declares nothing"
+    assert protocol_problems(port, implementation) == [], f"{label} does not fit {port.__name__}"
+
+
+def not_declared_once(port: type[Any]) -> list[str]:
+    """The methods of `port` that are not the very function one record kind's Protocol declares (a port that
+    redeclares a method is a second layer to keep in step with the stores). Attributes are the kinds' own."""
+    problems = []
+    methods = {name: function for name, function in protocol_members(port).items() if function is not None}
+    assert methods, f"{port.__name__} declares no method"
+    for name, function in methods.items():
+        owners = [kind for kind, (protocol, _, _) in KINDS.items() if protocol_members(protocol).get(name) is function]
+        if len(owners) != 1:
+            problems.append(f"{name}: declared by {owners or 'no record kind'}")
+    return problems
+
+
+@pytest.mark.parametrize("port", NIGHT_PORTS, ids=[p.__name__ for p in NIGHT_PORTS])
+def test_each_night_port_is_made_of_record_kinds_protocols_declared_once(port: type[Any]) -> None:
+    assert not_declared_once(port) == []
+
+
+def test_the_declared_once_check_finds_a_redeclared_or_new_method() -> None:
+    class Redeclared(SegmentHistory, Protocol):
+        def repair_history(self, keyspace: str | None = None, repair_type: str = "full") -> list[Any]: ...
+
+        def keep_preview(self, finding: object) -> None: ...
+
+    assert not_declared_once(Redeclared) == [
+        "repair_history: declared by no record kind",
+        "keep_preview: declared by no record kind",
+    ]
