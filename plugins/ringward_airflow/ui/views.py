@@ -116,7 +116,7 @@ def find_migration(
     cluster's migration DAGs (the store is that cluster's)."""
     if dag_id not in migration_dags:
         return None
-    for row in _stored("migrations", store.migrations):
+    for row in _stored("migrations", lambda: store.run_migrations(dag_id, run_id)):  # the run's rows, not all
         if row.record.get("dag_id") == dag_id and row.record.get("run_id") == run_id:
             return row
     return None
@@ -124,7 +124,7 @@ def find_migration(
 
 def _taken_over(store: OpsStore, dag_id: str, run_id: str) -> str | None:
     """The run of the same DAG that took over the migration `run_id` started (resumed it), if any."""
-    for row in _stored("migrations", store.migrations):
+    for row in _stored("migrations", lambda: store.run_migrations(dag_id, run_id)):
         record = row.record
         if record.get("dag_id") == dag_id and row.migration_id == f"{record.get('keyspace')}@{run_id}":
             return str(record.get("run_id") or "") or None
