@@ -17,7 +17,7 @@ from typing import Protocol
 
 import pytest
 from ringward.errors import MigrationError, RepairError
-from ringward.migration_storage import LeaseStorage
+from ringward.migration_storage import JournalEntry, LeaseStorage, MigrationStorage
 from ringward.repair import (
     PreviewFinding,
     PreviewStorage,
@@ -36,10 +36,10 @@ from ringward_cassandra.ops.layout import PLAN_CHUNK_ROWS, bucket_bounds, histor
 
 
 class ContractStore(
-    LeaseStorage, RepairHistoryStorage, RunPlanStorage, RunProgressStorage, RepairRunStorage, PreviewStorage,
-    SwitchStorage, Protocol,
+    LeaseStorage, MigrationStorage, RepairHistoryStorage, RunPlanStorage, RunProgressStorage, RepairRunStorage,
+    PreviewStorage, SwitchStorage, Protocol,
 ):  # fmt: skip
-    """The record kinds both stores hold: what the contract checks (OpsStore also holds the migration's)."""
+    """The record kinds both stores hold: what the contract checks (OpsStore also holds the controller pauses)."""
 
 
 @dataclass
@@ -321,6 +321,56 @@ def check_a_lease_lives_its_ttl_from_its_owners_last_renewal(h: Harness) -> None
     assert h.store.lease(resource) is None
 
 
+def _record(h: Harness, keyspace: str, run_id: str, dag_id: str | None = "keyspace_migration") -> dict[str, object]:
+    """A stored migration record's keys the store reads (the rest is the record's own business)."""
+    return {"migration_id": f"{keyspace}@{run_id}", "keyspace": keyspace, "dag_id": dag_id, "run_id": run_id,
+            "ring": {"nodes": ["not read by the store"]}, "steps": [{"class": "SimpleStrategy"}]}  # fmt: skip
+
+
+def check_migration_round_trip(h: Harness) -> None:
+    """A migration's record comes back as stored, its state as set; unknown ids read as nothing."""
+    keyspace, run = h.name("shop"), h.name("manual__1")
+    record = _record(h, keyspace, run)
+    h.store.record_migration(f"{keyspace}@{run}", keyspace, '{"old": 1}', '{"new": 2}', "planned", record)
+    assert h.store.migration(f"{keyspace}@{run}") == record
+    assert h.store.migration_state(f"{keyspace}@{run}") == "planned"
+    h.store.set_migration_state(f"{keyspace}@{run}", "altered:1")
+    assert h.store.migration_state(f"{keyspace}@{run}") == "altered:1"
+    assert [(m, s, r) for m, s, _, r in h.store.migrations_of(keyspace)] == [(f"{keyspace}@{run}", "altered:1", record)]
+    assert h.store.migration(f"{keyspace}@{h.name('never')}") is None
+    assert h.store.migration_state(f"{keyspace}@{h.name('never')}") is None
+    entry = JournalEntry("pre_repair:1", TokenRange(-5, 7), "done", "127.0.0.2", 1, 2.5, "")
+    h.store.record_journal(f"{keyspace}@{run}", entry)
+    assert h.store.journal_of(f"{keyspace}@{run}") == [entry]
+    assert h.store.journal(f"{keyspace}@{run}", "pre_repair:1") == {entry.range: entry}
+    assert h.store.journal(f"{keyspace}@{run}", "post_repair:1") == {}
+
+
+def check_run_migrations_are_the_runs_own(h: Harness) -> None:
+    """A DAG run's migrations are found by (dag_id, run_id): the one its precheck stored; after another run took
+    it over (stored it again naming itself), under both runs, the record naming the later; never another DAG's
+    or another run's, nor one without a DAG."""
+    shop, users, orphan = h.name("shop"), h.name("users"), h.name("orphan")
+    first, second, other = h.name("manual__1"), h.name("manual__2"), h.name("manual__3")
+    for keyspace, run in ((shop, first), (users, other)):
+        h.store.record_migration(f"{keyspace}@{run}", keyspace, "{}", "{}", "planned", _record(h, keyspace, run))
+    h.store.record_migration(f"{orphan}@{first}", orphan, "{}", "{}", "planned", _record(h, orphan, first, None))
+    elsewhere = dict(_record(h, shop, other), dag_id="another_dag")
+    h.store.record_migration(f"{shop}@{other}", shop, "{}", "{}", "planned", elsewhere)
+
+    def found(dag_id: str, run_id: str) -> list[tuple[str, object]]:
+        return sorted((row.migration_id, row.record.get("run_id")) for row in h.store.run_migrations(dag_id, run_id))
+
+    assert found("keyspace_migration", first) == [(f"{shop}@{first}", first)]
+    assert found("keyspace_migration", other) == [(f"{users}@{other}", other)]
+    assert found("another_dag", other) == [(f"{shop}@{other}", other)]
+    assert found("keyspace_migration", second) == [] and found("another_dag", first) == []
+    taken = dict(_record(h, shop, first), run_id=second)  # the take-over: same id, the record names its run
+    h.store.record_migration(f"{shop}@{first}", shop, "{}", "{}", "altered:1", taken)
+    assert found("keyspace_migration", second) == [(f"{shop}@{first}", second)]
+    assert found("keyspace_migration", first) == [(f"{shop}@{first}", second)]  # the row, as it is now
+
+
 def _owner(h: Harness, resource: str) -> str | None:
     lease = h.store.lease(resource)
     return None if lease is None else lease.owner
@@ -341,4 +391,6 @@ CHECKS = [
     check_each_repair_type_keeps_its_own_history,
     check_records_of_reads_the_named_segments_records,
     check_segment_records_reads_the_segments_of_every_unit,
+    check_migration_round_trip,
+    check_run_migrations_are_the_runs_own,
 ]

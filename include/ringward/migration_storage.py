@@ -21,6 +21,7 @@ __all__ = [
     "LeaseStorage",
     "MigrationRow",
     "MigrationStorage",
+    "migration_run_keys",
 ]
 
 
@@ -54,6 +55,20 @@ class MigrationRow:
     record: dict[str, Any]
 
 
+def migration_run_keys(migration_id: str, record: dict[str, Any]) -> set[tuple[str, str]]:
+    """The (dag_id, run_id) keys a stored migration is found by (ringward_ops.migration_runs): the run its record
+    names, and the run that started it (its id is `{keyspace}@{run_id}`: a run whose migration another run took
+    over finds it, to say which). None for a record without a DAG (nothing is shown for it)."""
+    dag_id, run_id = record.get("dag_id"), record.get("run_id")
+    if not isinstance(dag_id, str) or not dag_id:
+        return set()
+    keys = {(dag_id, run_id)} if isinstance(run_id, str) and run_id else set()
+    keyspace = record.get("keyspace")
+    if isinstance(keyspace, str) and migration_id.startswith(f"{keyspace}@"):
+        keys.add((dag_id, migration_id[len(keyspace) + 1 :]))
+    return keys
+
+
 class LeaseStorage(Protocol):
     """ringward_ops.leases: a resource (`keyspace:<name>`) held by one owner for `lease_ttl_seconds` from its
     last renewal. `acquire_lease` takes or renews it, or raises MigrationError naming the holder."""
@@ -82,6 +97,12 @@ class MigrationStorage(Protocol):
     def migrations_of(self, keyspace: str) -> list[tuple[str, str, datetime | None, dict[str, Any]]]: ...
 
     def migrations(self) -> list[MigrationRow]: ...
+
+    def run_migrations(self, dag_id: str, run_id: str) -> list[MigrationRow]:
+        """The migrations stored under run `run_id` of `dag_id` (`migration_run_keys`), latest first: one
+        lookup and those rows, not the whole table. A row's record may since name another run (taken over):
+        the caller checks what the record names."""
+        ...
 
     def migration_state(self, migration_id: str) -> str | None: ...
 

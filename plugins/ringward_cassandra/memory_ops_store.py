@@ -9,7 +9,7 @@ Imports no Cassandra driver (the simulator runs without one); the row types are 
 (`ringward.repair`, `ringward.migration_storage`) and the bucket arithmetic and the cells of each write are
 `ringward_cassandra.ops.layout`'s, shared with the Cassandra stores, so both stores write the same cells. It
 implements the storage Protocol of every record kind it holds (leases, repair history, run plans, run progress,
-repair runs, preview findings, the pause switch); not the migrations, their journal or the controller pauses.
+repair runs, preview findings, the pause switch, the migrations with their journal); not the controller pauses.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from ringward.migration_storage import Lease
+from ringward.migration_storage import JournalEntry, Lease, MigrationRow, migration_run_keys
 from ringward.repair import (
     PreviewFinding,
     RecordUpdate,
@@ -147,6 +147,9 @@ class MemoryOpsStore:
                 "repair_switch",
                 "repair_previews",
                 "repair_type_segments",
+                "migrations",
+                "migration_runs",
+                "migration_journal",
             )
         }
         self.lease_ttl_seconds = LEASE_TTL_SECONDS
@@ -333,6 +336,62 @@ class MemoryOpsStore:
         keys = [(keyspace,)] if keyspace is not None else list(self._tables["repair_previews"].partitions)
         found = [preview_finding(row) for key in keys for row in self._rows("repair_previews", key)]
         return sorted(found, key=lambda f: f.found_at, reverse=True)
+
+    # -- migrations and their journal (as Cassandra's: the record stored as JSON text, read back decoded) -------
+    def record_migration(
+        self, migration_id: str, keyspace: str, old: str, new: str, state: str, plan: dict[str, object]
+    ) -> None:
+        now = self.clock()
+        for dag_id, run_id in sorted(migration_run_keys(migration_id, plan)):
+            index = {"migration_id": migration_id, "recorded_at": now}
+            self._upsert("migration_runs", (dag_id, run_id), (migration_id,), index, None)
+        cells = {"keyspace_name": keyspace, "old_replication": old, "new_replication": new, "state": state,
+                 "plan": json.dumps(plan), "updated_at": now}  # fmt: skip
+        self._upsert("migrations", (migration_id,), (), cells, None)
+
+    def _migration_rows(self, partitions: Iterable[Key]) -> list[MigrationRow]:
+        found = [MigrationRow(key[0], r.get("keyspace_name", ""), r.get("state", ""), r.get("updated_at"),
+                              json.loads(r.get("plan") or "{}"))
+                 for key in partitions for r in self._rows("migrations", key)]  # fmt: skip
+        return sorted(found, key=lambda m: m.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+
+    def migration(self, migration_id: str) -> dict[str, object] | None:
+        rows = self._migration_rows([(migration_id,)])
+        return rows[0].record if rows else None
+
+    def migrations_of(self, keyspace: str) -> list[tuple[str, str, datetime | None, dict[str, Any]]]:
+        return [(m.migration_id, m.state, m.updated_at, m.record) for m in self.migrations() if m.keyspace == keyspace]
+
+    def migrations(self) -> list[MigrationRow]:
+        return self._migration_rows(list(self._tables["migrations"].partitions))
+
+    def run_migrations(self, dag_id: str, run_id: str) -> list[MigrationRow]:
+        """One partition of migration_runs, then those rows of migrations (as the Cassandra store reads them)."""
+        return self._migration_rows([(r["migration_id"],) for r in self._rows("migration_runs", (dag_id, run_id))])
+
+    def migration_state(self, migration_id: str) -> str | None:
+        rows = self._rows("migrations", (migration_id,))
+        return str(rows[0].get("state")) if rows else None
+
+    def set_migration_state(self, migration_id: str, state: str) -> None:
+        self._upsert("migrations", (migration_id,), (), {"state": state, "updated_at": self.clock()}, None)
+
+    def journal_of(self, migration_id: str) -> list[JournalEntry]:
+        return [
+            JournalEntry(r["step"], TokenRange(r["range_start"], r["range_end"]), r["status"], r.get("coordinator", ""),
+                         r.get("attempts", 0), r.get("seconds", 0.0), r.get("detail", ""))
+            for r in self._rows("migration_journal", (migration_id,))
+        ]  # fmt: skip
+
+    def journal(self, migration_id: str, step: str) -> dict[TokenRange, JournalEntry]:
+        return {entry.range: entry for entry in self.journal_of(migration_id) if entry.step == step}
+
+    def record_journal(self, migration_id: str, entry: JournalEntry) -> None:
+        cells = {"step": entry.step, "range_start": entry.range.start, "range_end": entry.range.end,
+                 "status": entry.status, "coordinator": entry.coordinator, "attempts": entry.attempts,
+                 "seconds": entry.seconds, "detail": entry.detail[-2000:], "updated_at": self.clock()}  # fmt: skip
+        self._upsert("migration_journal", (migration_id,), (entry.step, entry.range.start, entry.range.end), cells,
+                     None)  # fmt: skip
 
     # -- leases (none unless a test or the simulator adds one) --------------------------------------------
     def add_lease(self, keyspace: str, owner: str, purpose: str) -> Lease:

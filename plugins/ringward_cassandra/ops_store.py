@@ -151,7 +151,9 @@ class OpsStore:
 
     # -- schema -------------------------------------------------------------------------------------------
     def ensure_schema(self, datacenters: Iterable[tuple[str, int]]) -> None:
-        self.schema_store.ensure_schema(datacenters)
+        created = self.schema_store.ensure_schema(datacenters)
+        if "migration_runs" in created:  # an upgraded store: the migrations recorded before are indexed once
+            self.migration_store.index_runs()
 
     def exists(self) -> bool:
         return self.schema_store.exists()
@@ -183,6 +185,9 @@ class OpsStore:
 
     def migrations(self) -> list[MigrationRow]:
         return self.migration_store.migrations()
+
+    def run_migrations(self, dag_id: str, run_id: str) -> list[MigrationRow]:
+        return self.migration_store.run_migrations(dag_id, run_id)
 
     def migration_state(self, migration_id: str) -> str | None:
         return self.migration_store.migration_state(migration_id)

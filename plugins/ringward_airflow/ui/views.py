@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from ringward.clusters import ClusterTarget
 from ringward.errors import RingwardError
-from ringward.migration import migration_steps, repair_segments
+from ringward.migration import migration_steps, repair_pieces, step_changes
 from ringward.migration_record import MigrationRecord, MigrationState
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import (
@@ -93,8 +93,8 @@ def _stored(table: str, read: Callable[[], T]) -> T:
 def _checked_record(row: MigrationRow) -> MigrationPlan:
     """The plan of a stored migration; a record or state ringward cannot read is refused with its fix."""
     try:
-        MigrationRecord.from_json(row.record, row.state)  # checks every field, and the state, as a resume does
-        return rebuilt_plan(row.record)
+        checked = MigrationRecord.from_json(row.record, row.state)  # every field and the state, as a resume does
+        return rebuilt_plan(row.record, checked.ring)  # the ring parsed once (a fleet's: 256,000 tokens)
     except RingwardError as error:
         raise StoredStateError(f"Migration {row.migration_id} (ringward_ops.migrations): {error.problem}",
                                error.fix) from error  # fmt: skip
@@ -116,7 +116,7 @@ def find_migration(
     cluster's migration DAGs (the store is that cluster's)."""
     if dag_id not in migration_dags:
         return None
-    for row in _stored("migrations", store.migrations):
+    for row in _stored("migrations", lambda: store.run_migrations(dag_id, run_id)):  # the run's rows, not all
         if row.record.get("dag_id") == dag_id and row.record.get("run_id") == run_id:
             return row
     return None
@@ -124,7 +124,7 @@ def find_migration(
 
 def _taken_over(store: OpsStore, dag_id: str, run_id: str) -> str | None:
     """The run of the same DAG that took over the migration `run_id` started (resumed it), if any."""
-    for row in _stored("migrations", store.migrations):
+    for row in _stored("migrations", lambda: store.run_migrations(dag_id, run_id)):
         record = row.record
         if record.get("dag_id") == dag_id and row.migration_id == f"{record.get('keyspace')}@{run_id}":
             return str(record.get("run_id") or "") or None
@@ -140,8 +140,9 @@ class RunAccess:
     task_instances: bool = True
 
 
-def rebuilt_plan(record: dict[str, Any]) -> MigrationPlan:
-    ring = ring_from_json(record["ring"])
+def rebuilt_plan(record: dict[str, Any], ring: Ring | None = None) -> MigrationPlan:
+    """The plan of a stored record, from its ring (`ring`: the record's, already parsed) and settings."""
+    ring = ring_from_json(record["ring"]) if ring is None else ring
     return build_plan(ring, record["old"], record["new"], keyspace=record["keyspace"])
 
 
@@ -332,11 +333,12 @@ def _build(row: MigrationRow) -> _Built:
     built_steps = []
     for step in steps:
         stages = []
+        changes = step_changes(plan.ring, step)  # both phases' ranges, computed once
         for phase, name in (("pre", "pre-repair"), ("post", "repair")):
-            segments = repair_segments(plan.ring, step, plan.keyspace, phase)  # type: ignore[arg-type]
-            replicas = [shared.setdefault(tuple(s.replicas), tuple(s.replicas)) for s in segments]
-            stages.append(_Stage(f"{phase}_repair:{step.index}", name, array("q", (s.range.start for s in segments)),
-                                 array("q", (s.range.end for s in segments)), replicas))  # fmt: skip
+            pieces = repair_pieces(changes, phase)  # type: ignore[arg-type]  # what repair_segments repairs
+            replicas = [shared.setdefault(participants, participants) for _, participants in pieces]
+            stages.append(_Stage(f"{phase}_repair:{step.index}", name, array("q", (p.start for p, _ in pieces)),
+                                 array("q", (p.end for p, _ in pieces)), replicas))  # fmt: skip
         built_steps.append(_Step(step.index, step.count, step.before.to_cql(), step.after.to_cql(),
                                  step.after.describe(), tuple(stages)))  # fmt: skip
     # The picture names the settings as the pages do (`NetworkTopologyStrategy {dc1: 3}`), from the typed plan.

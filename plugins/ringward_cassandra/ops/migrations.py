@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from ringward.migration_storage import JournalEntry, MigrationRow
+from ringward.migration_storage import JournalEntry, MigrationRow, migration_run_keys
 from ringward.ring import TokenRange
 
 from ringward_cassandra.ops._cql import OpsKeyspace
@@ -17,7 +17,7 @@ __all__ = ["CassandraMigrations"]
 
 class CassandraMigrations:
     """`MigrationStorage` on Cassandra: one row per migration (its precheck's record and state reached), one
-    journal entry per (stage, range)."""
+    journal entry per (stage, range); migration_runs finds a DAG run's migrations without reading the others."""
 
     def __init__(self, ops: OpsKeyspace) -> None:
         self.ops = ops
@@ -25,6 +25,7 @@ class CassandraMigrations:
     def record_migration(
         self, migration_id: str, keyspace: str, old: str, new: str, state: str, plan: dict[str, object]
     ) -> None:
+        self._index(migration_id, plan)  # first: a lookup row without its migration row finds nothing, harmlessly
         self.ops.write(
             f"INSERT INTO {self.ops.keyspace}.migrations (migration_id, keyspace_name, old_replication, "
             "new_replication, state, plan, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
@@ -63,6 +64,41 @@ class CassandraMigrations:
             for r in rows
         ]  # fmt: skip
         return sorted(found, key=lambda m: m.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+
+    def run_migrations(self, dag_id: str, run_id: str) -> list[MigrationRow]:
+        """The migrations stored under run `run_id` of `dag_id`: one partition of migration_runs, then those rows.
+        A store from before migration_runs (not yet upgraded by a precheck's ensure_schema) is read whole."""
+        ops = self.ops
+        if not ops.has_table("migration_runs"):
+            return [row for row in self.migrations() if (dag_id, run_id) in migration_run_keys(row.migration_id,
+                                                                                               row.record)]  # fmt: skip
+        ids = ops.read(f"SELECT migration_id FROM {ops.keyspace}.migration_runs WHERE dag_id = %s AND run_id = %s",
+                       (dag_id, run_id))  # fmt: skip
+        found = []
+        for id_row in ids:
+            rows = ops.read(
+                f"SELECT migration_id, keyspace_name, state, plan, updated_at FROM {ops.keyspace}.migrations "
+                "WHERE migration_id = %s",
+                (id_row.migration_id,),
+            )
+            found += [MigrationRow(r.migration_id, r.keyspace_name or "", r.state or "", utc(r.updated_at),
+                                   json.loads(r.plan or "{}")) for r in rows]  # fmt: skip
+        return sorted(found, key=lambda m: m.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+
+    def index_runs(self) -> None:
+        """Index every stored migration in migration_runs (once, when the table is created on an upgraded store)."""
+        for row in self.migrations():
+            self._index(row.migration_id, row.record)
+
+    def _index(self, migration_id: str, record: dict[str, Any]) -> None:
+        if not self.ops.has_table("migration_runs"):  # an older store, until its next ensure_schema
+            return
+        for dag_id, run_id in sorted(migration_run_keys(migration_id, record)):
+            self.ops.write(
+                f"INSERT INTO {self.ops.keyspace}.migration_runs (dag_id, run_id, migration_id, recorded_at) "
+                "VALUES (%s, %s, %s, %s)",
+                (dag_id, run_id, migration_id, datetime.now(UTC)),
+            )
 
     def migration_state(self, migration_id: str) -> str | None:
         rows = self.ops.read(f"SELECT state FROM {self.ops.keyspace}.migrations WHERE migration_id = %s",

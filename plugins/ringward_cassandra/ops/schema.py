@@ -20,6 +20,11 @@ SCHEMA = [
     """CREATE TABLE IF NOT EXISTS {ks}.migrations (
         migration_id text PRIMARY KEY, keyspace_name text, old_replication text, new_replication text,
         state text, plan text, updated_at timestamp)""",
+    # Which migrations a DAG run stored (`migration_run_keys`): the Migration page reads one partition and those
+    # rows of migrations, not the whole table (each row holds a ring).
+    """CREATE TABLE IF NOT EXISTS {ks}.migration_runs (
+        dag_id text, run_id text, migration_id text, recorded_at timestamp,
+        PRIMARY KEY ((dag_id, run_id), migration_id))""",
     """CREATE TABLE IF NOT EXISTS {ks}.repair_runs (
         run_id text PRIMARY KEY, state text, summary text, config text, updated_at timestamp)""",
     # The nightly repair's pause switch, pressed in the UI: every press is a row (who, when, why); the latest
@@ -74,7 +79,7 @@ TABLES = set(TABLE_ORDER)
 # are created by the next ensure_schema, and readers of them treat their absence as "nothing recorded".
 ADDED_LATER = {
     "repair_switch", "controller_pauses", "repair_segments", "repair_plan", "repair_progress", "repair_previews",
-    "repair_type_segments",
+    "repair_type_segments", "migration_runs",
 }  # fmt: skip
 # The history table of the first layout (one partition per keyspace, never pruned). No longer created or written;
 # on a cluster upgraded from that layout it is read until its rows are rewritten in repair_segments.
@@ -92,12 +97,13 @@ class CassandraOpsSchema:
     def __init__(self, ops: OpsKeyspace) -> None:
         self.ops = ops
 
-    def ensure_schema(self, datacenters: Iterable[tuple[str, int]]) -> None:
+    def ensure_schema(self, datacenters: Iterable[tuple[str, int]]) -> set[str]:
         """Create the keyspace (NTS, up to RF 3 per DC) and the missing tables; cheap to call every time.
 
         One read of system_schema when nothing is missing (no DDL, no schema agreement wait). The keyspace is
         created only when it is missing: on a cluster with authorization an administrator creates it
-        (`ringward grants`) and ringward's role, which may not create keyspaces, only its tables.
+        (`ringward grants`) and ringward's role, which may not create keyspaces, only its tables. Returns the
+        names of the tables it created.
         """
         ops = self.ops
         tables = ops.table_names()
@@ -111,6 +117,7 @@ class CassandraOpsSchema:
         if missing:
             ops.session.cluster.control_connection.wait_for_schema_agreement(wait_time=30)
         ops.known_tables = tables | {name for name, _ in missing}
+        return {name for name, _ in missing}  # the tables created (a new index is filled by the facade)
 
     def exists(self) -> bool:
         """Whether ringward_ops and its tables have been created (reading it must not create it: refusals

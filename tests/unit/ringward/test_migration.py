@@ -238,3 +238,43 @@ def test_checked_keyspace_is_the_one_place_a_keyspace_name_is_refused() -> None:
         checked_keyspace("shop", known=["Shop", "other"])
     assert unknown.value.problem == "Keyspace 'shop' does not exist."
     assert unknown.value.fix == "Did you mean 'Shop'? Names are case-sensitive."
+
+
+def test_placements_of_one_ring_pair_their_replicas_as_a_lookup_per_range_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Placements of one ring share its ranges: their replicas are zipped in ring order, no lookup per range (the
+    fleet page's first request). The same segments, targets and cleanup nodes as looking every range up."""
+    import random
+
+    import ringward.migration as migration
+    from ringward.placement import ReplicaMap
+    from ringward.ring import Node
+
+    rng = random.Random(36)
+    tokens = rng.sample(range(-(2**63) + 1, 2**63 - 1, 2**40), 12 * 8)
+    ring = Ring.of(Node(f"10.0.0.{i + 1}", f"dc{i % 3 + 1}", f"rack{i % 2}", tuple(tokens[i * 8 : (i + 1) * 8]))
+                   for i in range(12))  # fmt: skip
+    old = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 2})
+    new = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3, "dc3": 3})
+    steps = migration_steps(build_plan(ring, old, new, keyspace="shop"))
+
+    def results() -> tuple[object, ...]:
+        return (
+            [repair_segments(ring, step, "shop", phase) for step in steps for phase in ("pre", "post")],  # type: ignore[misc]
+            [verify_targets(ring, step) for step in steps],
+            cleanup_nodes(ring, old, new),
+        )
+
+    zipped = results()
+    real = migration.replica_map
+    looked_up = []
+
+    def copied(ring: Ring, replication: Replication) -> ReplicaMap:
+        """The placement with its ranges copied: not the same object, so every range is looked up."""
+        placement = real(ring, replication)
+        looked_up.append(replication)
+        return ReplicaMap(list(placement.ranges), placement.replicas, placement.replica_count)
+
+    monkeypatch.setattr(migration, "replica_map", copied)
+    assert results() == zipped
+    assert looked_up  # the lookup path ran
+    assert sum(len(segments) for segments in zipped[0]) > 0  # type: ignore[arg-type]

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[3]
 # in-memory store holds that kind (it holds the nightly path's, and leases).
 KINDS: dict[str, tuple[type[Any], str, bool]] = {
     "leases": (LeaseStorage, "lease_store", True),
-    "migrations": (MigrationStorage, "migration_store", False),
+    "migrations": (MigrationStorage, "migration_store", True),
     "controller_pauses": (ControllerPauseStorage, "controller_pause_store", False),
     "history": (RepairHistoryStorage, "history_store", True),
     "plans": (RunPlanStorage, "plan_store", True),
@@ -64,7 +64,7 @@ def _static(
     """Never called: mypy checks that the facade, each of its stores and the in-memory store fit their Protocols."""
     return (
         [store, store.lease_store, memory],
-        [store, store.migration_store],
+        [store, store.migration_store, memory],
         [store, store.controller_pause_store],
         [store, store.history_store, memory],
         [store, store.plan_store, memory],

@@ -11,9 +11,11 @@ from ringward_cassandra.ops_store import OpsStore
 class _Schema:
     """A session answering system_schema reads from `tables`, recording every other statement."""
 
-    def __init__(self, keyspace: bool, tables: set[str]) -> None:
+    def __init__(self, keyspace: bool, tables: set[str], migrations: list[Any] | None = None) -> None:
         self.keyspace, self.tables = keyspace, tables
+        self.migrations = migrations or []  # rows of ringward_ops.migrations
         self.statements: list[str] = []
+        self.params: list[Any] = []
         self.cluster = SimpleNamespace(
             control_connection=SimpleNamespace(wait_for_schema_agreement=lambda wait_time: True),
             refresh_table_metadata=lambda *a: None,
@@ -23,12 +25,15 @@ class _Schema:
         )  # fmt: skip
 
     def execute(self, statement: Any, params: Any = None) -> list[Any]:
-        text = str(statement)
+        text = str(getattr(statement, "query_string", statement))  # a SimpleStatement (QUORUM) or the DDL text
         if "system_schema.keyspaces" in text:
             return [SimpleNamespace(keyspace_name="ringward_ops")] if self.keyspace else []
         if "system_schema.tables" in text:
             return [SimpleNamespace(table_name=name) for name in sorted(self.tables)]
         self.statements.append(text)
+        self.params.append(params)
+        if text.startswith("SELECT") and "FROM ringward_ops.migrations" in text:
+            return list(self.migrations)
         return []
 
 
@@ -42,7 +47,7 @@ def test_an_existing_keyspace_is_not_created_again_only_the_tables() -> None:
     session = _Schema(keyspace=True, tables=set())
     OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
     assert not any("CREATE KEYSPACE" in statement for statement in session.statements)
-    assert sum("CREATE TABLE IF NOT EXISTS ringward_ops." in statement for statement in session.statements) == 11
+    assert sum("CREATE TABLE IF NOT EXISTS ringward_ops." in statement for statement in session.statements) == 12
 
 
 def test_a_missing_keyspace_is_created_as_the_grants_command_prints_it() -> None:
@@ -71,9 +76,35 @@ def test_an_upgraded_store_gets_only_its_missing_tables() -> None:
     session = _Schema(keyspace=True, tables=old)
     assert OpsStore(session).exists()  # type: ignore[arg-type]  # an older version's store is a store (its UI must not say "none")
     OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
-    created = sorted(s.split("ringward_ops.", 1)[1].split(" ", 1)[0] for s in session.statements)
-    assert created == ["repair_plan", "repair_previews", "repair_progress", "repair_segments", "repair_type_segments"]
+    created = sorted(s.split("ringward_ops.", 1)[1].split(" ", 1)[0] for s in session.statements if "CREATE" in s)
+    assert created == ["migration_runs", "repair_plan", "repair_previews", "repair_progress", "repair_segments",
+                       "repair_type_segments"]  # fmt: skip
     assert not any("ALTER" in s or "repair_history" in s for s in session.statements)
+
+
+def test_an_upgraded_store_indexes_the_migrations_recorded_before_by_their_runs() -> None:
+    """migration_runs, created on an upgraded store, is filled from the migrations table once: each migration under
+    the run its record names and the run that started it (a taken-over one under both); none without a DAG."""
+    import json
+
+    old = {"leases", "migration_journal", "migrations", "repair_runs", "repair_switch", "controller_pauses"}
+
+    def row(migration_id: str, record: dict[str, Any]) -> Any:
+        return SimpleNamespace(migration_id=migration_id, keyspace_name=record["keyspace"], state="altered:1",
+                               plan=json.dumps(record), updated_at=None)  # fmt: skip
+
+    rows = [
+        row("shop@run1", {"keyspace": "shop", "dag_id": "keyspace_migration", "run_id": "run2"}),  # taken over
+        row("users@run3", {"keyspace": "users", "dag_id": None, "run_id": "run3"}),
+    ]
+    session = _Schema(keyspace=True, tables=old, migrations=rows)
+    OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
+    indexed = sorted(tuple(params[:3]) for text, params in zip(session.statements, session.params, strict=True)
+                     if text.startswith("INSERT INTO ringward_ops.migration_runs"))  # fmt: skip
+    assert indexed == [("keyspace_migration", "run1", "shop@run1"), ("keyspace_migration", "run2", "shop@run1")]
+    session = _Schema(keyspace=True, tables=old | {"migration_runs"}, migrations=rows)
+    OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
+    assert not any("migration" in text for text in session.statements)  # indexed once, when the table is created
 
 
 def test_history_bucket_is_the_unsigned_top_byte_of_the_start_token() -> None:

@@ -46,6 +46,11 @@ NIGHTLY = "scheduled__2026-11-28T02:00:00+00:00"
 OLD = {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3}
 NEW = {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3, "dc3": 3}
 CPU_LIMIT = 0.5  # seconds of CPU (time.process_time) per request, once the stored record's plan is built
+# The first request after a precheck builds the stored record's plan and its stages (1.5 million repair segments
+# here): 22 s of CPU before the one-ring placements were zipped and the stages built without segment objects,
+# 12.4 s after (a 2-CPU machine at load 8; _build alone 22.4 s -> 10.3 s side by side). Not yet the ~2 s the issue
+# asks for: see the test's docstring.
+FIRST_CPU_LIMIT = 18.0
 BODY_LIMIT = 2_000_000  # bytes per response
 
 MIGRATION = f"/ringward/migration/keyspace_migration/{RUN_ID}"
@@ -143,8 +148,10 @@ def fleet(airflow_api: tuple[Any, Any, dict[str, str]]) -> Iterator[tuple[Any, A
 
 
 def test_every_route_is_bounded_in_cpu_and_size_at_fleet_size(fleet: tuple[Any, Any, dict[str, str]]) -> None:
-    """Each route twice: the first request may build the stored record's plan (once, for every route); every
-    request after that costs at most `CPU_LIMIT` of CPU, and every response is at most `BODY_LIMIT` bytes."""
+    """Each route twice: the first request builds the stored record's plan (once, for every route) within
+    `FIRST_CPU_LIMIT`; every request after that costs at most `CPU_LIMIT` of CPU, and every response is at most
+    `BODY_LIMIT` bytes. What the first request still pays for at fleet size: the plan's safety analysis, the
+    placements of every step, one pass over 256,000 ranges per step and the picture."""
     test_client, _, admin = fleet
     seen = {}
     for attempt in ("first", "again"):
@@ -155,6 +162,7 @@ def test_every_route_is_bounded_in_cpu_and_size_at_fleet_size(fleet: tuple[Any, 
     assert all(status == 200 for status, _, _ in seen.values()), seen
     assert max(size for _, _, size in seen.values()) <= BODY_LIMIT, seen
     assert max(cpu for (attempt, _), (_, cpu, _) in seen.items() if attempt == "again") <= CPU_LIMIT, seen
+    assert seen["first", ROUTES[0]][1] <= FIRST_CPU_LIMIT, seen  # the plan built by the first request
     assert views.COLD_BUILDS[f"shop@{RUN_ID}"] == 1  # one plan build for every route and request
 
 

@@ -22,6 +22,7 @@ from urllib.parse import quote, urljoin
 
 import pytest
 from ringward.migration import migration_steps, repair_segments
+from ringward.migration_storage import migration_run_keys
 from ringward.placement import replica_map
 from ringward.plan import build_plan
 from ringward.repair import (
@@ -71,6 +72,11 @@ class FakeStore:
 
     def migrations(self) -> list[MigrationRow]:
         return list(self.migration_rows)
+
+    def run_migrations(self, dag_id: str, run_id: str) -> list[MigrationRow]:
+        """As the stores index them (`migration_run_keys`)."""
+        rows = self.migrations()
+        return [row for row in rows if (dag_id, run_id) in migration_run_keys(row.migration_id, row.record)]
 
     def journal_of(self, migration_id: str) -> list[JournalEntry]:
         return list(self.journal)
@@ -878,6 +884,43 @@ def test_a_resumed_migration_points_from_its_first_run_to_the_run_that_resumed_i
     assert data["found"] and data["migration_id"] == f"shop@{RUN_ID}"
 
 
+def test_a_migration_page_decodes_only_its_runs_rows_however_many_migrations_are_stored(
+    client: tuple[Any, FakeSource, dict[str, str]],
+) -> None:
+    """The page finds its run's migration by (DAG, run) (ringward_ops.migration_runs): the in-memory store counts
+    the migrations rows it reads (each decoded, a ring in it), the same with 5 or 200 other migrations stored:
+    one for the run's migration, none for a run without one, two for a run whose migration another run took
+    over (the page says which)."""
+    from ringward_cassandra.memory_ops_store import MemoryOpsStore
+
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    row = world.store.migration_rows[0]
+    resumer = "manual__2026-11-24T08:00:00+00:00"
+    reads = {}
+    for others in (5, 200):
+        store = MemoryOpsStore()
+        store.ensure_schema()
+        for i in range(others):  # other keyspaces' migrations, of other runs of the same DAG
+            record = dict(row.record, migration_id=f"ks{i}@manual__{i}", keyspace=f"ks{i}", run_id=f"manual__{i}")
+            store.record_migration(f"ks{i}@manual__{i}", f"ks{i}", "{}", "{}", "done", record)
+        store.record_migration(row.migration_id, "shop", "{}", "{}", row.state, row.record)
+        world.store = store  # type: ignore[assignment]
+        counted = []
+        for run_id, says in ((RUN_ID, f'"migration_id":"shop@{RUN_ID}"'), ("manual__none", '"found":false')):
+            store.reset_stats()
+            response = test_client.get(f"/ringward/api/migration/keyspace_migration/{run_id}", headers=admin)
+            assert response.status_code == 200 and says in response.text.replace(" ", ""), response.text[:300]
+            counted.append(store.stats()["rows_read"].get("migrations", 0))
+        store.record_migration(row.migration_id, "shop", "{}", "{}", row.state, dict(row.record, run_id=resumer))
+        store.reset_stats()
+        page = test_client.get(MIGRATION, headers=admin)
+        assert page.status_code == 200 and f"resumed by run {resumer}" in page.text
+        counted.append(store.stats()["rows_read"].get("migrations", 0))
+        reads[others] = counted
+    assert reads[5] == reads[200] == [1, 0, 2], reads
+
+
 def test_run_readers_without_xcom_permission_get_no_xcoms(
     client: tuple[Any, FakeSource, dict[str, str]],
     limited_user: Callable[[str, set[tuple[str, str | None]]], dict[str, str]],
@@ -1191,7 +1234,7 @@ def test_an_unreadable_ringward_ops_row_is_named_with_the_fix(
 
         return [json.loads("{not json")]
 
-    monkeypatch.setattr(world.store, "migrations", bad_json)
+    monkeypatch.setattr(world.store, "run_migrations", lambda dag_id, run_id: bad_json())
     monkeypatch.setattr(world.store, "repair_runs", bad_runs)
     for url, table in ((MIGRATION, "migrations"), (f"/ringward/api/migration/keyspace_migration/{RUN_ID}",
                        "migrations"), ("/ringward/repair", "repair_runs"), ("/ringward/api/repair",
