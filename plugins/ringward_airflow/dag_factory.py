@@ -654,7 +654,8 @@ def cluster_dags(*kinds: str, path: str | Path | None = None) -> dict[str, DAG]:
     """Every DAG of every declared cluster, by DAG id: `keyspace_migration__<cluster>`,
     `keyspace_migration_rollback__<cluster>` and `nightly_subrange_repair__<cluster>` (only the `kinds`
     given, by their unsuffixed ids; default all three). Without a clusters file: today's single-cluster DAGs
-    with the default connections. A DAG file exposes them with `globals().update(cluster_dags())`."""
+    with the default connections. A DAG file exposes them with `globals().update(cluster_dags())`. A cluster's
+    `nightly_deadline` becomes its nightly DAG's Deadline Alert (`alerts.declared_deadline_alert`)."""
     unknown = sorted(set(kinds) - set(_KINDS))
     if unknown:
         from ringward.errors import ConfigurationError
