@@ -2,7 +2,14 @@
 downstream DAG can be scheduled on "keyspace X migrated (or its nightly repair covered) on cluster Y".
 
 Pure: strings in, strings out; `ringward_airflow.assets` builds the Airflow Assets and emits their events.
-`cluster` is the cluster's name as the DAGs know it (its Cassandra connection id until clusters are declared).
+`cluster` is the cluster's name as the DAGs know it (`asset_cluster`): a declared cluster's name (`eu_west`,
+ringward.clusters); the single-cluster deployment (no clusters file) declares none, and its Assets keep the
+authority they had before clusters were declared, its Cassandra connection id (`cassandra_default`).
+
+Airflow 3 keeps a `cassandra` URI as written (no provider registers a normaliser for the scheme; Airflow only drops
+trailing slashes, fragments and user info): the names here need no escaping and are never changed, so the URI a
+downstream DAG writes by hand is the one the report tasks emit. Besides those, the migration DAGs emit one Asset of
+their own per cluster (`migrations_asset_uri`): `cassandra://ringward/keyspace_migration[__<cluster>]`.
 """
 
 from __future__ import annotations
@@ -11,10 +18,11 @@ import re
 from collections.abc import Iterable
 from typing import Final
 
+from ringward.clusters import MIGRATION_DAG_ID, cluster_suffix, metrics_cluster
 from ringward.errors import ConfigurationError
 from ringward.repair import RepairStatus
 
-__all__ = ["SCHEME", "covered_keyspaces", "keyspace_asset_uri"]
+__all__ = ["SCHEME", "asset_cluster", "covered_keyspaces", "keyspace_asset_uri", "migrations_asset_uri"]
 
 SCHEME: Final = "cassandra"
 # A URI authority: letters, digits and `- . _` (a Cassandra connection id or cluster name, not a host:port).
@@ -31,6 +39,20 @@ def keyspace_asset_uri(cluster: str, keyspace: str) -> str:
         raise ConfigurationError(f"Keyspace {keyspace!r} is not a Cassandra keyspace name.",
                                  "Pass the keyspace's name as Cassandra stores it (letters, digits, '_').")  # fmt: skip
     return f"{SCHEME}://{cluster}/{keyspace}"
+
+
+def asset_cluster(cluster: str | None, cassandra_conn_id: str) -> str:
+    """The authority of a cluster's keyspace Assets: its declared name; without one (the single-cluster
+    deployment, `cluster=None`) its CQL connection id, the URI's authority before clusters were declared. The
+    same name the metrics' `cluster` tag carries (ringward.clusters.metrics_cluster)."""
+    return metrics_cluster(cluster, cassandra_conn_id)
+
+
+def migrations_asset_uri(cluster: str | None) -> str:
+    """`cassandra://ringward/keyspace_migration` (the single cluster), `...__<cluster>` (a declared one): the
+    Asset every finished migration of the cluster emits, whatever its keyspace (`ringward` is a reserved
+    cluster name, so no keyspace Asset has this authority)."""
+    return f"{SCHEME}://ringward/{MIGRATION_DAG_ID}{cluster_suffix(cluster)}"
 
 
 def covered_keyspaces(statuses: Iterable[RepairStatus]) -> list[str]:

@@ -11,6 +11,10 @@ never share a connection or a pool slot. This module only validates the declarat
         nodetool_conn_id: nodetool_eu_west
         spark_cassandra_conn_id: cassandra_spark_eu_west
         repair_config: /opt/airflow/ringward/eu_west_repair.yaml
+        nightly_deadline:                  # optional: a Deadline Alert on the nightly DAG
+          after: 6h
+          notifier: airflow.providers.smtp.notifications.smtp.SmtpNotifier
+          kwargs: {to: cassandra-oncall@example.com}
       - name: us_east
         ...
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,15 +34,18 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ringward.errors import ConfigurationError
+from ringward.repair import parse_duration
 
 __all__ = [
     "CLUSTER_NAME_PATTERN",
     "DEFAULT_CASSANDRA_CONN_ID",
     "MIGRATION_DAG_ID",
     "REPAIR_DAG_ID",
+    "RESERVED_CLUSTER_NAMES",
     "ROLLBACK_DAG_ID",
     "ClusterDeclaration",
     "ClusterTarget",
+    "NightlyDeadline",
     "check_cluster_name",
     "cluster_suffix",
     "cluster_targets",
@@ -56,11 +64,23 @@ CLUSTER_NAME_PATTERN = r"^[a-z](?:[a-z0-9_]{0,38}[a-z0-9])?$"
 _ID_PATTERN = r"^[A-Za-z0-9_.-]{1,250}$"
 _CRON_PRESETS = {"@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually", "@midnight"}
 _EXAMPLE = "docs/operators-guide.md, 0.3a (Many clusters)"
+_DEADLINE_FIELDS = (
+    "; `nightly_deadline` holds `after` (a duration such as 6h, at most 7d), `notifier` (a notifier class's "
+    "dotted import path) and optionally `kwargs` (the notifier's arguments)"
+)
 # The DAG ids of the single-cluster deployment; a declared cluster's are these with `__<name>` appended.
 MIGRATION_DAG_ID = "keyspace_migration"
 ROLLBACK_DAG_ID = "keyspace_migration_rollback"
 REPAIR_DAG_ID = "nightly_subrange_repair"
 DEFAULT_CASSANDRA_CONN_ID = "cassandra_default"  # the single cluster's CQL connection
+# `ringward` is the authority of the migration DAGs' own Assets (`cassandra://ringward/keyspace_migration...`,
+# ringward.assets): a cluster of that name would give its keyspaces' Assets the same URIs.
+RESERVED_CLUSTER_NAMES = frozenset({"ringward"})
+_RESERVED_FIX = "Name the cluster otherwise, e.g. ringward_prod: `ringward` names ringward's own Assets."
+# A notifier class's dotted import path, as Airflow's Deadline Alert callbacks take it.
+_DOTTED_PATH = r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$"
+# A nightly run longer than a week is not a night: a deadline past it never alerts in time.
+_MAX_DEADLINE = timedelta(days=7)
 
 
 def check_cluster_name(name: str) -> str:
@@ -71,6 +91,8 @@ def check_cluster_name(name: str) -> str:
             "Use 1 to 40 lower-case letters, digits and single underscores, starting with a letter and not "
             "ending with an underscore, e.g. eu_west_1.",
         )
+    if name in RESERVED_CLUSTER_NAMES:
+        raise ConfigurationError(f"Cluster name {name!r} is reserved.", _RESERVED_FIX)
     return name
 
 
@@ -99,6 +121,33 @@ def default_reaper_conn_id(cluster: str | None) -> str:
     return f"reaper_default{cluster_suffix(cluster)}"
 
 
+class NightlyDeadline(BaseModel):
+    """A Deadline Alert on a cluster's nightly DAG: `notifier(**kwargs)` is called (by Airflow's triggerer) when a
+    night is still running `after` it was queued. `notifier`: a BaseNotifier class's dotted import path (one that
+    implements `async_notify`, as the SMTP and Slack providers' do); `ringward_airflow.alerts` builds the alert."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    after: timedelta
+    notifier: str = Field(pattern=_DOTTED_PATH)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> timedelta:
+        after = parse_duration(value)
+        if not timedelta(0) < after <= _MAX_DEADLINE:
+            raise ValueError(f"expected a duration above 0 and at most 7d, e.g. 6h, got {value!r}")
+        return after
+
+    @field_validator("kwargs")
+    @classmethod
+    def _no_context(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "context" in value:
+            raise ValueError("`context` is Airflow's own argument of the notifier; remove it from `kwargs`")
+        return value
+
+
 class ClusterDeclaration(BaseModel):
     """One cluster: its name and the connections, repair configuration, schedule and pool of its DAGs."""
 
@@ -117,12 +166,26 @@ class ClusterDeclaration(BaseModel):
     # The nightly repair's schedule; None: the repair configuration's `schedule`.
     schedule: str | None = None
     pool: str | None = Field(default=None, pattern=_ID_PATTERN)
+    # A Deadline Alert on the nightly DAG; None: none.
+    nightly_deadline: NightlyDeadline | None = None
 
     @field_validator("name")
     @classmethod
     def _single_underscores(cls, value: str) -> str:
         if "__" in value:
             raise ValueError("must not contain `__` (it separates the DAG id from the cluster name)")
+        if value in RESERVED_CLUSTER_NAMES:
+            raise ValueError(f"{value!r} is reserved (ringward's own Assets use it); name the cluster otherwise")
+        return value
+
+    @field_validator("nightly_deadline", mode="before")
+    @classmethod
+    def _deadline_mapping(cls, value: object) -> object:
+        if value is not None and not isinstance(value, Mapping | NightlyDeadline):
+            raise ValueError(
+                f"expected a mapping with `after` (e.g. 6h) and `notifier` (a notifier class's import path), "
+                f"got {value!r}"
+            )
         return value
 
     @field_validator("schedule")
@@ -214,6 +277,7 @@ def parse_clusters(data: object, source: str = "the clusters file") -> tuple[Clu
         )
     clusters: list[ClusterDeclaration] = []
     problems: list[str] = []
+    deadline_wrong = False
     for index, entry in enumerate(entries):
         try:
             clusters.append(ClusterDeclaration.model_validate(entry))
@@ -222,12 +286,17 @@ def parse_clusters(data: object, source: str = "the clusters file") -> tuple[Clu
                 message = e["msg"].removeprefix("Value error, ")
                 if e["type"] == "string_pattern_mismatch" and e["loc"] == ("name",):
                     message = "use lower-case letters, digits and single underscores, starting with a letter"
+                if e["type"] == "string_pattern_mismatch" and e["loc"] == ("nightly_deadline", "notifier"):
+                    message = ("give the notifier class's dotted import path, e.g. "
+                               "airflow.providers.smtp.notifications.smtp.SmtpNotifier")  # fmt: skip
                 problems.append(f"{_location(('clusters', index, *e['loc']), entries)}: {message}")
+                deadline_wrong = deadline_wrong or e["loc"][:1] == ("nightly_deadline",)
     if problems:
+        deadline = _DEADLINE_FIELDS if deadline_wrong else ""
         raise ConfigurationError(
             f"Invalid cluster declaration(s) in {source}: " + "; ".join(problems) + ".",
             "Correct the named field(s): each cluster needs `name`, `cassandra_conn_id` and `nodetool_conn_id`; "
-            f"the other fields are optional ({_EXAMPLE}).",
+            f"the other fields are optional{deadline} ({_EXAMPLE}).",
         )
     _refuse_shared(clusters, source)
     return tuple(clusters)

@@ -30,14 +30,24 @@ from typing import Any
 from airflow.sdk import BaseNotifier
 from airflow.sdk.definitions.callback import AsyncCallback
 from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
+from ringward.clusters import NightlyDeadline
 from ringward.errors import ConfigurationError
 from ringward.repair import RepairAlert, decide_alerts, outcome_points
 
 from ringward_airflow.metrics import emit
 
-__all__ = ["ALERT_NOTIFIERS_ENV", "configured_notifiers", "deliver", "night_failed", "nightly_deadline_alert"]
+__all__ = [
+    "ALERT_NOTIFIERS_ENV",
+    "DEADLINE_ALERT_NAME",
+    "configured_notifiers",
+    "declared_deadline_alert",
+    "deliver",
+    "night_failed",
+    "nightly_deadline_alert",
+]
 
 ALERT_NOTIFIERS_ENV = "RINGWARD_ALERT_NOTIFIERS"
+DEADLINE_ALERT_NAME = "ringward nightly repair overran"
 log = logging.getLogger(__name__)
 
 
@@ -108,14 +118,32 @@ def night_failed(context: Mapping[str, Any], cluster: str) -> None:
 
 
 def nightly_deadline_alert(
-    notifier: type[BaseNotifier], kwargs: Mapping[str, Any], after: timedelta = timedelta(hours=8)
+    notifier: type[BaseNotifier] | str,
+    kwargs: Mapping[str, Any],
+    after: timedelta = timedelta(hours=8),
+    cluster: str | None = None,
 ) -> DeadlineAlert:
     """An Airflow Deadline Alert (Airflow 3.1+, `DAG(deadline=...)`): the triggerer calls `notifier(**kwargs)`
     (it must implement `async_notify`, as the SMTP and Slack providers' notifiers do) when a nightly run is
-    still not finished `after` its queuing."""
+    still not finished `after` its queuing. `notifier`: the class, or its dotted import path (Airflow imports it
+    where it can; the triggerer must). `cluster`: a declared cluster's name, added to the alert's name."""
     return DeadlineAlert(
         reference=DeadlineReference.DAGRUN_QUEUED_AT,
         interval=after,
         callback=AsyncCallback(notifier, kwargs=dict(kwargs)),
-        name="ringward nightly repair overran",
+        name=DEADLINE_ALERT_NAME if cluster is None else f"{DEADLINE_ALERT_NAME} ({cluster})",
     )
+
+
+def declared_deadline_alert(cluster: str, declared: NightlyDeadline) -> DeadlineAlert:
+    """The Deadline Alert a cluster's `nightly_deadline` declares (ringward.clusters). A notifier path that imports
+    but is no notifier Airflow can await is refused, naming the cluster, the field and the fix."""
+    try:
+        return nightly_deadline_alert(declared.notifier, declared.kwargs, declared.after, cluster=cluster)
+    except (AttributeError, ImportError, ValueError) as error:
+        raise ConfigurationError(
+            f"Cluster {cluster!r}, `nightly_deadline.notifier` {declared.notifier!r} cannot be a Deadline Alert's "
+            f"callback: {error}",
+            "Name a notifier class that implements async_notify (e.g. "
+            "airflow.providers.smtp.notifications.smtp.SmtpNotifier) by its dotted import path.",
+        ) from error

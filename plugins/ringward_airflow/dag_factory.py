@@ -27,7 +27,7 @@ from typing import Any
 
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.python import BranchPythonOperator, ShortCircuitOperator
-from airflow.sdk import DAG, Asset, AssetAlias, Param, TaskGroup
+from airflow.sdk import DAG, AssetAlias, Param, TaskGroup
 from airflow.sdk.definitions.deadline import DeadlineAlert
 from ringward.clusters import (
     DEFAULT_CASSANDRA_CONN_ID,
@@ -42,7 +42,8 @@ from ringward.migration import MAX_STAGED_STEPS
 from ringward.repair import load_config
 
 from ringward_airflow import governance
-from ringward_airflow.assets import MIGRATED, REPAIRED
+from ringward_airflow.alerts import declared_deadline_alert
+from ringward_airflow.assets import migrated_alias, migrations_asset, repaired_alias
 from ringward_airflow.cluster_declarations import CLUSTERS_ENV, CLUSTERS_FILE_KEY, clusters_file, declared_clusters
 from ringward_airflow.governance import MigrationApprovalOperator
 from ringward_airflow.migration_base import MigrationOperator
@@ -386,11 +387,6 @@ def _cluster_tag(cluster: str | None) -> list[str]:
     return [] if cluster is None else [f"cluster:{cluster}"]
 
 
-def _migration_asset(cluster: str | None) -> Asset:
-    """What a finished migration emits (downstream DAGs may be scheduled on it); per cluster with one."""
-    return Asset(f"cassandra://ringward/{MIGRATION_DAG_ID}{cluster_suffix(cluster)}")
-
-
 def _wire(connections: _MigrationConnections, cluster: str | None) -> None:
     """Every task after the precheck, in the DAG being defined."""
     continue_unless_dry_run = ShortCircuitOperator(
@@ -472,7 +468,8 @@ def _wire(connections: _MigrationConnections, cluster: str | None) -> None:
     report = MigrationReportOperator(
         task_id="report",
         trigger_rule="none_failed_min_one_success",
-        outlets=[_migration_asset(cluster), AssetAlias(MIGRATED)],  # + cassandra://<cluster>/<keyspace>
+        # + an event of cassandra://<cluster>/<keyspace> through the alias (ringward_airflow.assets)
+        outlets=[migrations_asset(cluster), AssetAlias(migrated_alias(cluster))],
         **connections.cluster,
     )
     verifies >> cleanup_wanted >> cleanup_approval_needed
@@ -643,7 +640,7 @@ def nightly_repair_dag(
             task_id="report",
             config_path=config_path,
             trigger_rule="all_done",
-            outlets=[AssetAlias(REPAIRED)],
+            outlets=[AssetAlias(repaired_alias(cluster))],
             **connections,
         )  # an event of cassandra://<cluster>/<keyspace> for each keyspace covered within gc_grace
         plan >> repair >> report
@@ -657,7 +654,8 @@ def cluster_dags(*kinds: str, path: str | Path | None = None) -> dict[str, DAG]:
     """Every DAG of every declared cluster, by DAG id: `keyspace_migration__<cluster>`,
     `keyspace_migration_rollback__<cluster>` and `nightly_subrange_repair__<cluster>` (only the `kinds`
     given, by their unsuffixed ids; default all three). Without a clusters file: today's single-cluster DAGs
-    with the default connections. A DAG file exposes them with `globals().update(cluster_dags())`."""
+    with the default connections. A DAG file exposes them with `globals().update(cluster_dags())`. A cluster's
+    `nightly_deadline` becomes its nightly DAG's Deadline Alert (`alerts.declared_deadline_alert`)."""
     unknown = sorted(set(kinds) - set(_KINDS))
     if unknown:
         from ringward.errors import ConfigurationError
@@ -697,5 +695,7 @@ def cluster_dags(*kinds: str, path: str | Path | None = None) -> dict[str, DAG]:
                 pool=cluster.repair_pool,
                 schedule=cluster.schedule,
                 repair_config=cluster.repair_config,
+                deadline=None if cluster.nightly_deadline is None else declared_deadline_alert(
+                    cluster.name, cluster.nightly_deadline),
             ))  # fmt: skip
     return {dag.dag_id: dag for dag in dags}

@@ -17,6 +17,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
+from ringward.assets import asset_cluster
 from ringward.errors import (
     ConfigurationError,
     MigrationError,
@@ -47,7 +48,7 @@ from ringward_cassandra.schema import (
     table_gc_grace,
 )
 
-from ringward_airflow.assets import MIGRATED, add_keyspace_events
+from ringward_airflow.assets import add_keyspace_events, migrated_alias
 from ringward_airflow.governance import refuse_unpermitted, snapshot_wanted
 from ringward_airflow.hooks import RingwardCassandraHook
 from ringward_airflow.metrics import emit
@@ -545,7 +546,9 @@ class MigrationReportOperator(MigrationOperator):
             store = self.cassandra.ops_store()
             store.set_migration_state(record["migration_id"], str(MigrationState.done()))
             finished_event = {"migration_id": record["migration_id"], "from": report["from"], "to": report["to"]}
-            add_keyspace_events(context, MIGRATED, self.cassandra_conn_id, [record["keyspace"]], finished_event)
+            # cassandra://<declared name, else the CQL connection id>/<keyspace>
+            authority = asset_cluster(self.cluster, self.cassandra_conn_id)
+            add_keyspace_events(context, migrated_alias(self.cluster), authority, [record["keyspace"]], finished_event)
             emit(migration_points(self.metrics_cluster, report, finished))  # tagged metrics
             store.release_lease(lease_resource(record["keyspace"]), record.get("lease_owner") or record["migration_id"])
         finally:

@@ -18,7 +18,7 @@ from typing import Any
 from airflow.sdk import BaseNotifier, BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.sdk.observability.stats import Stats
-from ringward.assets import covered_keyspaces
+from ringward.assets import asset_cluster, covered_keyspaces
 from ringward.clusters import metrics_cluster
 from ringward.errors import ConfigurationError, RepairError
 from ringward.repair import (
@@ -41,7 +41,7 @@ from ringward.repair import (
 from ringward_cassandra.ops_store import PLAN_CHUNK_ROWS
 
 from ringward_airflow.alerts import configured_notifiers, deliver, night_failed
-from ringward_airflow.assets import REPAIRED, add_keyspace_events
+from ringward_airflow.assets import add_keyspace_events, repaired_alias
 from ringward_airflow.hooks import NodetoolHook, RingwardCassandraHook
 from ringward_airflow.metrics import emit
 from ringward_airflow.repair_ports import ClusterAdapter
@@ -370,9 +370,10 @@ class RepairReportOperator(BaseOperator):
         if alerts:
             deliver(alerts, configured_notifiers() if self.alert_notifiers is None else self.alert_notifiers, context)
         covered = covered_keyspaces(night.statuses)
-        # Asset URIs keep naming the CQL connection (cassandra://<conn id>/<keyspace>): DAGs scheduled on them.
+        # cassandra://<declared name, else the CQL connection id>/<keyspace> (ringward.assets.asset_cluster)
         extra = {"run_id": night.run_id, "state": night.state}
-        add_keyspace_events(context, REPAIRED, self.cassandra_conn_id, covered, extra)
+        authority = asset_cluster(self.cluster, self.cassandra_conn_id)
+        add_keyspace_events(context, repaired_alias(self.cluster), authority, covered, extra)
 
 
 def _gauge(name: str, value: float) -> None:

@@ -12,6 +12,7 @@ import pytest
 from airflow.dag_processing.dagbag import DagBag
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.providers.standard.operators.python import BranchPythonOperator, ShortCircuitOperator
+from airflow.sdk import Asset, AssetAlias
 from ringward.errors import ConfigurationError
 from ringward_airflow.dag_factory import (
     MIGRATION_DOC,
@@ -295,12 +296,7 @@ def test_the_guides_dag_file_and_clusters_file_give_the_documented_dags(
     bag = DagBag(dag_folder=str(folder))
     assert bag.import_errors == {}
     assert sorted(bag.dags) == ["keyspace_migration", "keyspace_migration_rollback", "nightly_subrange_repair"]
-    clusters = tmp_path / "clusters.yaml"
-    clusters.write_text(_guide_block("### 0.3a Many clusters"), encoding="utf-8")
-    monkeypatch.setenv("RINGWARD_CLUSTERS", str(clusters))
-    (tmp_path / "eu_west_repair.yaml").write_text("schedule: '0 1 * * *'\n", encoding="utf-8")
-    text = clusters.read_text(encoding="utf-8").replace("/opt/airflow/ringward/", f"{tmp_path}/")
-    clusters.write_text(text, encoding="utf-8")
+    monkeypatch.setenv("RINGWARD_CLUSTERS", str(_guides_clusters_file(tmp_path)))
     bag = DagBag(dag_folder=str(folder))
     assert bag.import_errors == {}
     kinds = ("keyspace_migration", "keyspace_migration_rollback", "nightly_subrange_repair")
@@ -308,6 +304,11 @@ def test_the_guides_dag_file_and_clusters_file_give_the_documented_dags(
     repair_dags = {name: bag.dags[f"nightly_subrange_repair__{name}"] for name in ("eu_west", "us_east")}
     pools = {name: dag.get_task("repair").pool for name, dag in repair_dags.items()}
     assert pools == {"eu_west": "ringward_repair__eu_west", "us_east": "ringward_repair__us_east"}
+    # eu_west's nightly_deadline: a Deadline Alert 6 h after queuing; us_east declares none.
+    assert repair_dags["us_east"].deadline is None
+    (alert,) = repair_dags["eu_west"].deadline if isinstance(repair_dags["eu_west"].deadline, list) else [
+        repair_dags["eu_west"].deadline]  # fmt: skip
+    assert alert.name == "ringward nightly repair overran (eu_west)" and alert.interval.total_seconds() == 6 * 3600
 
 
 def test_a_deadline_alert_given_to_the_factory_is_the_nightly_dags_and_none_by_default() -> None:
@@ -324,3 +325,115 @@ def test_a_deadline_alert_given_to_the_factory_is_the_nightly_dags_and_none_by_d
     assert kept.interval == timedelta(hours=6) and kept.name == "ringward nightly repair overran"
     # What the scheduler stores: the deadline survives serialization (the triggerer reads it from there).
     assert "deadline" in str(DagSerialization.to_dict(with_deadline)), "the deadline was not serialized"
+
+
+def test_two_declared_clusters_migration_outlets_differ_and_name_the_cluster(tmp_path: Path) -> None:
+    """Issue 39: each cluster's migration report emits its own Assets; the single cluster keeps today's."""
+    dags = cluster_dags(path=_clusters_file(tmp_path, "eu", "us"))
+    outlets = {name: dags[f"keyspace_migration__{name}"].get_task("report").outlets for name in ("eu", "us")}
+    assert outlets["eu"] == [Asset("cassandra://ringward/keyspace_migration__eu"),
+                             AssetAlias("ringward_keyspace_migrated__eu")]  # fmt: skip
+    assert outlets["us"] == [Asset("cassandra://ringward/keyspace_migration__us"),
+                             AssetAlias("ringward_keyspace_migrated__us")]  # fmt: skip
+    rollback = dags["keyspace_migration_rollback__us"].get_task("report").outlets
+    assert AssetAlias("ringward_keyspace_migrated__us") in rollback
+    nightly = {name: dags[f"nightly_subrange_repair__{name}"].get_task("report").outlets for name in ("eu", "us")}
+    assert nightly == {"eu": [AssetAlias("ringward_keyspace_repaired__eu")],
+                       "us": [AssetAlias("ringward_keyspace_repaired__us")]}  # fmt: skip
+    # The report's keyspace events name the declared cluster, not its connection (cassandra_eu).
+    assert {dags[f"{kind}__eu"].get_task("report").cluster for kind in ("keyspace_migration", "nightly_subrange_repair")
+            } == {"eu"}  # fmt: skip
+    single = keyspace_migration_dag().get_task("report").outlets
+    assert single == [Asset("cassandra://ringward/keyspace_migration"), AssetAlias("ringward_keyspace_migrated")]
+    assert nightly_repair_dag().get_task("report").outlets == [AssetAlias("ringward_keyspace_repaired")]
+
+
+def test_the_guides_downstream_dag_parses_scheduled_on_a_declared_clusters_keyspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guide's example (§7.5) next to the DAGs of the guide's clusters file (§0.3a): it imports, is scheduled on
+    `cassandra://eu_west/shop`, the URI the eu_west report tasks emit for keyspace shop."""
+    from airflow.serialization.serialized_objects import DagSerialization
+    from ringward.assets import asset_cluster, keyspace_asset_uri
+
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "ringward_dags.py").write_text(_guide_block("### 0.1a The DAG file"), encoding="utf-8")
+    consumer = _guide_block("### 7.5 Assets per cluster and keyspace")
+    (folder / "shop_after_migration.py").write_text(consumer, encoding="utf-8")
+    monkeypatch.setenv("RINGWARD_CLUSTERS", str(_guides_clusters_file(tmp_path)))
+    bag = DagBag(dag_folder=str(folder))
+    assert bag.import_errors == {}
+    dag = bag.dags["shop_after_migration_eu_west"]
+    emitted = keyspace_asset_uri(asset_cluster("eu_west", "cassandra_eu_west"), "shop")
+    assert emitted == "cassandra://eu_west/shop"
+    assert list(dag.timetable.asset_condition.objects) == [Asset(emitted)]  # type: ignore[attr-defined]
+    assert bag.dags["keyspace_migration__eu_west"].get_task("report").cluster == "eu_west"
+    # What the scheduler stores: the DAG depends on that Asset.
+    serialized = DagSerialization.to_dict(dag)
+    assert emitted in str(serialized["dag"]["timetable"])
+
+
+def _guides_clusters_file(tmp_path: Path) -> Path:
+    """The guide's clusters file (§0.3a), its repair configuration under tmp_path."""
+    clusters = tmp_path / "clusters.yaml"
+    (tmp_path / "eu_west_repair.yaml").write_text("schedule: '0 1 * * *'\n", encoding="utf-8")
+    text = _guide_block("### 0.3a Many clusters").replace("/opt/airflow/ringward/", f"{tmp_path}/")
+    clusters.write_text(text, encoding="utf-8")
+    return clusters
+
+
+SMTP = "airflow.providers.smtp.notifications.smtp.SmtpNotifier"
+
+
+def _deadline_clusters_file(tmp_path: Path, notifier: str) -> Path:
+    path = _clusters_file(tmp_path, "eu", "us")
+    text = path.read_text(encoding="utf-8").replace(
+        "  - name: us\n",
+        f"    nightly_deadline:\n      after: 5h30m\n      notifier: {notifier}\n"
+        "      kwargs: {to: oncall@example.com}\n  - name: us\n",
+    )
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_declared_nightly_deadline_is_the_clusters_deadline_alert_and_others_have_none(tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from airflow.sdk.definitions.callback import AsyncCallback
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    dags = cluster_dags(path=_deadline_clusters_file(tmp_path, SMTP))
+    eu, us = dags["nightly_subrange_repair__eu"], dags["nightly_subrange_repair__us"]
+    assert us.deadline is None
+    (alert,) = eu.deadline if isinstance(eu.deadline, list) else [eu.deadline]
+    assert alert.interval == timedelta(hours=5, minutes=30)
+    assert alert.name == "ringward nightly repair overran (eu)"
+    assert alert.callback == AsyncCallback(SMTP, kwargs={"to": "oncall@example.com"})
+    # The migration DAGs take no deadline; the scheduler stores the nightly one (the triggerer reads it there).
+    assert dags["keyspace_migration__eu"].deadline is None
+    stored = str(DagSerialization.to_dict(eu))
+    assert SMTP in stored and "oncall@example.com" in stored
+
+
+def test_a_nightly_deadline_whose_notifier_cannot_be_awaited_is_an_import_error_naming_the_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RINGWARD_CLUSTERS", str(_deadline_clusters_file(tmp_path, "os.path.join")))
+    bag = DagBag(dag_folder=str(_two_line_folder(tmp_path)))
+    assert "nightly_subrange_repair.py" in {Path(f).name for f in bag.import_errors}
+    message = next(m for f, m in bag.import_errors.items() if f.endswith("nightly_subrange_repair.py"))
+    assert "Cluster 'eu', `nightly_deadline.notifier` 'os.path.join'" in message and "async_notify" in message
+
+
+def test_a_bad_nightly_deadline_in_the_clusters_file_is_an_import_error_naming_field_and_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _deadline_clusters_file(tmp_path, SMTP)
+    path.write_text(path.read_text(encoding="utf-8").replace("after: 5h30m", "after: soon"), encoding="utf-8")
+    monkeypatch.setenv("RINGWARD_CLUSTERS", str(path))
+    bag = DagBag(dag_folder=str(_two_line_folder(tmp_path)))
+    assert bag.dags == {}
+    message = next(iter(bag.import_errors.values()))
+    assert "cluster 'eu', `nightly_deadline.after`: expected a duration such as" in message
+    assert "`nightly_deadline` holds `after`" in message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,62 @@ def test_a_declaration_is_frozen() -> None:
     cluster = ClusterDeclaration.model_validate(_entry("eu"))
     with pytest.raises(ValueError, match="frozen"):
         cluster.name = "us"  # type: ignore[misc]
+
+
+def test_ringward_is_no_cluster_name_its_own_assets_use_it() -> None:
+    """`cassandra://ringward/keyspace_migration` is the migrations' own Asset: a cluster named `ringward` would
+    give its keyspace `keyspace_migration` the same URI."""
+    with pytest.raises(ConfigurationError) as refused:
+        check_cluster_name("ringward")
+    assert "reserved" in refused.value.problem and "ringward_prod" in refused.value.fix
+    with pytest.raises(ConfigurationError) as in_file:
+        parse_clusters({"clusters": [_entry("ringward")]})
+    assert "cluster 'ringward', `name`: 'ringward' is reserved" in in_file.value.problem
+    assert check_cluster_name("ringward_prod") == "ringward_prod"
+
+
+SMTP = "airflow.providers.smtp.notifications.smtp.SmtpNotifier"
+
+
+def test_a_nightly_deadline_is_declared_with_a_duration_a_notifier_and_its_arguments(tmp_path: Path) -> None:
+    path = tmp_path / "clusters.yaml"
+    path.write_text(
+        TWO.replace(
+            '    schedule: "0 2 * * *"\n',
+            f'    schedule: "0 2 * * *"\n    nightly_deadline:\n      after: 6h30m\n      notifier: {SMTP}\n'
+            "      kwargs: {to: oncall@example.com}\n",
+        ),
+        encoding="utf-8",
+    )
+    eu, us = load_clusters(path)
+    assert eu.nightly_deadline is not None and us.nightly_deadline is None
+    deadline = eu.nightly_deadline
+    assert (deadline.after, deadline.notifier, deadline.kwargs) == (
+        timedelta(hours=6, minutes=30), SMTP, {"to": "oncall@example.com"})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("deadline", "problem"),
+    [
+        ("6h", "`nightly_deadline`: expected a mapping with `after` (e.g. 6h) and `notifier`"),
+        ({"notifier": SMTP}, "`nightly_deadline.after`: Field required"),
+        ({"after": "6h"}, "`nightly_deadline.notifier`: Field required"),
+        ({"after": "six hours", "notifier": SMTP}, "`nightly_deadline.after`: expected a duration such as"),
+        ({"after": 0, "notifier": SMTP}, "`nightly_deadline.after`: expected a duration above 0 and at most 7d"),
+        ({"after": "8d", "notifier": SMTP}, "`nightly_deadline.after`: expected a duration above 0 and at most 7d"),
+        ({"after": "6h", "notifier": "SmtpNotifier"}, "`nightly_deadline.notifier`: give the notifier class's dotted"),
+        ({"after": "6h", "notifier": SMTP, "kwargs": {"context": {}}}, "`nightly_deadline.kwargs`: `context` is"),
+        ({"after": "6h", "notifier": SMTP, "to": "x"}, "`nightly_deadline.to`: Extra inputs are not permitted"),
+    ],
+)
+def test_a_bad_nightly_deadline_names_the_cluster_the_field_and_the_fix(deadline: object, problem: str) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        parse_clusters({"clusters": [{**_entry("eu"), "nightly_deadline": deadline}]}, "clusters.yaml")
+    assert f"cluster 'eu', {problem}" in refused.value.problem
+    assert "`nightly_deadline` holds `after`" in refused.value.fix and "import path" in refused.value.fix
+
+
+def test_the_deadline_fields_are_named_in_the_fix_only_when_the_deadline_is_wrong() -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        parse_clusters({"clusters": [_entry("eu", schedule="nightly")]})
+    assert "nightly_deadline" not in refused.value.fix

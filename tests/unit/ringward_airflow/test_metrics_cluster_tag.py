@@ -51,20 +51,26 @@ def test_the_live_metrics_carry_the_clusters_name(sent: list[MetricPoint], clust
     assert sent and _clusters(sent) == {tag}
 
 
-def test_the_nights_metrics_and_alerts_carry_the_name_and_the_assets_keep_the_connection(
-    sent: list[MetricPoint], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("cluster", "tag", "alias"),
+    [("eu_west", "eu_west", "ringward_keyspace_repaired__eu_west"), (None, "cql_eu", "ringward_keyspace_repaired")],
+)
+def test_the_nights_metrics_alerts_and_assets_carry_the_clusters_name(
+    sent: list[MetricPoint], monkeypatch: pytest.MonkeyPatch, cluster: str | None, tag: str, alias: str
 ) -> None:
+    """A declared cluster's metrics, alerts and keyspace Assets (cassandra://eu_west/<keyspace>, through its own
+    alias) name it; the single cluster's name its CQL connection, as before clusters were declared."""
     delivered: list[Any] = []
     events: list[tuple[str, str]] = []
     monkeypatch.setattr(repair_operators, "deliver", lambda alerts, notifiers, context: delivered.extend(alerts))
     monkeypatch.setattr(repair_operators, "add_keyspace_events",
                         lambda context, alias, cluster, keyspaces, extra: events.append((alias, cluster)))  # fmt: skip
-    operator = RepairReportOperator(task_id="report", cassandra_conn_id="cql_eu", cluster="eu_west", alert_notifiers=[])
+    operator = RepairReportOperator(task_id="report", cassandra_conn_id="cql_eu", cluster=cluster, alert_notifiers=[])
     night = RecordedNight("scheduled__1", "PARTIAL", {}, {}, [], 0, 4, datetime.now(UTC), 60.0, 0)
     operator._observed(night, {"run_id": "scheduled__1"})
-    assert sent and _clusters(sent) == {"eu_west"}
-    assert [alert.cluster for alert in delivered] == ["eu_west"]  # the PARTIAL night's alert names the cluster
-    assert [cluster for _, cluster in events] == ["cql_eu"]  # cassandra://<conn id>/<keyspace>, as before
+    assert sent and _clusters(sent) == {tag}
+    assert [alert.cluster for alert in delivered] == [tag]  # the PARTIAL night's alert names the cluster
+    assert events == [(alias, tag)]  # cassandra://<tag>/<keyspace>
 
 
 @pytest.mark.parametrize(("cluster", "tag"), [("eu_west", "eu_west"), (None, "cql_eu")])
