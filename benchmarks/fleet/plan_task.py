@@ -139,10 +139,12 @@ def main() -> int:
                 figures = run(tree, size, args.keyspaces, night, args.seed_hours, args.unseeded,
                               args.profile if label == "new" else 0)  # fmt: skip
                 digests.add(figures["digest"])
-                print(f"{night:>6} {label:<12} plan CPU {figures['planning_cpu']:6.1f} s  (process {figures['process_cpu']:6.1f} s, "
-                      f"plan wall {figures['wall']:6.1f} s, child wall {time.monotonic() - started:6.1f} s)  "
-                      f"segments {figures['segments']:,} due {figures['due']:,} not due {figures['not_due']:,} "
-                      f"chunks {figures['chunks']} seeded {figures['seeded']:,}  digest {figures['digest'][:16]}")  # fmt: skip
+                child_wall = time.monotonic() - started
+                print(f"{night:>6} {label:<12} plan CPU {figures['planning_cpu']:6.1f} s  "
+                      f"(process {figures['process_cpu']:6.1f} s, plan wall {figures['wall']:6.1f} s, "
+                      f"child wall {child_wall:6.1f} s)  segments {figures['segments']:,} due {figures['due']:,} "
+                      f"not due {figures['not_due']:,} chunks {figures['chunks']} seeded {figures['seeded']:,}  "
+                      f"digest {figures['digest'][:16]}")  # fmt: skip
                 if figures["profile"]:
                     print(figures["profile"])
             if len(digests) > 1:
