@@ -163,27 +163,22 @@ def too_many_segments(config: RepairConfig) -> ConfigurationError:
 
 def _split_by_size(
     token_range: TokenRange, splitter: SizeSplitter, sizes: SizeIndex, budget: _Budget
-) -> list[TokenRange]:
-    """Equal-width pieces, refined where data is uneven until each piece fits (or is one token wide)."""
+) -> list[tuple[TokenRange, float]]:
+    """Equal-width pieces, refined where data is uneven until each piece fits (or is one token wide), each with
+    the bytes estimated in it (the estimate that decided it fits: the plan does not estimate it again)."""
     pending = [token_range]
-    done: list[TokenRange] = []
+    done: list[tuple[TokenRange, float]] = []
     while pending:
         piece = pending.pop()
-        count = _pieces_needed(sizes.estimate(piece), splitter)
+        data = sizes.estimate(piece)
+        count = _pieces_needed(data, splitter)
         if count == 1 or piece.width() == 1:
-            done.append(piece)
+            done.append((piece, data[0]))
         else:
             count = min(count, piece.width())
             budget.take(count - 1)  # the piece is replaced by `count` pieces
             pending.extend(reversed(split_evenly(piece, count)))
     return done
-
-
-def _pieces(token_range: TokenRange, config: RepairConfig, sizes: SizeIndex, budget: _Budget) -> list[TokenRange]:
-    splitter = config.splitter
-    if isinstance(splitter, FixedSplitter):
-        return split_evenly(token_range, splitter.subranges_per_range)
-    return _split_by_size(token_range, splitter, sizes, budget)
 
 
 def plan_segments(
@@ -234,11 +229,22 @@ def plan_segments(
             for token_range, replicas in kept
             for piece in ((token_range,) if token_range.start < token_range.end else token_range.unwrap())
         ]
+    elif isinstance(config.splitter, SizeSplitter):
+        segments = []
+        append = segments.append
+        for token_range, replicas in kept:
+            for split, data in _split_by_size(token_range, config.splitter, sizes, budget):
+                if split.start < split.end:  # `unwrap` is the piece itself: its bytes are the split's estimate
+                    append(make(keyspace, tables, split, replicas, round(data)))
+                else:
+                    for piece in split.unwrap():
+                        append(make(keyspace, tables, piece, replicas, _estimated_bytes(sizes, piece)))
     else:
+        subranges = config.splitter.subranges_per_range
         segments = [
             make(keyspace, tables, piece, replicas, _estimated_bytes(sizes, piece))
             for token_range, replicas in kept
-            for split in _pieces(token_range, config, sizes, budget)
+            for split in split_evenly(token_range, subranges)
             for piece in split.unwrap()
         ]
     return SegmentPlan(unit, tuple(segments), tuple(skipped))

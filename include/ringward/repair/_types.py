@@ -128,7 +128,11 @@ def select_due_by_type(
         if wanted is not None and kind not in wanted:
             continue
         typed = config.for_type(kind)
-        own = {s.segment_id: r for s in segments if (r := records.get(history_key(s.segment_id, kind))) is not None}
+        # Full history is keyed by the segment id itself (`history_key`), and `select_due` only looks the planned
+        # segments up: the records as they are. Other types' are re-keyed to the segment ids.
+        own = records if kind == "full" else {
+            s.segment_id: r for s in segments if (r := records.get(history_key(s.segment_id, kind))) is not None
+        }  # fmt: skip
         selection = select_due(segments, own, run_id=run_id, now=now, config=typed, gc_grace=gc_grace)
         forced = [s for s in selection.not_due if not forced_hosts.isdisjoint(s.replicas)] if forced_hosts else []
         if forced:

@@ -1,0 +1,229 @@
+"""The plan task's CPU work removed at fleet size (issue 40) leaves the plan as it was: the same segments, with the
+same estimated bytes, due and held back in the same order.
+
+The references below are the code before the change (main at 223791f), kept here verbatim as the oracle:
+`select_due` read each record three times (`due_segments`, `retries_exhausted`, `backlog_first`) and
+`select_due_by_type` re-keyed the full history; `plan_segments` estimated every piece's bytes a second time
+after the size splitter had estimated it. At fleet size `benchmarks/fleet/plan_task.py --baseline REV` compares
+the stored plans' digests of both trees."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from ringward.placement import replica_map
+from ringward.repair import (
+    DueSelection,
+    RepairUnit,
+    Segment,
+    SegmentRecord,
+    parse_config,
+    plan_segments,
+    select_due,
+    select_due_by_type,
+)
+from ringward.repair._config import RepairConfig
+from ringward.repair._estimates import NodeSizeEstimate, SizeIndex
+from ringward.repair._run import GcGrace, _grace_seconds
+from ringward.repair._state import due_segments, retries_exhausted
+from ringward.repair._types import history_key
+from ringward.replication import Replication
+from ringward.ring import MIN_TOKEN, Node, Ring, TokenRange
+
+NOW = datetime(2026, 11, 28, 2, 0, tzinfo=UTC)
+RUN = "tonight"
+NODES = [f"n{i}" for i in range(10)]
+GC_GRACE: GcGrace = {"ks0": {"a": 864_000, "b": 259_200}, "ks1": {"c": 864_000}, "ks2": {"d": 432_000}}
+UNITS = [("ks0", ("a", "b")), ("ks0", ("a",)), ("ks1", ()), ("ks2", ("d",)), ("ks3", ())]
+
+
+# -- the references: the code before the change --------------------------------------------------------------
+
+
+def reference_backlog_first(
+    due: Sequence[Segment],
+    records: Mapping[str, SegmentRecord],
+    now: datetime,
+    *,
+    gc_grace: GcGrace | None = None,
+    alarm_share: float = 0.8,
+) -> tuple[list[Segment], list[Segment]]:
+    grace_of = gc_grace or {}
+    never = datetime.min.replace(tzinfo=now.tzinfo)
+    per_unit: dict[tuple[str, tuple[str, ...]], tuple[timedelta, datetime]] = {}
+    urgent: list[tuple[datetime, Segment]] = []
+    routine: list[tuple[datetime, Segment]] = []
+    get = records.get
+    for segment in due:
+        record = get(segment.segment_id)
+        last = None if record is None else record.last_success
+        if last is None:
+            urgent.append((never, segment))
+            continue
+        unit = (segment.keyspace, segment.tables)
+        known = per_unit.get(unit)
+        if known is None:
+            grace = timedelta(seconds=_grace_seconds(segment, grace_of))
+            known = per_unit[unit] = (grace, now - grace * alarm_share)
+        (urgent if last <= known[1] else routine).append((last + known[0], segment))
+    urgent.sort(key=lambda entry: entry[0])
+    routine.sort(key=lambda entry: entry[0])
+    run = [segment for _, segment in urgent]
+    if not urgent:
+        return [segment for _, segment in routine], []
+    backlog_nodes = {node for segment in run for node in segment.replicas}
+    held: list[Segment] = []
+    for _, segment in routine:
+        (held if not backlog_nodes.isdisjoint(segment.replicas) else run).append(segment)
+    return run, held
+
+
+def reference_select_due(
+    segments: Sequence[Segment],
+    records: Mapping[str, SegmentRecord],
+    *,
+    run_id: str,
+    now: datetime,
+    config: RepairConfig,
+    gc_grace: GcGrace | None = None,
+) -> DueSelection:
+    if not config.enabled:
+        return DueSelection((), tuple(segments), ())
+    due = due_segments(segments, records, now, config.min_repair_interval)
+    exhausted = tuple(s for s in due if retries_exhausted(records.get(s.segment_id), run_id, config.max_retries))
+    if exhausted:
+        gone = {s.segment_id for s in exhausted}
+        due = [s for s in due if s.segment_id not in gone]
+    due, held = reference_backlog_first(due, records, now, gc_grace=gc_grace, alarm_share=config.gc_grace_alarm)
+    chosen = {s.segment_id for s in due} | {s.segment_id for s in exhausted}
+    not_due = tuple(s for s in segments if s.segment_id not in chosen)
+    return DueSelection(tuple(due), not_due, exhausted, tuple(held))
+
+
+# -- a night's history, drawn ---------------------------------------------------------------------------------
+
+
+def night(seed: int, backlog: bool) -> tuple[list[Segment], dict[str, SegmentRecord]]:
+    """Segments of several units (gc_grace of 3, 5 and 10 days) and a history with every case: never repaired
+    (only when `backlog`), past the alarm point (only when `backlog`), merely due, not due, retries used up in this
+    run, attempts of an earlier run, a failed first attempt. Many share a last success (ties keep plan order)."""
+    rng = random.Random(seed)
+    segments: list[Segment] = []
+    records: dict[str, SegmentRecord] = {}
+    for index in range(400):
+        keyspace, tables = rng.choice(UNITS)
+        segment = Segment(keyspace, tables, TokenRange(index * 10, index * 10 + 7), tuple(rng.sample(NODES, 3)))
+        segments.append(segment)
+        sid = segment.segment_id
+        kind = rng.choice(["never", "late", "due", "due", "due", "recent", "recent", "exhausted", "earlier", "failed"])
+        if not backlog and kind in ("never", "late", "failed"):
+            kind = "due"
+        # Repeated ages (ties); 60 h is past the alarm point of the 3-day gc_grace: backlog.
+        hours = rng.choice([26, 30, 30, 48, 60] if backlog else [26, 30, 30, 48])
+        if kind == "never":
+            continue
+        if kind == "late":  # 9.5 days of 10 (or all of 3 or 5) gone: past gc_grace_alarm
+            records[sid] = SegmentRecord(sid, last_success=NOW - timedelta(hours=228))
+        elif kind == "recent":
+            records[sid] = SegmentRecord(sid, last_success=NOW - timedelta(hours=rng.choice([1, 5, 23])))
+        elif kind == "exhausted":
+            records[sid] = SegmentRecord(sid, last_success=NOW - timedelta(hours=hours), attempts=4, run_id=RUN)
+        elif kind == "earlier":
+            records[sid] = SegmentRecord(sid, last_success=NOW - timedelta(hours=hours), attempts=9, run_id="past")
+        elif kind == "failed":  # never succeeded: backlog, with its retries of tonight used up or not
+            records[sid] = SegmentRecord(sid, attempts=rng.choice([1, 4]), run_id=RUN)
+        else:
+            records[sid] = SegmentRecord(sid, last_success=NOW - timedelta(hours=hours))
+    return segments, records
+
+
+CONFIG = parse_config({"max_retries": 3})
+
+
+@pytest.mark.parametrize("backlog", [True, False], ids=["with-backlog", "no-backlog"])
+@pytest.mark.parametrize("seed", range(12))
+def test_select_due_chooses_and_orders_as_before(seed: int, backlog: bool) -> None:
+    segments, records = night(seed, backlog)
+    expected = reference_select_due(segments, records, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    # The drawn night exercises what the comparison is about: due, not due, exhausted, and held back.
+    assert expected.due and expected.not_due and expected.exhausted
+    assert bool(expected.held_back) is backlog
+    assert select_due(segments, records, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE) == expected
+
+
+def test_select_due_as_before_without_gc_grace_and_when_disabled() -> None:
+    segments, records = night(99, backlog=True)
+    expected = reference_select_due(segments, records, run_id=RUN, now=NOW, config=CONFIG)
+    assert expected.held_back
+    assert select_due(segments, records, run_id=RUN, now=NOW, config=CONFIG) == expected
+    off = parse_config({"enabled": False})
+    assert select_due(segments, records, run_id=RUN, now=NOW, config=off) == DueSelection((), tuple(segments), ())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_select_due_by_type_reads_the_full_history_as_before(seed: int) -> None:
+    segments, full = night(seed, backlog=True)
+    # The store hands back records keyed by `history_key`: the full history by segment id, beside other types'
+    # keys (which the full type must not read) and records of segments not planned tonight.
+    keyed: dict[str, SegmentRecord] = dict(full)
+    for segment in segments[::3]:
+        keyed[history_key(segment.segment_id, "incremental")] = SegmentRecord(segment.segment_id, last_success=NOW)
+    stray = Segment("ks9", (), TokenRange(1, 2), ("n0",))
+    keyed[stray.segment_id] = SegmentRecord(stray.segment_id, attempts=9, run_id=RUN)
+    own = {s.segment_id: r for s in segments if (r := keyed.get(history_key(s.segment_id, "full"))) is not None}
+    expected = reference_select_due(segments, own, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    (found,) = select_due_by_type(segments, keyed, run_id=RUN, now=NOW, config=CONFIG, types=["full"],
+                                  gc_grace=GC_GRACE)  # fmt: skip
+    assert found.repair_type == "full"
+    assert found.selection == expected
+
+
+def test_select_due_by_type_rekeys_other_types_history_as_before() -> None:
+    segments, full = night(5, backlog=True)
+    config = parse_config({"max_retries": 3, "repair_types": {"incremental": {"enabled": True}}})
+    keyed = {history_key(sid, "incremental"): record for sid, record in full.items()}
+    (found,) = select_due_by_type(segments, keyed, run_id=RUN, now=NOW, config=config, types=["incremental"],
+                                  gc_grace=GC_GRACE)  # fmt: skip
+    expected = reference_select_due(segments, full, run_id=RUN, now=NOW, config=config.for_type("incremental"),
+                                    gc_grace=GC_GRACE)  # fmt: skip
+    assert found.repair_type == "incremental" and expected.held_back
+    assert found.selection == expected
+
+
+# -- the size splitter's bytes --------------------------------------------------------------------------------
+
+
+def skewed_ring(seed: int) -> Ring:
+    rng = random.Random(seed)
+    return Ring.of(
+        Node(f"10.0.0.{n + 1}", f"dc{n % 2 + 1}", f"r{n % 3}",
+             tuple(rng.randrange(MIN_TOKEN + 1, 2**63) for _ in range(8)))
+        for n in range(12)
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_size_splitter_segments_carry_the_estimate_of_their_own_range(seed: int) -> None:
+    ring = skewed_ring(seed)
+    rng = random.Random(seed)
+    # Node totals from 1 GB to 400 GB: most ranges fit one segment of 20 GB, the big nodes' are cut in pieces.
+    rows = [
+        NodeSizeEstimate("ks", table, node.address, 10**6, rng.choice([10**9, 10**9, 4 * 10**11]))
+        for node in ring.nodes
+        for table in ("t1", "t2")
+    ]
+    config = parse_config(
+        {"merge_ranges_with_same_replicas": False, "splitter": {"type": "size", "max_bytes_per_segment": 20 * 10**9}}
+    )
+    nts = Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2, "dc2": 2})
+    entries = replica_map(ring, nts).entries()
+    plan = plan_segments(ring, entries, RepairUnit("ks"), config, rows)
+    sizes = SizeIndex(rows, "ks", (), ring)
+    assert len(plan.segments) > len(ring.ranges()) + 1  # some ranges were cut (and the wrapping one unwrapped)
+    assert any(s.range.end == MIN_TOKEN or s.range.start == MIN_TOKEN for s in plan.segments)
+    # Before the change each piece's bytes were estimated again: round(estimate(piece)[0]).
+    assert [s.estimated_bytes for s in plan.segments] == [round(sizes.estimate(s.range)[0]) for s in plan.segments]
+    assert all(s.estimated_bytes is not None and s.estimated_bytes <= 20 * 10**9 for s in plan.segments)
