@@ -1,6 +1,6 @@
 """The nightly plan task's CPU at fleet size without Airflow (issue 40): `plan_night` as `PlanRepairOperator` calls it.
 
-The same call as the operator's (`plan_night` over `StoreAdapter` and `ClusterAdapter`, the shipped configuration,
+The same call as the operator's (`plan_night` over the ops store and `ClusterAdapter`, the shipped configuration,
 `PLAN_CHUNK_ROWS`), on the fleet simulator's ring, catalog, nodetool and in-memory ops store, in a child process of
 its own per tree, so the figure is the plan's alone (no Airflow start, no metadata database; the Airflow figure is
 `airflow_night.py --plan-only`, which wraps this same call in a task). Two nights:
@@ -40,7 +40,11 @@ root, size, keyspaces, night, seed_hours, unseeded, profile = sys.argv[1:8]
 sys.path[:0] = [root + "/include", root + "/plugins", root + "/tools/fleetsim"]
 from ringward.repair import load_config
 from ringward.repair._night import plan_night
-from ringward_airflow.repair_ports import ClusterAdapter, StoreAdapter
+from ringward_airflow.repair_ports import ClusterAdapter
+try:  # trees before the storage ports were folded (issue 37) wrap the store in StoreAdapter, as their operator did
+    from ringward_airflow.repair_ports import StoreAdapter as night_store
+except ImportError:  # the operator hands the ops store to the night as it is
+    night_store = lambda store: store
 from ringward_cassandra.ops.layout import PLAN_CHUNK_ROWS
 from ringward_fleetsim import FleetSpec
 from ringward_fleetsim.runtime import SimulatedCassandra
@@ -73,7 +77,7 @@ profiler = cProfile.Profile() if int(profile) else None
 started_wall, started_cpu = time.monotonic(), time.process_time()
 if profiler is not None:
     profiler.enable()
-plan = plan_night(load_config(), run_id="bench", store=StoreAdapter(store),
+plan = plan_night(load_config(), run_id="bench", store=night_store(store),
                   cluster=ClusterAdapter(SimulatedCassandra(simulator)), nodetool=simulator.nodetool(), log=log,
                   chunk_rows=PLAN_CHUNK_ROWS, cpu_seconds=time.process_time)
 if profiler is not None:
