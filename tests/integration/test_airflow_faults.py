@@ -12,12 +12,13 @@ from __future__ import annotations
 import threading
 import time
 
-from airflow_stack import AirflowStack
-from ringward_cassandra.localcluster import LocalCluster
+from airflow_stack import AirflowStack, topology_under_test
+from ringward_cassandra.localcluster import LocalCluster, load_topology
 from test_migration_recovery import _fill, _throttle
 
 DAG = "keyspace_migration"
-GAINED = "127.0.0.4"
+NODES = list(load_topology(topology_under_test("seed")).addresses)  # 127.0.0.2-4, or the lane's own
+GAINED = NODES[2]
 REPAIR = "step_1.repair"
 
 
@@ -25,7 +26,7 @@ def test_a_coordinator_killed_mid_repair_does_not_stop_the_run(
     seed_cluster: LocalCluster, airflow_stack: AirflowStack
 ) -> None:
     keyspace = "sched_faults"
-    _fill(rows=6000, body_bytes=1000, keyspace=keyspace)  # incompressible: the throttle bites
+    _fill(rows=6000, body_bytes=1000, keyspace=keyspace, nodes=NODES)  # incompressible: the throttle bites
     airflow_stack.set_paused(DAG, False)
     _throttle(seed_cluster, 1)  # megabit/s: the post-ALTER session streams to the gained replica for a while
     events: dict[str, float] = {}

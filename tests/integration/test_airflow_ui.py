@@ -26,12 +26,12 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from airflow_stack import PASSWORD, USER, AirflowStack
+from airflow_stack import PASSWORD, USER, AirflowStack, topology_under_test
 from cassandra import ConsistencyLevel
 from cassandra.concurrent import execute_concurrent_with_args
 from ringward.repair import SegmentState
 from ringward_cassandra.cql import connect
-from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.localcluster import LocalCluster, load_topology
 from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.seed_scenario import create_seed_keyspace
 
@@ -44,7 +44,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 DAG = "keyspace_migration"
 NIGHTLY = "nightly_subrange_repair"
-NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+NODES = list(load_topology(topology_under_test("seed")).addresses)  # 127.0.0.2-4, or the lane's own
 # Rows of incompressible text the repair of the gained ranges must stream: at 1 megabit/s per sending node,
 # several seconds of repair to watch. Throttling streams nothing by itself: the data is what makes it slow.
 BULK_ROWS, BULK_BYTES = 800, 8000
@@ -166,7 +166,7 @@ def test_migration_triggered_and_approved_in_the_browser(
     from playwright.sync_api import expect
 
     keyspace = "from_the_ui"
-    with connect(["127.0.0.2"]) as session:
+    with connect(NODES[:1]) as session:
         create_seed_keyspace(session, keyspace)
     add_bulk_rows(keyspace)
     airflow_stack.set_paused(DAG, True)  # the form's "unpause on trigger" does it, as for a new user
