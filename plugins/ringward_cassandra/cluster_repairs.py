@@ -7,6 +7,7 @@ are hashes of keyspace, tables and range: the same config on the same ring gives
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -52,6 +53,8 @@ __all__ = [
 ]
 
 _LOG = logging.getLogger(__name__)
+# How long past the driver's connect timeout a read waits for a live node's pool still opening.
+POOL_WAIT_SECONDS = 5.0
 
 SIZE_ESTIMATES_QUERY = (
     "SELECT keyspace_name, table_name, range_start, range_end, mean_partition_size, partitions_count "
@@ -351,8 +354,8 @@ def _from_each_live_node(
             remote.setdefault(str(host.datacenter), []).append(host)
             continue
         try:
-            answer = read(session, host)
-        except NoHostAvailable:  # pool not open yet or node just went down: its ranges get no estimate
+            answer = _read_when_pooled(session, host, read)
+        except NoHostAvailable:  # no pool within the wait, or node just went down: its ranges get no estimate
             missed.append(f"{name(host)} (no connection)")
             continue
         yield name(host), answer
@@ -369,7 +372,7 @@ def _from_each_live_node(
             for host in dc_hosts:
                 target = side.cluster.metadata.get_host(host.address) or host
                 try:
-                    answer = read(side, target)
+                    answer = _read_when_pooled(side, target, read)
                 except NoHostAvailable:
                     missed.append(f"{name(host)} (no connection from datacenter {datacenter}'s session)")
                     continue
@@ -383,6 +386,27 @@ def _from_each_live_node(
             "estimate (one segment each): %s. Fix: make sure the Airflow workers can reach every node's native "
             "port, in every datacenter.", len(missed), "; ".join(missed),
         )  # fmt: skip
+
+
+def _read_when_pooled(on: Any, host: Any, read: Callable[[Any, Any], Iterable[Any]]) -> Iterable[Any]:
+    """`read(on, host)`; a node whose connection pool is still opening is waited for, then read again. A new
+    session waits for its first pool only and opens the others in the background, so a read right after connect
+    could find no pool to a live node (its estimates silently missing: seen on a loaded two-DC cluster, CI
+    2026-11-28). The wait ends early when the session marks the node down (its pool failed: no use waiting)."""
+    from cassandra.cluster import NoHostAvailable
+
+    try:
+        return read(on, host)
+    except NoHostAvailable:
+        pools = getattr(on, "get_pool_state", None)
+        if pools is None:
+            raise
+        deadline = time.monotonic() + float(getattr(on.cluster, "connect_timeout", 5) or 5) + POOL_WAIT_SECONDS
+        while host not in pools():
+            if host.is_up is False or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+    return read(on, host)
 
 
 def _summed(range_rows: Iterable[Any]) -> list[Any]:

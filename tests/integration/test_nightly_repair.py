@@ -225,7 +225,8 @@ def test_the_kill_switch_stops_a_run_between_segments(outage: Outage, tmp_path: 
         "test",
         "nightly_subrange_repair",
         "--conf",
-        json.dumps(conf("nightly_switch")),
+        # One segment at a time: the switch, flipped after the first is done, finds others not started yet.
+        json.dumps(conf("nightly_switch", parallel_repair_count=1)),
     ]
     process = subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -233,9 +234,11 @@ def test_the_kill_switch_stops_a_run_between_segments(outage: Outage, tmp_path: 
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 240
-        while not any(r.record.state is SegmentState.DONE for r in history(seeds, "nightly_switch")):
-            assert process.poll() is None and time.monotonic() < deadline, "no segment was repaired"
-            time.sleep(1)
+        with connect(seeds) as session:  # one session for the watch: a connect per look costs seconds when loaded
+            store = OpsStore(session)
+            while not any(r.record.state is SegmentState.DONE for r in store.repair_history("nightly_switch")):
+                assert process.poll() is None and time.monotonic() < deadline, "no segment was repaired"
+                time.sleep(0.2)
         config_file.write_text("enabled: false\n")
         out, _ = process.communicate(timeout=240)
     finally:

@@ -205,7 +205,11 @@ def server_jvm_options(heap_mb: int) -> list[str]:
         f"-Xms{heap_mb}m",
         f"-Xmx{heap_mb}m",
         "-Xss512k",
-        "-XX:+UseG1GC",
+        # A throwaway node's JIT and GC for a small machine, not production settings: C1 only and the serial
+        # collector. Measured on a 3-node 5.0 cluster on 2 cores (2026-11-28): the start took 24 s of CPU
+        # instead of 47 s (G1, tiered C2), and 3,000 writes with a full repair per node 13 s instead of 43 s.
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseSerialGC",
         "-XX:ActiveProcessorCount=2",
         "-Djdk.attach.allowAttachSelf=true",
         "-Dio.netty.tryReflectionSetAccessible=true",

@@ -260,3 +260,75 @@ def test_a_node_whose_estimates_cannot_be_read_is_named_in_a_warning(caplog: Any
     [warning] = [r.getMessage() for r in caplog.records]
     assert "1 node(s)" in warning and "10.0.0.3 (datacenter dc2 unreachable: connection refused)" in warning
     assert "Fix:" in warning
+
+
+class _Host(SimpleNamespace):
+    __hash__ = object.__hash__
+
+
+class OpeningPools(FakeSession):
+    """A session right after connect: the driver waited for its first pool only; the pool to the last node opens
+    in the background and exists from the third look at the pool state on (`None` given: it never opens)."""
+
+    def __init__(self, opens_after: int | None) -> None:
+        super().__init__()
+        self.hosts = [_Host(**vars(h)) for h in self.hosts]  # hashable, as the driver's Host
+        self.cluster.connect_timeout = 0.2
+        self.looks = 0
+        self.opens_after = opens_after
+
+    def get_pool_state(self) -> dict[Any, Any]:
+        self.looks += 1
+        opened = self.opens_after is not None and self.looks >= self.opens_after
+        return {host: {} for host in (self.hosts if opened else self.hosts[:2])}
+
+    def execute(self, query: str, params: Any = (), host: Any = None) -> list[Any]:
+        from cassandra.cluster import NoHostAvailable
+
+        if host is not None and host not in self.get_pool_state():
+            raise NoHostAvailable("no connection pool to the node yet", {})
+        return super().execute(query, params, host)
+
+
+def test_a_node_whose_pool_is_still_opening_is_waited_for_and_read() -> None:
+    """Right after connect a live node may have no pool yet: its estimates were silently missing on a loaded
+    two-DC cluster (CI, 2026-11-28). The read waits for the pool and asks again."""
+    session = OpeningPools(opens_after=4)
+    rows = node_size_estimates(session, "shop")
+    assert sorted(r.node for r in rows) == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+
+
+def test_a_node_whose_pool_never_opens_is_given_up_after_the_wait(caplog: Any, monkeypatch: Any) -> None:
+    import logging
+    import time
+
+    from ringward_cassandra import cluster_repairs
+
+    monkeypatch.setattr(cluster_repairs, "POOL_WAIT_SECONDS", 0.3)
+    session = OpeningPools(opens_after=None)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="ringward_cassandra.cluster_repairs"):
+        rows = node_size_estimates(session, "shop")
+    assert sorted(r.node for r in rows) == ["10.0.0.1", "10.0.0.2"]
+    assert 0.5 <= time.monotonic() - started < 0.5 + 2  # connect timeout + the wait, then given up
+    assert "10.0.0.3 (no connection)" in caplog.records[0].getMessage()
+
+
+def test_a_node_the_session_marked_down_is_not_waited_for() -> None:
+    import time
+
+    session = OpeningPools(opens_after=None)
+    session.hosts[2].is_up = True
+    looks = []
+
+    def read(on: Any, host: Any) -> list[Any]:
+        looks.append(host.broadcast_address)
+        host.is_up = False  # its pool failed: the driver marks it down
+        return on.execute(NODE_SIZE_ESTIMATES_QUERY, ("shop",), host=host)
+
+    from ringward_cassandra.cluster_repairs import _from_each_live_node
+
+    started = time.monotonic()
+    read_nodes = [node for node, _ in _from_each_live_node(session, None, read)]
+    assert read_nodes == ["10.0.0.1", "10.0.0.2"]
+    assert time.monotonic() - started < 1.0  # not the full wait
