@@ -17,6 +17,7 @@ from typing import Any
 
 from ringward.errors import ConfigurationError, MigrationError
 from ringward.markdown import markdown_code, markdown_escape
+from ringward.text import log_safe
 
 __all__ = [
     "APPROVERS",
@@ -198,7 +199,8 @@ def approver_refusal(
         return MigrationError("Airflow did not record who answered the approval.", fix)
     if triggered_by in {name, ident}:
         return MigrationError(
-            f"{name or ident} triggered this run and approved it: a migration needs a second person's approval.",
+            f"{log_safe(name or ident)} triggered this run and approved it: a migration needs a second person's "
+            "approval.",
             fix,
         )
     return None

@@ -58,12 +58,7 @@ class CassandraMigrations:
         rows = self.ops.read(
             f"SELECT migration_id, keyspace_name, state, plan, updated_at FROM {self.ops.keyspace}.migrations", ()
         )
-        found = [
-            MigrationRow(r.migration_id, r.keyspace_name or "", r.state or "", utc(r.updated_at),
-                         json.loads(r.plan or "{}"))
-            for r in rows
-        ]  # fmt: skip
-        return sorted(found, key=lambda m: m.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+        return _latest_first([_migration_row(r) for r in rows])
 
     def run_migrations(self, dag_id: str, run_id: str) -> list[MigrationRow]:
         """The migrations stored under run `run_id` of `dag_id`: one partition of migration_runs, then those rows.
@@ -74,16 +69,15 @@ class CassandraMigrations:
                                                                                                row.record)]  # fmt: skip
         ids = ops.read(f"SELECT migration_id FROM {ops.keyspace}.migration_runs WHERE dag_id = %s AND run_id = %s",
                        (dag_id, run_id))  # fmt: skip
-        found = []
+        found: list[MigrationRow] = []
         for id_row in ids:
             rows = ops.read(
                 f"SELECT migration_id, keyspace_name, state, plan, updated_at FROM {ops.keyspace}.migrations "
                 "WHERE migration_id = %s",
                 (id_row.migration_id,),
             )
-            found += [MigrationRow(r.migration_id, r.keyspace_name or "", r.state or "", utc(r.updated_at),
-                                   json.loads(r.plan or "{}")) for r in rows]  # fmt: skip
-        return sorted(found, key=lambda m: m.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+            found += [_migration_row(r) for r in rows]
+        return _latest_first(found)
 
     def index_runs(self) -> None:
         """Index every stored migration in migration_runs (once, when the table is created on an upgraded store)."""
@@ -141,3 +135,13 @@ class CassandraMigrations:
             (migration_id, entry.step, entry.range.start, entry.range.end, entry.status, entry.coordinator,
              entry.attempts, entry.seconds, entry.detail[-2000:], datetime.now(UTC)),
         )  # fmt: skip
+
+
+def _migration_row(row: Any) -> MigrationRow:
+    """A `migrations` row (migration_id, keyspace_name, state, plan, updated_at) as the store returns it."""
+    return MigrationRow(row.migration_id, row.keyspace_name or "", row.state or "", utc(row.updated_at),
+                        json.loads(row.plan or "{}"))  # fmt: skip
+
+
+def _latest_first(rows: list[MigrationRow]) -> list[MigrationRow]:
+    return sorted(rows, key=lambda m: m.updated_at or datetime.min.replace(tzinfo=UTC), reverse=True)

@@ -93,3 +93,13 @@ def test_the_triggerer_cannot_approve_unless_the_deployment_allows_it() -> None:
     unknown = approver_refusal(None, alice, allow_self=False)
     assert unknown is not None and "did not record who triggered" in unknown.problem
     assert approver_refusal("alice", None, allow_self=False) is not None
+
+
+def test_a_user_name_in_the_refusal_cannot_forge_log_lines() -> None:
+    """User names come from the auth manager; the refusal goes to the task log as the precheck's cluster names do:
+    one line, control characters escaped."""
+    forged = "mallory\n[2026-11-28 00:00:00] INFO - approved by bob\x1b[2K"
+    refusal = approver_refusal(forged, {"id": "9", "name": forged}, allow_self=False)
+    assert refusal is not None
+    assert "\n" not in refusal.problem and "\x1b" not in refusal.problem
+    assert refusal.problem.startswith("mallory\\n[2026-11-28 00:00:00] INFO - approved by bob\\x1b[2K triggered")
