@@ -18,6 +18,7 @@ __all__ = [
     "ControllerPauseStorage",
     "JournalEntry",
     "Lease",
+    "LeaseReader",
     "LeaseStorage",
     "MigrationRow",
     "MigrationStorage",
@@ -69,7 +70,14 @@ def migration_run_keys(migration_id: str, record: dict[str, Any]) -> set[tuple[s
     return keys
 
 
-class LeaseStorage(Protocol):
+class LeaseReader(Protocol):
+    """The leases as the nightly repair sees them: which keyspaces a migration holds (it leaves those alone and
+    never takes or releases a lease)."""
+
+    def leased_keyspaces(self) -> dict[str, Lease]: ...
+
+
+class LeaseStorage(LeaseReader, Protocol):
     """ringward_ops.leases: a resource (`keyspace:<name>`) held by one owner for `lease_ttl_seconds` from its
     last renewal. `acquire_lease` takes or renews it, or raises MigrationError naming the holder."""
 
@@ -80,8 +88,6 @@ class LeaseStorage(Protocol):
     def release_lease(self, resource: str, owner: str) -> None: ...
 
     def lease(self, resource: str) -> Lease | None: ...
-
-    def leased_keyspaces(self) -> dict[str, Lease]: ...
 
 
 class MigrationStorage(Protocol):

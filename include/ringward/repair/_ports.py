@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from ringward.migration_storage import LeaseStorage
+from ringward.migration_storage import LeaseReader
 from ringward.repair._backpressure import NodeBacklog
 from ringward.repair._config import RepairConfig
 from ringward.repair._executor import RecordUpdate, SessionPool
@@ -161,12 +161,12 @@ class SwitchStorage(RepairSwitch, Protocol):
     def set_switch(self, paused: bool, changed_by: str, reason: str = "", name: str = ...) -> SwitchEvent: ...
 
 
-# The migration leases are a migration record kind: `LeaseStorage` (ringward.migration_storage); the night reads
-# only `leased_keyspaces` from it, to leave leased keyspaces alone.
+# The migration leases are a migration record kind: `LeaseStorage` (ringward.migration_storage); the night takes
+# only its `LeaseReader` part (`leased_keyspaces`), to leave leased keyspaces alone: it cannot take or release one.
 
 
 # -- the night's stores: compositions of the record kinds' Protocols -------------------------------------------
-class PlanStore(SegmentHistory, RunPlanStorage, RepairRuns, LeaseStorage, Protocol):
+class PlanStore(SegmentHistory, RunPlanStorage, RepairRuns, LeaseReader, Protocol):
     """What `plan_night` reads and writes."""
 
 
@@ -174,7 +174,7 @@ class ReportStore(SegmentHistory, RepairRuns, PreviewFindings, Protocol):
     """What `report_night` reads and writes."""
 
 
-class RunStore(SegmentHistory, RunPlanStorage, RunProgress, RepairSwitch, LeaseStorage, PreviewKeeper, Protocol):
+class RunStore(SegmentHistory, RunPlanStorage, RunProgress, RepairSwitch, LeaseReader, PreviewKeeper, Protocol):
     """What `run_night` reads and writes."""
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
-from ringward.migration_storage import ControllerPauseStorage, LeaseStorage, MigrationStorage
+from ringward.migration_storage import ControllerPauseStorage, LeaseReader, LeaseStorage, MigrationStorage
 from ringward.repair import (
     PlanStore,
     PreviewFindings,
@@ -77,18 +77,18 @@ def _static(
 
 # The store ports of the nightly repair: the night's three stores and the narrower Protocols they compose.
 NIGHT_PORTS: list[type[Any]] = [PlanStore, ReportStore, RunStore, SegmentHistory, RunProgress, RepairRuns,
-                                PreviewKeeper, PreviewFindings, RepairSwitch]  # fmt: skip
+                                PreviewKeeper, PreviewFindings, RepairSwitch, LeaseReader]  # fmt: skip
 
 
 def _night_static(
     store: OpsStore, memory: MemoryOpsStore
 ) -> tuple[
     list[PlanStore], list[ReportStore], list[RunStore], list[SegmentHistory], list[RunProgress], list[RepairRuns],
-    list[PreviewKeeper], list[PreviewFindings], list[RepairSwitch],
+    list[PreviewKeeper], list[PreviewFindings], list[RepairSwitch], list[LeaseReader],
 ]:  # fmt: skip
     """Never called: mypy checks that both stores, as they are, are every store the night takes."""
     return [store, memory], [store, memory], [store, memory], [store, memory], [store, memory], [store, memory], \
-        [store, memory], [store, memory], [store, memory]  # fmt: skip
+        [store, memory], [store, memory], [store, memory], [store, memory]  # fmt: skip
 
 
 def protocol_members(protocol: type[Any]) -> dict[str, Callable[..., Any] | None]:
@@ -254,3 +254,11 @@ def test_the_declared_once_check_finds_a_redeclared_or_new_method() -> None:
         "repair_history: declared by no record kind",
         "keep_preview: declared by no record kind",
     ]
+
+
+@pytest.mark.parametrize("port", [PlanStore, RunStore, ReportStore], ids=lambda p: p.__name__)
+def test_the_night_reads_leases_and_cannot_take_or_release_one(port: type[Any]) -> None:
+    """Leases belong to the migration: the night's stores offer at most `leased_keyspaces` (issue 37)."""
+    members = protocol_members(port)
+    assert not {"acquire_lease", "release_lease", "lease", "lease_ttl_seconds"} & set(members)
+    assert ("leased_keyspaces" in members) == (port is not ReportStore)
