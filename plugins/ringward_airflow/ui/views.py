@@ -218,7 +218,7 @@ def migration_view(
         "stored_steps_shown": [format_replication(s) for s in record.get("steps", [])],
         "summary": record.get("summary", ""),
         "affected_ranges": built.affected, "total_ranges": built.total,
-        "findings": [_finding_window(f, window) for f in built.findings],
+        "findings": [_finding_window(f, ranges, window) for f, ranges in built.findings],
         "window": {"offset": window.offset, "limit": window.limit},
         "ranges_total": len(built.ranges),
         "ranges": built.ranges.rows(built.ranges.window(window)),
@@ -268,13 +268,12 @@ class _Ranges:
         self.triaged = array("l", affected + [i for i in range(len(changes)) if i not in chosen])
 
     @classmethod
-    def of_placements(cls, before: ReplicaMap, after: ReplicaMap, delta: ReplicaDelta) -> _Ranges:
-        """The ranges of two placements of one ring (`before.ranges is after.ranges`) and their counted change
-        (`delta`, aligned with them): the same as `_Ranges(plan.ranges)`, without an object per range (a fleet's
-        ring has 256,000 ranges; every pass here runs in C)."""
+    def of_placements(cls, bounds: _Bounds, before: ReplicaMap, after: ReplicaMap, delta: ReplicaDelta) -> _Ranges:
+        """The ranges of two placements of one ring (`before.ranges is after.ranges is bounds.ranges`) and their
+        counted change (`delta`, aligned with them): the same as `_Ranges(plan.ranges)`, without an object per
+        range (a fleet's ring has 256,000 ranges; every pass here runs in C)."""
         ranges = cls.__new__(cls)
-        ranges.starts = array("q", map(attrgetter("start"), before.ranges))
-        ranges.ends = array("q", map(attrgetter("end"), before.ranges))
+        ranges.starts, ranges.ends = bounds.starts, bounds.ends
         ranges.old, ranges.new = before.replicas, after.replicas
         changed = list(map(or_, delta.lost, delta.gained))  # a range's replica set changes: it loses or gains one
         every = range(len(changed))
@@ -340,15 +339,27 @@ class _Participants(Sequence[tuple[str, ...]]):
         return gained + tuple(node for node in new if node not in gained)
 
 
-def _stages(ring: Ring, step: MigrationStep) -> tuple[_Stage, ...]:
+@dataclass(frozen=True)
+class _Bounds:
+    """The token bounds of a ring's ranges (`ranges`, ring order), in arrays: read once for every step."""
+
+    ranges: Sequence[TokenRange]
+    starts: array[int]
+    ends: array[int]
+
+    @classmethod
+    def of(cls, ranges: Sequence[TokenRange]) -> _Bounds:
+        return cls(ranges, array("q", map(attrgetter("start"), ranges)), array("q", map(attrgetter("end"), ranges)))
+
+
+def _stages(ring: Ring, step: MigrationStep, bounds: _Bounds) -> tuple[_Stage, ...]:
     """The step's two repair stages, segment for segment what `repair_pieces(step_changes(...))` repairs."""
     before, after = step.placements(ring)
-    if before.ranges is not after.ranges:  # placements of one ring share their ranges; kept general
+    if not (before.ranges is after.ranges is bounds.ranges):  # placements of one ring share its ranges; kept general
         return _stages_of_pieces(ring, step)
     delta = replica_delta(ring, step.before, step.after)
     changed = list(map(or_, delta.lost, delta.gained))  # the step's ranges: those whose replica set changes
-    starts = array("q", map(attrgetter("start"), before.ranges))
-    ends = array("q", map(attrgetter("end"), before.ranges))
+    starts, ends = bounds.starts, bounds.ends
     stages = []
     for phase, name, placement in (("pre", "pre-repair", before), ("post", "repair", after)):
         # A range with one participant (its replicas before, or after: the gained ones and the rest) is not repaired.
@@ -402,7 +413,7 @@ class _Built:
     safe: bool
     affected: int
     total: int
-    findings: tuple[dict[str, Any], ...]
+    findings: tuple[tuple[dict[str, Any], tuple[TokenRange, ...]], ...]  # each as JSON but its ranges, and those
     ranges: _Ranges
     steps: tuple[_Step, ...]
     svg: str
@@ -414,18 +425,20 @@ def _build(row: MigrationRow) -> _Built:
         steps = migration_steps(plan)
     except RingwardError:
         steps = []
+    before, after = plan.placement_before, plan.placement_after
+    bounds = _Bounds.of(before.ranges)
     built_steps = [
         _Step(step.index, step.count, step.before.to_cql(), step.after.to_cql(), step.after.describe(),
-              _stages(plan.ring, step))
+              _stages(plan.ring, step, bounds))
         for step in steps
     ]  # fmt: skip
-    before, after = plan.placement_before, plan.placement_after
     same_ranges = before.ranges is after.ranges and plan.diff.before is before and plan.diff.after is after
-    ranges = _Ranges.of_placements(before, after, plan.diff.counts) if same_ranges else _Ranges(plan.ranges)
+    ranges = _Ranges.of_placements(bounds, before, after, plan.diff.counts) if same_ranges else _Ranges(plan.ranges)
+    findings = tuple((replace(f, ranges=()).to_json(), f.ranges) for f in plan.findings)  # ranges: per window
     # The picture names the settings as the pages do (`NetworkTopologyStrategy {dc1: 3}`), from the typed plan.
     return _Built(
         plan.keyspace, plan.old.to_cql(), plan.new.to_cql(), plan.old.describe(), plan.new.describe(), plan.safe,
-        plan.diff.affected_count(), plan.total_ranges, tuple(f.to_json() for f in plan.findings), ranges,
+        plan.diff.affected_count(), plan.total_ranges, findings, ranges,
         tuple(built_steps), render_placement_svg(plan, max_arcs=PLACEMENT_ARCS),
     )  # fmt: skip
 
@@ -489,11 +502,12 @@ def _planned(dag_id: str, run_id: str, row: MigrationRow) -> tuple[_Built, tuple
         building.done.set()
 
 
-def _finding_window(finding: dict[str, Any], window: Window) -> dict[str, Any]:
-    """A finding with the window's share of the ranges it names (a fleet's plan may name 256,000), and their count."""
-    ranges = finding.get("ranges") or []
+def _finding_window(finding: dict[str, Any], ranges: Sequence[TokenRange], window: Window) -> dict[str, Any]:
+    """A finding (as JSON, but its `ranges`) with the window's share of the ranges it names (a fleet's plan may name
+    256,000: written out only for the window), and their count."""
     first = 0 if window.triage else window.offset
-    return {**finding, "ranges": ranges[first : first + window.limit], "ranges_total": len(ranges)}
+    shown = [[r.start, r.end] for r in ranges[first : first + window.limit]]
+    return {**finding, "ranges": shown, "ranges_total": len(ranges)}
 
 
 @dataclass(frozen=True)
