@@ -12,20 +12,24 @@ import json
 import os
 import threading
 import time
-from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from itertools import chain, compress, groupby, repeat
-from operator import and_, attrgetter, ge, gt, not_, or_
-from typing import Any, TypeVar, overload
+from itertools import groupby
+from operator import attrgetter
+from typing import Any, TypeVar
 
 from ringward.clusters import ClusterTarget
 from ringward.errors import RingwardError
-from ringward.migration import MigrationStep, migration_steps, repair_pieces, step_changes
+from ringward.migration_pages import (
+    PLACEMENT_ARCS,
+    MigrationPages,
+    PageRanges,
+    PageStage,
+    pages_of_plan,
+)
 from ringward.migration_record import MigrationRecord, MigrationState
-from ringward.placement import ReplicaDelta, ReplicaMap, replica_delta
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import (
     REPAIR_TYPES,
@@ -37,10 +41,10 @@ from ringward.repair import (
     reported_types,
     status_config,
 )
-from ringward.ring import Ring, TokenRange
+from ringward.ring import Ring
 from ringward.ring_picture import render_ring_svg
 from ringward.ring_sources import ring_from_json
-from ringward.svg import render_placement_svg, xml_text
+from ringward.svg import xml_text
 from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
 
 from ringward_airflow.ui.airflow_reads import AirflowAccessRefused
@@ -221,7 +225,7 @@ def migration_view(
         "findings": [_finding_window(f, ranges, window) for f, ranges in built.findings],
         "window": {"offset": window.offset, "limit": window.limit},
         "ranges_total": len(built.ranges),
-        "ranges": built.ranges.rows(built.ranges.window(window)),
+        "ranges": built.ranges.rows(_window_indexes(built.ranges, window)),
         "steps": progress,
         "xcoms_readable": access.xcoms,
         "cleanup": _cleanup(xcoms, state),
@@ -232,7 +236,6 @@ def migration_view(
 # -- the migration's plan, built once per stored record ------------------------------------------------------
 
 JSON_ROWS = 500  # rows of each list per JSON response (?offset=&limit=, limit at most this): 1 MB at 1000 x 256
-PLACEMENT_ARCS = 720  # the placement picture draws a larger plan as this many arcs per ring (runs of ranges)
 PLANS_KEPT = 2  # built plans kept in memory (about 40 MB each at 1000 nodes x 256 tokens)
 
 
@@ -253,204 +256,25 @@ class Window:
         return max(0, (longest - 1) // self.limit * self.limit)
 
 
-class _Ranges:
-    """A plan's ranges, compact: token bounds in arrays, replica tuples shared (the placements' own lists, or one
-    object per distinct set)."""
-
-    def __init__(self, changes: Sequence[Any]) -> None:
-        shared: dict[tuple[str, ...], tuple[str, ...]] = {}
-        self.starts = array("q", (c.range.start for c in changes))
-        self.ends = array("q", (c.range.end for c in changes))
-        self.old: Sequence[tuple[str, ...]] = [shared.setdefault(tuple(c.old), tuple(c.old)) for c in changes]
-        self.new: Sequence[tuple[str, ...]] = [shared.setdefault(tuple(c.new), tuple(c.new)) for c in changes]
-        affected = [i for i, c in enumerate(changes) if set(c.old) != set(c.new)]
-        chosen = set(affected)
-        self.triaged = array("l", affected + [i for i in range(len(changes)) if i not in chosen])
-
-    @classmethod
-    def of_placements(cls, bounds: _Bounds, before: ReplicaMap, after: ReplicaMap, delta: ReplicaDelta) -> _Ranges:
-        """The ranges of two placements of one ring (`before.ranges is after.ranges is bounds.ranges`) and their
-        counted change (`delta`, aligned with them): the same as `_Ranges(plan.ranges)`, without an object per
-        range (a fleet's ring has 256,000 ranges; every pass here runs in C)."""
-        ranges = cls.__new__(cls)
-        ranges.starts, ranges.ends = bounds.starts, bounds.ends
-        ranges.old, ranges.new = before.replicas, after.replicas
-        changed = list(map(or_, delta.lost, delta.gained))  # a range's replica set changes: it loses or gains one
-        every = range(len(changed))
-        ranges.triaged = array("l", chain(compress(every, changed), compress(every, map(not_, changed))))
-        return ranges
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def window(self, window: Window) -> Sequence[int]:
-        """The indexes of the window's rows (affected first in the page's order)."""
-        if window.triage:
-            return self.triaged[window.offset : window.offset + window.limit]
-        return range(window.offset, min(window.offset + window.limit, len(self)))
-
-    def rows(self, indexes: Sequence[int]) -> list[dict[str, Any]]:
-        rows = []
-        for i in indexes:
-            old, new = self.old[i], self.new[i]
-            gained, lost = [a for a in new if a not in old], [a for a in old if a not in new]
-            rows.append({"range": [self.starts[i], self.ends[i]], "old": list(old), "new": list(new),
-                         "gained": gained, "lost": lost})  # fmt: skip
-        return rows
+def _window_indexes(ranges: PageRanges, window: Window) -> Sequence[int]:
+    """The indexes of the window's rows of `ranges` (affected first in the page's order)."""
+    if window.triage:
+        return ranges.triaged[window.offset : window.offset + window.limit]
+    return range(window.offset, min(window.offset + window.limit, len(ranges)))
 
 
-@dataclass(frozen=True)
-class _Stage:
-    """One repair stage of a step: its segments in ring order, compact."""
-
-    stage: str
-    name: str
-    starts: array[int]
-    ends: array[int]
-    replicas: Sequence[tuple[str, ...]]  # each segment's participants, coordinator first
-
-
-class _Participants(Sequence[tuple[str, ...]]):
-    """The participants of a stage's segments, built for the segments a page shows: segment k repairs ring range
-    `of[k]`, whose replicas are `old[i]` before the step and `new[i]` after it. Before (`pre`): the old replicas;
-    after: the gained replicas first (the coordinator is one), then the others, as `repair_pieces` orders them."""
-
-    def __init__(self, of: Sequence[int], old: Sequence[tuple[str, ...]], new: Sequence[tuple[str, ...]],
-                 pre: bool) -> None:  # fmt: skip
-        self.of, self.old, self.new, self.pre = of, old, new, pre
-
-    def __len__(self) -> int:
-        return len(self.of)
-
-    @overload
-    def __getitem__(self, k: int) -> tuple[str, ...]: ...
-
-    @overload
-    def __getitem__(self, k: slice) -> list[tuple[str, ...]]: ...
-
-    def __getitem__(self, k: int | slice) -> tuple[str, ...] | list[tuple[str, ...]]:
-        if isinstance(k, slice):
-            return [self[j] for j in range(*k.indices(len(self)))]
-        i = self.of[k]
-        if self.pre:
-            return self.old[i]
-        old, new = self.old[i], self.new[i]
-        gained = tuple(node for node in new if node not in old)
-        return gained + tuple(node for node in new if node not in gained)
-
-
-@dataclass(frozen=True)
-class _Bounds:
-    """The token bounds of a ring's ranges (`ranges`, ring order), in arrays: read once for every step."""
-
-    ranges: Sequence[TokenRange]
-    starts: array[int]
-    ends: array[int]
-
-    @classmethod
-    def of(cls, ranges: Sequence[TokenRange]) -> _Bounds:
-        return cls(ranges, array("q", map(attrgetter("start"), ranges)), array("q", map(attrgetter("end"), ranges)))
-
-
-def _stages(ring: Ring, step: MigrationStep, bounds: _Bounds) -> tuple[_Stage, ...]:
-    """The step's two repair stages, segment for segment what `repair_pieces(step_changes(...))` repairs."""
-    before, after = step.placements(ring)
-    if not (before.ranges is after.ranges is bounds.ranges):  # placements of one ring share its ranges; kept general
-        return _stages_of_pieces(ring, step)
-    delta = replica_delta(ring, step.before, step.after)
-    changed = list(map(or_, delta.lost, delta.gained))  # the step's ranges: those whose replica set changes
-    starts, ends = bounds.starts, bounds.ends
-    stages = []
-    for phase, name, placement in (("pre", "pre-repair", before), ("post", "repair", after)):
-        # A range with one participant (its replicas before, or after: the gained ones and the rest) is not repaired.
-        count = placement.replica_count
-        counts = repeat(count) if count is not None else map(len, placement.replicas)
-        of = array("l", compress(range(len(changed)), map(and_, changed, map(gt, counts, repeat(1)))))
-        seg_starts, seg_ends = array("q", map(starts.__getitem__, of)), array("q", map(ends.__getitem__, of))
-        # A range crossing the minimum token (the wrap-around one) is repaired as its `unwrap` pieces.
-        for k in reversed(list(compress(range(len(of)), map(ge, seg_starts, seg_ends)))):
-            pieces = TokenRange(seg_starts[k], seg_ends[k]).unwrap()
-            seg_starts[k : k + 1] = array("q", (p.start for p in pieces))
-            seg_ends[k : k + 1] = array("q", (p.end for p in pieces))
-            of[k : k + 1] = array("l", [of[k]] * len(pieces))
-        replicas = _Participants(of, before.replicas, after.replicas, phase == "pre")
-        stages.append(_Stage(f"{phase}_repair:{step.index}", name, seg_starts, seg_ends, replicas))
-    return tuple(stages)
-
-
-def _stages_of_pieces(ring: Ring, step: MigrationStep) -> tuple[_Stage, ...]:
-    """The step's two repair stages from `repair_pieces`, one object per segment (placements of different ranges)."""
-    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
-    changes = step_changes(ring, step)  # both phases' ranges, computed once
-    stages = []
-    for phase, name in (("pre", "pre-repair"), ("post", "repair")):
-        pieces = repair_pieces(changes, phase)  # type: ignore[arg-type]  # what repair_segments repairs
-        replicas = [shared.setdefault(participants, participants) for _, participants in pieces]
-        stages.append(_Stage(f"{phase}_repair:{step.index}", name, array("q", (p.start for p, _ in pieces)),
-                             array("q", (p.end for p, _ in pieces)), replicas))  # fmt: skip
-    return tuple(stages)
-
-
-@dataclass(frozen=True)
-class _Step:
-    index: int
-    count: int
-    before: str
-    after: str
-    after_shown: str
-    stages: tuple[_Stage, ...]
-
-
-@dataclass(frozen=True)
-class _Built:
-    """What a stored migration record plans, as the pages show it: built once per record (`_planned`)."""
-
-    keyspace: str
-    old: str
-    new: str
-    old_shown: str
-    new_shown: str
-    safe: bool
-    affected: int
-    total: int
-    findings: tuple[tuple[dict[str, Any], tuple[TokenRange, ...]], ...]  # each as JSON but its ranges, and those
-    ranges: _Ranges
-    steps: tuple[_Step, ...]
-    svg: str
-
-
-def _build(row: MigrationRow) -> _Built:
-    plan = _checked_record(row)
-    try:
-        steps = migration_steps(plan)
-    except RingwardError:
-        steps = []
-    before, after = plan.placement_before, plan.placement_after
-    bounds = _Bounds.of(before.ranges)
-    built_steps = [
-        _Step(step.index, step.count, step.before.to_cql(), step.after.to_cql(), step.after.describe(),
-              _stages(plan.ring, step, bounds))
-        for step in steps
-    ]  # fmt: skip
-    same_ranges = before.ranges is after.ranges and plan.diff.before is before and plan.diff.after is after
-    ranges = _Ranges.of_placements(bounds, before, after, plan.diff.counts) if same_ranges else _Ranges(plan.ranges)
-    findings = tuple((replace(f, ranges=()).to_json(), f.ranges) for f in plan.findings)  # ranges: per window
-    # The picture names the settings as the pages do (`NetworkTopologyStrategy {dc1: 3}`), from the typed plan.
-    return _Built(
-        plan.keyspace, plan.old.to_cql(), plan.new.to_cql(), plan.old.describe(), plan.new.describe(), plan.safe,
-        plan.diff.affected_count(), plan.total_ranges, findings, ranges,
-        tuple(built_steps), render_placement_svg(plan, max_arcs=PLACEMENT_ARCS),
-    )  # fmt: skip
+def _build(row: MigrationRow) -> MigrationPages:
+    return pages_of_plan(_checked_record(row), max_arcs=PLACEMENT_ARCS)
 
 
 @dataclass
 class _Building:
     done: threading.Event = field(default_factory=threading.Event)
-    built: _Built | None = None
+    built: MigrationPages | None = None
     error: BaseException | None = None
 
 
-_PLANS: OrderedDict[tuple[str, ...], _Built] = OrderedDict()  # record key -> its built plan, latest used last
+_PLANS: OrderedDict[tuple[str, ...], MigrationPages] = OrderedDict()  # record key -> its built plan, latest used last
 _BUILDING: dict[tuple[str, ...], _Building] = {}
 _PLANS_LOCK = threading.Lock()
 COLD_BUILDS = Counter[str]()  # migration id -> how many times its plan was built (what the tests count)
@@ -467,9 +291,9 @@ def _record_key(dag_id: str, run_id: str, row: MigrationRow) -> tuple[str, ...]:
     return dag_id, run_id, row.migration_id, json.dumps(rest, sort_keys=True, default=str), ring_text
 
 
-def _planned(dag_id: str, run_id: str, row: MigrationRow) -> tuple[_Built, tuple[str, ...]]:
-    """(the record's built plan, its key): built once (by one request; others asking for it meanwhile wait for
-    that one build rather than start their own), then kept while it is one of the `PLANS_KEPT` latest used."""
+def _planned(dag_id: str, run_id: str, row: MigrationRow) -> tuple[MigrationPages, tuple[str, ...]]:
+    """(the record's pages, its key): built once (by one request; others asking for it meanwhile wait for that one
+    build rather than start their own), then kept while it is one of the `PLANS_KEPT` latest used."""
     key = _record_key(dag_id, run_id, row)
     with _PLANS_LOCK:
         if key in _PLANS:
@@ -502,7 +326,7 @@ def _planned(dag_id: str, run_id: str, row: MigrationRow) -> tuple[_Built, tuple
         building.done.set()
 
 
-def _finding_window(finding: dict[str, Any], ranges: Sequence[TokenRange], window: Window) -> dict[str, Any]:
+def _finding_window(finding: dict[str, Any], ranges: Sequence[Any], window: Window) -> dict[str, Any]:
     """A finding (as JSON, but its `ranges`) with the window's share of the ranges it names (a fleet's plan may name
     256,000: written out only for the window), and their count."""
     first = 0 if window.triage else window.offset
@@ -526,7 +350,9 @@ _JOURNALS: dict[tuple[str, ...], tuple[float, dict[str, _StageJournal]]] = {}  #
 _clock = time.monotonic
 
 
-def _journal_state(key: tuple[str, ...], built: _Built, read: Callable[[], list[Any]]) -> dict[str, _StageJournal]:
+def _journal_state(
+    key: tuple[str, ...], built: MigrationPages, read: Callable[[], list[Any]]
+) -> dict[str, _StageJournal]:
     """The migration's journal by stage. A large one (a fleet's: 256,000 entries a stage) is read and sorted at
     most once per `JOURNAL_TTL` for every viewer of the run (the route has checked the viewer may read it; the
     key is the record's, its DAG and run included): its progress is then up to that old."""
@@ -550,7 +376,7 @@ def _journal_state(key: tuple[str, ...], built: _Built, read: Callable[[], list[
     return state
 
 
-def _stage_journal(stage: _Stage, entries: dict[int, Any]) -> _StageJournal:
+def _stage_journal(stage: PageStage, entries: dict[int, Any]) -> _StageJournal:
     """One pass over the segments of a stage with entries; none over those of a stage without (all pending)."""
     failed: list[int] = []
     done: list[int] = []
@@ -564,7 +390,7 @@ def _stage_journal(stage: _Stage, entries: dict[int, Any]) -> _StageJournal:
     return _StageJournal(entries, failed, others, done)
 
 
-def _stage_progress(stage: _Stage, journal: _StageJournal | None, window: Window) -> dict[str, Any]:
+def _stage_progress(stage: PageStage, journal: _StageJournal | None, window: Window) -> dict[str, Any]:
     """A stage's counts and the window's rows, its journal merged in."""
     total = len(stage.starts)
     entries = journal.entries if journal else {}
