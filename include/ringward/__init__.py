@@ -19,6 +19,7 @@ __all__ = [
     "governance",
     "markdown",
     "migration",
+    "migration_pages",
     "migration_record",
     "migration_storage",
     "permissions",

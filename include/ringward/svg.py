@@ -9,9 +9,10 @@ the element is written (`ringward._svg`); the finished SVG is never rewritten.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
-from typing import TypeVar
+from operator import or_
 
 from ringward import _svg
 from ringward.plan import MigrationPlan
@@ -19,7 +20,6 @@ from ringward.ring import Ring, TokenRange
 
 __all__ = ["REPAIR_BUCKETS", "render_placement_svg", "render_repair_svg", "xml_text"]
 
-T = TypeVar("T")
 
 xml_text = _svg.xml_text  # text from anywhere, as SVG element content
 
@@ -41,9 +41,9 @@ def render_placement_svg(plan: MigrationPlan, *, max_arcs: int | None = None) ->
 
     `max_arcs`: above this many ranges the picture is drawn in at most that many arcs per ring, each a run of
     neighbouring ranges (`_placement_summary_svg`): its size stays bounded whatever the ring's."""
-    changes = plan.ranges
-    if max_arcs is not None and len(changes) > max_arcs:
+    if max_arcs is not None and plan.total_ranges > max_arcs:
         return _placement_summary_svg(plan, max_arcs)
+    changes = plan.ranges
     colours = _set_colours([c.old for c in changes] + [c.new for c in changes])
     names = _svg.short_names(sorted({a for c in changes for a in (*c.old, *c.new)}))
     width, top = 1160, 90
@@ -84,13 +84,6 @@ def render_placement_svg(plan: MigrationPlan, *, max_arcs: int | None = None) ->
     return _svg.document(width, height, body)
 
 
-def ring_runs(items: Sequence[T], count: int) -> list[Sequence[T]]:
-    """`items` (in ring order) cut into at most `count` runs of neighbours, of sizes differing by one at most."""
-    count = max(1, min(count, len(items)))
-    bounds = [len(items) * i // count for i in range(count + 1)]
-    return [items[bounds[i] : bounds[i + 1]] for i in range(count)]
-
-
 def run_range(first: TokenRange, last: TokenRange) -> TokenRange:
     """The token range from the start of `first` to the end of `last` (neighbours in ring order)."""
     return TokenRange(first.start, last.end)
@@ -103,7 +96,10 @@ def _placement_summary_svg(plan: MigrationPlan, max_arcs: int) -> str:
     """The placement of a large ring: each arc a run of neighbouring ranges, before in the neutral colour, after
     shaded by the share of its ranges whose replicas change (the tooltip gives the counts)."""
     width, top = 1160, 90
-    runs = ring_runs(plan.ranges, max_arcs)
+    ranges, moved_at = _ranges_and_moves(plan)
+    count = max(1, min(max_arcs, len(ranges)))  # runs of neighbours, sizes differing by one at most
+    bounds = [len(ranges) * i // count for i in range(count + 1)]
+    runs = [(ranges[b], ranges[e - 1], e - b, sum(moved_at[b:e])) for b, e in itertools.pairwise(bounds)]
     body = [
         _svg.text(width / 2, 28, f"{plan.keyspace}: {_title(plan)}", size=17, extra="font-weight='bold'"),
         _svg.text(width / 2, 54, _subtitle(plan), size=13, extra=f"fill='{'#2b7a2b' if plan.safe else _MOVED}'"),
@@ -112,22 +108,21 @@ def _placement_summary_svg(plan: MigrationPlan, max_arcs: int) -> str:
     rings = ((260.0, "before", plan.ring, plan.old.describe()),
              (870.0, "after", plan.ring_after or plan.ring, plan.new.describe()))  # fmt: skip
     for cx, side, ring, caption in rings:
-        for run in runs:
-            arc = run_range(run[0].range, run[-1].range)
-            moved = sum(1 for change in run if change.gained or change.lost)
-            share = moved / len(run)
+        for first, last, size, moved in runs:
+            arc = run_range(first, last)
+            share = moved / size
             fill = _svg.PALETTE[0] if side == "before" else _MOVED
             opacity = 0.8 if side == "before" else 0.15 + 0.85 * share
-            title = f"{arc}: {len(run)} ranges, {moved} of them change replicas"
+            title = f"{arc}: {size} ranges, {moved} of them change replicas"
             body.append(_svg.path(_svg.donut_segment(cx, cy, 110, 170, arc), css_class="arc", fill=fill, title=title,
                                   extra=f"fill-opacity='{opacity:.2f}' stroke='white' stroke-width='0.5'"))  # fmt: skip
         body.append(_svg.text(cx, cy - 8, side, size=20, extra="font-weight='bold' fill='#333'"))
         body.append(_svg.text(cx, cy + 16, f"{len(ring.nodes)} nodes", size=12, extra="fill='#666'"))
         body.append(_svg.text(cx, cy + 235, caption, size=12, extra="fill='#333'"))
     legend_top = cy + 270
-    per_arc = f"{len(plan.ranges) // len(runs)}" + ("" if len(plan.ranges) % len(runs) == 0 else "-" +
-                                                     str(len(plan.ranges) // len(runs) + 1))  # fmt: skip
-    shading = f"after: the darker, the more of the arc's ranges change replicas ({len(plan.affected)} of " \
+    per_arc = f"{len(ranges) // len(runs)}" + ("" if len(ranges) % len(runs) == 0 else "-" +
+                                                str(len(ranges) // len(runs) + 1))  # fmt: skip
+    shading = f"after: the darker, the more of the arc's ranges change replicas ({sum(moved_at)} of " \
         f"{plan.total_ranges})"  # fmt: skip
     body.append(_svg.legend_row(40, legend_top, _MOVED, shading))
     body.append(_svg.text(40, legend_top + 26, f"{plan.total_ranges} ranges drawn as {len(runs)} arcs of {per_arc} "
@@ -142,6 +137,16 @@ def _placement_summary_svg(plan: MigrationPlan, max_arcs: int) -> str:
         body.append(_svg.text(40, legend_top + 52 + 20 * i, ("nodes: " if i == 0 else "") + line, size=12,
                               anchor="start"))  # fmt: skip
     return _svg.document(width, int(legend_top + 80 + 20 * len(lines)), body)
+
+
+def _ranges_and_moves(plan: MigrationPlan) -> tuple[Sequence[TokenRange], list[bool]]:
+    """Every range of the plan in ring order, and whether its replica set changes: from the placements and their
+    counted change when they share the ring's ranges (no object per range: a fleet's ring has 256,000), else
+    from `plan.ranges`."""
+    before, after, diff = plan.placement_before, plan.placement_after, plan.diff
+    if before.ranges is after.ranges and diff.before is before and diff.after is after:
+        return before.ranges, list(map(bool, map(or_, diff.counts.lost, diff.counts.gained)))
+    return [c.range for c in plan.ranges], [bool(c.gained or c.lost) for c in plan.ranges]
 
 
 def render_repair_svg(entries: Sequence[tuple[TokenRange, float | None]], *, title: str) -> str:
@@ -270,4 +275,4 @@ def _title(plan: MigrationPlan) -> str:
 
 def _subtitle(plan: MigrationPlan) -> str:
     verdict = "safe" if plan.safe else f"refused ({', '.join(sorted({f.code for f in plan.refusals}))})"
-    return f"affected {len(plan.affected)} of {plan.total_ranges} ranges \u00b7 {verdict}"
+    return f"affected {plan.diff.affected_count()} of {plan.total_ranges} ranges \u00b7 {verdict}"

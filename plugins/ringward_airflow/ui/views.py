@@ -12,7 +12,6 @@ import json
 import os
 import threading
 import time
-from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,7 +22,13 @@ from typing import Any, TypeVar
 
 from ringward.clusters import ClusterTarget
 from ringward.errors import RingwardError
-from ringward.migration import migration_steps, repair_pieces, step_changes
+from ringward.migration_pages import (
+    PLACEMENT_ARCS,
+    MigrationPages,
+    PageRanges,
+    PageStage,
+    pages_of_plan,
+)
 from ringward.migration_record import MigrationRecord, MigrationState
 from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import (
@@ -39,7 +44,7 @@ from ringward.repair import (
 from ringward.ring import Ring
 from ringward.ring_picture import render_ring_svg
 from ringward.ring_sources import ring_from_json
-from ringward.svg import render_placement_svg, xml_text
+from ringward.svg import xml_text
 from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
 
 from ringward_airflow.ui.airflow_reads import AirflowAccessRefused
@@ -217,10 +222,10 @@ def migration_view(
         "stored_steps_shown": [format_replication(s) for s in record.get("steps", [])],
         "summary": record.get("summary", ""),
         "affected_ranges": built.affected, "total_ranges": built.total,
-        "findings": [_finding_window(f, window) for f in built.findings],
+        "findings": [_finding_window(f, ranges, window) for f, ranges in built.findings],
         "window": {"offset": window.offset, "limit": window.limit},
         "ranges_total": len(built.ranges),
-        "ranges": built.ranges.rows(built.ranges.window(window)),
+        "ranges": built.ranges.rows(_window_indexes(built.ranges, window)),
         "steps": progress,
         "xcoms_readable": access.xcoms,
         "cleanup": _cleanup(xcoms, state),
@@ -231,8 +236,7 @@ def migration_view(
 # -- the migration's plan, built once per stored record ------------------------------------------------------
 
 JSON_ROWS = 500  # rows of each list per JSON response (?offset=&limit=, limit at most this): 1 MB at 1000 x 256
-PLACEMENT_ARCS = 720  # the placement picture draws a larger plan as this many arcs per ring (runs of ranges)
-PLANS_KEPT = 2  # built plans kept in memory (about 40 MB each at 1000 nodes x 256 tokens)
+PLANS_KEPT = 2  # built plans kept in memory (190 MB each at 1000 nodes x 256 tokens, three steps: tracemalloc)
 
 
 @dataclass(frozen=True)
@@ -252,111 +256,25 @@ class Window:
         return max(0, (longest - 1) // self.limit * self.limit)
 
 
-class _Ranges:
-    """A plan's ranges, compact: token bounds in arrays, replica tuples shared (one object per distinct set)."""
-
-    def __init__(self, changes: Sequence[Any]) -> None:
-        shared: dict[tuple[str, ...], tuple[str, ...]] = {}
-        self.starts = array("q", (c.range.start for c in changes))
-        self.ends = array("q", (c.range.end for c in changes))
-        self.old = [shared.setdefault(tuple(c.old), tuple(c.old)) for c in changes]
-        self.new = [shared.setdefault(tuple(c.new), tuple(c.new)) for c in changes]
-        affected = [i for i, c in enumerate(changes) if set(c.old) != set(c.new)]
-        chosen = set(affected)
-        self.triaged = array("l", affected + [i for i in range(len(changes)) if i not in chosen])
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def window(self, window: Window) -> Sequence[int]:
-        """The indexes of the window's rows (affected first in the page's order)."""
-        if window.triage:
-            return self.triaged[window.offset : window.offset + window.limit]
-        return range(window.offset, min(window.offset + window.limit, len(self)))
-
-    def rows(self, indexes: Sequence[int]) -> list[dict[str, Any]]:
-        rows = []
-        for i in indexes:
-            old, new = self.old[i], self.new[i]
-            gained, lost = [a for a in new if a not in old], [a for a in old if a not in new]
-            rows.append({"range": [self.starts[i], self.ends[i]], "old": list(old), "new": list(new),
-                         "gained": gained, "lost": lost})  # fmt: skip
-        return rows
+def _window_indexes(ranges: PageRanges, window: Window) -> Sequence[int]:
+    """The indexes of the window's rows of `ranges` (affected first in the page's order)."""
+    if window.triage:
+        return ranges.triaged[window.offset : window.offset + window.limit]
+    return range(window.offset, min(window.offset + window.limit, len(ranges)))
 
 
-@dataclass(frozen=True)
-class _Stage:
-    """One repair stage of a step: its segments in ring order, compact."""
-
-    stage: str
-    name: str
-    starts: array[int]
-    ends: array[int]
-    replicas: list[tuple[str, ...]]
-
-
-@dataclass(frozen=True)
-class _Step:
-    index: int
-    count: int
-    before: str
-    after: str
-    after_shown: str
-    stages: tuple[_Stage, ...]
-
-
-@dataclass(frozen=True)
-class _Built:
-    """What a stored migration record plans, as the pages show it: built once per record (`_planned`)."""
-
-    keyspace: str
-    old: str
-    new: str
-    old_shown: str
-    new_shown: str
-    safe: bool
-    affected: int
-    total: int
-    findings: tuple[dict[str, Any], ...]
-    ranges: _Ranges
-    steps: tuple[_Step, ...]
-    svg: str
-
-
-def _build(row: MigrationRow) -> _Built:
-    plan = _checked_record(row)
-    try:
-        steps = migration_steps(plan)
-    except RingwardError:
-        steps = []
-    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
-    built_steps = []
-    for step in steps:
-        stages = []
-        changes = step_changes(plan.ring, step)  # both phases' ranges, computed once
-        for phase, name in (("pre", "pre-repair"), ("post", "repair")):
-            pieces = repair_pieces(changes, phase)  # type: ignore[arg-type]  # what repair_segments repairs
-            replicas = [shared.setdefault(participants, participants) for _, participants in pieces]
-            stages.append(_Stage(f"{phase}_repair:{step.index}", name, array("q", (p.start for p, _ in pieces)),
-                                 array("q", (p.end for p, _ in pieces)), replicas))  # fmt: skip
-        built_steps.append(_Step(step.index, step.count, step.before.to_cql(), step.after.to_cql(),
-                                 step.after.describe(), tuple(stages)))  # fmt: skip
-    # The picture names the settings as the pages do (`NetworkTopologyStrategy {dc1: 3}`), from the typed plan.
-    return _Built(
-        plan.keyspace, plan.old.to_cql(), plan.new.to_cql(), plan.old.describe(), plan.new.describe(), plan.safe,
-        len(plan.affected), plan.total_ranges, tuple(f.to_json() for f in plan.findings), _Ranges(plan.ranges),
-        tuple(built_steps), render_placement_svg(plan, max_arcs=PLACEMENT_ARCS),
-    )  # fmt: skip
+def _build(row: MigrationRow) -> MigrationPages:
+    return pages_of_plan(_checked_record(row), max_arcs=PLACEMENT_ARCS)
 
 
 @dataclass
 class _Building:
     done: threading.Event = field(default_factory=threading.Event)
-    built: _Built | None = None
+    built: MigrationPages | None = None
     error: BaseException | None = None
 
 
-_PLANS: OrderedDict[tuple[str, ...], _Built] = OrderedDict()  # record key -> its built plan, latest used last
+_PLANS: OrderedDict[tuple[str, ...], MigrationPages] = OrderedDict()  # record key -> its built plan, latest used last
 _BUILDING: dict[tuple[str, ...], _Building] = {}
 _PLANS_LOCK = threading.Lock()
 COLD_BUILDS = Counter[str]()  # migration id -> how many times its plan was built (what the tests count)
@@ -373,9 +291,9 @@ def _record_key(dag_id: str, run_id: str, row: MigrationRow) -> tuple[str, ...]:
     return dag_id, run_id, row.migration_id, json.dumps(rest, sort_keys=True, default=str), ring_text
 
 
-def _planned(dag_id: str, run_id: str, row: MigrationRow) -> tuple[_Built, tuple[str, ...]]:
-    """(the record's built plan, its key): built once (by one request; others asking for it meanwhile wait for
-    that one build rather than start their own), then kept while it is one of the `PLANS_KEPT` latest used."""
+def _planned(dag_id: str, run_id: str, row: MigrationRow) -> tuple[MigrationPages, tuple[str, ...]]:
+    """(the record's pages, its key): built once (by one request; others asking for it meanwhile wait for that one
+    build rather than start their own), then kept while it is one of the `PLANS_KEPT` latest used."""
     key = _record_key(dag_id, run_id, row)
     with _PLANS_LOCK:
         if key in _PLANS:
@@ -408,11 +326,12 @@ def _planned(dag_id: str, run_id: str, row: MigrationRow) -> tuple[_Built, tuple
         building.done.set()
 
 
-def _finding_window(finding: dict[str, Any], window: Window) -> dict[str, Any]:
-    """A finding with the window's share of the ranges it names (a fleet's plan may name 256,000), and their count."""
-    ranges = finding.get("ranges") or []
+def _finding_window(finding: dict[str, Any], ranges: Sequence[Any], window: Window) -> dict[str, Any]:
+    """A finding (as JSON, but its `ranges`) with the window's share of the ranges it names (a fleet's plan may name
+    256,000: written out only for the window), and their count."""
     first = 0 if window.triage else window.offset
-    return {**finding, "ranges": ranges[first : first + window.limit], "ranges_total": len(ranges)}
+    shown = [[r.start, r.end] for r in ranges[first : first + window.limit]]
+    return {**finding, "ranges": shown, "ranges_total": len(ranges)}
 
 
 @dataclass(frozen=True)
@@ -431,7 +350,9 @@ _JOURNALS: dict[tuple[str, ...], tuple[float, dict[str, _StageJournal]]] = {}  #
 _clock = time.monotonic
 
 
-def _journal_state(key: tuple[str, ...], built: _Built, read: Callable[[], list[Any]]) -> dict[str, _StageJournal]:
+def _journal_state(
+    key: tuple[str, ...], built: MigrationPages, read: Callable[[], list[Any]]
+) -> dict[str, _StageJournal]:
     """The migration's journal by stage. A large one (a fleet's: 256,000 entries a stage) is read and sorted at
     most once per `JOURNAL_TTL` for every viewer of the run (the route has checked the viewer may read it; the
     key is the record's, its DAG and run included): its progress is then up to that old."""
@@ -455,7 +376,7 @@ def _journal_state(key: tuple[str, ...], built: _Built, read: Callable[[], list[
     return state
 
 
-def _stage_journal(stage: _Stage, entries: dict[int, Any]) -> _StageJournal:
+def _stage_journal(stage: PageStage, entries: dict[int, Any]) -> _StageJournal:
     """One pass over the segments of a stage with entries; none over those of a stage without (all pending)."""
     failed: list[int] = []
     done: list[int] = []
@@ -469,7 +390,7 @@ def _stage_journal(stage: _Stage, entries: dict[int, Any]) -> _StageJournal:
     return _StageJournal(entries, failed, others, done)
 
 
-def _stage_progress(stage: _Stage, journal: _StageJournal | None, window: Window) -> dict[str, Any]:
+def _stage_progress(stage: PageStage, journal: _StageJournal | None, window: Window) -> dict[str, Any]:
     """A stage's counts and the window's rows, its journal merged in."""
     total = len(stage.starts)
     entries = journal.entries if journal else {}

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from ringward.plan import MigrationPlan, build_plan
+from ringward.plan import MigrationPlan, build_plan, build_ring_change_plan
 from ringward.replication import Replication
 from ringward.ring import Node, Ring, TokenRange
 from ringward.ring_sources import load_ring_file
@@ -103,6 +103,19 @@ def test_a_large_placement_is_drawn_in_at_most_max_arcs_per_ring_and_counts_ever
     labels = " ".join(texts(svg))
     assert "960 ranges drawn as 100 arcs of 9-10 neighbouring ranges" in labels and "and 20 more" in labels
     assert len(paths(render_placement_svg(plan), "arc")) == 2 * 960  # no bound asked: one arc per range
+
+
+def test_a_large_ring_change_is_drawn_in_runs_of_its_refined_ranges() -> None:
+    """Placements of two rings do not share their ranges: the runs are of the plan's ranges (refined to both rings'
+    tokens), and their changed ranges add up to the plan's."""
+    before = _many_node_ring(30, 8)
+    after = Ring.of([*before.nodes, Node("10.9.9.9", "dc1", "r1", (12345, -98765, 2**40 + 7))])
+    plan = build_ring_change_plan(before, after, Replication.network_topology({"dc1": 2, "dc2": 1}), keyspace="k")
+    assert plan.total_ranges == 243 and plan.affected
+    arcs = paths(render_placement_svg(plan, max_arcs=20), "arc")
+    counted = [int(a.findtext(f"{SVG}title", "").split(": ")[1].split(" ranges")[0]) for a in arcs[:20]]
+    moved = [int(a.findtext(f"{SVG}title", "").split("ranges, ")[1].split(" of them")[0]) for a in arcs[20:]]
+    assert len(arcs) == 40 and sum(counted) == 243 and sum(moved) == len(plan.affected)
 
 
 def test_a_large_ring_is_drawn_in_at_most_max_arcs_with_a_capped_legend_down_nodes_first() -> None:

@@ -11,6 +11,7 @@ changes pays for it, `COLD_BUILDS` counts it); every request after that must be 
 
 from __future__ import annotations
 
+import gc
 import random
 import sys
 import time
@@ -48,9 +49,11 @@ NEW = {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3, "dc3": 3}
 CPU_LIMIT = 0.5  # seconds of CPU (time.process_time) per request, once the stored record's plan is built
 # The first request after a precheck builds the stored record's plan and its stages (1.5 million repair segments
 # here): 22 s of CPU before the one-ring placements were zipped and the stages built without segment objects,
-# 12.4 s after (a 2-CPU machine at load 8; _build alone 22.4 s -> 10.3 s side by side). Not yet the ~2 s the issue
-# asks for: see the test's docstring.
-FIRST_CPU_LIMIT = 18.0
+# 12.4 s after (11.9 s here at load 2); 4.9 s (a 2-CPU machine at load 7; 5.3-6.4 s before the world was hidden
+# from the garbage collector, see `fleet`) since the stages, the ranges and the picture are built from the
+# placements' counted change in C passes, with no object per range or segment (ringward.migration_pages). Not yet
+# the 0.5 s the issue asks for: see the test's docstring.
+FIRST_CPU_LIMIT = 9.0
 BODY_LIMIT = 2_000_000  # bytes per response
 
 MIGRATION = f"/ringward/migration/keyspace_migration/{RUN_ID}"
@@ -141,17 +144,30 @@ def fleet(airflow_api: tuple[Any, Any, dict[str, str]]) -> Iterator[tuple[Any, A
     world = fleet_world()
     real = subapp.state.source_factory
     subapp.state.source_factory = lambda request: world
+    # The world's millions of objects (its journal, reports, findings) are the store's, kept in Cassandra, not in
+    # the API server: out of the garbage collector's sight, so that a full collection, which would walk them all
+    # (0.7 s), is not charged to whichever request happens to trigger it.
+    gc.freeze()
     try:
         yield test_client, world, bearer(tokens["admin"])
     finally:
+        gc.unfreeze()
         subapp.state.source_factory = real
 
 
-def test_every_route_is_bounded_in_cpu_and_size_at_fleet_size(fleet: tuple[Any, Any, dict[str, str]]) -> None:
+def test_every_route_is_bounded_in_cpu_and_size_at_fleet_size(
+    fleet: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each route twice: the first request builds the stored record's plan (once, for every route) within
     `FIRST_CPU_LIMIT`; every request after that costs at most `CPU_LIMIT` of CPU, and every response is at most
-    `BODY_LIMIT` bytes. What the first request still pays for at fleet size: the plan's safety analysis, the
-    placements of every step, one pass over 256,000 ranges per step and the picture."""
+    `BODY_LIMIT` bytes. What the first request still pays for at fleet size: parsing the record's ring and indexing
+    it, the plan's safety analysis (its read window: a pass over the ranges that gain a replica), the placements of
+    every step and their counted change, and the first pass over the journal (256,000 + 128,000 entries).
+
+    The journal's clock is held still: a journal read anew after `JOURNAL_TTL` (wall time, long on a loaded
+    machine) is the next test's measure, not a request's here."""
+    frozen = views._clock()
+    monkeypatch.setattr(views, "_clock", lambda: frozen)
     test_client, _, admin = fleet
     seen = {}
     for attempt in ("first", "again"):
