@@ -68,7 +68,8 @@ test-integration: setup browser redis venv-af34
 # The unit and DAG tests on both cores (pytest-xdist; each worker has its own Airflow home, tests/conftest.py), then
 # the integration tests in two lanes at once, each on a cluster of its own (tests/integration/conftest.py says which
 # files run in the second, on which addresses); all run whatever the others' outcome. The second lane's output
-# follows the first's. Both clusters are stopped at the end, however the lanes ended.
+# follows the first's. Every cluster is stopped at the end, however the lanes ended (test_two_clusters.py's second
+# cluster, `beta`, lives beside its lane's own).
 LANE_B_ENV := RINGWARD_TEST_LANE=b RINGWARD_CLUSTER_HOME=$(CURDIR)/.local/lane-b/cluster \
 	RINGWARD_AIRFLOW_HOME=$(CURDIR)/.local/lane-b/airflow
 test: lint typecheck browser redis test-airflow-3.4
@@ -80,6 +81,8 @@ test: lint typecheck browser redis test-airflow-3.4
 	status=$$?; wait; echo "== integration, second lane =="; cat .artifacts/integration-lane-b.log; \
 	second=$$(cat .artifacts/integration-lane-b.status 2>/dev/null || echo 1); \
 	$(RINGWARD) cluster down >/dev/null 2>&1; $(LANE_B_ENV) $(RINGWARD) cluster down >/dev/null 2>&1; \
+	for beta in .local/beta-cluster .local/lane-b/beta-cluster; do \
+		RINGWARD_CLUSTER_HOME=$(CURDIR)/$$beta $(RINGWARD) cluster down --purge >/dev/null 2>&1; done; \
 	for code in $$unit $$status $$second; do [ $$code -eq 0 ] || exit $$code; done
 
 # Airflow 3.4's side environment: the project with apache-airflow overridden to the only 3.4 on PyPI (3.4.0b2;
