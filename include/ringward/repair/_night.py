@@ -140,7 +140,7 @@ def plan_night(
             for why in plans[group].excluded_tables.values():
                 log.warning("%s", why)
         segments = plans[group].segments
-        history = store.segment_records(segments, kind)
+        history = store.due_records(segments, kind)  # what can make a segment due: three cells a record
         keyed = history if kind == "full" else {history_key(sid, kind): record for sid, record in history.items()}
         found = select_due_by_type(segments, keyed, run_id=run_id, now=now, config=config, joined=joined, types=[kind],
                                    gc_grace=plans[group].gc_grace)  # fmt: skip

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from ringward.placement import replica_map
 from ringward.repair import (
+    DueRecord,
     DueSelection,
     RepairUnit,
     Segment,
@@ -339,3 +340,22 @@ def test_the_density_index_estimates_every_range_as_before(seed: int, every_node
     checked = [*ranges, *drawn, *pieces, TokenRange(MIN_TOKEN, ranges[1].end), TokenRange(ranges[-1].start, MIN_TOKEN)]
     assert [sizes.estimate(r) for r in checked] == [reference.estimate(r) for r in checked]
     assert sum(sizes.estimate(r)[0] for r in ranges) > 0
+
+
+# -- the plan task's lean read of the history ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backlog", [True, False], ids=["with-backlog", "no-backlog"])
+@pytest.mark.parametrize("seed", range(6))
+def test_the_due_cells_of_the_records_choose_and_order_as_the_whole_records_did(seed: int, backlog: bool) -> None:
+    """The plan task reads `DueRecord`s (last success, attempts, run id), not whole records: the selection is the
+    one the whole records made before the change, on every drawn case (retries of this run and of earlier ones,
+    never succeeded, ties)."""
+    segments, records = night(seed, backlog)
+    lean = {sid: DueRecord(r.last_success, r.attempts, r.run_id) for sid, r in records.items()}
+    expected = reference_select_due(segments, records, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    assert expected.due and expected.not_due and expected.exhausted and bool(expected.held_back) is backlog
+    assert select_due(segments, lean, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE) == expected
+    (found,) = select_due_by_type(segments, lean, run_id=RUN, now=NOW, config=CONFIG, types=["full"],
+                                  gc_grace=GC_GRACE)  # fmt: skip
+    assert found.selection == expected
