@@ -69,9 +69,25 @@ def plan_chunks(segments: Sequence[Segment], rows: int) -> list[list[str]]:
             return json.dumps(list(replicas), separators=(",", ":"))
         return '["' + '","'.join(replicas) + '"]' if replicas else "[]"
 
-    encoded = [
-        f"[{text(s.keyspace)},{text(s.tables)},{s.range.start},{s.range.end},{addresses(s.replicas)}]" for s in segments
-    ]
+    # A unit's segments come one after another, sharing their keyspace and tables objects, and a replica set is
+    # one tuple however many keyspaces share the replication: each text is made once and found by identity (the
+    # segments keep the objects alive while this runs).
+    encoded: list[str] = []
+    append = encoded.append
+    lists: dict[int, str] = {}
+    keyspace: str | None = None
+    tables: tuple[str, ...] | None = None
+    prefix = ""
+    for s in segments:
+        if s.keyspace is not keyspace or s.tables is not tables:
+            keyspace, tables = s.keyspace, s.tables
+            prefix = f"[{text(keyspace)},{text(tables)},"
+        replicas = s.replicas
+        listed = lists.get(id(replicas))
+        if listed is None:
+            listed = lists[id(replicas)] = addresses(replicas)
+        token_range = s.range
+        append(f"{prefix}{token_range.start},{token_range.end},{listed}]")
     return [encoded[i : i + rows] for i in range(0, len(encoded), rows)]
 
 

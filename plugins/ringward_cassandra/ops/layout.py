@@ -76,14 +76,20 @@ def segment_records(segments: Sequence[Segment], repair_type: str, records_of: R
     or `due_records_of` for what due selection reads of them) from only the history partitions their ranges fall
     in: one call per (keyspace, tables), never a scan of the whole history (at fleet size millions of rows across
     every node)."""
-    units: dict[tuple[str, tuple[str, ...]], tuple[set[int], dict[tuple[int, int], str]]] = {}
-    for segment in segments:
-        buckets, ids = units.setdefault((segment.keyspace, segment.tables), (set(), {}))
-        buckets.add(history_bucket(segment.range.start))
-        ids[segment.range.start, segment.range.end] = segment.segment_id
+    units: dict[tuple[str, tuple[str, ...]], dict[tuple[int, int], str]] = {}
+    keyspace: str | None = None
+    tables: tuple[str, ...] | None = None
+    ids: dict[tuple[int, int], str] = {}
+    for segment in segments:  # a unit's segments come one after another, sharing their keyspace and tables
+        if segment.keyspace is not keyspace or segment.tables is not tables:
+            keyspace, tables = segment.keyspace, segment.tables
+            ids = units.setdefault((keyspace, tables), {})
+        token_range = segment.range
+        ids[token_range.start, token_range.end] = segment.segment_id
     records: dict[str, Found] = {}
-    for (keyspace, tables), (buckets, ids) in units.items():
-        records.update(records_of(keyspace, tables, buckets, ids, repair_type))
+    for (unit_keyspace, unit_tables), unit_ids in units.items():
+        buckets = {history_bucket(start) for start, _ in unit_ids}
+        records.update(records_of(unit_keyspace, unit_tables, buckets, unit_ids, repair_type))
     return records
 
 
