@@ -19,6 +19,7 @@ import pytest
 from ringward.errors import MigrationError, RepairError
 from ringward.migration_storage import JournalEntry, LeaseStorage, MigrationStorage
 from ringward.repair import (
+    DueRecord,
     PreviewFinding,
     PreviewStorage,
     RecordUpdate,
@@ -284,6 +285,38 @@ def check_segment_records_reads_the_segments_of_every_unit(h: Harness) -> None:
     assert h.store.segment_records([], "full") == {}
 
 
+def check_due_records_are_what_due_selection_reads_of_the_records(h: Harness) -> None:
+    """The plan task's read (`due_records`): of the segments it names, whatever their unit, of one type, the last
+    success, attempts and run of each record, as `segment_records` gives them (a failed first attempt too); a
+    segment never repaired has none, and another type's history is not read."""
+    keyspace, other, run_id = h.name("due"), h.name("due2"), h.name("run")
+    segments = [_segment(keyspace, start, end) for start, end in _ranges()]
+    elsewhere = _segment(other, *_ranges()[2], tables=())
+    failed = SegmentRecord(segments[1].segment_id, SegmentState.FAILED, None, None, 2, "boom", 3.0, h.name("old"))
+    h.store.record_repairs([RecordUpdate(segments[0], _done(segments[0], run_id), STARTED, FINISHED),
+                            RecordUpdate(segments[1], failed, STARTED, FINISHED),
+                            RecordUpdate(elsewhere, _done(elsewhere, run_id), STARTED, FINISHED)])  # fmt: skip
+    preview = SegmentRecord(segments[2].segment_id, SegmentState.DONE, FINISHED, None, 1, None, 1.0, run_id,
+                            repair_type="preview")  # fmt: skip
+    h.store.record_repairs([RecordUpdate(segments[2], preview, STARTED, FINISHED)])
+    planned = [*segments, elsewhere]
+    whole = h.store.segment_records(planned, "full")
+    assert set(whole) == {segments[0].segment_id, segments[1].segment_id, elsewhere.segment_id}
+    assert h.store.due_records(planned, "full") == {
+        sid: DueRecord(r.last_success, r.attempts, r.run_id) for sid, r in whole.items()
+    }
+    assert h.store.due_records(planned, "full")[segments[1].segment_id] == DueRecord(None, 2, h.name("old"))
+    assert h.store.due_records(planned, "full")[segments[0].segment_id] == DueRecord(FINISHED, 1, run_id)
+    assert h.store.due_records(planned, "preview") == {segments[2].segment_id: DueRecord(FINISHED, 1, run_id)}
+    assert h.store.due_records(planned, "paxos") == {}
+    assert h.store.due_records([segments[3]], "full") == {} and h.store.due_records([], "full") == {}
+    ids = {(s.range.start, s.range.end): s.segment_id for s in segments}
+    assert h.store.due_records_of(keyspace, TABLES, range(256), ids) == {
+        sid: record for sid, record in h.store.due_records(planned, "full").items() if sid != elsewhere.segment_id
+    }
+    assert h.store.due_records_of(keyspace, TABLES, [], ids) == {}
+
+
 def check_preview_findings_kept_latest_first(h: Harness) -> None:
     keyspace = h.name("prv")
     assert h.store.preview_findings(keyspace) == []
@@ -391,6 +424,7 @@ CHECKS = [
     check_each_repair_type_keeps_its_own_history,
     check_records_of_reads_the_named_segments_records,
     check_segment_records_reads_the_segments_of_every_unit,
+    check_due_records_are_what_due_selection_reads_of_the_records,
     check_migration_round_trip,
     check_run_migrations_are_the_runs_own,
 ]

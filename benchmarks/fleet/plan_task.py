@@ -5,6 +5,10 @@ The same call as the operator's (`plan_night` over the ops store and `ClusterAda
 its own per tree, so the figure is the plan's alone (no Airflow start, no metadata database; the Airflow figure is
 `airflow_night.py --plan-only`, which wraps this same call in a task). Two nights:
 
+The cluster holds the keyspaces a real one plans with the default selection: the user keyspaces and
+system_auth, system_distributed and ringward_ops (`FleetSpec.system_keyspaces`; `--no-system-keyspaces`: the user
+keyspaces alone, as before issue 40, and as trees from before it can only run).
+
 - first: no history (every segment never repaired: all of it backlog);
 - steady: every planned segment recorded DONE `--seed-hours` (25) before the night (as `airflow_night.seed_history`),
   so every segment is due again and its record is read; with `--unseeded N`, N segments spread over the ring are
@@ -17,7 +21,7 @@ segments in the same order. `--profile N` prints the N costliest functions of th
 own time) of this checkout.
 
 Run: nice -n 19 .venv/bin/python benchmarks/fleet/plan_task.py [--medium] [--keyspaces 10] [--nights first,steady]
-     [--baseline REV] [--unseeded N] [--profile 30]
+     [--baseline REV] [--unseeded N] [--profile 30] [--no-system-keyspaces]
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import cProfile, dataclasses, hashlib, io, json, logging, pstats, sys, time
-root, size, keyspaces, night, seed_hours, unseeded, profile = sys.argv[1:8]
+root, size, keyspaces, night, seed_hours, unseeded, profile, system = sys.argv[1:9]
 sys.path[:0] = [root + "/include", root + "/plugins", root + "/tools/fleetsim"]
 from ringward.repair import load_config
 from ringward.repair._night import plan_night
@@ -53,6 +57,11 @@ from ringward_fleetsim.simulator import Simulator
 spec = (FleetSpec.fleet(nodes=100, vnodes=16, table_bytes_median=FleetSpec().table_bytes_median // 10)
         if size == "medium" else FleetSpec.fleet())
 spec = dataclasses.replace(spec, keyspaces=int(keyspaces), keyspace_names=())
+if system == "yes":
+    if "system_keyspaces" not in {f.name for f in dataclasses.fields(spec)}:
+        sys.exit(f"{root}: this tree's fleet simulator has no system keyspaces; pass --no-system-keyspaces, or "
+                 "a --baseline from after they were added")
+    spec = dataclasses.replace(spec, system_keyspaces=True)
 simulator = Simulator(spec)
 store = simulator.ops_store()
 seeded = 0
@@ -103,9 +112,11 @@ print(json.dumps({"planning_cpu": plan.planning_cpu_seconds, "process_cpu": cpu,
 """
 
 
-def run(tree: Path, size: str, keyspaces: int, night: str, seed_hours: float, unseeded: int, profile: int) -> Any:
+def run(
+    tree: Path, size: str, keyspaces: int, night: str, seed_hours: float, unseeded: int, profile: int, system: bool
+) -> Any:
     command = [sys.executable, "-c", CHILD, str(tree), size, str(keyspaces), night, str(seed_hours), str(unseeded),
-               str(profile)]  # fmt: skip
+               str(profile), "yes" if system else "no"]  # fmt: skip
     answer = subprocess.run(command, capture_output=True, text=True, check=False)
     if answer.returncode != 0:
         raise RuntimeError(f"the {night} night in {tree} failed:\n{answer.stderr[-4000:]}")
@@ -123,7 +134,12 @@ def export(ref: str, into: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--medium", action="store_true", help="100 nodes x 16 vnodes instead of 1000 x 256")
-    parser.add_argument("--keyspaces", type=int, default=10)
+    parser.add_argument("--keyspaces", type=int, default=10, help="user keyspaces (ks00, ks01, ...) x 20 tables")
+    parser.add_argument(
+        "--no-system-keyspaces",
+        action="store_true",
+        help="leave out system_auth, system_distributed and ringward_ops (before issue 40's step 1)",
+    )
     parser.add_argument("--nights", default="first,steady", help="first, steady or both (comma separated)")
     parser.add_argument("--seed-hours", type=float, default=25.0, help="the steady night's records' age")
     parser.add_argument("--unseeded", type=int, default=0, help="segments left without a record on the steady night")
@@ -131,7 +147,10 @@ def main() -> int:
     parser.add_argument("--profile", type=int, default=0, help="print this many top functions of this checkout")
     args = parser.parse_args()
     size = "medium" if args.medium else "full"
-    print(f"fleet: {size}, {args.keyspaces} keyspaces x 20 tables, shipped config; CPU seconds (time.process_time)")
+    system = not args.no_system_keyspaces
+    print(f"fleet: {size}, {args.keyspaces} keyspaces x 20 tables"
+          f"{' + system_auth, system_distributed, ringward_ops' if system else ''}, shipped config; "
+          "CPU seconds (time.process_time)")  # fmt: skip
     same = True
     with tempfile.TemporaryDirectory() as scratch:
         old_tree = export(args.baseline, Path(scratch)) if args.baseline else None
@@ -141,7 +160,7 @@ def main() -> int:
             for label, tree in trees:
                 started = time.monotonic()
                 figures = run(tree, size, args.keyspaces, night, args.seed_hours, args.unseeded,
-                              args.profile if label == "new" else 0)  # fmt: skip
+                              args.profile if label == "new" else 0, system)  # fmt: skip
                 digests.add(figures["digest"])
                 child_wall = time.monotonic() - started
                 print(f"{night:>6} {label:<12} plan CPU {figures['planning_cpu']:6.1f} s  "

@@ -161,6 +161,27 @@ class Ring:
         tokens = self.sorted_tokens
         return tuple(map(TokenRange, (tokens[-1], *tokens[:-1]), tokens))
 
+    @cached_property
+    def primary_owners(self) -> tuple[str, ...]:
+        """The address of each range's primary replica (the node owning its end token), in `ranges()` order."""
+        owner = self.token_owner
+        return tuple(owner[token_range.end].address for token_range in self._ranges)
+
+    @cached_property
+    def primary_widths(self) -> tuple[tuple[str, int], ...]:
+        """(address, tokens of its primary ranges) of every node, in the order the ring first lists them."""
+        owned: dict[str, int] = {}
+        for token_range, address in zip(self._ranges, self.primary_owners, strict=True):
+            owned[address] = owned.get(address, 0) + token_range.width()
+        return tuple(owned.items())
+
+    @cached_property
+    def primary_shares(self) -> tuple[float, ...]:
+        """Each range's share of its primary replica's tokens (its width / the tokens of the node's primary
+        ranges), in `ranges()` order: how a node's own total (system.size_estimates summed) spreads over them."""
+        owned = dict(self.primary_widths)
+        return tuple(r.width() / owned[a] for r, a in zip(self._ranges, self.primary_owners, strict=True))
+
     def primary_token(self, token: int) -> int:
         """The ring token whose range `(previous, token]` contains `token`."""
         index = bisect.bisect_left(self.sorted_tokens, token)

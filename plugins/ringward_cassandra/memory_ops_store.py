@@ -23,6 +23,7 @@ from typing import Any
 
 from ringward.migration_storage import JournalEntry, Lease, MigrationRow, migration_run_keys
 from ringward.repair import (
+    DueRecord,
     PreviewFinding,
     RecordUpdate,
     RepairHistoryRow,
@@ -35,9 +36,11 @@ from ringward.ring import TokenRange
 
 from ringward_cassandra.ops.layout import (
     DEFAULT_HISTORY_TTL,
+    DUE_COLUMNS,
     LEASE_TTL_SECONDS,
     RECORD_COLUMNS,
     REPAIR_SWITCH,
+    add_due_records,
     add_records,
     check_chunk,
     history_columns,
@@ -247,6 +250,28 @@ class MemoryOpsStore:
     def segment_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, SegmentRecord]:
         """The records of `segments` (keyed by segment id) from the history partitions their ranges fall in."""
         return segment_records(segments, repair_type, self.records_of)
+
+    def due_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, DueRecord]:
+        """What due selection reads of `segments`' records (keyed by segment id), from the same partitions."""
+        return segment_records(segments, repair_type, self.due_records_of)
+
+    def due_records_of(
+        self,
+        keyspace: str,
+        tables: Sequence[str],
+        buckets: Iterable[int],
+        ids: Mapping[tuple[int, int], str],
+        repair_type: str = "full",
+    ) -> dict[str, DueRecord]:
+        names = ",".join(tables)
+        table, prefix = ("repair_segments", ()) if repair_type == "full" else ("repair_type_segments", (repair_type,))
+        now = self.clock()
+        records: dict[str, DueRecord] = {}
+        for bucket in sorted(set(buckets)):
+            rows = self._tables[table].cells((*prefix, keyspace, names, bucket), now, DUE_COLUMNS)
+            self._read[table] += len(rows)
+            add_due_records(records, rows, ids)
+        return records
 
     def records_of(
         self,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ringward.migration_storage import JournalEntry, Lease, MigrationRow
 from ringward.permissions import OPS_KEYSPACE
 from ringward.repair import (
+    DueRecord,
     PreviewFinding,
     RecordUpdate,
     RepairHistoryRow,
@@ -232,6 +233,19 @@ class OpsStore:
 
     def segment_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, SegmentRecord]:
         return self.history_store.segment_records(segments, repair_type)
+
+    def due_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, DueRecord]:
+        return self.history_store.due_records(segments, repair_type)
+
+    def due_records_of(
+        self,
+        keyspace: str,
+        tables: Sequence[str],
+        buckets: Iterable[int],
+        ids: Mapping[tuple[int, int], str],
+        repair_type: str = "full",
+    ) -> dict[str, DueRecord]:
+        return self.history_store.due_records_of(keyspace, tables, buckets, ids, repair_type)
 
     def record_repairs(self, updates: Iterable[RecordUpdate], ttl_seconds: int | None = None) -> None:
         self.history_store.record_repairs(updates, ttl_seconds)

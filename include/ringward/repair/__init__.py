@@ -155,6 +155,7 @@ from ringward.repair._segments import (
     select_units,
 )
 from ringward.repair._state import (
+    DueRecord,
     SegmentRecord,
     SegmentState,
     backoff_delay,
@@ -209,6 +210,7 @@ __all__ = [
     "ClusterView",
     "DiskCapacity",
     "DiskHeadroomGuard",
+    "DueRecord",
     "DueSelection",
     "Exclusion",
     "FixedSplitter",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -94,6 +95,11 @@ class SizeIndex:
         self._build(sorted(pieces))
 
     def _build(self, pieces: list[_Piece]) -> None:
+        lows = [piece[0] for piece in pieces]
+        highs = [piece[1] for piece in pieces]
+        if pieces and lows[1:] == highs[:-1]:  # one piece after another (a ring's node rows): built at once
+            self._build_contiguous(pieces, lows[0], highs)
+            return
         if any(pieces[i][1] > pieces[i + 1][0] for i in range(len(pieces) - 1)):
             pieces = _elementary(pieces)
         bounds: list[int] = []
@@ -126,6 +132,18 @@ class SizeIndex:
         self._bytes = (total_bytes, bytes_rate)
         self._partitions = (total_partitions, partitions_rate)
 
+    def _build_contiguous(self, pieces: list[_Piece], first: int, highs: list[int]) -> None:
+        """`_build` of pieces without gaps: the same sums in the same order (the same numbers), without the loop."""
+        self._bounds = [first, *highs]
+        widths = [high - low for low, high, _, _ in pieces]
+        sizes = [piece[2] for piece in pieces]
+        counts = [piece[3] for piece in pieces]
+        zero: float = 0  # whole numbers stay whole (exact) while every piece's are, as in `_build`
+        self._bytes = (list(itertools.accumulate(sizes, initial=zero)),
+                       [*map(operator.truediv, sizes, widths), 0.0])  # fmt: skip
+        self._partitions = (list(itertools.accumulate(counts, initial=zero)),
+                            [*map(operator.truediv, counts, widths), 0.0])  # fmt: skip
+
     @property
     def empty(self) -> bool:
         return not self._bounds
@@ -145,6 +163,23 @@ class SizeIndex:
         total_bytes = total_partitions = 0.0
         if not self._bounds:
             return total_bytes, total_partitions
+        low, high = token_range.start, token_range.end
+        if low < high:  # `unrolled`'s one interval, inlined (millions of calls a fleet night)
+            bounds = self._bounds
+            (data, data_rate), (partitions, partitions_rate) = self._bytes, self._partitions
+            values = []
+            for position in (high, low):  # `_integral`, inlined
+                index = bisect.bisect_right(bounds, position) - 1
+                if index < 0:
+                    values.append((0.0, 0.0))
+                elif position == bounds[index]:
+                    values.append((data[index], partitions[index]))
+                else:
+                    offset = position - bounds[index]
+                    values.append((data[index] + offset * data_rate[index],
+                                   partitions[index] + offset * partitions_rate[index]))  # fmt: skip
+            (high_bytes, high_partitions), (low_bytes, low_partitions) = values
+            return total_bytes + (high_bytes - low_bytes), total_partitions + (high_partitions - low_partitions)
         for low, high in unrolled(token_range):
             high_bytes, high_partitions = self._integral(high)
             low_bytes, low_partitions = self._integral(low)
@@ -195,16 +230,28 @@ def _node_pieces(rows: Iterable[NodeSizeEstimate], ring: Ring) -> list[_Piece]:
     for row in rows:
         data[row.node] = data.get(row.node, 0.0) + row.data_bytes
         partitions[row.node] = partitions.get(row.node, 0.0) + row.partitions_count
-    owned: dict[str, int] = {}
     ranges = ring.ranges()
-    owner = ring.token_owner
-    for token_range in ranges:
-        address = owner[token_range.end].address
+    owners = ring.primary_owners
+    everyone = dict(ring.primary_widths)
+    if data.keys() >= everyone.keys():  # every node reported: its shares are the ring's, computed once per ring
+        shares = ring.primary_shares
+        pieces: list[_Piece] = []
+        start = 0
+        if ranges and ranges[0].wraps:  # only the first range of the ring can wrap (tokens are sorted)
+            share = shares[0]
+            _split_wrapping(ranges[0], data[owners[0]] * share, partitions[owners[0]] * share, pieces)
+            start = 1
+        pieces.extend(
+            (token_range.start, token_range.end, data[address] * share, partitions[address] * share)
+            for token_range, address, share in zip(ranges[start:], owners[start:], shares[start:], strict=True)
+        )
+        return pieces
+    owned: dict[str, int] = {}
+    for token_range, address in zip(ranges, owners, strict=True):
         if address in data:
             owned[address] = owned.get(address, 0) + token_range.width()
-    pieces: list[_Piece] = []
-    for token_range in ranges:
-        address = owner[token_range.end].address
+    pieces = []
+    for token_range, address in zip(ranges, owners, strict=True):
         if address not in owned:
             continue
         width = token_range.width()

@@ -69,9 +69,25 @@ def plan_chunks(segments: Sequence[Segment], rows: int) -> list[list[str]]:
             return json.dumps(list(replicas), separators=(",", ":"))
         return '["' + '","'.join(replicas) + '"]' if replicas else "[]"
 
-    encoded = [
-        f"[{text(s.keyspace)},{text(s.tables)},{s.range.start},{s.range.end},{addresses(s.replicas)}]" for s in segments
-    ]
+    # A unit's segments come one after another, sharing their keyspace and tables objects, and a replica set is
+    # one tuple however many keyspaces share the replication: each text is made once and found by identity (the
+    # segments keep the objects alive while this runs).
+    encoded: list[str] = []
+    append = encoded.append
+    lists: dict[int, str] = {}
+    keyspace: str | None = None
+    tables: tuple[str, ...] | None = None
+    prefix = ""
+    for s in segments:
+        if s.keyspace is not keyspace or s.tables is not tables:
+            keyspace, tables = s.keyspace, s.tables
+            prefix = f"[{text(keyspace)},{text(tables)},"
+        replicas = s.replicas
+        listed = lists.get(id(replicas))
+        if listed is None:
+            listed = lists[id(replicas)] = addresses(replicas)
+        token_range = s.range
+        append(f"{prefix}{token_range.start},{token_range.end},{listed}]")
     return [encoded[i : i + rows] for i in range(0, len(encoded), rows)]
 
 
@@ -140,7 +156,7 @@ def plan_night(
             for why in plans[group].excluded_tables.values():
                 log.warning("%s", why)
         segments = plans[group].segments
-        history = store.segment_records(segments, kind)
+        history = store.due_records(segments, kind)  # what can make a segment due: three cells a record
         keyed = history if kind == "full" else {history_key(sid, kind): record for sid, record in history.items()}
         found = select_due_by_type(segments, keyed, run_id=run_id, now=now, config=config, joined=joined, types=[kind],
                                    gc_grace=plans[group].gc_grace)  # fmt: skip

@@ -232,10 +232,17 @@ def plan_segments(
     elif isinstance(config.splitter, SizeSplitter):
         segments = []
         append = segments.append
+        splitter, estimate = config.splitter, sizes.estimate
         for token_range, replicas in kept:
-            for split, data in _split_by_size(token_range, config.splitter, sizes, budget):
+            # Most ranges fit as they are: `_split_by_size`'s first step, without its work list.
+            data = estimate(token_range)
+            if _pieces_needed(data, splitter) == 1 or token_range.width() == 1:
+                fitted: Iterable[tuple[TokenRange, float]] = ((token_range, data[0]),)
+            else:
+                fitted = _split_by_size(token_range, splitter, sizes, budget)
+            for split, data_bytes in fitted:
                 if split.start < split.end:  # `unwrap` is the piece itself: its bytes are the split's estimate
-                    append(make(keyspace, tables, split, replicas, round(data)))
+                    append(make(keyspace, tables, split, replicas, round(data_bytes)))
                 else:
                     for piece in split.unwrap():
                         append(make(keyspace, tables, piece, replicas, _estimated_bytes(sizes, piece)))

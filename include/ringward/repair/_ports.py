@@ -24,7 +24,7 @@ from ringward.repair._config import RepairConfig
 from ringward.repair._executor import RecordUpdate, SessionPool
 from ringward.repair._ops_rows import PreviewFinding, RepairHistoryRow, RepairRunRow, SwitchEvent
 from ringward.repair._segments import RepairCommand, Segment
-from ringward.repair._state import SegmentRecord
+from ringward.repair._state import DueRecord, SegmentRecord
 from ringward.repair._status import RepairStatus
 from ringward.ring import Ring, TokenRange
 
@@ -64,6 +64,11 @@ class SegmentHistory(Protocol):
 
     def segment_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, SegmentRecord]: ...
 
+    def due_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, DueRecord]:
+        """What due selection reads of `segments`' records of one type, keyed by segment id (a segment never
+        repaired has none): the same partitions as `segment_records`, only the cells it needs, no record built."""
+        ...
+
     def repair_history(self, keyspace: str | None = None, repair_type: str = "full") -> list[RepairHistoryRow]: ...
 
     def record_repairs(self, updates: Iterable[RecordUpdate], ttl_seconds: int | None = None) -> None: ...
@@ -87,6 +92,11 @@ class RepairHistoryStorage(SegmentHistory, Protocol):
         self, keyspace: str, tables: Sequence[str], buckets: Iterable[int], ids: Mapping[tuple[int, int], str],
         repair_type: str = "full",
     ) -> dict[str, SegmentRecord]: ...  # fmt: skip
+
+    def due_records_of(
+        self, keyspace: str, tables: Sequence[str], buckets: Iterable[int], ids: Mapping[tuple[int, int], str],
+        repair_type: str = "full",
+    ) -> dict[str, DueRecord]: ...  # fmt: skip
 
 
 class RunPlanStorage(Protocol):

@@ -16,7 +16,7 @@ from enum import Enum
 
 from ringward.repair._config import RepairConfig
 from ringward.repair._segments import Segment
-from ringward.repair._state import SegmentRecord, SegmentState
+from ringward.repair._state import DueRecord, SegmentRecord, SegmentState
 
 __all__ = [
     "DEFAULT_GC_GRACE_SECONDS",
@@ -122,7 +122,7 @@ def _first(entry: tuple[datetime, Segment]) -> datetime:
 
 def select_due(
     segments: Sequence[Segment],
-    records: Mapping[str, SegmentRecord],
+    records: Mapping[str, SegmentRecord | DueRecord],
     *,
     run_id: str,
     now: datetime,
@@ -132,7 +132,8 @@ def select_due(
     """What the run repairs, most urgent first (`backlog_first`: by the time left to the gc_grace deadline, with
     merely-due segments held back while a backlog needs their nodes; `gc_grace`: the plan's `{keyspace: {table:
     seconds}}`, a table missing from it has Cassandra's default). It builds no waves and leaves nodes that are
-    down to the executor (it waits for them during the run): at fleet size the plan is only this list."""
+    down to the executor (it waits for them during the run): at fleet size the plan is only this list. `records`:
+    the segments' records, whole or as due selection reads them (`DueRecord`, what the plan task reads)."""
     if not config.enabled:
         return DueSelection((), tuple(segments), ())
     # One pass, one history lookup per segment: `due_segments`, `retries_exhausted` and `backlog_first` inlined

@@ -8,12 +8,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum
+from typing import NamedTuple
 
 from ringward.errors import ConfigurationError
 from ringward.repair._segments import Segment
 from ringward.ring import Ring
 
 __all__ = [
+    "DueRecord",
     "SegmentRecord",
     "SegmentState",
     "backoff_delay",
@@ -65,6 +67,16 @@ class SegmentRecord:
 
     def attempts_in(self, run_id: str) -> int:
         return self.attempts if self.run_id == run_id else 0
+
+
+class DueRecord(NamedTuple):
+    """What due selection reads of a segment's record (`SegmentHistory.due_records`): its last success (any
+    repair of its type: the cadence), and its attempts with the run they count in (retries used up). The plan task
+    reads these three cells of every planned segment, never a whole `SegmentRecord` (millions a fleet night)."""
+
+    last_success: datetime | None
+    attempts: int
+    run_id: str | None
 
 
 def record_start(

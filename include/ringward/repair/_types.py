@@ -17,7 +17,7 @@ from datetime import datetime
 from ringward.repair._config import RepairConfig, RepairType, RepairTypeSettings
 from ringward.repair._run import DueSelection, GcGrace, select_due
 from ringward.repair._segments import RepairUnit, Segment
-from ringward.repair._state import SegmentRecord
+from ringward.repair._state import DueRecord, SegmentRecord
 
 __all__ = [
     "TableFeatures",
@@ -102,7 +102,7 @@ class TypeDue:
 
 def select_due_by_type(
     segments: Sequence[Segment],
-    records: Mapping[str, SegmentRecord],
+    records: Mapping[str, SegmentRecord | DueRecord],
     *,
     run_id: str,
     now: datetime,
@@ -114,7 +114,8 @@ def select_due_by_type(
     """What each enabled type repairs tonight, in the order a night runs them (`RUN_ORDER`: full, incremental,
     paxos, preview); `types` narrows them to those of the enabled types it names (their order is kept).
 
-    `records` is keyed by `history_key`: a type's cadence reads only its own history. A segment with a replica
+    `records` is keyed by `history_key` (whole records, or `DueRecord`s as the plan task reads them): a type's
+    cadence reads only its own history. A segment with a replica
     in `force_repair_hosts` or in `joined` (when `repair_new_nodes`) is due whatever its cadence, unless its
     retries in this run are used up (a segment held back behind the backlog, `backlog_first`, too). Due segments
     on `priority_hosts` come first. `gc_grace`: the plan's `{keyspace: {table: seconds}}` (`select_due`).

@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from ringward.repair import RecordUpdate, RepairHistoryRow, Segment, SegmentRecord
+from ringward.repair import DueRecord, RecordUpdate, RepairHistoryRow, Segment, SegmentRecord
 from ringward.ring import TokenRange
 
 from ringward_cassandra.ops._cql import READ_CONCURRENCY, OpsKeyspace, quorum
 from ringward_cassandra.ops.layout import (
+    DUE_COLUMNS,
     RECORD_COLUMNS,
+    add_due_records,
     add_records,
     bucket_bounds,
     history_columns,
@@ -115,6 +117,46 @@ class CassandraRepairHistory:
     def segment_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, SegmentRecord]:
         """The records of `segments` (keyed by segment id) from the history partitions their ranges fall in."""
         return segment_records(segments, repair_type, self.records_of)
+
+    def due_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, DueRecord]:
+        """What due selection reads of `segments`' records (keyed by segment id), from the same partitions."""
+        return segment_records(segments, repair_type, self.due_records_of)
+
+    def due_records_of(
+        self,
+        keyspace: str,
+        tables: Sequence[str],
+        buckets: Iterable[int],
+        ids: Mapping[tuple[int, int], str],
+        repair_type: str = "full",
+    ) -> dict[str, DueRecord]:
+        """`records_of`, reading only the cells due selection needs (`DUE_COLUMNS`: last success, attempts, run
+        id), as `DueRecord`s: the plan task's read of every planned segment's history each night."""
+        ops = self.ops
+        if LEGACY_HISTORY in ops.tables():  # an upgraded cluster, until its legacy rows are rewritten
+            whole = self.records_of(keyspace, tables, buckets, ids, repair_type)
+            return {sid: DueRecord(r.last_success, r.attempts, r.run_id) for sid, r in whole.items()}
+        table = "repair_segments" if repair_type == "full" else "repair_type_segments"
+        if table not in ops.tables():
+            return {}
+        names = ",".join(tables)
+        where = "keyspace_name = ? AND table_names = ? AND bucket = ?"
+        params: list[tuple[object, ...]] = [(keyspace, names, b) for b in sorted(set(buckets))]
+        if repair_type != "full":
+            where = f"repair_type = ? AND {where}"
+            params = [(repair_type, *p) for p in params]
+        records: dict[str, DueRecord] = {}
+        if not params:
+            return records
+        statement = ops.statement(f"SELECT {', '.join(DUE_COLUMNS)} FROM {ops.keyspace}.{table} WHERE {where}")
+        from cassandra.concurrent import execute_concurrent_with_args
+
+        results = execute_concurrent_with_args(
+            ops.session, statement, params, concurrency=READ_CONCURRENCY, raise_on_first_error=True
+        )
+        for _, result in results:
+            add_due_records(records, result, ids)
+        return records
 
     def records_of(
         self,

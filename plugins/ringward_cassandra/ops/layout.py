@@ -7,10 +7,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from ringward.errors import MigrationError, RepairError
 from ringward.repair import (
+    DueRecord,
     PreviewFinding,
     RepairHistoryRow,
     Segment,
@@ -22,12 +23,14 @@ from ringward.ring import TokenRange
 
 __all__ = [
     "DEFAULT_HISTORY_TTL",
+    "DUE_COLUMNS",
     "HISTORY_BUCKETS",
     "LEASE_TTL_SECONDS",
     "PLAN_CHUNK_ROWS",
     "PLAN_PAGE_COMMANDS",
     "RECORD_COLUMNS",
     "REPAIR_SWITCH",
+    "add_due_records",
     "add_records",
     "bucket_bounds",
     "check_chunk",
@@ -64,21 +67,29 @@ def history_bucket(token: int) -> int:
     return (token + 2**63) >> _BUCKET_SHIFT
 
 
-RecordsOf = Callable[[str, Sequence[str], Iterable[int], Mapping[tuple[int, int], str], str], dict[str, SegmentRecord]]
+Found = TypeVar("Found", SegmentRecord, DueRecord)
+RecordsOf = Callable[[str, Sequence[str], Iterable[int], Mapping[tuple[int, int], str], str], dict[str, Found]]
 
 
-def segment_records(segments: Sequence[Segment], repair_type: str, records_of: RecordsOf) -> dict[str, SegmentRecord]:
-    """The records of `segments` of one type, keyed by segment id, read by `records_of` (a store's) from only the
-    history partitions their ranges fall in: one call per (keyspace, tables), never a scan of the whole history
-    (at fleet size millions of rows across every node)."""
-    units: dict[tuple[str, tuple[str, ...]], tuple[set[int], dict[tuple[int, int], str]]] = {}
-    for segment in segments:
-        buckets, ids = units.setdefault((segment.keyspace, segment.tables), (set(), {}))
-        buckets.add(history_bucket(segment.range.start))
-        ids[segment.range.start, segment.range.end] = segment.segment_id
-    records: dict[str, SegmentRecord] = {}
-    for (keyspace, tables), (buckets, ids) in units.items():
-        records.update(records_of(keyspace, tables, buckets, ids, repair_type))
+def segment_records(segments: Sequence[Segment], repair_type: str, records_of: RecordsOf[Found]) -> dict[str, Found]:
+    """The records of `segments` of one type, keyed by segment id, read by `records_of` (a store's `records_of`,
+    or `due_records_of` for what due selection reads of them) from only the history partitions their ranges fall
+    in: one call per (keyspace, tables), never a scan of the whole history (at fleet size millions of rows across
+    every node)."""
+    units: dict[tuple[str, tuple[str, ...]], dict[tuple[int, int], str]] = {}
+    keyspace: str | None = None
+    tables: tuple[str, ...] | None = None
+    ids: dict[tuple[int, int], str] = {}
+    for segment in segments:  # a unit's segments come one after another, sharing their keyspace and tables
+        if segment.keyspace is not keyspace or segment.tables is not tables:
+            keyspace, tables = segment.keyspace, segment.tables
+            ids = units.setdefault((keyspace, tables), {})
+        token_range = segment.range
+        ids[token_range.start, token_range.end] = segment.segment_id
+    records: dict[str, Found] = {}
+    for (unit_keyspace, unit_tables), unit_ids in units.items():
+        buckets = {history_bucket(start) for start, _ in unit_ids}
+        records.update(records_of(unit_keyspace, unit_tables, buckets, unit_ids, repair_type))
     return records
 
 
@@ -222,6 +233,20 @@ def add_records(
         segment_id = ids.get((row[0], row[1]))
         if segment_id is not None:
             records[segment_id] = record_of_cells(segment_id, row, repair_type)
+
+
+# The columns `due_records_of` reads: what due selection needs of a record (`DueRecord`), after the range.
+DUE_COLUMNS = ("range_start", "range_end", "last_success", "attempts", "run_id")
+
+
+def add_due_records(
+    records: dict[str, DueRecord], rows: Iterable[Sequence[Any]], ids: Mapping[tuple[int, int], str]
+) -> None:
+    """Add to `records` the rows of `DUE_COLUMNS` whose range `ids` names, as `DueRecord`s."""
+    for start, end, last_success, attempts, run_id in rows:
+        segment_id = ids.get((start, end))
+        if segment_id is not None:
+            records[segment_id] = DueRecord(utc(last_success), attempts or 0, run_id)
 
 
 def record_of_cells(segment_id: str, cells: Sequence[Any], repair_type: str = "full") -> SegmentRecord:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from ringward.repair import NodeSizeEstimate, RepairCommand, Segment, SizeEstimate
 from ringward.replication import Replication
-from ringward.ring import MIN_TOKEN, TokenRange
+from ringward.ring import MIN_TOKEN, Ring, TokenRange
 from ringward_fleetsim import (
     EPOCH,
     DurationModel,
@@ -99,6 +99,34 @@ def test_fleet_spec_shape_outliers_and_json_round_trip(tmp_path) -> None:  # typ
     spec.dump(path)
     assert FleetSpec.load(path) == spec
     assert FleetSpec.from_json(FleetSpec.small().to_json()) == FleetSpec.small()
+
+
+def test_the_system_keyspaces_are_replicated_and_planned_as_on_a_real_cluster() -> None:
+    from ringward.repair import load_config, select_units
+    from ringward_cassandra.ops.schema import TABLE_ORDER
+    from ringward_fleetsim.spec import SimCatalog
+
+    plain = FleetSpec.fleet(nodes=6, vnodes=4, dcs=3, keyspaces=2, tables=3)
+    spec = dataclasses.replace(plain, system_keyspaces=True)
+    catalog = SimCatalog(spec, Ring(tuple(spec.initial_nodes())))
+    schema = catalog.tables()
+    assert sorted(schema) == ["ks00", "ks01", "ringward_ops", "system_auth", "system_distributed"]
+    assert sorted(schema["ringward_ops"]) == sorted(TABLE_ORDER)  # ringward's own tables, as its schema creates them
+    assert {"roles", "role_members", "role_permissions", "resource_role_permissons_index", "network_permissions",
+            "identity_to_role"} <= set(schema["system_auth"])  # fmt: skip
+    assert sorted(schema["system_distributed"]) == [
+        "parent_repair_history", "partition_denylist", "repair_history", "view_build_status",
+    ]  # fmt: skip
+    assert set(schema["system_auth"].values()) == {90 * 86400}
+    expected = Replication.network_topology({"dc1": 3, "dc2": 3, "dc3": 3})
+    assert {catalog.replication(ks) for ks in ("system_auth", "system_distributed", "ringward_ops")} == {expected}
+    # The default selection plans them (node-local system keyspaces and system_traces stay out).
+    assert {unit.keyspace for unit in select_units({ks: sorted(t) for ks, t in schema.items()}, load_config())} == set(
+        schema
+    )
+    # The user keyspaces' tables are drawn as without them.
+    assert [t for t in spec.table_specs() if t.keyspace.startswith("ks")] == list(plain.table_specs())
+    assert FleetSpec.from_json(spec.to_json()) == spec
 
 
 # -- clock and pool -------------------------------------------------------------------------------------------

@@ -314,9 +314,20 @@ class CountingStore:
         self.decoded += len(found)
         return found
 
+    def due_records_of(self, keyspace: str, tables: Any, buckets: Any, ids: Any, repair_type: str = "full") -> Any:
+        wanted = sorted(set(buckets))
+        self.partitions.extend((keyspace, tuple(tables), b) for b in wanted)
+        found = self.store.due_records_of(keyspace, tables, wanted, ids, repair_type=repair_type)
+        self.decoded += len(found)
+        return found
+
     def segment_records(self, segments: Any, repair_type: str) -> Any:
         """As both stores read them (`layout.segment_records` over their own `records_of`), over the counting one."""
         return segment_records(segments, repair_type, self.records_of)
+
+    def due_records(self, segments: Any, repair_type: str) -> Any:
+        """As both stores read them (`layout.segment_records` over their `due_records_of`), over the counting one."""
+        return segment_records(segments, repair_type, self.due_records_of)
 
     def repair_history(self, *args: Any, **kwargs: Any) -> Any:
         self.scans += 1

@@ -21,10 +21,44 @@ from ringward.repair import NodeBacklog, NodeSizeEstimate, SizeEstimate, TableFe
 from ringward.replication import Replication
 from ringward.ring import MAX_TOKEN, MIN_TOKEN, Node, Ring
 
-__all__ = ["RING_TOKENS", "Faults", "FleetSpec", "NodeDown", "NodeJoin", "SimCatalog", "TableSpec"]
+__all__ = ["RING_TOKENS", "SYSTEM_TABLES", "Faults", "FleetSpec", "NodeDown", "NodeJoin", "SimCatalog", "TableSpec"]
 
 RING_TOKENS = 2**64
 GiB = 2**30
+MiB = 2**20
+KiB = 2**10
+# The replicated keyspaces a real Cassandra 5.0 cluster running ringward holds beside its own, which the nightly
+# repair's default selection (`keyspaces: include ["*"], exclude ["system_traces"]`, node-local keyspaces never)
+# plans too: (keyspace, table, one replica's copy in bytes, gc_grace_seconds). Tables as Cassandra 5.0 creates
+# them (AuthKeyspace: 90 days of gc_grace; SystemDistributedKeyspace: the default 10 days) and ringward_ops' own
+# (plugins/ringward_cassandra/ops/schema.py, the default 10 days). Sizes are assumptions of a fleet's: a few
+# hundred roles; the repair history of 2.5 million segments (~250 B a row) and a night's stored plan.
+SYSTEM_TABLES: tuple[tuple[str, str, int, int], ...] = (
+    ("system_auth", "roles", 256 * KiB, 7_776_000),
+    ("system_auth", "role_members", 64 * KiB, 7_776_000),
+    ("system_auth", "role_permissions", 1 * MiB, 7_776_000),
+    ("system_auth", "resource_role_permissons_index", 512 * KiB, 7_776_000),  # sic: Cassandra's spelling
+    ("system_auth", "network_permissions", 64 * KiB, 7_776_000),
+    ("system_auth", "cidr_groups", 16 * KiB, 7_776_000),
+    ("system_auth", "cidr_permissions", 16 * KiB, 7_776_000),
+    ("system_auth", "identity_to_role", 16 * KiB, 7_776_000),
+    ("system_distributed", "parent_repair_history", 64 * MiB, 864_000),
+    ("system_distributed", "repair_history", 512 * MiB, 864_000),
+    ("system_distributed", "view_build_status", 16 * KiB, 864_000),
+    ("system_distributed", "partition_denylist", 16 * KiB, 864_000),
+    ("ringward_ops", "leases", 16 * KiB, 864_000),
+    ("ringward_ops", "migration_journal", 64 * MiB, 864_000),
+    ("ringward_ops", "migrations", 64 * MiB, 864_000),
+    ("ringward_ops", "migration_runs", 64 * KiB, 864_000),
+    ("ringward_ops", "repair_runs", 16 * MiB, 864_000),
+    ("ringward_ops", "repair_switch", 16 * KiB, 864_000),
+    ("ringward_ops", "controller_pauses", 16 * KiB, 864_000),
+    ("ringward_ops", "repair_segments", 640 * MiB, 864_000),
+    ("ringward_ops", "repair_type_segments", 16 * KiB, 864_000),
+    ("ringward_ops", "repair_plan", 320 * MiB, 864_000),
+    ("ringward_ops", "repair_previews", 1 * MiB, 864_000),
+    ("ringward_ops", "repair_progress", 64 * KiB, 864_000),
+)
 _SEED_TOKENS = {  # the local seed cluster (plugins/ringward_cassandra/localcluster/topologies/seed.json)
     "127.0.0.2": ("rack1", (-8151920490432810868, -433108085672519511, 8824499221154258863, 9216178714344602529)),
     "127.0.0.3": ("rack1", (-8556096403387275620, -3855495865544340301, -2848014410424999526, 2896250345574616760)),
@@ -97,6 +131,10 @@ class FleetSpec:
     table_names: tuple[str, ...] = ()  # default t00, t01, ...
     explicit_nodes: tuple[tuple[str, str, str, tuple[int, ...]], ...] = ()
     faults: Faults = field(default_factory=Faults)
+    # The cluster also holds system_auth, system_distributed and ringward_ops (`SYSTEM_TABLES`), replicated as the
+    # user keyspaces are (NTS `rf_per_dc` in every DC), as a real deployment runs them. Off by default: the figures
+    # recorded before it (docs/benchmarks.md) were taken on the user keyspaces alone.
+    system_keyspaces: bool = False
 
     # -- presets ------------------------------------------------------------------------------------------
     @classmethod
@@ -182,9 +220,16 @@ class FleetSpec:
         for index in random.Random(f"{self.seed}:outliers").sample(range(len(tables)), min(self.outliers, len(tables))):
             tables[index] = TableSpec(tables[index].keyspace, tables[index].name,
                                       int(tables[index].bytes * self.outlier_factor), 0, self.gc_grace)  # fmt: skip
-        return tuple(
+        drawn = tuple(
             TableSpec(t.keyspace, t.name, t.bytes, max(1, t.bytes // self.mean_partition_bytes), t.gc_grace)
             for t in tables
+        )
+        if not self.system_keyspaces:
+            return drawn
+        # After the draws: the user keyspaces' tables are the same with or without them.
+        return drawn + tuple(
+            TableSpec(keyspace, name, size, max(1, size // self.mean_partition_bytes), gc_grace)
+            for keyspace, name, size, gc_grace in SYSTEM_TABLES
         )
 
     def initial_nodes(self) -> list[Node]:

@@ -9,6 +9,7 @@ the stored plans' digests of both trees."""
 
 from __future__ import annotations
 
+import bisect
 import random
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from ringward.placement import replica_map
 from ringward.repair import (
+    DueRecord,
     DueSelection,
     RepairUnit,
     Segment,
@@ -25,6 +27,7 @@ from ringward.repair import (
     select_due,
     select_due_by_type,
 )
+from ringward.repair._arcs import split_evenly, unrolled
 from ringward.repair._config import RepairConfig
 from ringward.repair._estimates import NodeSizeEstimate, SizeIndex
 from ringward.repair._run import GcGrace, _grace_seconds
@@ -227,3 +230,132 @@ def test_size_splitter_segments_carry_the_estimate_of_their_own_range(seed: int)
     # Before the change each piece's bytes were estimated again: round(estimate(piece)[0]).
     assert [s.estimated_bytes for s in plan.segments] == [round(sizes.estimate(s.range)[0]) for s in plan.segments]
     assert all(s.estimated_bytes is not None and s.estimated_bytes <= 20 * 10**9 for s in plan.segments)
+
+
+# -- the density index, built from node totals ---------------------------------------------------------------
+# The reference: `SizeIndex` on node rows before the index took the ring's shares once per ring (`Ring.primary_shares`)
+# and summed contiguous pieces at once (669b5d6), kept verbatim for the node rows.
+
+
+class ReferenceNodeIndex:
+    def __init__(self, rows: Sequence[NodeSizeEstimate], keyspace: str, ring: Ring) -> None:
+        data: dict[str, float] = {}
+        partitions: dict[str, float] = {}
+        for row in rows:
+            if row.keyspace == keyspace:
+                data[row.node] = data.get(row.node, 0.0) + row.data_bytes
+                partitions[row.node] = partitions.get(row.node, 0.0) + row.partitions_count
+        owned: dict[str, int] = {}
+        ranges = ring.ranges()
+        owner = ring.token_owner
+        for token_range in ranges:
+            address = owner[token_range.end].address
+            if address in data:
+                owned[address] = owned.get(address, 0) + token_range.width()
+        pieces: list[tuple[int, int, float, float]] = []
+        for token_range in ranges:
+            address = owner[token_range.end].address
+            if address not in owned:
+                continue
+            width = token_range.width()
+            share = width / owned[address]
+            range_data, range_partitions = data[address] * share, partitions[address] * share
+            if token_range.wraps:
+                (low, high), rest = unrolled(token_range)
+                first_data, first_partitions = (
+                    range_data * (high - low) / width,
+                    range_partitions * (high - low) / width,
+                )
+                pieces.append((low, high, first_data, first_partitions))
+                pieces.append((rest[0], rest[1], range_data - first_data, range_partitions - first_partitions))
+            else:
+                pieces.append((token_range.start, token_range.end, range_data, range_partitions))
+        bounds: list[int] = []
+        total_bytes: list[float] = []
+        total_partitions: list[float] = []
+        bytes_rate: list[float] = []
+        partitions_rate: list[float] = []
+        summed: float = 0
+        counted: float = 0
+        for low, high, piece_bytes, piece_partitions in sorted(pieces):
+            if not bounds or bounds[-1] != low:
+                if bounds:
+                    bytes_rate.append(0.0)
+                    partitions_rate.append(0.0)
+                bounds.append(low)
+                total_bytes.append(summed)
+                total_partitions.append(counted)
+            width = high - low
+            bytes_rate.append(piece_bytes / width)
+            partitions_rate.append(piece_partitions / width)
+            summed += piece_bytes
+            counted += piece_partitions
+            bounds.append(high)
+            total_bytes.append(summed)
+            total_partitions.append(counted)
+        bytes_rate.append(0.0)
+        partitions_rate.append(0.0)
+        self.bounds, self.totals, self.rates = bounds, (total_bytes, total_partitions), (bytes_rate, partitions_rate)
+
+    def _integral(self, position: int) -> tuple[float, float]:
+        index = bisect.bisect_right(self.bounds, position) - 1
+        if index < 0:
+            return 0.0, 0.0
+        offset = position - self.bounds[index]
+        if offset == 0:
+            return self.totals[0][index], self.totals[1][index]
+        return (self.totals[0][index] + offset * self.rates[0][index],
+                self.totals[1][index] + offset * self.rates[1][index])  # fmt: skip
+
+    def estimate(self, token_range: TokenRange) -> tuple[float, float]:
+        total_bytes = total_partitions = 0.0
+        if not self.bounds:
+            return total_bytes, total_partitions
+        for low, high in unrolled(token_range):
+            high_bytes, high_partitions = self._integral(high)
+            low_bytes, low_partitions = self._integral(low)
+            total_bytes += high_bytes - low_bytes
+            total_partitions += high_partitions - low_partitions
+        return total_bytes, total_partitions
+
+
+@pytest.mark.parametrize("every_node", [True, False], ids=["every-node-reports", "some-nodes-silent"])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_density_index_estimates_every_range_as_before(seed: int, every_node: bool) -> None:
+    ring = skewed_ring(seed)
+    rng = random.Random(seed)
+    reporting = ring.nodes if every_node else ring.nodes[::2]
+    # Totals that are not whole multiples of anything: floating-point sums must come out bit for bit the same.
+    rows = [
+        NodeSizeEstimate("ks", table, node.address, rng.randrange(1, 10**7), rng.randrange(10**8, 4 * 10**11))
+        for node in reporting
+        for table in ("t1", "t2")
+    ] + [NodeSizeEstimate("other", "t", ring.nodes[0].address, 5, 5)]
+    sizes, reference = SizeIndex(rows, "ks", (), ring), ReferenceNodeIndex(rows, "ks", ring)
+    ranges = ring.ranges()
+    assert ranges[0].wraps  # the wrap-around range is split in two pieces of the index
+    drawn = [TokenRange(rng.randrange(MIN_TOKEN, 2**63), rng.randrange(MIN_TOKEN, 2**63)) for _ in range(300)]
+    assert any(r.wraps for r in drawn) and any(not r.wraps for r in drawn)
+    pieces = [piece for r in ranges for piece in split_evenly(r, 3)]
+    checked = [*ranges, *drawn, *pieces, TokenRange(MIN_TOKEN, ranges[1].end), TokenRange(ranges[-1].start, MIN_TOKEN)]
+    assert [sizes.estimate(r) for r in checked] == [reference.estimate(r) for r in checked]
+    assert sum(sizes.estimate(r)[0] for r in ranges) > 0
+
+
+# -- the plan task's lean read of the history ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backlog", [True, False], ids=["with-backlog", "no-backlog"])
+@pytest.mark.parametrize("seed", range(6))
+def test_the_due_cells_of_the_records_choose_and_order_as_the_whole_records_did(seed: int, backlog: bool) -> None:
+    """The plan task reads `DueRecord`s (last success, attempts, run id), not whole records: the selection is the
+    one the whole records made before the change, on every drawn case (retries of this run and of earlier ones,
+    never succeeded, ties)."""
+    segments, records = night(seed, backlog)
+    lean = {sid: DueRecord(r.last_success, r.attempts, r.run_id) for sid, r in records.items()}
+    expected = reference_select_due(segments, records, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    assert expected.due and expected.not_due and expected.exhausted and bool(expected.held_back) is backlog
+    assert select_due(segments, lean, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE) == expected
+    (found,) = select_due_by_type(segments, lean, run_id=RUN, now=NOW, config=CONFIG, types=["full"],
+                                  gc_grace=GC_GRACE)  # fmt: skip
+    assert found.selection == expected
