@@ -123,6 +123,9 @@ def stack_environment(home: Path, port: int, topology: str = "seed") -> dict[str
     return env
 
 
+DAGS = ("keyspace_migration", "nightly_subrange_repair")
+
+
 @dataclass
 class AirflowStack:
     home: Path
@@ -135,6 +138,7 @@ class AirflowStack:
     _api: client.ApiClient | None = None
     _workers_started: int = 0
     user: str = USER  # who the REST calls log in as
+    dags: tuple[str, ...] = DAGS  # parsed before the stack counts as started
 
     def as_user(self, user: str) -> AirflowStack:
         """The same stack, its REST calls made as `user` (a token of that user's own)."""
@@ -274,7 +278,7 @@ class AirflowStack:
         parts = (health.metadatabase, health.scheduler, health.triggerer, health.dag_processor)
         if not all(part is not None and part.status == "healthy" for part in parts):
             return False
-        for dag in DAGS:
+        for dag in self.dags:
             try:
                 client.DAGApi(self.api()).get_dag(dag, _request_timeout=TIMEOUT)
             except client.ApiException:  # not parsed yet (404), or not ready to answer
@@ -412,9 +416,6 @@ class AirflowStack:
         raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{detail()}")
 
 
-DAGS = ("keyspace_migration", "nightly_subrange_repair")
-
-
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, sig)
@@ -533,10 +534,12 @@ def start_stack(
     executor: str = "local",
     airflow: str | None = None,
     settings: dict[str, str] | None = None,
+    dags: tuple[str, ...] = DAGS,
 ) -> Iterator[AirflowStack]:
     """The stack on `executor` ("local" or "celery"), run by the `airflow` binary given (default: this
     interpreter's); with `nightly_keyspaces`, the nightly DAG's configuration selects only those (the scheduled
-    run a first unpause starts then leaves alone every other keyspace on the cluster)."""
+    run a first unpause starts then leaves alone every other keyspace on the cluster). `dags`: the DAG ids the
+    stack waits for (a clusters file's settings give suffixed ones)."""
     with tempfile.TemporaryDirectory(prefix="ringward-airflow-") as tmp:
         home = Path(tmp)
         port = free_port()
@@ -546,7 +549,7 @@ def start_stack(
         if nightly_keyspaces is not None:
             env["RINGWARD_REPAIR_CONFIG"] = str(nightly_config(home, nightly_keyspaces))
         env.update(settings or {})  # e.g. a deployment setting other than automation's
-        stack = AirflowStack(home, port, env, executor, airflow or _airflow())
+        stack = AirflowStack(home, port, env, executor, airflow or _airflow(), dags=dags)
         try:
             stack.start()
             yield stack

@@ -150,7 +150,9 @@ def two_cluster_stack(
         "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
         "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
     }
-    stacks = start_stack(settings=settings)
+    dags = tuple(f"{kind}__{name}" for kind in ("keyspace_migration", "keyspace_migration_rollback",
+                                                "nightly_subrange_repair") for name in ("alpha", "beta"))  # fmt: skip
+    stacks = start_stack(settings=settings, dags=dags)
     stack = next(stacks)
     try:
         for name in ("alpha", "beta"):  # each cluster's own pool (guide §0.3a)
@@ -219,7 +221,8 @@ def test_a_migration_on_one_cluster_while_the_others_night_runs(
     assert BETA_KEYSPACE not in alpha_keyspaces and ALPHA_KEYSPACE not in beta_keyspaces
     assert beta_migrations == []  # the migration's record lives in alpha's ringward_ops only
     assert beta_runs and beta_runs[0].state == "DONE", beta_runs[:1]
-    assert beta_history and {r.record.keyspace for r in beta_history} == {BETA_KEYSPACE}
+    assert beta_history and {r.keyspace for r in beta_history} == {BETA_KEYSPACE}
+    assert {r.record.state.value for r in beta_history} == {"DONE"}
     assert all(run.run_id != beta_runs[0].run_id for run in alpha_runs)  # the night is recorded on beta only
 
     # The pages: both clusters listed; each Repair page shows its own cluster's keyspaces only.
