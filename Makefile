@@ -65,21 +65,29 @@ test-unit: setup
 test-integration: setup browser redis venv-af34
 	$(VENV)/bin/python -m pytest tests/integration -q
 
-# The unit and DAG tests on both cores (pytest-xdist; each worker has its own Airflow home, tests/conftest.py), then
-# the integration tests in two lanes at once, each on a cluster of its own (tests/integration/conftest.py says which
-# files run in the second, on which addresses); all run whatever the others' outcome. The second lane's output
-# follows the first's. Every cluster is stopped at the end, however the lanes ended (test_two_clusters.py's second
-# cluster, `beta`, lives beside its lane's own).
+# The integration tests run in two lanes at once, each on a cluster of its own (tests/integration/conftest.py says
+# which files run in the second, on which addresses). Beside them, a third stream runs the unit and DAG tests on
+# Airflow 3.3 and then on 3.4, one pytest-xdist worker each (each worker has its own Airflow home, tests/conftest.py,
+# and `ringward airflow` a home of its own under .local/unit): the lanes leave a core partly idle while they wait on
+# nodes, JVMs and Airflow, and this stream, mostly CPU, fills it instead of running for 6 minutes before them. All
+# run whatever the others' outcome; the second lane's and the third stream's output follow the first lane's. Every
+# cluster is stopped at the end, however the lanes ended (test_two_clusters.py's second cluster, `beta`, lives
+# beside its lane's own).
 LANE_B_ENV := RINGWARD_TEST_LANE=b RINGWARD_CLUSTER_HOME=$(CURDIR)/.local/lane-b/cluster \
 	RINGWARD_AIRFLOW_HOME=$(CURDIR)/.local/lane-b/airflow
-test: lint typecheck browser redis test-airflow-3.4
-	$(VENV)/bin/python -m pytest tests/unit tests/dags -q -p no:cacheprovider -n 2 --durations=15; unit=$$?; \
+test: lint typecheck browser redis venv-af34
 	$(RINGWARD) spark jars >/dev/null; mkdir -p .artifacts; \
+	( RINGWARD_AIRFLOW_HOME=$(CURDIR)/.local/unit/airflow $(VENV)/bin/python -m pytest tests/unit tests/dags -q \
+		-p no:cacheprovider -n 1 --durations=15 > .artifacts/unit.log 2>&1; unit=$$?; \
+		$(AF34_TESTS) 1 >> .artifacts/unit.log 2>&1; af34=$$?; \
+		if [ $$unit -ne 0 ]; then echo $$unit; else echo $$af34; fi > .artifacts/unit.status ) & \
 	( $(LANE_B_ENV) $(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=25 \
 		> .artifacts/integration-lane-b.log 2>&1; echo $$? > .artifacts/integration-lane-b.status ) & \
 	RINGWARD_TEST_LANE=a $(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=25; \
 	status=$$?; wait; echo "== integration, second lane =="; cat .artifacts/integration-lane-b.log; \
+	echo "== unit and DAG tests (Airflow 3.3, then 3.4) =="; cat .artifacts/unit.log; \
 	second=$$(cat .artifacts/integration-lane-b.status 2>/dev/null || echo 1); \
+	unit=$$(cat .artifacts/unit.status 2>/dev/null || echo 1); \
 	$(RINGWARD) cluster down >/dev/null 2>&1; $(LANE_B_ENV) $(RINGWARD) cluster down >/dev/null 2>&1; \
 	for beta in .local/beta-cluster .local/lane-b/beta-cluster; do \
 		RINGWARD_CLUSTER_HOME=$(CURDIR)/$$beta $(RINGWARD) cluster down --purge >/dev/null 2>&1; done; \
@@ -103,11 +111,13 @@ venv-af34: $(UV)
 # The 3.4 step of `make test`: the DAG tests and the executor's unit tests on 3.4, with an Airflow home of its own
 # (3.4 migrates the database past what 3.3 reads). The scheduler migration on 3.4 runs inside the main suite
 # (tests/integration/test_airflow_34.py: 3.4's own components from this venv, on the suite's seed cluster).
-test-airflow-3.4: venv-af34
-	rm -rf $(AF34_HOME) && mkdir -p $(AF34_HOME)
+# $(AF34_TESTS) <workers>: `make test` runs it with one worker, beside the integration lanes.
+AF34_TESTS = rm -rf $(AF34_HOME) && mkdir -p $(AF34_HOME) && \
 	AIRFLOW_HOME=$(AF34_HOME)/test AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=sqlite:///$(AF34_HOME)/test/airflow.db \
-		RINGWARD_AIRFLOW_HOME=$(AF34_HOME)/cli \
-		$(AF34_VENV)/bin/python -m pytest tests/dags tests/unit/ringward_airflow/test_executor.py -q -p no:cacheprovider -n 2
+	RINGWARD_AIRFLOW_HOME=$(AF34_HOME)/cli \
+	$(AF34_VENV)/bin/python -m pytest tests/dags tests/unit/ringward_airflow/test_executor.py -q -p no:cacheprovider -n
+test-airflow-3.4: venv-af34
+	$(AF34_TESTS) 2
 
 benchmark: setup
 	$(VENV)/bin/python benchmarks/placement.py
