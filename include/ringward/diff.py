@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress, repeat
-from operator import eq, ne, or_
+from operator import eq, ne
 from typing import NamedTuple
 
 from ringward._placement_index import ring_index
@@ -103,11 +103,11 @@ class PlacementDiff:
 
     def affected_count(self) -> int:
         """How many ranges change their replica set."""
-        return sum(map(bool, map(or_, self.counts.lost, self.counts.gained)))
+        return sum(self.counts.changed())
 
     def affected(self) -> list[RangeChange]:
         """Changes that move data (replica set changed), in ring order."""
-        return self._changes_at(compress(range(len(self.before)), map(or_, self.counts.lost, self.counts.gained)))
+        return self._changes_at(compress(range(len(self.before)), self.counts.changed()))
 
     def gaining(self) -> list[RangeChange]:
         """Changes in which some node becomes a replica (it holds no data until repair), in ring order."""

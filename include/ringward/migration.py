@@ -42,6 +42,7 @@ __all__ = [
     "migration_to_resume",
     "pending",
     "range_count",
+    "repair_participants",
     "repair_pieces",
     "repair_segments",
     "repair_waves",
@@ -167,11 +168,7 @@ def repair_pieces(
     participants, coordinator first), without the segment objects (the Migration page draws 1.5 million)."""
     pieces: list[tuple[TokenRange, tuple[str, ...]]] = []
     for token_range, old, new in changes:
-        if phase == "pre":
-            participants = old
-        else:
-            gained = tuple(node for node in new if node not in old)
-            participants = gained + tuple(node for node in new if node not in gained)
+        participants = repair_participants(old, new, phase)
         if len(participants) <= 1:
             continue
         if token_range.start < token_range.end:  # the ring's ranges but one: no piece to split (`unwrap`)
@@ -179,6 +176,15 @@ def repair_pieces(
         else:
             pieces.extend((piece, participants) for piece in token_range.unwrap())
     return pieces
+
+
+def repair_participants(old: tuple[str, ...], new: tuple[str, ...], phase: Literal["pre", "post"]) -> tuple[str, ...]:
+    """Who repairs a changed range in `phase`, coordinator first: before the ALTER its replicas before (`old`);
+    after it its replicas after (`new`), the gained ones first (the coordinator is one: it holds nothing yet)."""
+    if phase == "pre":
+        return old
+    gained = tuple(node for node in new if node not in old)
+    return gained + tuple(node for node in new if node not in gained)
 
 
 def range_count(segments: Sequence[Segment]) -> str:

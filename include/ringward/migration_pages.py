@@ -14,12 +14,12 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import chain, compress, repeat
-from operator import and_, attrgetter, ge, gt, not_, or_
-from typing import Any, overload
+from operator import and_, attrgetter, ge, gt, not_
+from typing import Any, Literal, overload
 
 from ringward.errors import RingwardError
-from ringward.migration import MigrationStep, migration_steps, repair_pieces, step_changes
-from ringward.placement import ReplicaDelta, ReplicaMap, replica_delta
+from ringward.migration import MigrationStep, migration_steps, repair_participants, repair_pieces, step_changes
+from ringward.placement import ReplicaMap, replica_delta
 from ringward.plan import MigrationPlan
 from ringward.ring import Ring, TokenRange
 from ringward.svg import render_placement_svg
@@ -60,11 +60,10 @@ class PageRanges:
         )  # fmt: skip
 
     @classmethod
-    def of_placements(cls, bounds: _Bounds, before: ReplicaMap, after: ReplicaMap, delta: ReplicaDelta) -> PageRanges:
-        """The ranges of two placements of one ring (`before.ranges is after.ranges is bounds.ranges`) and their
-        counted change (`delta`, aligned with them): the same as `of_changes(plan.ranges)`, without an object per
-        range (a fleet's ring has 256,000 ranges; every pass here runs in C)."""
-        changed = list(map(or_, delta.lost, delta.gained))  # a range's replica set changes: it loses or gains one
+    def of_placements(cls, bounds: _Bounds, before: ReplicaMap, after: ReplicaMap, changed: list[bool]) -> PageRanges:
+        """The ranges of two placements of one ring (`before.ranges is after.ranges is bounds.ranges`) and whether
+        each one's replica set changes (`changed`, aligned with them): the same as `of_changes(plan.ranges)`,
+        without an object per range (a fleet's ring has 256,000 ranges; every pass here runs in C)."""
         every = range(len(changed))
         triaged = array("q", chain(compress(every, changed), compress(every, map(not_, changed))))
         return cls(bounds.starts, bounds.ends, before.replicas, after.replicas, triaged)
@@ -84,8 +83,8 @@ class PageRanges:
 
 class Participants(Sequence[Replicas]):
     """The participants of a stage's segments, built for the segments a page shows: segment k repairs ring range
-    `of[k]`, whose replicas are `old[i]` before the step and `new[i]` after it. Before (`pre`): the old replicas;
-    after: the gained replicas first (the coordinator is one), then the others, as `repair_pieces` orders them."""
+    `of[k]`, whose replicas are `old[i]` before the step and `new[i]` after it (`repair_participants`, as
+    `repair_pieces` orders them)."""
 
     def __init__(self, of: array[int], old: Sequence[Replicas], new: Sequence[Replicas], pre: bool) -> None:
         self.of, self.old, self.new, self.pre = of, old, new, pre
@@ -103,11 +102,7 @@ class Participants(Sequence[Replicas]):
         if isinstance(k, slice):
             return [self[j] for j in range(*k.indices(len(self)))]
         i = self.of[k]
-        if self.pre:
-            return self.old[i]
-        old, new = self.old[i], self.new[i]
-        gained = tuple(node for node in new if node not in old)
-        return gained + tuple(node for node in new if node not in gained)
+        return repair_participants(self.old[i], self.new[i], "pre" if self.pre else "post")
 
 
 @dataclass(frozen=True)
@@ -175,8 +170,8 @@ def pages_of_plan(plan: MigrationPlan, *, max_arcs: int = PLACEMENT_ARCS) -> Mig
                  _stages(plan.ring, step, bounds))
         for step in steps
     )  # fmt: skip
-    same_ranges = before.ranges is after.ranges and plan.diff.before is before and plan.diff.after is after
-    ranges = (PageRanges.of_placements(bounds, before, after, plan.diff.counts) if same_ranges
+    counted = plan.counted_ranges()
+    ranges = (PageRanges.of_placements(bounds, before, after, counted[1]) if counted is not None
               else PageRanges.of_changes(plan.ranges))  # fmt: skip
     findings = tuple((replace(f, ranges=()).to_json(), f.ranges) for f in plan.findings)  # ranges: per window
     # The picture names the settings as the pages do (`NetworkTopologyStrategy {dc1: 3}`), from the typed plan.
@@ -187,16 +182,20 @@ def pages_of_plan(plan: MigrationPlan, *, max_arcs: int = PLACEMENT_ARCS) -> Mig
     )  # fmt: skip
 
 
+_PHASES: tuple[tuple[Literal["pre", "post"], str], ...] = (("pre", "pre-repair"), ("post", "repair"))
+
+
 def _stages(ring: Ring, step: MigrationStep, bounds: _Bounds) -> tuple[PageStage, ...]:
-    """The step's two repair stages, segment for segment what `repair_pieces(step_changes(...))` repairs."""
+    """The step's two repair stages, segment for segment what `repair_pieces(step_changes(...))` repairs, by its
+    rules in arrays: the changed ranges, less those with one participant, the wrap-around one as its `unwrap`
+    pieces, each with its `repair_participants` (tests/unit/ringward/test_migration_pages.py holds them equal)."""
     before, after = step.placements(ring)
     if not (before.ranges is after.ranges is bounds.ranges):  # placements of one ring share its ranges; kept general
         return _stages_of_pieces(ring, step)
-    delta = replica_delta(ring, step.before, step.after)
-    changed = list(map(or_, delta.lost, delta.gained))  # the step's ranges: those whose replica set changes
+    changed = replica_delta(ring, step.before, step.after).changed()  # the step's ranges
     starts, ends = bounds.starts, bounds.ends
     stages = []
-    for phase, name, placement in (("pre", "pre-repair", before), ("post", "repair", after)):
+    for (phase, name), placement in zip(_PHASES, (before, after), strict=True):
         # A range with one participant (its replicas before, or after: the gained ones and the rest) is not repaired.
         count = placement.replica_count
         counts = repeat(count) if count is not None else map(len, placement.replicas)
@@ -218,8 +217,8 @@ def _stages_of_pieces(ring: Ring, step: MigrationStep) -> tuple[PageStage, ...]:
     shared: dict[Replicas, Replicas] = {}
     changes = step_changes(ring, step)  # both phases' ranges, computed once
     stages = []
-    for phase, name in (("pre", "pre-repair"), ("post", "repair")):
-        pieces = repair_pieces(changes, phase)  # type: ignore[arg-type]  # what repair_segments repairs
+    for phase, name in _PHASES:
+        pieces = repair_pieces(changes, phase)  # what repair_segments repairs
         replicas = [shared.setdefault(participants, participants) for _, participants in pieces]
         stages.append(PageStage(f"{phase}_repair:{step.index}", name, array("q", (p.start for p, _ in pieces)),
                                 array("q", (p.end for p, _ in pieces)), replicas))  # fmt: skip

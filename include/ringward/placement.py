@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, starmap
-from operator import add, itemgetter, methodcaller, sub
+from operator import add, itemgetter, methodcaller, or_, sub
 
 from ringward._placement_index import Group, RingIndex, Selection, entry_position, ring_index
 from ringward.errors import ConfigurationError
@@ -146,6 +146,10 @@ class ReplicaDelta:
     gained: Sequence[int]
     ranges_lost: Counter[str]
     ranges_gained: Counter[str]
+
+    def changed(self) -> list[bool]:
+        """Per ring range (ring order): its replica set changes, that is it loses or gains a replica."""
+        return list(map(bool, map(or_, self.lost, self.gained)))
 
 
 def replica_delta(ring: Ring, before: Replication, after: Replication) -> ReplicaDelta:

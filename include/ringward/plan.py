@@ -64,6 +64,15 @@ class MigrationPlan:
         """Every range, changed or not, in ring order (built on demand: big rings have 256,000)."""
         return range_changes(self.placement_before, self.placement_after)
 
+    def counted_ranges(self) -> tuple[Sequence[TokenRange], list[bool]] | None:
+        """The ring's ranges in ring order and, aligned with them, whether each one's replica set changes, without
+        an object per range (a fleet's ring has 256,000): when the plan's placements share the ring's ranges and
+        its diff is theirs. None otherwise (placements of two rings): then `ranges` has them."""
+        before, after, diff = self.placement_before, self.placement_after, self.diff
+        if before.ranges is after.ranges and diff.before is before and diff.after is after:
+            return before.ranges, diff.counts.changed()
+        return None
+
     @property
     def total_ranges(self) -> int:
         if self.placement_before.ranges is self.placement_after.ranges:

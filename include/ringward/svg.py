@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from operator import or_
 
 from ringward import _svg
 from ringward.plan import MigrationPlan
@@ -140,12 +139,11 @@ def _placement_summary_svg(plan: MigrationPlan, max_arcs: int) -> str:
 
 
 def _ranges_and_moves(plan: MigrationPlan) -> tuple[Sequence[TokenRange], list[bool]]:
-    """Every range of the plan in ring order, and whether its replica set changes: from the placements and their
-    counted change when they share the ring's ranges (no object per range: a fleet's ring has 256,000), else
-    from `plan.ranges`."""
-    before, after, diff = plan.placement_before, plan.placement_after, plan.diff
-    if before.ranges is after.ranges and diff.before is before and diff.after is after:
-        return before.ranges, list(map(bool, map(or_, diff.counts.lost, diff.counts.gained)))
+    """Every range of the plan in ring order, and whether its replica set changes (`MigrationPlan.counted_ranges`;
+    from `plan.ranges` when its placements are of two rings)."""
+    counted = plan.counted_ranges()
+    if counted is not None:
+        return counted
     return [c.range for c in plan.ranges], [bool(c.gained or c.lost) for c in plan.ranges]
 
 
