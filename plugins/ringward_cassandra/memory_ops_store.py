@@ -263,14 +263,9 @@ class MemoryOpsStore:
         ids: Mapping[tuple[int, int], str],
         repair_type: str = "full",
     ) -> dict[str, DueRecord]:
-        names = ",".join(tables)
-        table, prefix = ("repair_segments", ()) if repair_type == "full" else ("repair_type_segments", (repair_type,))
-        now = self.clock()
         records: dict[str, DueRecord] = {}
-        for bucket in sorted(set(buckets)):
-            rows = self._tables[table].cells((*prefix, keyspace, names, bucket), now, DUE_COLUMNS)
-            self._read[table] += len(rows)
-            add_due_records(records, rows, ids)
+        self._read_cells(keyspace, tables, buckets, repair_type, DUE_COLUMNS,
+                         lambda rows: add_due_records(records, rows, ids))  # fmt: skip
         return records
 
     def records_of(
@@ -281,15 +276,29 @@ class MemoryOpsStore:
         ids: Mapping[tuple[int, int], str],
         repair_type: str = "full",
     ) -> dict[str, SegmentRecord]:
+        records: dict[str, SegmentRecord] = {}
+        self._read_cells(keyspace, tables, buckets, repair_type, RECORD_COLUMNS,
+                         lambda rows: add_records(records, rows, ids, repair_type))  # fmt: skip
+        return records
+
+    def _read_cells(
+        self,
+        keyspace: str,
+        tables: Sequence[str],
+        buckets: Iterable[int],
+        repair_type: str,
+        columns: Sequence[str],
+        add: Callable[[Iterable[Sequence[Any]]], None],
+    ) -> None:
+        """`columns` of the history partitions of (keyspace, tables, `repair_type`) in `buckets`, each partition's
+        rows given to `add`, as the Cassandra store reads them."""
         names = ",".join(tables)
         table, prefix = ("repair_segments", ()) if repair_type == "full" else ("repair_type_segments", (repair_type,))
         now = self.clock()
-        records: dict[str, SegmentRecord] = {}
         for bucket in sorted(set(buckets)):
-            rows = self._tables[table].cells((*prefix, keyspace, names, bucket), now, RECORD_COLUMNS)
+            rows = self._tables[table].cells((*prefix, keyspace, names, bucket), now, columns)
             self._read[table] += len(rows)
-            add_records(records, rows, ids, repair_type)
-        return records
+            add(rows)
 
     # -- run plans --------------------------------------------------------------------------------------
     def save_run_plan(self, run_id: str, chunks: Iterable[Sequence[str]], ttl_seconds: int | None = None) -> int:

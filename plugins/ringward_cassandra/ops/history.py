@@ -3,8 +3,9 @@ cluster upgraded from the first layout, the legacy repair_history read until its
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from ringward.repair import DueRecord, RecordUpdate, RepairHistoryRow, Segment, SegmentRecord
 from ringward.ring import TokenRange
@@ -132,30 +133,12 @@ class CassandraRepairHistory:
     ) -> dict[str, DueRecord]:
         """`records_of`, reading only the cells due selection needs (`DUE_COLUMNS`: last success, attempts, run
         id), as `DueRecord`s: the plan task's read of every planned segment's history each night."""
-        ops = self.ops
-        if LEGACY_HISTORY in ops.tables():  # an upgraded cluster, until its legacy rows are rewritten
+        if LEGACY_HISTORY in self.ops.tables():  # an upgraded cluster, until its legacy rows are rewritten
             whole = self.records_of(keyspace, tables, buckets, ids, repair_type)
             return {sid: DueRecord(r.last_success, r.attempts, r.run_id) for sid, r in whole.items()}
-        table = "repair_segments" if repair_type == "full" else "repair_type_segments"
-        if table not in ops.tables():
-            return {}
-        names = ",".join(tables)
-        where = "keyspace_name = ? AND table_names = ? AND bucket = ?"
-        params: list[tuple[object, ...]] = [(keyspace, names, b) for b in sorted(set(buckets))]
-        if repair_type != "full":
-            where = f"repair_type = ? AND {where}"
-            params = [(repair_type, *p) for p in params]
         records: dict[str, DueRecord] = {}
-        if not params:
-            return records
-        statement = ops.statement(f"SELECT {', '.join(DUE_COLUMNS)} FROM {ops.keyspace}.{table} WHERE {where}")
-        from cassandra.concurrent import execute_concurrent_with_args
-
-        results = execute_concurrent_with_args(
-            ops.session, statement, params, concurrency=READ_CONCURRENCY, raise_on_first_error=True
-        )
-        for _, result in results:
-            add_due_records(records, result, ids)
+        self._read_cells(keyspace, tables, buckets, repair_type, DUE_COLUMNS,
+                         lambda rows: add_due_records(records, rows, ids))  # fmt: skip
         return records
 
     def records_of(
@@ -170,31 +153,45 @@ class CassandraRepairHistory:
         partitions of (keyspace, tables) in `buckets`, keyed by segment id: `history_of` for due selection.
         Only a record's columns are read and no history row is built: the plan task reads every planned
         segment's record each night (millions at fleet size)."""
-        ops = self.ops
-        if LEGACY_HISTORY in ops.tables():  # an upgraded cluster, until its legacy rows are rewritten
+        if LEGACY_HISTORY in self.ops.tables():  # an upgraded cluster, until its legacy rows are rewritten
             rows = self.history_of(keyspace, tables, buckets, repair_type)
             return {ids[key]: r.record for r in rows if (key := (r.range.start, r.range.end)) in ids}
+        records: dict[str, SegmentRecord] = {}
+        self._read_cells(keyspace, tables, buckets, repair_type, RECORD_COLUMNS,
+                         lambda rows: add_records(records, rows, ids, repair_type))  # fmt: skip
+        return records
+
+    def _read_cells(
+        self,
+        keyspace: str,
+        tables: Sequence[str],
+        buckets: Iterable[int],
+        repair_type: str,
+        columns: Sequence[str],
+        add: Callable[[Iterable[Sequence[Any]]], None],
+    ) -> None:
+        """Read `columns` of the history partitions of (keyspace, tables, `repair_type`) in `buckets`, concurrently,
+        and give each partition's rows to `add` (nothing when the table does not exist yet)."""
+        ops = self.ops
         table = "repair_segments" if repair_type == "full" else "repair_type_segments"
         if table not in ops.tables():
-            return {}
+            return
         names = ",".join(tables)
         where = "keyspace_name = ? AND table_names = ? AND bucket = ?"
         params: list[tuple[object, ...]] = [(keyspace, names, b) for b in sorted(set(buckets))]
         if repair_type != "full":
             where = f"repair_type = ? AND {where}"
             params = [(repair_type, *p) for p in params]
-        statement = ops.statement(f"SELECT {', '.join(RECORD_COLUMNS)} FROM {ops.keyspace}.{table} WHERE {where}")
+        if not params:
+            return
+        statement = ops.statement(f"SELECT {', '.join(columns)} FROM {ops.keyspace}.{table} WHERE {where}")
         from cassandra.concurrent import execute_concurrent_with_args
 
-        records: dict[str, SegmentRecord] = {}
-        if not params:
-            return records
         results = execute_concurrent_with_args(
             ops.session, statement, params, concurrency=READ_CONCURRENCY, raise_on_first_error=True
         )
         for _, result in results:
-            add_records(records, result, ids, repair_type)
-        return records
+            add(result)
 
     def forget_repair_history(self, keyspace: str) -> None:
         """Delete every history row of `keyspace` (tests and tools; the nightly path lets rows expire)."""
