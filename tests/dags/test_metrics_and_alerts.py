@@ -20,6 +20,9 @@ from ringward_airflow.assets import MIGRATED, REPAIRED
 from ringward_fleetsim import FleetSpec
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from statsd_lines import Gauge, gauges  # noqa: E402
+
 NIGHT = ROOT / "benchmarks" / "fleet" / "airflow_night.py"
 # What a task's process does first (airflow.sdk.execution_time.task_runner.main): set Stats up from the config;
 # dag.test() runs the tasks in its own process, which does not.
@@ -34,25 +37,10 @@ sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
-Line = tuple[str, tuple[tuple[str, str], ...], float]
-
-
-def parse(datagram: str) -> list[Line]:
-    """StatsD gauge lines with InfluxDB-style tags: `prefix.name,k=v,...:value|g` -> (name, tags, value)."""
-    lines = []
-    for line in datagram.splitlines():
-        head, _, rest = line.partition(":")
-        value, _, kind = rest.partition("|")
-        if kind != "g":
-            continue
-        name, *tags = head.split(",")
-        lines.append((name, tuple(tuple(tag.split("=", 1)) for tag in tags), float(value)))  # type: ignore[misc]
-    return lines
-
 
 def night_with_statsd(
     tmp_path: Path, spec: FleetSpec, conf: dict[str, Any] | None = None, *options: str, **more_env: str
-) -> tuple[dict[str, Any], list[Line]]:
+) -> tuple[dict[str, Any], list[Gauge]]:
     """One night on `spec` with StatsD sent to a loopback socket: (the night's figures, the gauge lines);
     `options`: more of airflow_night.py's command line, `more_env`: more of the child's environment."""
     from ringward_cli.airflow_env import ensure_airflow_db
@@ -87,10 +75,10 @@ def night_with_statsd(
                     if child.poll() is not None:
                         break
     assert child.returncode == 0, log.read_text()[-4000:]
-    return json.loads(out.read_text()), [line for datagram in received for line in parse(datagram)]
+    return json.loads(out.read_text()), [line for datagram in received for line in gauges(datagram)]
 
 
-def last(lines: list[Line], name: str) -> dict[tuple[tuple[str, str], ...], float]:
+def last(lines: list[Gauge], name: str) -> dict[tuple[tuple[str, str], ...], float]:
     """The last value of each tag set of `name` (a gauge keeps its last value)."""
     values: dict[tuple[tuple[str, str], ...], float] = {}
     for line_name, tags, value in lines:
@@ -153,7 +141,7 @@ def asset_events(run_id: str) -> dict[str, dict[str, Any]]:
 
 def recorded_night(
     tmp_path: Path, conf: dict[str, Any], *options: str
-) -> tuple[dict[str, Any], list[Line], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[Gauge], list[dict[str, Any]]]:
     """A night on the seed cluster's twin whose notifiers are alert_recorder's: (figures, StatsD lines, the
     notifier's recorded calls)."""
     recorded = tmp_path / "alerts.jsonl"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,9 @@ from ringward_cassandra.ops_store import OpsStore
 from ringward_cassandra.seed_scenario import create_seed_keyspace
 from schema_agreement import settle_schema
 from test_airflow_scheduler import approve_when_asked
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from statsd_lines import gauges
 
 pytestmark = pytest.mark.integration
 
@@ -101,12 +105,7 @@ class StatsdSink:
                 datagram = self.socket.recv(65536).decode(errors="replace")
             except TimeoutError:
                 continue
-            for line in datagram.splitlines():
-                head, _, rest = line.partition(":")
-                value, _, kind = rest.partition("|")
-                if kind == "g":
-                    name, *tags = head.split(",")
-                    self.lines.append((name, dict(tag.split("=", 1) for tag in tags if "=" in tag), float(value)))
+            self.lines.extend((name, dict(tags), value) for name, tags, value in gauges(datagram))
 
     def close(self) -> None:
         self.stop.set()
