@@ -87,3 +87,58 @@ def test_the_lease_outlasts_the_approvals_wait() -> None:
     OpsStore(table).acquire_lease("keyspace:ks", "m1", "keyspace_migration")  # type: ignore[arg-type]
     table.now = 48 * 3600 + 600  # the latest approval, and the first stage after it
     assert table.row("keyspace:ks") is not None
+
+
+class TimingOut:
+    """The lease table behind a coordinator whose lightweight transactions time out (`WriteTimeout`, write type
+    CAS) the first `times` times; `applied`: the timed-out ones were applied all the same (Paxos finished, the
+    coordinator's answer did not arrive in time), else not at all."""
+
+    def __init__(self, times: int, applied: bool) -> None:
+        self.table, self.times, self.applied = LeaseTable(), times, applied
+
+    def execute(self, statement: Any, params: tuple[Any, ...] = ()) -> _Result:
+        from cassandra import WriteTimeout, WriteType
+
+        text = getattr(statement, "query_string", str(statement))
+        if " IF " in text and self.times > 0:
+            self.times -= 1
+            if self.applied:
+                self.table.execute(statement, params)
+            raise WriteTimeout("CAS operation timed out: received 1 of 3 required responses", write_type=WriteType.CAS)
+        return self.table.execute(statement, params)
+
+
+def _leases(session: TimingOut, sleeps: list[float]) -> OpsStore:
+    from ringward_cassandra.ops.leases import CassandraLeases
+
+    store = OpsStore(session)  # type: ignore[arg-type]
+    store.lease_store = CassandraLeases(store.lease_store.ops, sleep=sleeps.append)
+    return store
+
+
+@pytest.mark.parametrize("applied", [False, True], ids=["not-applied", "applied-then-timed-out"])
+def test_a_lease_transaction_that_times_out_is_sent_again(applied: bool) -> None:
+    # Seen in CI's recovery test: a replica down, another busy, and the repair's renewal of its lease failed.
+    sleeps: list[float] = []
+    session = TimingOut(times=2, applied=applied)
+    store = _leases(session, sleeps)
+    store.acquire_lease("keyspace:ks", "m1", "keyspace_migration")
+    held = store.lease("keyspace:ks")
+    assert held is not None and held.owner == "m1"
+    assert sleeps == [1.0, 2.0]
+    store.acquire_lease("keyspace:ks", "m1", "keyspace_migration")  # renewed: its own lease, sent again or not
+    session.times = 1
+    store.release_lease("keyspace:ks", "m1")
+    assert store.lease("keyspace:ks") is None
+
+
+def test_a_lease_transaction_that_keeps_timing_out_fails_after_its_tries() -> None:
+    from cassandra import WriteTimeout
+    from ringward_cassandra.ops.leases import CAS_TRIES
+
+    sleeps: list[float] = []
+    store = _leases(TimingOut(times=CAS_TRIES, applied=False), sleeps)
+    with pytest.raises(WriteTimeout):
+        store.acquire_lease("keyspace:ks", "m1", "keyspace_migration")
+    assert sleeps == [1.0, 2.0]  # CAS_TRIES tries, waits between them only
