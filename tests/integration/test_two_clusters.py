@@ -6,12 +6,18 @@ own on other loopback addresses, its own connections and repair configuration). 
 suffixed DAGs. Beta's scheduled night (started by unpausing its DAG) runs while alpha's migration is triggered
 and approved through the REST API; each touches only its own cluster and keeps its state in its own
 `ringward_ops`; the pages list both clusters and each cluster's Repair page shows only its own keyspaces; the
-StatsD lines of both arrive tagged with their cluster's name.
+StatsD lines of both arrive tagged with their cluster's name. Beta's night also repairs a keyspace whose table
+has a gc_grace_seconds of 1 s: when the report runs, that table is past its deadline, and the notifier configured
+as a deployment configures its own ($RINGWARD_ALERT_NOTIFIERS: tests/dags/alert_recorder.py) is called with
+beta's name, that table and the fix. The Asset events the REST API lists are each cluster's own keyspace:
+`cassandra://alpha/<migrated keyspace>` from alpha's migration, `cassandra://beta/<repaired keyspace>` from beta's
+night (not the keyspace past its deadline).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -43,6 +49,8 @@ BETA_NODES = [f"127.0.0.{30 + _SHIFT}", f"127.0.0.{31 + _SHIFT}"]
 BETA_TOKENS = [[-9000000000000000000, -4500000000000000000, 0, 4500000000000000000],
                [-6750000000000000000, -2250000000000000000, 2250000000000000000, 6750000000000000000]]  # fmt: skip
 ALPHA_KEYSPACE, BETA_KEYSPACE = "two_alpha", "two_beta"
+RECORDER = Path(__file__).resolve().parents[1] / "dags"  # alert_recorder.py, the test's notifier
+BETA_LATE = "two_beta_late"  # its table's gc_grace_seconds is 1 s: past its deadline when the report runs
 MIGRATION, NIGHTLY = "keyspace_migration__alpha", "nightly_subrange_repair__beta"
 
 
@@ -130,7 +138,7 @@ def two_cluster_stack(
     beta: tuple[LocalCluster, Path], statsd: StatsdSink, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[AirflowStack]:
     folder = tmp_path_factory.mktemp("two-clusters")
-    beta_config = nightly_config(folder, [BETA_KEYSPACE]).rename(folder / "beta_repair.yaml")
+    beta_config = nightly_config(folder, [BETA_KEYSPACE, BETA_LATE]).rename(folder / "beta_repair.yaml")
     alpha_config = nightly_config(folder, [ALPHA_KEYSPACE]).rename(folder / "alpha_repair.yaml")
     clusters = {"clusters": [
         {"name": "alpha", "cassandra_conn_id": "cassandra_default", "nodetool_conn_id": "ringward_nodetool",
@@ -148,6 +156,10 @@ def two_cluster_stack(
         "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
         "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
         "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
+        # The alerts go to the test's notifier, named as a deployment names its own; each call a line in a file.
+        "RINGWARD_ALERT_NOTIFIERS": "alert_recorder:NOTIFIERS",
+        "RINGWARD_TEST_ALERTS": str(folder / "alerts.jsonl"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(RECORDER), os.environ.get("PYTHONPATH")])),
     }
     dags = tuple(f"{kind}__{name}" for kind in ("keyspace_migration", "keyspace_migration_rollback",
                                                 "nightly_subrange_repair") for name in ("alpha", "beta"))  # fmt: skip
@@ -181,6 +193,13 @@ def test_a_migration_on_one_cluster_while_the_others_night_runs(
         insert = session.prepare(f"INSERT INTO {BETA_KEYSPACE}.t (k, v) VALUES (?, ?)")
         for k in range(200):
             session.execute(insert, (k, "beta"))
+        session.execute(f"DROP KEYSPACE IF EXISTS {BETA_LATE}")
+        session.execute(f"CREATE KEYSPACE {BETA_LATE} WITH replication = "
+                        "{'class': 'SimpleStrategy', 'replication_factor': 2}")  # fmt: skip
+        session.execute(f"CREATE TABLE {BETA_LATE}.t (k int PRIMARY KEY, v text) WITH gc_grace_seconds = 1")
+        settle_schema(session)
+        for k in range(20):
+            session.execute(f"INSERT INTO {BETA_LATE}.t (k, v) VALUES (%s, 'late')", (k,))
     with connect(ALPHA_NODES) as session:
         create_seed_keyspace(session, ALPHA_KEYSPACE)
 
@@ -240,8 +259,29 @@ def test_a_migration_on_one_cluster_while_the_others_night_runs(
     assert statsd.clusters_of("ringward.migration.ranges_moved") == {"alpha"}
     coverage = [(tags, value) for name, tags, value in statsd.lines
                 if name == "airflow.ringward.repair.table.coverage_ratio"]  # fmt: skip
-    assert {tags["keyspace"] for tags, _ in coverage} == {BETA_KEYSPACE}
-    assert coverage[-1][1] == 1.0  # the night repaired every range of beta's table
+    assert {tags["keyspace"] for tags, _ in coverage} == {BETA_KEYSPACE, BETA_LATE}
+    on_time = [value for tags, value in coverage if tags["keyspace"] == BETA_KEYSPACE]
+    assert on_time[-1] == 1.0  # the night repaired every range of beta's table
+    late = [value for tags, value in coverage if tags["keyspace"] == BETA_LATE]
+    assert late[-1] == 0.0  # repaired tonight, but longer ago than its 1 s of gc_grace when the report ran
+
+    # The alert: beta's table past its deadline reached the configured notifier, with the cluster and the fix.
+    alerts = Path(stack.env["RINGWARD_TEST_ALERTS"])
+    calls = [json.loads(line) for line in alerts.read_text().splitlines()] if alerts.exists() else []
+    assert [call["alert"]["kind"] for call in calls] == ["gc_grace_passed"], calls
+    alert = calls[0]["alert"]
+    assert alert["cluster"] == "beta" and alert["tables"] == [f"{BETA_LATE}.t"], alert
+    assert calls[0]["subject"].startswith("[ringward critical] ")
+    assert "Fix: Repair them now: trigger nightly_subrange_repair" in calls[0]["message"], calls[0]["message"]
+
+    # The Asset events: each cluster's own keyspace, from its own DAG; none for the keyspace past its deadline.
+    listed_events = httpx.get(f"{stack.url}/api/v2/assets/events", params={"limit": 100}, headers=_bearer(stack),
+                              timeout=60)  # fmt: skip
+    assert listed_events.status_code == 200, listed_events.text
+    keyspace_events = {(event["uri"], event["source_dag_id"]) for event in listed_events.json()["asset_events"]
+                       if event["uri"].startswith(("cassandra://alpha/", "cassandra://beta/"))}  # fmt: skip
+    assert keyspace_events == {(f"cassandra://alpha/{ALPHA_KEYSPACE}", MIGRATION),
+                               (f"cassandra://beta/{BETA_KEYSPACE}", NIGHTLY)}, keyspace_events  # fmt: skip
     assert beta_cluster.running_pids()  # beta still up: nothing of alpha's run stopped it
 
 
