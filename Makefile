@@ -68,11 +68,11 @@ test-integration: setup browser redis venv-af34
 # The integration tests run in two lanes at once, each on a cluster of its own (tests/integration/conftest.py says
 # which files run in the second, on which addresses). Beside them, a third stream runs the unit and DAG tests on
 # Airflow 3.3 and then on 3.4, one pytest-xdist worker each (each worker has its own Airflow home, tests/conftest.py,
-# and `ringward airflow` a home of its own under .local/unit): the lanes leave a core partly idle while they wait on
-# nodes, JVMs and Airflow, and this stream, mostly CPU, fills it instead of running for 6 minutes before them. All
-# run whatever the others' outcome; the second lane's and the third stream's output follow the first lane's. Every
-# cluster is stopped at the end, however the lanes ended (test_two_clusters.py's second cluster, `beta`, lives
-# beside its lane's own).
+# and `ringward airflow` a home of its own under .local/unit), instead of for 6.5 minutes before them: the lanes
+# then take about 3 minutes longer each and the whole run about 2 minutes less (41 min against 43, 2 cores,
+# measured 2026-11-28; the cores were 92-97 % busy either way). All run whatever the others' outcome; the second
+# lane's and the third stream's output follow the first lane's. Every cluster is stopped at the end, however the
+# lanes ended (test_two_clusters.py's second cluster, `beta`, lives beside its lane's own).
 LANE_B_ENV := RINGWARD_TEST_LANE=b RINGWARD_CLUSTER_HOME=$(CURDIR)/.local/lane-b/cluster \
 	RINGWARD_AIRFLOW_HOME=$(CURDIR)/.local/lane-b/airflow
 test: lint typecheck browser redis venv-af34
