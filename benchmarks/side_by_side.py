@@ -43,6 +43,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -273,6 +274,47 @@ def turns_finished_since(since: datetime) -> set[str] | None:
         }
 
 
+_LOG_TIME = re.compile(r"^\w+\s+\[[^\]]+\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
+_STARTED = re.compile(r"Starting repair command #\d+ \(([0-9a-f-]+)\), repairing keyspace (\w+)")
+_FINISHED = re.compile(r"\[repair #([0-9a-f-]+)\]Repair command #\d+ finished")
+_SKIPPED = re.compile(r"Repair ([0-9a-f-]+) skipped: Nothing to repair")
+_SOAKED = re.compile(r"Soaking for (\d+) ms after repair")
+
+
+def autorepair_tasks(log_dirs: Sequence[Path], since: datetime, until: datetime) -> dict[str, dict[str, float]]:
+    """What AutoRepair's turns did between `since` and `until`, from the nodes' system.log files: per keyspace,
+    the repair commands it started, how many of them had nothing to repair (a keyspace with one replica), their
+    seconds from start to finish, and the seconds it then slept to make each task last `repair_task_min_duration`
+    (summed over the nodes)."""
+    found: dict[str, dict[str, float]] = {}
+    for directory in log_dirs:
+        started: dict[str, tuple[str, datetime]] = {}
+        last_keyspace = ""
+        for path in sorted(directory.glob("system.log*"), reverse=True):  # system.log.1 (older) first
+            for line in path.read_text(errors="replace").splitlines():
+                stamp = _LOG_TIME.match(line)
+                if stamp is None:
+                    continue
+                at = datetime.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=UTC)
+                if not since <= at <= until:
+                    continue
+                if match := _STARTED.search(line):
+                    last_keyspace = match.group(2)
+                    started[match.group(1)] = (last_keyspace, at)
+                    row = found.setdefault(
+                        last_keyspace, dict.fromkeys(("tasks", "nothing", "repair_s", "soak_s"), 0.0)
+                    )
+                    row["tasks"] += 1
+                elif (match := _FINISHED.search(line)) and match.group(1) in started:
+                    keyspace, began = started.pop(match.group(1))
+                    found[keyspace]["repair_s"] += (at - began).total_seconds()
+                elif (match := _SKIPPED.search(line)) and match.group(1) in started:
+                    found[started[match.group(1)][0]]["nothing"] += 1
+                elif (match := _SOAKED.search(line)) and last_keyspace:
+                    found[last_keyspace]["soak_s"] += int(match.group(1)) / 1000
+    return found
+
+
 def autorepair(nodetool: NodetoolClient, timeout: float) -> float:
     since = datetime.now(UTC).replace(microsecond=0)
     started = time.monotonic()
@@ -374,6 +416,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:  # kept as it grows: a later row that fails leaves the earlier ones
             Path(args.json).write_text(json.dumps({**results, "timed": timed}, indent=1, default=str))
 
+    def autorepair_row(name: str) -> None:
+        since = datetime.now(UTC)
+        seconds = autorepair(nodetool, args.timeout)
+        logs = [cluster.root / node.name / "logs" for node in cluster.topology().nodes]
+        results.setdefault("autorepair_tasks", {})[name] = autorepair_tasks(logs, since, datetime.now(UTC))
+        record(name, seconds)
+
     try:
         write_topology(topology, equal_budget=False)
         cluster.up(str(topology), heap_mb=HEAP_MB, timeout=900)
@@ -400,7 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "shipped" not in skip:
             drift(cluster, nodetool, range(rows * batch, rows * batch + extra))
             batch += 1
-            record("AutoRepair full, 5.0.9 shipped defaults", autorepair(nodetool, args.timeout))
+            autorepair_row("AutoRepair full, 5.0.9 shipped defaults")
         if "equal" not in skip:
             write_topology(topology, equal_budget=True)  # every node restarted with ringward's budget
             for node in NODES:
@@ -408,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cluster.start(node, heap_mb=HEAP_MB, timeout=600)
             drift(cluster, nodetool, range(rows * batch, rows * batch + extra))
             batch += 1
-            record("AutoRepair full, ringward's budget, 5 s checks", autorepair(nodetool, args.timeout))
+            autorepair_row("AutoRepair full, ringward's budget, 5 s checks")
         # one replica's copy of a table, from what the nodes hold (each node: its replicated share of every table)
         held = sum(results["bytes_per_node"].values()) / sum(replicated_shares().values())
         table_bytes = int(held / (len(KEYSPACES) * len(TABLES)))
@@ -457,6 +506,11 @@ def report(results: dict[str, Any]) -> None:
             print(f"ringward / {name}: {ours / timed[name]:.2f}")
     if ours:
         print(f"ringward's efficiency against the bound: {bound / ours:.2f}")
+    for name, keyspaces in results.get("autorepair_tasks", {}).items():
+        print(f"{name}: repair commands per keyspace (all nodes), seconds repairing and seconds of task floor")
+        for keyspace, row in sorted(keyspaces.items()):
+            print(f"  {keyspace:<20} {row['tasks']:4.0f} commands ({row['nothing']:3.0f} with nothing to repair) "
+                  f"{row['repair_s']:7.1f} s repairing {row['soak_s']:7.1f} s floor")  # fmt: skip
 
 
 if __name__ == "__main__":
