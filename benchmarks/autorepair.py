@@ -26,23 +26,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "include"), str(ROOT / "plugins"), str(ROOT / "tests" / "integration")]
 
 from airflow_stack import AirflowStack, critical_path, start_stack  # noqa: E402
-from cassandra import ConsistencyLevel  # noqa: E402
-from cassandra.concurrent import execute_concurrent_with_args  # noqa: E402
+from cluster_workload import Workload, autorepair  # noqa: E402
 from ringward_cassandra.cql import connect  # noqa: E402
 from ringward_cassandra.localcluster import LocalCluster  # noqa: E402
 from ringward_cassandra.localcluster.topology import PRESETS_DIR  # noqa: E402
-from ringward_cassandra.nodetool import NodetoolClient  # noqa: E402
 from ringward_cassandra.ops_store import OpsStore  # noqa: E402
 
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
@@ -51,6 +48,7 @@ KEYSPACES = ["ar_a", "ar_b", "ar_c"]
 TABLES = ["t1", "t2"]
 ROW_BYTES = 1024
 NIGHTLY = "nightly_subrange_repair"
+WORKLOAD = Workload(NODES, DOWN, KEYSPACES, TABLES, {"dc1": 2}, ROW_BYTES)
 
 
 def topology_file(directory: Path) -> Path:
@@ -78,53 +76,6 @@ def topology_file(directory: Path) -> Path:
     return path
 
 
-def write(session, rows: range, consistency: int) -> None:  # type: ignore[no-untyped-def]
-    for keyspace in KEYSPACES:
-        for table in TABLES:
-            insert = session.prepare(f"INSERT INTO {keyspace}.{table} (pk, payload) VALUES (?, ?)")
-            insert.consistency_level = consistency
-            for first in range(rows.start, rows.stop, 20_000):
-                # a fresh random payload per row: a repeated one compresses away on disk
-                batch = [(i, os.urandom(ROW_BYTES)) for i in range(first, min(rows.stop, first + 20_000))]
-                for ok, result in execute_concurrent_with_args(session, insert, batch, concurrency=96):
-                    if not ok:
-                        raise RuntimeError(result)
-
-
-def load(rows: int) -> None:
-    with connect(NODES) as session:
-        for keyspace in KEYSPACES:
-            session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
-            session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = "
-                            "{'class': 'NetworkTopologyStrategy', 'dc1': 2}")  # fmt: skip
-            for table in TABLES:
-                session.execute(f"CREATE TABLE {keyspace}.{table} (pk int PRIMARY KEY, payload blob)")
-        session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
-        write(session, range(rows), ConsistencyLevel.ALL)
-
-
-def drift(cluster: LocalCluster, nodetool: NodetoolClient, rows: range) -> None:
-    """`rows` written at CL ONE with DOWN stopped and hints off: the replicas out of sync, then flushed."""
-    for node in NODES:
-        nodetool.checked(node, ["disablehandoff"])
-    cluster.stop(DOWN)
-    with connect([n for n in NODES if n != DOWN]) as session:
-        write(session, rows, ConsistencyLevel.ONE)
-    cluster.start(DOWN)
-    for node in NODES:
-        nodetool.checked(node, ["disablehandoff"])  # a restarted node has hints on again
-        for keyspace in KEYSPACES:
-            nodetool.flush(node, keyspace)
-
-
-def primary_range_repairs(nodetool: NodetoolClient) -> float:
-    started = time.monotonic()
-    for node in NODES:
-        for keyspace in KEYSPACES:
-            nodetool.checked(node, ["repair", "-full", "-pr", keyspace], timeout=7200)
-    return time.monotonic() - started
-
-
 def scheduled_run(stack: AirflowStack) -> str:
     """The run id of the scheduled run the scheduler starts after the first unpause."""
     found: list[str] = []
@@ -136,41 +87,6 @@ def scheduled_run(stack: AirflowStack) -> str:
 
     stack.wait_until(listed, 120, "the nightly DAG's scheduled run")
     return found[0]
-
-
-def autorepair_turns_finished_since(since: datetime) -> int:
-    with connect(NODES) as session:
-        rows = session.execute(
-            "SELECT repair_type, host_id, repair_start_ts, repair_finish_ts FROM system_distributed.auto_repair_history"
-        )
-        # A turn that started after `since` and has finished since. AutoRepair gives a node it has no history
-        # of a stamp with start == finish when the type is switched on, without repairing anything: a turn
-        # that repaired something finishes strictly after it starts.
-        finished = {
-            row.host_id
-            for row in rows
-            if row.repair_type.lower() == "full"
-            and row.repair_start_ts is not None
-            and row.repair_finish_ts is not None
-            and row.repair_start_ts.replace(tzinfo=UTC) >= since
-            and row.repair_finish_ts > row.repair_start_ts
-        }
-    return len(finished)
-
-
-def autorepair(nodetool: NodetoolClient, timeout: float = 3600) -> float:
-    since = datetime.now(UTC).replace(microsecond=0)
-    started = time.monotonic()
-    for node in NODES:
-        nodetool.checked(node, ["setautorepairconfig", "-t", "full", "enabled", "true"])
-    while autorepair_turns_finished_since(since) < len(NODES):
-        if time.monotonic() - started > timeout:
-            raise RuntimeError(f"AutoRepair did not finish a full turn on every node within {timeout:.0f}s")
-        time.sleep(1)
-    seconds = time.monotonic() - started
-    for node in NODES:
-        nodetool.checked(node, ["setautorepairconfig", "-t", "full", "enabled", "false"])
-    return seconds
 
 
 def main() -> int:
@@ -187,19 +103,19 @@ def main() -> int:
     try:
         cluster.up(str(topology_file(Path(topologies.name))), heap_mb=1024)
         nodetool = dataclasses.replace(cluster.nodetool_client(), java_classpath=None)  # what an operator runs
-        load(rows)
+        WORKLOAD.load(rows)
         # ringward's own keyspace (ringward_ops) is created by the first run ever on a cluster (~15 s of DDL and
         # schema agreement); every nightly run after it finds it. Created here, before any timing.
         with connect(NODES) as session:
             OpsStore(session).ensure_schema([("dc1", len(NODES))])
         results: dict[str, float] = {}
-        drift(cluster, nodetool, range(rows, rows + extra))
-        results["nodetool repair -full -pr, node by node"] = primary_range_repairs(nodetool)
+        WORKLOAD.drift(cluster, nodetool, range(rows, rows + extra))
+        results["nodetool repair -full -pr, node by node"] = WORKLOAD.primary_range_repairs(nodetool)
         # The nightly run as a deployment has it: the scheduled run, with the shipped configuration selecting
         # the benchmark keyspaces (what -pr repairs). Unpausing the DAG makes the scheduler start the scheduled
         # run it missed (the latest); timed from the unpause to that run's success, and as Airflow records it.
         for stack in start_stack(nightly_keyspaces=KEYSPACES):
-            drift(cluster, nodetool, range(rows + extra, rows + 2 * extra))
+            WORKLOAD.drift(cluster, nodetool, range(rows + extra, rows + 2 * extra))
             started = time.monotonic()
             stack.set_paused(NIGHTLY, False)
             run_id = scheduled_run(stack)
@@ -217,8 +133,8 @@ def main() -> int:
             if args.task_logs:
                 for task, *_ in path:
                     print(f"--- {task} ---\n{stack.log(NIGHTLY, run_id, task, 1, timestamps=True)}")
-        drift(cluster, nodetool, range(rows + 2 * extra, rows + 3 * extra))
-        results["AutoRepair (full, check 5 s)"] = autorepair(nodetool)
+        WORKLOAD.drift(cluster, nodetool, range(rows + 2 * extra, rows + 3 * extra))
+        results["AutoRepair (full, check 5 s)"] = autorepair(nodetool, NODES, timeout=3600)
         reference = results["nodetool repair -full -pr, node by node"]
         auto = results["AutoRepair (full, check 5 s)"]
         ours = results["ringward nightly (scheduler, defaults)"]

@@ -41,7 +41,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import random
 import re
 import shutil
@@ -64,10 +63,7 @@ sys.path[:0] = [
 
 from airflow_stack import critical_path, start_stack  # noqa: E402
 from autorepair import scheduled_run  # noqa: E402
-from cassandra import ConsistencyLevel, ReadTimeout, Unavailable  # noqa: E402
-from cassandra.cluster import NoHostAvailable  # noqa: E402
-from cassandra.concurrent import execute_concurrent_with_args  # noqa: E402
-from cassandra.query import SimpleStatement  # noqa: E402
+from cluster_workload import Workload, autorepair  # noqa: E402
 from ringward.placement import replica_map  # noqa: E402
 from ringward.repair import load_config  # noqa: E402
 from ringward.replication import Replication  # noqa: E402
@@ -91,6 +87,9 @@ ROW_BYTES = 4096
 NIGHTLY = "nightly_subrange_repair"
 HEAP_MB = 1024
 SEED = 40
+WORKLOAD = Workload(
+    NODES, DOWN, KEYSPACES, TABLES, REPLICATION, ROW_BYTES, batch=5_000, concurrency=64, heap_mb=HEAP_MB
+)
 
 
 def tokens() -> dict[str, tuple[int, ...]]:
@@ -174,56 +173,6 @@ class Progress:
         print(f"  {self.what}: {done:,}/{self.total:,} ({spent:.0f} s, ETA {eta:.0f} s)", flush=True)
 
 
-def write(session: Any, rows: range, consistency: int, progress: Progress | None = None) -> None:
-    done = 0
-    for keyspace in KEYSPACES:
-        for table in TABLES:
-            insert = session.prepare(f"INSERT INTO {keyspace}.{table} (pk, payload) VALUES (?, ?)")
-            insert.consistency_level = consistency
-            for first in range(rows.start, rows.stop, 5_000):
-                # a fresh random payload per row: a repeated one compresses away on disk
-                batch = [(i, os.urandom(ROW_BYTES)) for i in range(first, min(rows.stop, first + 5_000))]
-                for ok, result in execute_concurrent_with_args(session, insert, batch, concurrency=64):
-                    if not ok:
-                        raise RuntimeError(result)
-                done += len(batch)
-                if progress:
-                    progress(done)
-
-
-def load(rows: int) -> None:
-    replication = ", ".join(f"'{dc}': {factor}" for dc, factor in REPLICATION.items())
-    with connect(NODES) as session:
-        for keyspace in KEYSPACES:
-            session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
-            session.execute(
-                f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': 'NetworkTopologyStrategy', {replication}}}"
-            )
-            for table in TABLES:
-                session.execute(f"CREATE TABLE {keyspace}.{table} (pk int PRIMARY KEY, payload blob)")
-        session.cluster.control_connection.wait_for_schema_agreement(wait_time=120)
-        write(session, range(rows), ConsistencyLevel.ALL, Progress("rows loaded at CL ALL", rows * 6))
-
-
-def flush_all(nodetool: NodetoolClient) -> None:
-    for node in NODES:
-        for keyspace in KEYSPACES:
-            nodetool.flush(node, keyspace)
-
-
-def drift(cluster: LocalCluster, nodetool: NodetoolClient, rows: range) -> None:
-    """`rows` written at CL ONE with DOWN stopped and hints off: the replicas out of sync, then flushed."""
-    for node in NODES:
-        nodetool.checked(node, ["disablehandoff"])
-    cluster.stop(DOWN)
-    with connect([n for n in NODES if n != DOWN]) as session:
-        write(session, rows, ConsistencyLevel.ONE)
-    cluster.start(DOWN, heap_mb=HEAP_MB)
-    for node in NODES:
-        nodetool.checked(node, ["disablehandoff"])  # a restarted node has hints on again
-    flush_all(nodetool)
-
-
 def data_per_node(cluster: LocalCluster) -> dict[str, int]:
     """Bytes on disk of the benchmark keyspaces, per node (live SSTables and whatever compaction left)."""
     found: dict[str, int] = {}
@@ -236,42 +185,6 @@ def data_per_node(cluster: LocalCluster) -> dict[str, int]:
             if f.is_file() and "snapshots" not in f.parts
         )
     return found
-
-
-def primary_range_repairs(nodetool: NodetoolClient) -> float:
-    started = time.monotonic()
-    for node in NODES:
-        for keyspace in KEYSPACES:
-            nodetool.checked(node, ["repair", "-full", "-pr", keyspace], timeout=7200)
-        print(f"  -pr on {node} done at {time.monotonic() - started:.0f} s", flush=True)
-    return time.monotonic() - started
-
-
-def turns_finished_since(since: datetime) -> set[str] | None:
-    """The nodes whose full-repair turn finished since `since`; None while no replica of the history answers (a
-    node just restarted). system_distributed is SimpleStrategy: its replicas of a row may all be in one DC, so
-    the read is at ONE, not the driver's LOCAL_ONE."""
-    query = SimpleStatement(
-        "SELECT repair_type, host_id, repair_start_ts, repair_finish_ts FROM system_distributed.auto_repair_history",
-        consistency_level=ConsistencyLevel.ONE,
-    )
-    with connect(NODES) as session:
-        try:
-            rows = list(session.execute(query))
-        except (NoHostAvailable, Unavailable, ReadTimeout) as error:
-            print(f"  the repair history did not answer ({type(error).__name__}); asking again", flush=True)
-            return None
-        # A turn that started after `since` and finished: a node AutoRepair has no history of gets a stamp with
-        # start == finish when the type is switched on, without repairing anything.
-        return {
-            str(row.host_id)
-            for row in rows
-            if row.repair_type.lower() == "full"
-            and row.repair_start_ts is not None
-            and row.repair_finish_ts is not None
-            and row.repair_start_ts.replace(tzinfo=UTC) >= since
-            and row.repair_finish_ts > row.repair_start_ts
-        }
 
 
 _LOG_TIME = re.compile(r"^\w+\s+\[[^\]]+\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
@@ -315,40 +228,11 @@ def autorepair_tasks(log_dirs: Sequence[Path], since: datetime, until: datetime)
     return found
 
 
-def autorepair(nodetool: NodetoolClient, timeout: float) -> float:
-    since = datetime.now(UTC).replace(microsecond=0)
-    started = time.monotonic()
-    for node in NODES:
-        nodetool.checked(node, ["setautorepairconfig", "-t", "full", "enabled", "true"])
-    seen = 0
-    done: set[str] = set()
-    while True:
-        # A node whose turn finished starts its next one at a later check (min_repair_interval 1 s), and the
-        # history row then shows the new turn's start: the nodes seen finished are kept across the polls.
-        done |= turns_finished_since(since) or set()
-        finished = len(done)
-        if finished != seen:
-            seen = finished
-            print(
-                f"  AutoRepair: {finished}/{len(NODES)} turns finished at {time.monotonic() - started:.0f} s",
-                flush=True,
-            )
-        if finished >= len(NODES):
-            break
-        if time.monotonic() - started > timeout:
-            raise RuntimeError(f"AutoRepair did not finish a full turn on every node within {timeout:.0f} s")
-        time.sleep(2)
-    seconds = time.monotonic() - started
-    for node in NODES:
-        nodetool.checked(node, ["setautorepairconfig", "-t", "full", "enabled", "false"])
-    return seconds
-
-
 def ringward_night(topology: Path, cluster: LocalCluster, nodetool: NodetoolClient, rows: range) -> dict[str, Any]:
     """The scheduled nightly run in a running Airflow: unpause -> success, and Airflow's own start -> end."""
     found: dict[str, Any] = {}
     for stack in start_stack(nightly_keyspaces=KEYSPACES, topology=str(topology)):
-        drift(cluster, nodetool, rows)
+        WORKLOAD.drift(cluster, nodetool, rows)
         started = time.monotonic()
         stack.set_paused(NIGHTLY, False)
         run_id = scheduled_run(stack)
@@ -428,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def autorepair_row(name: str) -> None:
         since = datetime.now(UTC)
-        seconds = autorepair(nodetool, args.timeout)
+        seconds = autorepair(nodetool, NODES, args.timeout)
         logs = [cluster.root / node.name / "logs" for node in cluster.topology().nodes]
         results.setdefault("autorepair_tasks", {})[name] = autorepair_tasks(logs, since, datetime.now(UTC))
         record(name, seconds)
@@ -438,8 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cluster.up(str(topology), heap_mb=HEAP_MB, timeout=900)
         nodetool = dataclasses.replace(cluster.nodetool_client(), java_classpath=None)  # what an operator runs
         started = time.monotonic()
-        load(rows)
-        flush_all(nodetool)
+        WORKLOAD.load(rows, Progress("rows loaded at CL ALL", rows * len(KEYSPACES) * len(TABLES)))
+        WORKLOAD.flush(nodetool)
         results["load_seconds"] = time.monotonic() - started
         results["bytes_per_node"] = data_per_node(cluster)
         print(f"loaded in {results['load_seconds']:.0f} s; bytes per node: {results['bytes_per_node']}", flush=True)
@@ -447,9 +331,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             OpsStore(session).ensure_schema([(dc, len(addresses)) for dc, addresses in DCS.items()])
         batch = 1
         if "pr" not in skip:
-            drift(cluster, nodetool, range(rows * batch, rows * batch + extra))
+            WORKLOAD.drift(cluster, nodetool, range(rows * batch, rows * batch + extra))
             batch += 1
-            record("nodetool repair -full -pr, node by node", primary_range_repairs(nodetool))
+            record("nodetool repair -full -pr, node by node", WORKLOAD.primary_range_repairs(nodetool))
         if "ringward" not in skip:
             night = ringward_night(topology, cluster, nodetool, range(rows * batch, rows * batch + extra))
             batch += 1
@@ -457,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             record("ringward nightly (scheduler, shipped config)", night["unpause_to_success"])
             record("ringward nightly, run start -> end (Airflow)", night["run_start_to_end"])
         if "shipped" not in skip:
-            drift(cluster, nodetool, range(rows * batch, rows * batch + extra))
+            WORKLOAD.drift(cluster, nodetool, range(rows * batch, rows * batch + extra))
             batch += 1
             autorepair_row("AutoRepair full, 5.0.9 shipped defaults")
         if "equal" not in skip:
@@ -465,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for node in NODES:
                 cluster.stop(node)
                 cluster.start(node, heap_mb=HEAP_MB, timeout=600)
-            drift(cluster, nodetool, range(rows * batch, rows * batch + extra))
+            WORKLOAD.drift(cluster, nodetool, range(rows * batch, rows * batch + extra))
             batch += 1
             autorepair_row("AutoRepair full, ringward's budget, 5 s checks")
         # one replica's copy of a table, from what the nodes hold (each node: its replicated share of every table)
