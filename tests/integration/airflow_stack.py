@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -61,10 +62,26 @@ TERMINAL = {"success", "failed"}
 TIMEOUT = 60  # seconds, for each REST call
 
 
+_PORTS = random.Random()
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A port no one listens on, from below the kernel's ephemeral range: a port that binding to 0 hands out is one
+    an outgoing connection (a driver, a redis client, the other lane) may take as its local port before the
+    server binds it, which failed a Celery stack's api-server with "address already in use" (2026-11-29)."""
+    try:
+        first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32768
+    for _ in range(500):
+        port = _PORTS.randrange(10_000, max(10_001, first_ephemeral))
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"No free port in 10000-{first_ephemeral - 1} on 127.0.0.1 after 500 tries.")
 
 
 def topology_under_test(name: str) -> str:
