@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import sysconfig
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -273,6 +274,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append(("cluster at failure", manager.diagnostics()))
         except Exception as error:  # the report must survive a cluster that cannot answer
             report.sections.append(("cluster at failure", f"could not read the cluster state: {error!r}"))
+
+
+_TIMELINE = ROOT / ".artifacts" / f"timeline-{LANE or 'all'}.log"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _TIMELINE.unlink(missing_ok=True)
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    """When each test started and ended, per lane (`.artifacts/timeline-<lane>.log`): which tests of the two
+    lanes ran at the same time, when a test failed under the other lane's load."""
+    _timeline("start", nodeid)
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    _timeline("end", nodeid)
+
+
+def _timeline(event: str, nodeid: str) -> None:
+    _TIMELINE.parent.mkdir(exist_ok=True)
+    with _TIMELINE.open("a") as timeline:
+        timeline.write(f"{time.strftime('%H:%M:%S')} {event:5} {nodeid}\n")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -21,6 +21,9 @@ KEYS = (1, 42, -7)
 _DESCRIBED_RANGE = re.compile(r"TokenRange\(start_token:(-?\d+), end_token:(-?\d+), endpoints:\[([^\]]*)\]")
 
 NTS, SIMPLE = "NetworkTopologyStrategy", "SimpleStrategy"
+# A schema change on a fresh 5-node cluster, beside the other lane on 2 cores, once waited over 30 s (the driver's
+# default) for its coordinator (CI, 2026-11-29): DDL here has a minute.
+DDL_TIMEOUT = 60.0
 Setting = dict[str, object]
 # keyspace -> (current replication, target replication)
 SEED_CHANGES: dict[str, tuple[Setting, Setting]] = {
@@ -49,12 +52,16 @@ def described(cluster: LocalCluster, node: str, keyspace: str) -> dict[int, set[
 
 def check_against_cluster(cluster: LocalCluster, changes: dict[str, tuple[Setting, Setting]]) -> None:
     contact = cluster.topology().addresses[0]
-    with connect(cluster.topology().addresses) as session:
+    # Every DDL statement through one coordinator, each settled before the next (see `settle_schema`).
+    with connect(cluster.topology().addresses, coordinator=contact, timeout=DDL_TIMEOUT) as session:
         for keyspace, (current, _) in changes.items():
-            session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
-            session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {Replication.parse(current).to_cql()}")
-            session.execute(f"CREATE TABLE {keyspace}.t (id int PRIMARY KEY)")
-        settle_schema(session)
+            for statement in (
+                f"DROP KEYSPACE IF EXISTS {keyspace}",
+                f"CREATE KEYSPACE {keyspace} WITH replication = {Replication.parse(current).to_cql()}",
+                f"CREATE TABLE {keyspace}.t (id int PRIMARY KEY)",
+            ):
+                session.execute(statement)
+                settle_schema(session)
 
     plans: dict[str, dict[str, Any]] = {}
     for keyspace, (current, target) in changes.items():
@@ -73,10 +80,10 @@ def check_against_cluster(cluster: LocalCluster, changes: dict[str, tuple[Settin
         old = {r["end"]: set(r["old"]) for r in plans[keyspace]["ranges"]}
         assert old == described(cluster, contact, keyspace), f"{keyspace} before the ALTER"
 
-    with connect(cluster.topology().addresses) as session:
+    with connect(cluster.topology().addresses, coordinator=contact, timeout=DDL_TIMEOUT) as session:
         for keyspace, (_, target) in changes.items():
             session.execute(f"ALTER KEYSPACE {keyspace} WITH replication = {Replication.parse(target).to_cql()}")
-        settle_schema(session)
+            settle_schema(session)
     for keyspace in changes:
         new = {r["end"]: set(r["new"]) for r in plans[keyspace]["ranges"]}
         assert new == described(cluster, contact, keyspace), f"{keyspace} after the ALTER"
@@ -118,18 +125,22 @@ def test_alter_keyspace_stores_what_ringward_reads_a_request_as(two_dc_cluster: 
         ({"class": SIMPLE, "replication_factor": 2}, {"class": NTS}),  # 2 everywhere
         ({"class": NTS, "dc1": 1}, {"class": NTS, "replication_factor": "2", "dc1": "3"}),
     ]
-    with connect(two_dc_cluster.topology().addresses) as session:
+    addresses = two_dc_cluster.topology().addresses
+    with connect(addresses, coordinator=addresses[0], timeout=DDL_TIMEOUT) as session:
         default_rf = default_keyspace_rf(session)
         datacenters = ["dc1", "dc2"]
         for number, (current, requested) in enumerate(cases):
             keyspace = f"rl_alter_{number}"
             session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+            settle_schema(session)
             session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {Replication.parse(current).to_cql()}")
+            settle_schema(session)
             session.execute(f"ALTER KEYSPACE {keyspace} WITH replication = {Replication.parse(requested).to_cql()}")
             expected = altered_replication(Replication.parse(current), Replication.parse(requested), datacenters,
                                            default_rf)  # fmt: skip
             assert keyspace_replication(session, keyspace) == expected, (current, requested)
             session.execute(f"DROP KEYSPACE {keyspace}")
+            settle_schema(session)
         refused = "CREATE KEYSPACE rl_alter_case WITH replication = {'class': 'NetworkTopologyStrategy', "
         try:
             session.execute(refused + "'Replication_Factor': '1'}")
