@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cassandra import ConsistencyLevel, ReadTimeout, Unavailable
-from cassandra.cluster import NoHostAvailable
+from cassandra.cluster import NoHostAvailable, Session
 from cassandra.concurrent import execute_concurrent_with_args
 from cassandra.query import SimpleStatement
 from ringward_cassandra.cql import connect
@@ -97,7 +97,7 @@ class Workload:
         self.flush(nodetool)
 
 
-def turns_finished_since(nodes: Sequence[str], since: datetime) -> set[str] | None:
+def turns_finished_since(session: Session, since: datetime) -> set[str] | None:
     """The host ids whose full-repair turn started at or after `since` and has finished; None while no replica of
     the history answers (a node just restarted). system_distributed is SimpleStrategy: in a multi-DC cluster a
     row's replicas may all be in one DC, so the read is at ONE, not the driver's LOCAL_ONE."""
@@ -105,12 +105,11 @@ def turns_finished_since(nodes: Sequence[str], since: datetime) -> set[str] | No
         "SELECT repair_type, host_id, repair_start_ts, repair_finish_ts FROM system_distributed.auto_repair_history",
         consistency_level=ConsistencyLevel.ONE,
     )
-    with connect(list(nodes)) as session:
-        try:
-            rows = list(session.execute(query))
-        except (NoHostAvailable, Unavailable, ReadTimeout) as error:
-            print(f"  the repair history did not answer ({type(error).__name__}); asking again", flush=True)
-            return None
+    try:
+        rows = list(session.execute(query))
+    except (NoHostAvailable, Unavailable, ReadTimeout) as error:
+        print(f"  the repair history did not answer ({type(error).__name__}); asking again", flush=True)
+        return None
     # AutoRepair gives a node it has no history of a stamp with start == finish when the type is switched on,
     # without repairing anything: a turn that repaired something finishes strictly after it starts.
     return {
@@ -132,17 +131,20 @@ def autorepair(nodetool: NodetoolClient, nodes: Sequence[str], timeout: float) -
     for node in nodes:
         nodetool.checked(node, ["setautorepairconfig", "-t", "full", "enabled", "true"])
     done: set[str] = set()
-    while len(done) < len(nodes):
-        if time.monotonic() - started > timeout:
-            raise RuntimeError(f"AutoRepair did not finish a full turn on every node within {timeout:.0f} s")
-        time.sleep(1)
-        # A node whose turn finished may start its next one at a later check (a short min_repair_interval), and
-        # its history row then shows that turn: the nodes seen finished are kept across the polls.
-        before = len(done)
-        done |= turns_finished_since(nodes, since) or set()
-        if len(done) != before:
-            spent = time.monotonic() - started
-            print(f"  AutoRepair: {len(done)}/{len(nodes)} turns finished at {spent:.0f} s", flush=True)
+    # One session for the whole wait: a connection per 1 s poll (thousands in an hour-long row) added load to the
+    # nodes under measurement that the ringward rows never had.
+    with connect(list(nodes)) as session:
+        while len(done) < len(nodes):
+            if time.monotonic() - started > timeout:
+                raise RuntimeError(f"AutoRepair did not finish a full turn on every node within {timeout:.0f} s")
+            time.sleep(1)
+            # A node whose turn finished may start its next one at a later check (a short min_repair_interval), and
+            # its history row then shows that turn: the nodes seen finished are kept across the polls.
+            before = len(done)
+            done |= turns_finished_since(session, since) or set()
+            if len(done) != before:
+                spent = time.monotonic() - started
+                print(f"  AutoRepair: {len(done)}/{len(nodes)} turns finished at {spent:.0f} s", flush=True)
     seconds = time.monotonic() - started
     for node in nodes:
         nodetool.checked(node, ["setautorepairconfig", "-t", "full", "enabled", "false"])

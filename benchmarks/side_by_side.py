@@ -108,11 +108,16 @@ def tokens() -> dict[str, tuple[int, ...]]:
     return {address: tuple(mine) for address, mine in found.items()}
 
 
+def ring_nodes() -> list[tuple[str, str, str, tuple[int, ...]]]:
+    """(address, datacenter, rack, tokens) of every node: the one list the topology file, the replicated shares
+    and the simulator's ring are made from (a rack per node)."""
+    ring = tokens()
+    return [(a, dc, f"rack{i + 1}", ring[a]) for dc, addresses in DCS.items() for i, a in enumerate(addresses)]
+
+
 def replicated_shares() -> dict[str, float]:
     """The share of the ring each node replicates under NTS {dc1: 2, dc2: 2} on `tokens()` (0.58-0.73)."""
-    ring = Ring.of(
-        Node(a, dc, f"rack{i + 1}", tokens()[a]) for dc, addresses in DCS.items() for i, a in enumerate(addresses)
-    )
+    ring = Ring.of(Node(*node) for node in ring_nodes())
     shares = dict.fromkeys(NODES, 0.0)
     for token_range, replicas in replica_map(ring, Replication("NetworkTopologyStrategy", REPLICATION)).items():
         for address in replicas:
@@ -138,12 +143,7 @@ def auto_repair_settings(equal_budget: bool) -> dict[str, Any]:
 
 
 def write_topology(path: Path, equal_budget: bool) -> None:
-    ring = tokens()
-    nodes = [
-        {"address": a, "datacenter": dc, "rack": f"rack{i + 1}", "tokens": list(ring[a])}
-        for dc, addresses in DCS.items()
-        for i, a in enumerate(addresses)
-    ]
+    nodes = [{"address": a, "datacenter": dc, "rack": rack, "tokens": list(mine)} for a, dc, rack, mine in ring_nodes()]
     path.write_text(
         json.dumps(
             {
@@ -251,14 +251,12 @@ def ringward_night(topology: Path, cluster: LocalCluster, nodetool: NodetoolClie
 
 def prediction(table_bytes: int, partitions: int) -> dict[str, Any]:
     """The calibrated simulator on this ring and these tables (no fault: the drift is in the streamed share)."""
-    ring = tokens()
     spec = FleetSpec(
         nodes=len(NODES), vnodes=NUM_TOKENS, dcs=len(DCS), racks_per_dc=3, keyspaces=len(KEYSPACES),
         tables_per_keyspace=len(TABLES), rf_per_dc=RF_PER_DC, seed=SEED, table_bytes_median=table_bytes,
         table_bytes_sigma=0.0, outliers=0, mean_partition_bytes=max(1, table_bytes // max(1, partitions)),
         keyspace_names=tuple(KEYSPACES), table_names=tuple(TABLES),
-        explicit_nodes=tuple((a, dc, f"rack{i + 1}", ring[a]) for dc, nodes in DCS.items()
-                             for i, a in enumerate(nodes)),
+        explicit_nodes=tuple(ring_nodes()),
     )  # fmt: skip
     model = DurationModel.calibrated()
     # AutoRepair repairs every replicated keyspace, Cassandra's and ringward_ops too (ringward's run selects the
@@ -393,7 +391,7 @@ def report(results: dict[str, Any]) -> None:
         else:
             print(f"{name:<50} {seconds:8.1f}s")
     only_user = predicted.get("autorepair_shipped_user_keyspaces_only")
-    if only_user:
+    if only_user and "AutoRepair full, 5.0.9 shipped defaults" in timed:
         print(f"(the shipped AutoRepair model on the benchmark keyspaces alone: {only_user['seconds']:.1f} s)")
     print(f"lower bound (calibrated model): {bound:.1f} s")
     ours = timed.get("ringward nightly (scheduler, shipped config)")

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import airflow_client.client as client
+import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -105,3 +106,37 @@ def test_a_failed_trys_log_keeps_its_exception() -> None:
     assert lines[0].startswith("::group::Log message source details")
     assert lines[1].startswith("Task failed with exception") and "the repair session cannot finish" in lines[1]
     assert lines[2] == "a line without structure"
+
+
+def test_free_port_is_below_the_ephemeral_range_and_bindable() -> None:
+    import socket
+
+    first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {airflow_stack().free_port() for _ in range(20)}
+    assert all(10_000 <= port < first_ephemeral for port in ports), ports
+    assert len(ports) > 1  # drawn at random, not the first free one: two lanes do not race for the same port
+    for port in ports:
+        with socket.socket() as server:
+            server.bind(("127.0.0.1", port))  # raises if the port was not free
+
+
+def test_free_port_skips_a_port_someone_listens_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+    import socket
+
+    module = airflow_stack()
+    with socket.socket() as spare_probe:
+        spare_probe.bind(("127.0.0.1", 0))
+        spare = spare_probe.getsockname()[1]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        draws = iter([busy, busy, spare])
+
+        class Draws(random.Random):
+            def randrange(self, *args: object, **kwargs: object) -> int:
+                return next(draws)
+
+        monkeypatch.setattr(module, "_PORTS", Draws())
+        assert module.free_port() == spare  # the busy port drawn twice, skipped twice

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -15,10 +15,22 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
-def side_by_side() -> ModuleType:
-    for folder in ("benchmarks", "tests/integration", "tools/fleetsim"):
-        if str(ROOT / folder) not in sys.path:
-            sys.path.append(str(ROOT / folder))
+def side_by_side() -> Iterator[ModuleType]:
+    with pytest.MonkeyPatch.context() as patch:  # the script's own imports; sys.path restored after the module
+        for folder in ("benchmarks", "tests/integration", "tools/fleetsim"):
+            patch.syspath_prepend(str(ROOT / folder))
+        yield _load()
+
+
+def test_the_topology_and_the_simulator_get_the_same_nodes(side_by_side: ModuleType) -> None:
+    nodes = side_by_side.ring_nodes()
+    assert [(a, dc, rack) for a, dc, rack, _ in nodes] == [
+        (a, dc, f"rack{i + 1}") for dc, addresses in side_by_side.DCS.items() for i, a in enumerate(addresses)
+    ]
+    assert {a: mine for a, _, _, mine in nodes} == side_by_side.tokens()
+
+
+def _load() -> ModuleType:
     spec = importlib.util.spec_from_file_location("side_by_side", ROOT / "benchmarks" / "side_by_side.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -33,9 +45,7 @@ def test_every_node_has_16_distinct_tokens_and_a_sixth_of_the_ring(side_by_side:
     assert len({t for mine in tokens.values() for t in mine}) == 16 * 6
     assert tokens == side_by_side.tokens()  # seeded: the simulator sees the ring the nodes ran
     ring = Ring.of(Node(a, "dc1", "r", t) for a, t in tokens.items())
-    widths: dict[str, int] = {}
-    for owner, width in ring.primary_widths:
-        widths[owner] = widths.get(owner, 0) + width
+    widths = dict(ring.primary_widths)
     assert max(widths.values()) - min(widths.values()) < 96  # equal slots; the wrapping one also has 2**64 % 96
 
 
