@@ -70,9 +70,11 @@ test-integration: setup browser redis venv-af34
 # Airflow 3.3 and then on 3.4, one pytest-xdist worker each (each worker has its own Airflow home, tests/conftest.py,
 # and `ringward airflow` a home of its own under .local/unit), instead of for 6.5 minutes before them: the lanes
 # then take about 3 minutes longer each and the whole run about 2 minutes less (41 min against 43, 2 cores,
-# measured 2026-11-28; the cores were 92-97 % busy either way). All run whatever the others' outcome; the second
-# lane's and the third stream's output follow the first lane's. Every cluster is stopped at the end, however the
-# lanes ended (test_two_clusters.py's second cluster, `beta`, lives beside its lane's own).
+# measured 2026-11-28; the cores were 92-97 % busy either way). All run whatever the others' outcome. Each writes
+# its output to .artifacts/, printed when all have ended: the first lane's, the second's, the third stream's, when
+# each integration test ran (a test that failed under the other lane's load shows beside what that lane ran), and
+# last every FAILED and ERROR line with its message, where a log's tail shows them. Every cluster is stopped at the
+# end, however the lanes ended (test_two_clusters.py's second cluster, `beta`, lives beside its lane's own).
 LANE_B_ENV := RINGWARD_TEST_LANE=b RINGWARD_CLUSTER_HOME=$(CURDIR)/.local/lane-b/cluster \
 	RINGWARD_AIRFLOW_HOME=$(CURDIR)/.local/lane-b/airflow
 test: lint typecheck browser redis venv-af34
@@ -83,9 +85,16 @@ test: lint typecheck browser redis venv-af34
 		if [ $$unit -ne 0 ]; then echo $$unit; else echo $$af34; fi > .artifacts/unit.status ) & \
 	( $(LANE_B_ENV) $(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=25 \
 		> .artifacts/integration-lane-b.log 2>&1; echo $$? > .artifacts/integration-lane-b.status ) & \
-	RINGWARD_TEST_LANE=a $(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=25; \
-	status=$$?; wait; echo "== integration, second lane =="; cat .artifacts/integration-lane-b.log; \
+	RINGWARD_TEST_LANE=a $(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=25 \
+		> .artifacts/integration-lane-a.log 2>&1; \
+	status=$$?; wait; echo "== integration, first lane =="; cat .artifacts/integration-lane-a.log; \
+	echo "== integration, second lane =="; cat .artifacts/integration-lane-b.log; \
 	echo "== unit and DAG tests (Airflow 3.3, then 3.4) =="; cat .artifacts/unit.log; \
+	echo "== when each integration test started and ended, first lane then second =="; \
+	cat .artifacts/timeline-a.log .artifacts/timeline-b.log 2>/dev/null; \
+	echo "== what failed, in all three (each line cut at 600 characters; the logs above have the rest) =="; \
+	grep -a -h "^FAILED \|^ERROR " .artifacts/integration-lane-a.log .artifacts/integration-lane-b.log \
+		.artifacts/unit.log | cut -c1-600; \
 	second=$$(cat .artifacts/integration-lane-b.status 2>/dev/null || echo 1); \
 	unit=$$(cat .artifacts/unit.status 2>/dev/null || echo 1); \
 	$(RINGWARD) cluster down >/dev/null 2>&1; $(LANE_B_ENV) $(RINGWARD) cluster down >/dev/null 2>&1; \
