@@ -161,10 +161,13 @@ def test_size_estimates_are_read_from_the_nodes_of_every_datacenter(two_dc_clust
     nodes = two_dc_cluster.topology().addresses
     keyspace = "rl_sized_dc2"
     with connect(nodes, local_dc="dc1") as session:
-        session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
-        session.execute(f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': '{NTS}', 'dc1': 1, 'dc2': 2}}")
-        session.execute(f"CREATE TABLE {keyspace}.t (k int PRIMARY KEY, v text)")
-        settle_schema(session)
+        for statement in (
+            f"DROP KEYSPACE IF EXISTS {keyspace}",
+            f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': '{NTS}', 'dc1': 1, 'dc2': 2}}",
+            f"CREATE TABLE {keyspace}.t (k int PRIMARY KEY, v text)",
+        ):
+            session.execute(statement, timeout=DDL_TIMEOUT)
+            settle_schema(session)
         insert = session.prepare(f"INSERT INTO {keyspace}.t (k, v) VALUES (?, ?)")
         for k in range(600):
             session.execute(insert, (k, "x" * 100))
@@ -172,8 +175,9 @@ def test_size_estimates_are_read_from_the_nodes_of_every_datacenter(two_dc_clust
             assert two_dc_cluster.nodetool(node, ["flush", keyspace]).returncode == 0
             assert two_dc_cluster.nodetool(node, ["refreshsizeestimates"]).returncode == 0
         rows = node_size_estimates(session, keyspace)
-        session.execute(f"DROP KEYSPACE {keyspace}")
+        session.execute(f"DROP KEYSPACE {keyspace}", timeout=DDL_TIMEOUT)
+        settle_schema(session)
     by_node = {r.node: r for r in rows}
-    assert sorted(by_node) == sorted(nodes)  # 127.0.0.5 and .6 are dc2's
+    assert sorted(by_node) == sorted(nodes), rows  # 127.0.0.5 and .6 are dc2's
     for dc2_node in ("127.0.0.5", "127.0.0.6"):
         assert by_node[dc2_node].partitions_count > 0, by_node[dc2_node]  # its primary ranges hold dc2's copies
