@@ -75,6 +75,20 @@ class Clusters:
         return bearer(self.tokens[user])
 
 
+def cluster_urls(name: str) -> list[str]:
+    """Every page and API route (GET) of cluster `name`: its Repair, Cluster and Migration pages, their JSON and
+    their pictures, the cluster named as each URL carries it (`?cluster=`, or the Migration page's DAG)."""
+    return [
+        f"/ringward/repair?cluster={name}", f"/ringward/api/repair?cluster={name}",
+        f"/ringward/api/repair/coverage.svg?cluster={name}",
+        f"/ringward/cluster?cluster={name}", f"/ringward/api/cluster?cluster={name}",
+        f"/ringward/api/cluster/ring.svg?cluster={name}",
+        f"/ringward/migration/keyspace_migration__{name}/{RUN_ID}",
+        f"/ringward/api/migration/keyspace_migration__{name}/{RUN_ID}",
+        f"/ringward/api/migration/keyspace_migration__{name}/{RUN_ID}/placement.svg",
+    ]  # fmt: skip
+
+
 def _clusters_file(path: Path) -> Path:
     lines = ["clusters:"]
     for name in CLUSTERS:
@@ -155,20 +169,12 @@ def test_the_picker_lists_only_the_clusters_the_user_may_open(clusters: Clusters
 
 
 def test_a_cluster_the_user_may_not_open_is_refused(clusters: Clusters) -> None:
-    forbidden = [
-        "/ringward/repair?cluster=a", "/ringward/api/repair?cluster=a", "/ringward/api/repair/coverage.svg?cluster=a",
-        "/ringward/cluster?cluster=a", "/ringward/api/cluster?cluster=a", "/ringward/api/cluster/ring.svg?cluster=a",
-        f"/ringward/migration/keyspace_migration__a/{RUN_ID}",
-        f"/ringward/api/migration/keyspace_migration__a/{RUN_ID}",
-        f"/ringward/api/migration/keyspace_migration__a/{RUN_ID}/placement.svg",
-    ]  # fmt: skip
-    for url in forbidden:
+    for url in cluster_urls("a"):
         response = clusters.get(url, "only_b")
         assert response.status_code == 403, (url, response.text[:200])
         assert "90.0%" not in response.text and "10.0.0.1" not in response.text, url
-    for url in forbidden:  # the same pages of cluster b: served
-        allowed = url.replace("cluster=a", "cluster=b").replace("keyspace_migration__a", "keyspace_migration__b")
-        assert clusters.get(allowed, "only_b").status_code == 200, allowed
+    for url in cluster_urls("b"):  # the same pages of cluster b: served
+        assert clusters.get(url, "only_b").status_code == 200, url
     # Its DAGs but not its connection: b's Repair page, not b's Cluster page.
     assert clusters.get("/ringward/repair?cluster=b", "b_no_connection").status_code == 200
     assert clusters.get("/ringward/cluster?cluster=b", "b_no_connection").status_code == 403
