@@ -12,20 +12,45 @@ Safe to read from a store others may write: JSON and flat arrays, nothing execut
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import accumulate, chain
 from typing import Any, overload
 
-from ringward.migration_pages import MigrationPages, PageRanges, PageStage, PageStep, Participants
-from ringward.ring import TokenRange
+from ringward.migration_pages import (
+    PLACEMENT_ARCS,
+    MigrationPages,
+    PageRanges,
+    PageStage,
+    PageStep,
+    Participants,
+    pages_of_plan,
+)
+from ringward.plan import MigrationPlan, build_plan
+from ringward.ring import Ring, TokenRange
+from ringward.ring_sources import ring_from_json
 
-__all__ = ["PAGES_FORMAT", "pages_from_bytes", "pages_to_bytes"]
+__all__ = [
+    "PAGES_FORMAT",
+    "PAGE_CHUNK_BYTES",
+    "pages_format",
+    "pages_from_bytes",
+    "pages_of_record",
+    "pages_to_bytes",
+    "plan_of_record",
+    "stored_view",
+    "view_chunks",
+    "view_version",
+]
 
-PAGES_FORMAT = 1  # bumped whenever the view or its encoding changes: a stored view of another format is not read
+# Bumped whenever `pages_of_plan`'s output or this encoding changes: a view stored by another format (an older
+# worker's) is not read, the page builds its own.
+PAGES_FORMAT = 1
+PAGE_CHUNK_BYTES = 1_000_000  # a stored view's bytes per row (a fleet's view: about 55 rows)
 _MAGIC = b"RWPG"
 _HEAD = struct.Struct("<4sII")  # magic, format, header length
 
@@ -249,3 +274,39 @@ def _pages(header: dict[str, Any], arrays: list[array[Any]]) -> MigrationPages:
         str(header["new_shown"]), bool(header["safe"]), int(header["affected"]), int(header["total"]), findings,
         ranges, tuple(steps), str(header["svg"]),
     )  # fmt: skip
+
+
+# -- the view of a stored migration record -------------------------------------------------------------------
+
+
+def plan_of_record(record: Mapping[str, Any], ring: Ring | None = None) -> MigrationPlan:
+    """The plan the Migration page shows of a stored record (`MigrationRecord.to_json`): built again from its ring
+    (`ring`: the record's, already parsed), settings and keyspace."""
+    ring = ring_from_json(record["ring"]) if ring is None else ring
+    return build_plan(ring, record["old"], record["new"], keyspace=record["keyspace"])
+
+
+def pages_of_record(record: Mapping[str, Any], ring: Ring | None = None) -> MigrationPages:
+    """The Migration page's view of a stored record's plan, exactly as the page builds it."""
+    return pages_of_plan(plan_of_record(record, ring), max_arcs=PLACEMENT_ARCS)
+
+
+def view_version(record: Mapping[str, Any]) -> str:
+    """What a stored view of `record` is filed under: the format and the record as stored, but its state (which the
+    view does not depend on). Any other change of the record (a resume's, a hand edit) names another version, whose
+    view is not stored: the page then builds its own from the record, checking it as it does."""
+    body = {key: value for key, value in record.items() if key != "state"}
+    text = json.dumps([PAGES_FORMAT, PLACEMENT_ARCS, body], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def stored_view(record: Mapping[str, Any]) -> tuple[str, bytes]:
+    """(its version, the view as bytes) of a record as the store holds it (what `json.loads` gives back of the
+    stored JSON): what the worker that stored the record stores beside it."""
+    stored = json.loads(json.dumps(record))
+    return view_version(stored), pages_to_bytes(pages_of_record(stored))
+
+
+def view_chunks(data: bytes, size: int = PAGE_CHUNK_BYTES) -> list[bytes]:
+    """`data` in rows of at most `size` bytes (their concatenation is `data`)."""
+    return [data[at : at + size] for at in range(0, len(data), size)]
