@@ -1,7 +1,8 @@
 """What each page shows, as plain data (the JSON endpoints return it; `pages.py` renders it as HTML).
 
-Built with ringward's own code from what ringward stores: the migration's plan is rebuilt from the ring and
-settings its precheck stored in ringward_ops (so any API server draws it), progress comes from the journal,
+Built with ringward's own code from what ringward stores: the page's view of the migration's plan is the one its
+precheck built and stored beside the record in ringward_ops, or else rebuilt from the ring and settings the record
+holds (so any API server draws it), progress comes from the journal,
 repair coverage from the nightly runs' stored reports and live progress, the ring from the live cluster.
 """
 
@@ -152,7 +153,8 @@ def migration_view(
 
     `access`: what the user may read of the run besides the migration; nothing read from the rest is returned.
     `window`: which rows of each list of ranges to return (the first `JSON_ROWS` in ring order by default); the
-    counts are of every row. The plan is built once per stored record (`_planned`), the journal read each time.
+    counts are of every row. The plan's view is read or built once per stored record (`_planned`), the journal read
+    each time.
     `cluster`: the cluster whose store `source` reads (its migration DAGs are the ones shown)."""
     window = window or Window()
     if dag_id not in cluster.migration_dags:  # no cluster or database read for a run of any other DAG
@@ -221,10 +223,10 @@ def migration_view(
     return data, built.svg
 
 
-# -- the migration's plan, built once per stored record ------------------------------------------------------
+# -- the migration's plan, read or built once per stored record ----------------------------------------------
 
 JSON_ROWS = 500  # rows of each list per JSON response (?offset=&limit=, limit at most this): 1 MB at 1000 x 256
-PLANS_KEPT = 2  # built plans kept in memory (190 MB each at 1000 nodes x 256 tokens, three steps: tracemalloc)
+PLANS_KEPT = 2  # plans' views kept in memory (at 1000 nodes x 256 tokens, three steps: 190 MB built, 55 MB read)
 
 
 @dataclass(frozen=True)
