@@ -404,6 +404,17 @@ def check_run_migrations_are_the_runs_own(h: Harness) -> None:
     assert found("keyspace_migration", first) == [(f"{shop}@{first}", second)]  # the row, as it is now
 
 
+def check_migration_pages_round_trip(h: Harness) -> None:
+    """The page's view of a migration's plan comes back as stored (its chunks joined in their order, past ten of
+    them), under its record's version only; a view not stored reads as None."""
+    migration_id = f"{h.name('shop')}@{h.name('manual__1')}"
+    chunks = [bytes([i]) * 1000 for i in range(11)] + [b"\x00\xff"]
+    h.store.record_migration_pages(migration_id, "v1", chunks)
+    assert h.store.migration_pages(migration_id, "v1") == b"".join(chunks)
+    assert h.store.migration_pages(migration_id, "v2") is None
+    assert h.store.migration_pages(f"{migration_id}x", "v1") is None
+
+
 def _owner(h: Harness, resource: str) -> str | None:
     lease = h.store.lease(resource)
     return None if lease is None else lease.owner
@@ -427,4 +438,5 @@ CHECKS = [
     check_due_records_are_what_due_selection_reads_of_the_records,
     check_migration_round_trip,
     check_run_migrations_are_the_runs_own,
+    check_migration_pages_round_trip,
 ]

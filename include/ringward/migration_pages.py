@@ -5,7 +5,8 @@ the plan's summary, its ranges with their replicas before and after, each step's
 segment, and the placement picture. A fleet's plan (1000 nodes x 256 tokens, three steps) has 256,000 ranges and
 1.5 million repair segments: they are held in arrays, and replica tuples are built only for the rows a page shows.
 
-Pure: the API server builds it once per stored record and keeps it (`ringward_airflow.ui.views`).
+Pure: the precheck builds it and stores it beside the record (`ringward.migration_page_codec`); the API server reads
+it, or builds it when none is stored, once per stored record and keeps it (`ringward_airflow.ui.views`).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ subsets of these.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -119,6 +120,15 @@ class MigrationStorage(Protocol):
     def journal(self, migration_id: str, step: str) -> dict[TokenRange, JournalEntry]: ...
 
     def record_journal(self, migration_id: str, entry: JournalEntry) -> None: ...
+
+    def record_migration_pages(self, migration_id: str, version: str, chunks: Sequence[bytes]) -> None:
+        """Store the Migration page's view of a migration's plan (`ringward.migration_page_codec`), its bytes in
+        `chunks`, under the `version` of the record it is of (`view_version`); kept for the history TTL."""
+        ...
+
+    def migration_pages(self, migration_id: str, version: str) -> bytes | None:
+        """The stored view of a migration's plan for its record's `version` (its chunks joined), None when none is."""
+        ...
 
 
 class ControllerPauseStorage(Protocol):

@@ -77,6 +77,7 @@ from ringward_airflow.migration_stages import (
     save_ring_picture,
     session_labels,
     start_wave,
+    store_page_view,
     take_over,
     unfinished_migration,
 )
@@ -224,6 +225,10 @@ class MigrationPrecheckOperator(MigrationOperator):
             stored = record.to_json()
             store.record_migration(migration_id, keyspace, json.dumps(stored["old"]), json.dumps(stored["new"]),
                                    str(record.state), stored)  # fmt: skip
+            not_stored = store_page_view(store, stored)
+            if not_stored:
+                self.log.warning("The Migration page's view of the plan was not stored (%s): the page builds it on "
+                                 "its first request.", not_stored)  # fmt: skip
             return stored
         finally:
             self._release()

@@ -153,6 +153,7 @@ class MemoryOpsStore:
                 "migrations",
                 "migration_runs",
                 "migration_journal",
+                "migration_pages",
             )
         }
         self.lease_ttl_seconds = LEASE_TTL_SECONDS
@@ -402,6 +403,15 @@ class MemoryOpsStore:
     def run_migrations(self, dag_id: str, run_id: str) -> list[MigrationRow]:
         """One partition of migration_runs, then those rows of migrations (as the Cassandra store reads them)."""
         return self._migration_rows([(r["migration_id"],) for r in self._rows("migration_runs", (dag_id, run_id))])
+
+    def record_migration_pages(self, migration_id: str, version: str, chunks: Sequence[bytes]) -> None:
+        for index, chunk in enumerate(chunks):
+            self._upsert("migration_pages", (migration_id, version), (index,), {"data": bytes(chunk)},
+                         self.history_ttl_seconds)  # fmt: skip
+
+    def migration_pages(self, migration_id: str, version: str) -> bytes | None:
+        rows = self._rows("migration_pages", (migration_id, version))
+        return b"".join(row["data"] for row in rows) if rows else None
 
     def migration_state(self, migration_id: str) -> str | None:
         rows = self._rows("migrations", (migration_id,))

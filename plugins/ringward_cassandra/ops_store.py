@@ -190,6 +190,12 @@ class OpsStore:
     def run_migrations(self, dag_id: str, run_id: str) -> list[MigrationRow]:
         return self.migration_store.run_migrations(dag_id, run_id)
 
+    def record_migration_pages(self, migration_id: str, version: str, chunks: Sequence[bytes]) -> None:
+        self.migration_store.record_migration_pages(migration_id, version, chunks)
+
+    def migration_pages(self, migration_id: str, version: str) -> bytes | None:
+        return self.migration_store.migration_pages(migration_id, version)
+
     def migration_state(self, migration_id: str) -> str | None:
         return self.migration_store.migration_state(migration_id)
 

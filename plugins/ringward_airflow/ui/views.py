@@ -1,7 +1,8 @@
 """What each page shows, as plain data (the JSON endpoints return it; `pages.py` renders it as HTML).
 
-Built with ringward's own code from what ringward stores: the migration's plan is rebuilt from the ring and
-settings its precheck stored in ringward_ops (so any API server draws it), progress comes from the journal,
+Built with ringward's own code from what ringward stores: the page's view of the migration's plan is the one its
+precheck built and stored beside the record in ringward_ops, or else rebuilt from the ring and settings the record
+holds (so any API server draws it), progress comes from the journal,
 repair coverage from the nightly runs' stored reports and live progress, the ring from the live cluster.
 """
 
@@ -22,15 +23,9 @@ from typing import Any, TypeVar
 
 from ringward.clusters import ClusterTarget
 from ringward.errors import RingwardError
-from ringward.migration_pages import (
-    PLACEMENT_ARCS,
-    MigrationPages,
-    PageRanges,
-    PageStage,
-    pages_of_plan,
-)
+from ringward.migration_page_codec import pages_from_bytes, pages_of_record, view_version
+from ringward.migration_pages import MigrationPages, PageRanges, PageStage
 from ringward.migration_record import MigrationRecord, MigrationState
-from ringward.plan import MigrationPlan, build_plan
 from ringward.repair import (
     REPAIR_TYPES,
     Exclusion,
@@ -43,7 +38,6 @@ from ringward.repair import (
 )
 from ringward.ring import Ring
 from ringward.ring_picture import render_ring_svg
-from ringward.ring_sources import ring_from_json
 from ringward.svg import xml_text
 from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
 
@@ -95,11 +89,12 @@ def _stored(table: str, read: Callable[[], T]) -> T:
         ) from error
 
 
-def _checked_record(row: MigrationRow) -> MigrationPlan:
-    """The plan of a stored migration; a record or state ringward cannot read is refused with its fix."""
+def _checked_record(row: MigrationRow) -> MigrationPages:
+    """The page's view of a stored migration's plan; a record or state ringward cannot read is refused with its
+    fix."""
     try:
         checked = MigrationRecord.from_json(row.record, row.state)  # every field and the state, as a resume does
-        return rebuilt_plan(row.record, checked.ring)  # the ring parsed once (a fleet's: 256,000 tokens)
+        return pages_of_record(row.record, checked.ring)  # the ring parsed once (a fleet's: 256,000 tokens)
     except RingwardError as error:
         raise StoredStateError(f"Migration {row.migration_id} (ringward_ops.migrations): {error.problem}",
                                error.fix) from error  # fmt: skip
@@ -145,12 +140,6 @@ class RunAccess:
     task_instances: bool = True
 
 
-def rebuilt_plan(record: dict[str, Any], ring: Ring | None = None) -> MigrationPlan:
-    """The plan of a stored record, from its ring (`ring`: the record's, already parsed) and settings."""
-    ring = ring_from_json(record["ring"]) if ring is None else ring
-    return build_plan(ring, record["old"], record["new"], keyspace=record["keyspace"])
-
-
 def migration_view(
     source: Source,
     dag_id: str,
@@ -164,7 +153,8 @@ def migration_view(
 
     `access`: what the user may read of the run besides the migration; nothing read from the rest is returned.
     `window`: which rows of each list of ranges to return (the first `JSON_ROWS` in ring order by default); the
-    counts are of every row. The plan is built once per stored record (`_planned`), the journal read each time.
+    counts are of every row. The plan's view is read or built once per stored record (`_planned`), the journal read
+    each time.
     `cluster`: the cluster whose store `source` reads (its migration DAGs are the ones shown)."""
     window = window or Window()
     if dag_id not in cluster.migration_dags:  # no cluster or database read for a run of any other DAG
@@ -191,7 +181,7 @@ def migration_view(
             "message": message, "taken_over_by": taken_over,
         }, None  # fmt: skip
     record = found.record
-    built, key = _planned(dag_id, run_id, found)
+    built, key = _planned(dag_id, run_id, found, _view_reader(store, found))
     state = found.state
     try:
         MigrationState.parse(state)  # the record was checked when its plan was built; the state is checked each time
@@ -233,10 +223,10 @@ def migration_view(
     return data, built.svg
 
 
-# -- the migration's plan, built once per stored record ------------------------------------------------------
+# -- the migration's plan, read or built once per stored record ----------------------------------------------
 
 JSON_ROWS = 500  # rows of each list per JSON response (?offset=&limit=, limit at most this): 1 MB at 1000 x 256
-PLANS_KEPT = 2  # built plans kept in memory (190 MB each at 1000 nodes x 256 tokens, three steps: tracemalloc)
+PLANS_KEPT = 2  # plans' views kept in memory (at 1000 nodes x 256 tokens, three steps: 190 MB built, 55 MB read)
 
 
 @dataclass(frozen=True)
@@ -263,8 +253,29 @@ def _window_indexes(ranges: PageRanges, window: Window) -> Sequence[int]:
     return range(window.offset, min(window.offset + window.limit, len(ranges)))
 
 
-def _build(row: MigrationRow) -> MigrationPages:
-    return pages_of_plan(_checked_record(row), max_arcs=PLACEMENT_ARCS)
+def _view_reader(store: OpsStore, row: MigrationRow) -> Callable[[], bytes | None]:
+    """What reads the view of `row`'s plan its precheck stored (`ringward.migration_page_codec.stored_view`), if
+    the store keeps views."""
+    read = getattr(store, "migration_pages", None)
+    if read is None:
+        return lambda: None
+    return lambda: read(row.migration_id, view_version(row.record))
+
+
+def _build(row: MigrationRow, read_view: Callable[[], bytes | None]) -> MigrationPages:
+    """The page's view of `row`'s plan: the one its precheck stored (built by a worker, from this very record),
+    read; else built here from the record, checked as a resume checks it."""
+    data = _stored("migration_pages", read_view)
+    if data is not None:
+        try:
+            pages = pages_from_bytes(data)
+        except ValueError:  # another format (an older worker's), or not written whole: built here instead
+            pass
+        else:
+            STORED_VIEWS[row.migration_id] += 1
+            return pages
+    COLD_BUILDS[row.migration_id] += 1
+    return _checked_record(row)
 
 
 @dataclass
@@ -278,6 +289,7 @@ _PLANS: OrderedDict[tuple[str, ...], MigrationPages] = OrderedDict()  # record k
 _BUILDING: dict[tuple[str, ...], _Building] = {}
 _PLANS_LOCK = threading.Lock()
 COLD_BUILDS = Counter[str]()  # migration id -> how many times its plan was built (what the tests count)
+STORED_VIEWS = Counter[str]()  # migration id -> how many times its stored view was read instead
 
 
 def _record_key(dag_id: str, run_id: str, row: MigrationRow) -> tuple[str, ...]:
@@ -291,9 +303,12 @@ def _record_key(dag_id: str, run_id: str, row: MigrationRow) -> tuple[str, ...]:
     return dag_id, run_id, row.migration_id, json.dumps(rest, sort_keys=True, default=str), ring_text
 
 
-def _planned(dag_id: str, run_id: str, row: MigrationRow) -> tuple[MigrationPages, tuple[str, ...]]:
-    """(the record's pages, its key): built once (by one request; others asking for it meanwhile wait for that one
-    build rather than start their own), then kept while it is one of the `PLANS_KEPT` latest used."""
+def _planned(
+    dag_id: str, run_id: str, row: MigrationRow, read_view: Callable[[], bytes | None] = lambda: None
+) -> tuple[MigrationPages, tuple[str, ...]]:
+    """(the record's pages, its key): read from the store or built (`_build`) once (by one request; others asking
+    for it meanwhile wait for that one rather than start their own), then kept while it is one of the
+    `PLANS_KEPT` latest used."""
     key = _record_key(dag_id, run_id, row)
     with _PLANS_LOCK:
         if key in _PLANS:
@@ -310,8 +325,7 @@ def _planned(dag_id: str, run_id: str, row: MigrationRow) -> tuple[MigrationPage
         assert building.built is not None
         return building.built, key
     try:
-        COLD_BUILDS[row.migration_id] += 1
-        building.built = _build(row)
+        building.built = _build(row, read_view)
         with _PLANS_LOCK:
             _PLANS[key] = building.built
             while len(_PLANS) > PLANS_KEPT:

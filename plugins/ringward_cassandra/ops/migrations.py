@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,6 +14,9 @@ from ringward_cassandra.ops._cql import OpsKeyspace
 from ringward_cassandra.ops.layout import utc
 
 __all__ = ["CassandraMigrations"]
+
+PAGE_WRITE_CONCURRENCY = 4  # rows of a page view (1 MB each) written at once
+PAGE_ROWS_PER_FETCH = 8  # rows of a page view read per page of results (8 MB)
 
 
 class CassandraMigrations:
@@ -93,6 +97,35 @@ class CassandraMigrations:
                 "VALUES (%s, %s, %s, %s)",
                 (dag_id, run_id, migration_id, datetime.now(UTC)),
             )
+
+    def record_migration_pages(self, migration_id: str, version: str, chunks: Sequence[bytes]) -> None:
+        """Store the page's view of a migration's plan (`view_chunks` of its bytes) under its record's `version`,
+        with the history TTL; a store from before migration_pages (until its next ensure_schema) keeps none."""
+        from cassandra.concurrent import execute_concurrent_with_args
+
+        ops = self.ops
+        if not ops.has_table("migration_pages"):
+            return
+        insert = ops.statement(f"INSERT INTO {ops.keyspace}.migration_pages (migration_id, version, chunk, data) "
+                               f"VALUES (?, ?, ?, ?) USING TTL {ops.history_ttl_seconds}")  # fmt: skip
+        rows = [(migration_id, version, index, bytes(chunk)) for index, chunk in enumerate(chunks)]
+        execute_concurrent_with_args(ops.session, insert, rows, concurrency=PAGE_WRITE_CONCURRENCY,
+                                     raise_on_first_error=True)  # fmt: skip
+
+    def migration_pages(self, migration_id: str, version: str) -> bytes | None:
+        """The stored view of a migration's plan for its record's `version` (its rows joined), None when none is."""
+        from cassandra import ConsistencyLevel
+        from cassandra.query import SimpleStatement
+
+        ops = self.ops
+        if not ops.has_table("migration_pages"):
+            return None
+        statement = SimpleStatement(
+            f"SELECT data FROM {ops.keyspace}.migration_pages WHERE migration_id = %s AND version = %s",
+            consistency_level=ConsistencyLevel.QUORUM, fetch_size=PAGE_ROWS_PER_FETCH,
+        )  # fmt: skip
+        chunks = [bytes(row.data or b"") for row in ops.session.execute(statement, (migration_id, version))]
+        return b"".join(chunks) if chunks else None
 
     def migration_state(self, migration_id: str) -> str | None:
         rows = self.ops.read(f"SELECT state FROM {self.ops.keyspace}.migrations WHERE migration_id = %s",

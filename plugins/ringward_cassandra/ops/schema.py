@@ -25,6 +25,13 @@ SCHEMA = [
     """CREATE TABLE IF NOT EXISTS {ks}.migration_runs (
         dag_id text, run_id text, migration_id text, recorded_at timestamp,
         PRIMARY KEY ((dag_id, run_id), migration_id))""",
+    # The Migration page's view of a migration's plan (`ringward.migration_page_codec`), built and stored by the
+    # precheck that stored the record, so an API server reads it instead of planning (seconds of CPU at fleet
+    # size): `version` names the record it is of (`view_version`), `chunk` orders its rows of at most
+    # PAGE_CHUNK_BYTES. Written with the history TTL; a view not found is built by the page.
+    """CREATE TABLE IF NOT EXISTS {ks}.migration_pages (
+        migration_id text, version text, chunk int, data blob,
+        PRIMARY KEY ((migration_id, version), chunk))""",
     """CREATE TABLE IF NOT EXISTS {ks}.repair_runs (
         run_id text PRIMARY KEY, state text, summary text, config text, updated_at timestamp)""",
     # The nightly repair's pause switch, pressed in the UI: every press is a row (who, when, why); the latest
@@ -79,7 +86,7 @@ TABLES = set(TABLE_ORDER)
 # are created by the next ensure_schema, and readers of them treat their absence as "nothing recorded".
 ADDED_LATER = {
     "repair_switch", "controller_pauses", "repair_segments", "repair_plan", "repair_progress", "repair_previews",
-    "repair_type_segments", "migration_runs",
+    "repair_type_segments", "migration_runs", "migration_pages",
 }  # fmt: skip
 # The history table of the first layout (one partition per keyspace, never pruned). No longer created or written;
 # on a cluster upgraded from that layout it is read until its rows are rewritten in repair_segments.

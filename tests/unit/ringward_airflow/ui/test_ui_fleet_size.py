@@ -3,8 +3,9 @@ reports. Every page, picture and JSON request must stay bounded in CPU time and 
 size: a viewer reloading a page must not be able to make the API server burn CPU or memory without bound.
 
 The world is the in-memory one the other page tests use (`test_ui_plugin.FakeSource`), grown to the size of the
-fleet simulator's ring. The migration's plan is built once per stored record (the first request after the record
-changes pays for it, `COLD_BUILDS` counts it); every request after that must be cheap.
+fleet simulator's ring. The migration's precheck stored the page's view of its plan beside its record, as the
+precheck task does (`store_page_view`, on a worker): the API server reads it once per stored record
+(`STORED_VIEWS` counts the reads) and never plans (`COLD_BUILDS`); every request after the first must be cheap.
 
 `pytest -s` prints each route's CPU time and body size.
 """
@@ -28,6 +29,7 @@ from ringward.plan import build_plan
 from ringward.replication import Replication
 from ringward.ring import Node, Ring, TokenRange
 from ringward.ring_sources import ring_to_json
+from ringward_airflow.migration_stages import store_page_view
 from ringward_airflow.ui import views
 from ringward_airflow.ui.source import RunInfo, TaskTiming
 from ringward_cassandra.ops_store import JournalEntry, MigrationRow, PreviewFinding, RepairRunRow, SwitchEvent
@@ -46,14 +48,14 @@ RUN_ID = "manual__2026-11-27T10:00:00+00:00"
 NIGHTLY = "scheduled__2026-11-28T02:00:00+00:00"
 OLD = {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3}
 NEW = {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 3, "dc3": 3}
-CPU_LIMIT = 0.5  # seconds of CPU (time.process_time) per request, once the stored record's plan is built
-# The first request after a precheck builds the stored record's plan and its stages (1.5 million repair segments
-# here): 22 s of CPU before the one-ring placements were zipped and the stages built without segment objects,
-# 12.4 s after (11.9 s here at load 2); 4.9 s (a 2-CPU machine at load 7; 5.3-6.4 s before the world was hidden
-# from the garbage collector, see `fleet`) since the stages, the ranges and the picture are built from the
-# placements' counted change in C passes, with no object per range or segment (ringward.migration_pages). Not yet
-# the 0.5 s the issue asks for: see the test's docstring.
-FIRST_CPU_LIMIT = 9.0
+CPU_LIMIT = 0.5  # seconds of CPU (time.process_time) per request, once the stored record's view is read
+# The first request used to build the stored record's plan and its stages in the API server (1.5 million repair
+# segments here): 22 s of CPU, then 4.9 s (a 2-CPU machine at load 7) once the stages, ranges and picture were
+# built in C passes. Since the precheck stores the page's view beside the record (ringward.migration_page_codec),
+# the first request reads it (55 MB, 0.04 s) and checks its version (0.03 s); what it still pays for is the first
+# pass over the journal (256,000 + 128,000 entries; the next test's measure): 1.42 s in all at load 7. Not yet the
+# 0.5 s the issue asks for: the first pass over the journal alone costs about that.
+FIRST_CPU_LIMIT = 2.0
 BODY_LIMIT = 2_000_000  # bytes per response
 
 MIGRATION = f"/ringward/migration/keyspace_migration/{RUN_ID}"
@@ -94,6 +96,7 @@ def fleet_world() -> Any:
     }  # fmt: skip
     now = datetime.now(UTC)
     store = FakeStore(migration_rows=[MigrationRow(f"shop@{RUN_ID}", "shop", "altered:1", now, record)])
+    assert store_page_view(store, record) is None  # what the precheck stores beside the record
     pre = repair_segments(ring, steps[0], "shop", "pre")
     post = repair_segments(ring, steps[0], "shop", "post")
     store.journal = [JournalEntry("pre_repair:1", s.range, "done", s.replicas[0], 1, 2.5, "") for s in pre]
@@ -158,11 +161,10 @@ def fleet(airflow_api: tuple[Any, Any, dict[str, str]]) -> Iterator[tuple[Any, A
 def test_every_route_is_bounded_in_cpu_and_size_at_fleet_size(
     fleet: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each route twice: the first request builds the stored record's plan (once, for every route) within
-    `FIRST_CPU_LIMIT`; every request after that costs at most `CPU_LIMIT` of CPU, and every response is at most
-    `BODY_LIMIT` bytes. What the first request still pays for at fleet size: parsing the record's ring and indexing
-    it, the plan's safety analysis (its read window: a pass over the ranges that gain a replica), the placements of
-    every step and their counted change, and the first pass over the journal (256,000 + 128,000 entries).
+    """Each route twice: the first request reads the view of the plan the precheck stored (once, for every route)
+    within `FIRST_CPU_LIMIT`; every request after that costs at most `CPU_LIMIT` of CPU, and every response is at
+    most `BODY_LIMIT` bytes. What the first request still pays for at fleet size: the first pass over the journal
+    (256,000 + 128,000 entries), whose every entry is matched with its stage's segment to count and order them.
 
     The journal's clock is held still: a journal read anew after `JOURNAL_TTL` (wall time, long on a loaded
     machine) is the next test's measure, not a request's here."""
@@ -178,8 +180,9 @@ def test_every_route_is_bounded_in_cpu_and_size_at_fleet_size(
     assert all(status == 200 for status, _, _ in seen.values()), seen
     assert max(size for _, _, size in seen.values()) <= BODY_LIMIT, seen
     assert max(cpu for (attempt, _), (_, cpu, _) in seen.items() if attempt == "again") <= CPU_LIMIT, seen
-    assert seen["first", ROUTES[0]][1] <= FIRST_CPU_LIMIT, seen  # the plan built by the first request
-    assert views.COLD_BUILDS[f"shop@{RUN_ID}"] == 1  # one plan build for every route and request
+    assert seen["first", ROUTES[0]][1] <= FIRST_CPU_LIMIT, seen  # the stored view read by the first request
+    assert views.STORED_VIEWS[f"shop@{RUN_ID}"] == 1  # the stored view read once for every route and request
+    assert views.COLD_BUILDS[f"shop@{RUN_ID}"] == 0  # and the plan never built in the API server
 
 
 def test_a_large_journal_read_anew_after_its_ttl_stays_bounded(

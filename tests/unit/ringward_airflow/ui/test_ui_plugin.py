@@ -12,7 +12,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +22,7 @@ from urllib.parse import quote, urljoin
 
 import pytest
 from ringward.migration import migration_steps, repair_segments
+from ringward.migration_pages import PLACEMENT_ARCS
 from ringward.migration_storage import migration_run_keys
 from ringward.placement import replica_map
 from ringward.plan import build_plan
@@ -38,7 +39,7 @@ from ringward.replication import Replication
 from ringward.ring import Ring
 from ringward.ring_sources import load_ring_file, ring_to_json
 from ringward_airflow.ui.source import ConnectionInfo, NodeInfo, RunInfo, TaskTiming
-from ringward_airflow.ui.views import JSON_ROWS, PLACEMENT_ARCS
+from ringward_airflow.ui.views import JSON_ROWS
 from ringward_cassandra.cluster_repairs import ClusterRepairPlan
 from ringward_cassandra.ops_store import JournalEntry, MigrationRow, RepairHistoryRow, RepairRunRow, SwitchEvent
 
@@ -69,6 +70,7 @@ class FakeStore:
     runs: list[RepairRunRow] = field(default_factory=list)
     events: list[SwitchEvent] = field(default_factory=list)
     progress: dict[str, dict[str, Any]] = field(default_factory=dict)  # run id -> its live progress
+    pages: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (migration id, version) -> its stored view
 
     def migrations(self) -> list[MigrationRow]:
         return list(self.migration_rows)
@@ -80,6 +82,12 @@ class FakeStore:
 
     def journal_of(self, migration_id: str) -> list[JournalEntry]:
         return list(self.journal)
+
+    def record_migration_pages(self, migration_id: str, version: str, chunks: Sequence[bytes]) -> None:
+        self.pages[migration_id, version] = b"".join(chunks)
+
+    def migration_pages(self, migration_id: str, version: str) -> bytes | None:
+        return self.pages.get((migration_id, version))
 
     def repair_history(self) -> list[RepairHistoryRow]:
         return list(self.history)
@@ -1183,6 +1191,47 @@ def test_a_stored_migrations_plan_is_built_once_and_again_when_its_record_change
     world.store.migration_rows[0] = replace(row, record=dict(row.record, summary="second"))
     assert test_client.get(MIGRATION, headers=bearer(tokens["admin"])).status_code == 200
     assert views.COLD_BUILDS[migration_id] == before + 2
+
+
+def test_the_view_its_precheck_stored_is_read_instead_of_built_and_serves_the_same_page(
+    client: tuple[Any, FakeSource, dict[str, str]],
+) -> None:
+    """The precheck stores the page's view of the plan beside the record (`store_page_view`): the page reads it
+    and plans nothing, and serves what it serves when it builds the view itself. A view stored for another version
+    of the record (edited since), or one that cannot be read (another format, cut short), is not used: the page
+    builds the view from the record."""
+    from ringward.migration_page_codec import view_version
+    from ringward_airflow.migration_stages import store_page_view
+    from ringward_airflow.ui import views
+
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    urls = [MIGRATION, f"{MIGRATION}?page=2", f"/ringward/api/migration/keyspace_migration/{RUN_ID}",
+            f"/ringward/api/migration/keyspace_migration/{RUN_ID}/placement.svg"]  # fmt: skip
+    row = world.store.migration_rows[0]
+    migration_id = row.migration_id
+
+    def record(n: int) -> dict[str, Any]:
+        return dict(row.record, summary=f"SUMMARY-{n}-")
+
+    def served(n: int) -> tuple[list[str], tuple[int, int]]:
+        """The pages of record `n`, as record 0's would read, and (plans built, stored views read) for them."""
+        world.store.migration_rows[0] = replace(row, record=record(n))
+        built, read = views.COLD_BUILDS[migration_id], views.STORED_VIEWS[migration_id]
+        pages = [test_client.get(url, headers=admin).text.replace(f"SUMMARY-{n}-", "SUMMARY-0-") for url in urls]
+        return pages, (views.COLD_BUILDS[migration_id] - built, views.STORED_VIEWS[migration_id] - read)
+
+    expected, counts = served(0)
+    assert counts == (1, 0) and all(expected)
+    assert store_page_view(world.store, record(1)) is None
+    assert served(1) == (expected, (0, 1))  # read, not built: the same pages
+    assert store_page_view(world.store, record(2)) is None  # the view of record 2, not of record 3
+    assert served(3) == (expected, (1, 0))
+    for n, damage in ((4, lambda data: data[:-1]), (5, lambda data: b"XXXX" + data[4:])):
+        assert store_page_view(world.store, record(n)) is None
+        key = (migration_id, view_version(record(n)))
+        world.store.pages[key] = damage(world.store.pages[key])
+        assert served(n) == (expected, (1, 0))
 
 
 # -- what ringward stores, or the connection, cannot be read: a clear answer, not a 500 ---------------------
