@@ -30,7 +30,7 @@ from ringward.repair._scheduler import allowed_parallelism
 from ringward.repair._segments import Segment
 from ringward.repair._state import SegmentRecord, SegmentState, ring_fingerprint
 from ringward.repair._status import RecordedSegment, RepairStatus, coverage_records, status_table
-from ringward.repair._types import TypeDue, coverage_view, history_key, joined_nodes, select_due_by_type, type_plan_id
+from ringward.repair._types import TypeDue, coverage_view, joined_nodes, select_due_by_type, type_plan_id
 
 __all__ = [
     "history_ttl_seconds",
@@ -156,10 +156,10 @@ def plan_night(
             for why in plans[group].excluded_tables.values():
                 log.warning("%s", why)
         segments = plans[group].segments
-        history = store.due_records(segments, kind)  # what can make a segment due: three cells a record
-        keyed = history if kind == "full" else {history_key(sid, kind): record for sid, record in history.items()}
-        found = select_due_by_type(segments, keyed, run_id=run_id, now=now, config=config, joined=joined, types=[kind],
-                                   gc_grace=plans[group].gc_grace)  # fmt: skip
+        # What can make a segment due, three cells a record, by position: no segment id is computed.
+        history = store.due_records_in_order(segments, kind)
+        found = select_due_by_type(segments, history, run_id=run_id, now=now, config=config, joined=joined,
+                                   types=[kind], gc_grace=plans[group].gc_grace)  # fmt: skip
         typed.extend(found or [TypeDue(kind, config.for_type(kind), DueSelection((), tuple(segments), ()), 0)])
     types: dict[str, TypePlan] = {}
     for item in typed:

@@ -359,3 +359,71 @@ def test_the_due_cells_of_the_records_choose_and_order_as_the_whole_records_did(
     (found,) = select_due_by_type(segments, lean, run_id=RUN, now=NOW, config=CONFIG, types=["full"],
                                   gc_grace=GC_GRACE)  # fmt: skip
     assert found.selection == expected
+
+
+# -- the records by position: no segment id computed ----------------------------------------------------------
+
+
+def by_position(segments: Sequence[Segment], records: Mapping[str, SegmentRecord]) -> list[DueRecord | None]:
+    """`records` as `SegmentHistory.due_records_in_order` hands them to the plan task: the i-th is segment i's."""
+    lean = [records.get(s.segment_id) for s in segments]
+    return [None if r is None else DueRecord(r.last_success, r.attempts, r.run_id) for r in lean]
+
+
+@pytest.mark.parametrize("backlog", [True, False], ids=["with-backlog", "no-backlog"])
+@pytest.mark.parametrize("seed", range(8))
+def test_records_by_position_choose_and_order_as_records_by_id(
+    seed: int, backlog: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan task reads the records by position (`due_records_in_order`): the same selection, in the same
+    order, as the records keyed by segment id before the change, on every drawn case; and no segment id is
+    computed on the way (a sha256 each, millions a fleet night)."""
+    segments, records = night(seed, backlog)
+    expected = reference_select_due(segments, records, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    assert expected.due and expected.not_due and expected.exhausted and bool(expected.held_back) is backlog
+    lean = by_position(segments, records)
+    fresh = [Segment(s.keyspace, s.tables, s.range, s.replicas) for s in segments]  # no id computed yet
+
+    def no_ids(*_: object) -> str:
+        raise AssertionError("a segment id was computed")
+
+    monkeypatch.setattr("ringward.repair._segments._segment_id", no_ids)
+    found = select_due(fresh, lean, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    (typed,) = select_due_by_type(fresh, lean, run_id=RUN, now=NOW, config=CONFIG, types=["full"],
+                                  gc_grace=GC_GRACE)  # fmt: skip
+    monkeypatch.undo()
+    assert found == expected
+    assert typed.selection == expected
+
+
+def test_records_by_position_are_the_named_types_own() -> None:
+    """A type other than full reads its own history by position as it is (no re-keying), and chooses as the
+    records keyed by `history_key` did; records by position name one type, and one record per segment."""
+    segments, full = night(5, backlog=True)
+    config = parse_config({"max_retries": 3, "repair_types": {"incremental": {"enabled": True}}})
+    keyed = {history_key(sid, "incremental"): record for sid, record in full.items()}
+    (before,) = select_due_by_type(segments, keyed, run_id=RUN, now=NOW, config=config, types=["incremental"],
+                                   gc_grace=GC_GRACE)  # fmt: skip
+    (found,) = select_due_by_type(segments, by_position(segments, full), run_id=RUN, now=NOW, config=config,
+                                  types=["incremental"], gc_grace=GC_GRACE)  # fmt: skip
+    assert found == before and found.selection.held_back
+    with pytest.raises(ValueError, match="one type"):
+        select_due_by_type(segments, by_position(segments, full), run_id=RUN, now=NOW, config=config)
+    with pytest.raises(ValueError, match="by position"):
+        select_due(segments, by_position(segments, full)[1:], run_id=RUN, now=NOW, config=CONFIG)
+
+
+def test_a_steady_night_by_position_runs_every_segment_and_leaves_none_not_due() -> None:
+    """Every segment due (the steady night at fleet size): all run, in plan order (equal last successes), none is
+    left not due; one segment repaired within the interval is the only one not due."""
+    segments = [Segment(keyspace, tables, TokenRange(i * 10, i * 10 + 5), (NODES[i % 10], NODES[(i + 1) % 10]))
+                for i, (keyspace, tables) in enumerate(UNITS * 20)]  # fmt: skip
+    old = DueRecord(NOW - timedelta(hours=25), 1, "seeded")
+    steady = select_due(segments, [old] * len(segments), run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    records = {s.segment_id: SegmentRecord(s.segment_id, last_success=old.last_success) for s in segments}
+    assert steady == reference_select_due(segments, records, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    assert steady.not_due == () and len(steady.due) == len(segments)
+    lean: list[DueRecord | None] = [old] * len(segments)
+    lean[7] = DueRecord(NOW - timedelta(hours=1), 1, "seeded")
+    one_recent = select_due(segments, lean, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    assert one_recent.not_due == (segments[7],) and segments[7] not in one_recent.due
