@@ -187,6 +187,42 @@ class SizeIndex:
             total_partitions += high_partitions - low_partitions
         return total_bytes, total_partitions
 
+    def estimates(self, ranges: Iterable[TokenRange]) -> list[tuple[float, float]]:
+        """`estimate` of each of `ranges`, in order: the same numbers, without a call per range (a fleet night
+        estimates 3.3 million ring ranges)."""
+        if not self._bounds:
+            return [(0.0, 0.0) for _ in ranges]
+        bounds, bisect_right = self._bounds, bisect.bisect_right
+        (data, data_rate), (partitions, partitions_rate) = self._bytes, self._partitions
+        found: list[tuple[float, float]] = []
+        append = found.append
+        for token_range in ranges:
+            low, high = token_range.start, token_range.end
+            if low >= high:  # wraps (or the whole ring): `estimate`'s two intervals
+                append(self.estimate(token_range))
+                continue
+            # `estimate`'s one interval, as it computes it: the integral at `high`, then at `low`.
+            index = bisect_right(bounds, high) - 1
+            if index < 0:
+                high_bytes, high_partitions = 0.0, 0.0
+            elif high == bounds[index]:
+                high_bytes, high_partitions = data[index], partitions[index]
+            else:
+                offset = high - bounds[index]
+                high_bytes = data[index] + offset * data_rate[index]
+                high_partitions = partitions[index] + offset * partitions_rate[index]
+            index = bisect_right(bounds, low) - 1
+            if index < 0:
+                low_bytes, low_partitions = 0.0, 0.0
+            elif low == bounds[index]:
+                low_bytes, low_partitions = data[index], partitions[index]
+            else:
+                offset = low - bounds[index]
+                low_bytes = data[index] + offset * data_rate[index]
+                low_partitions = partitions[index] + offset * partitions_rate[index]
+            append((0.0 + (high_bytes - low_bytes), 0.0 + (high_partitions - low_partitions)))
+        return found
+
 
 def _split_wrapping(token_range: TokenRange, data: float, partitions: float, out: list[_Piece]) -> None:
     """The two unrolled parts of a wrapping range, each with its share of the range's data; whole numbers stay

@@ -232,17 +232,26 @@ def plan_segments(
     elif isinstance(config.splitter, SizeSplitter):
         segments = []
         append = segments.append
-        splitter, estimate = config.splitter, sizes.estimate
-        for token_range, replicas in kept:
-            # Most ranges fit as they are: `_split_by_size`'s first step, without its work list.
-            data = estimate(token_range)
-            if _pieces_needed(data, splitter) == 1 or token_range.width() == 1:
-                fitted: Iterable[tuple[TokenRange, float]] = ((token_range, data[0]),)
+        splitter = config.splitter
+        most_bytes, most_partitions = splitter.max_bytes_per_segment, splitter.max_partitions_per_segment
+        estimates = sizes.estimates([token_range for token_range, _ in kept])
+        for (token_range, replicas), (data_bytes, partitions) in zip(kept, estimates, strict=True):
+            # Most ranges fit as they are: `_split_by_size`'s first step, without its work list. `_pieces_needed`
+            # is 1 exactly when neither ceiling exceeds 1, that is when neither quotient does.
+            if (most_bytes is None or data_bytes / most_bytes <= 1.0) and (
+                most_partitions is None or partitions / most_partitions <= 1.0
+            ):
+                if token_range.start < token_range.end:  # the common case: one segment, the range's own bytes
+                    append(make(keyspace, tables, token_range, replicas, round(data_bytes)))
+                    continue
+                fitted: Iterable[tuple[TokenRange, float]] = ((token_range, data_bytes),)
+            elif token_range.width() == 1:
+                fitted = ((token_range, data_bytes),)
             else:
                 fitted = _split_by_size(token_range, splitter, sizes, budget)
-            for split, data_bytes in fitted:
+            for split, piece_bytes in fitted:
                 if split.start < split.end:  # `unwrap` is the piece itself: its bytes are the split's estimate
-                    append(make(keyspace, tables, split, replicas, round(data_bytes)))
+                    append(make(keyspace, tables, split, replicas, round(piece_bytes)))
                 else:
                     for piece in split.unwrap():
                         append(make(keyspace, tables, piece, replicas, _estimated_bytes(sizes, piece)))

@@ -8,6 +8,7 @@ metric names.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -128,8 +129,8 @@ def _hold_positions_behind_backlog(
             grace, alarm = known
         (urgent if last <= alarm else routine).append((last + grace, index))
     # Stable sorts on the deadline alone: ties keep `due`'s order.
-    urgent.sort(key=_first)
-    routine.sort(key=_first)
+    urgent.sort(key=_deadline)
+    routine.sort(key=_deadline)
     run = [index for _, index in urgent]
     if not urgent:
         return [index for _, index in routine], []
@@ -140,8 +141,7 @@ def _hold_positions_behind_backlog(
     return run, held
 
 
-def _first(entry: tuple[datetime, object]) -> datetime:
-    return entry[0]
+_deadline = operator.itemgetter(0)  # the sort key of (deadline, position) pairs
 
 
 def select_due(
@@ -192,7 +192,7 @@ def select_due(
     order = sorted(range(len(due)), key=urgency.__getitem__)  # stable: ties keep plan order
     exhausted_positions = [due[i][1] for i in order if i in exhausted_at] if exhausted_at else []
     exhausted = tuple(segments[i] for i in exhausted_positions)
-    ordered = ((due[i][0], due[i][1]) for i in order if i not in exhausted_at)
+    ordered = (due[i] for i in order if i not in exhausted_at) if exhausted_at else map(due.__getitem__, order)
     run, held = _hold_positions_behind_backlog(ordered, segments, now, gc_grace or {}, config.gc_grace_alarm)
     if len(run) + len(exhausted_positions) == len(segments):  # every segment runs or is exhausted (a steady night)
         not_due: tuple[Segment, ...] = ()

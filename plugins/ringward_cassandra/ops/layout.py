@@ -66,9 +66,12 @@ HISTORY_BUCKETS = 256
 _BUCKET_SHIFT = 56  # 64-bit tokens, top 8 bits
 
 
+_TOKEN_OFFSET = 2**63
+
+
 def history_bucket(token: int) -> int:
     """The history partition of a range starting at `token`: its top 8 bits as an unsigned value (0..255)."""
-    return (token + 2**63) >> _BUCKET_SHIFT
+    return (token + _TOKEN_OFFSET) >> _BUCKET_SHIFT
 
 
 Found = TypeVar("Found", SegmentRecord, DueRecord)
@@ -124,7 +127,7 @@ def due_records_in_order(
         positions[token_range.start, token_range.end] = index
     found: list[DueRecord | None] = [None] * len(segments)
     for (unit_keyspace, unit_tables), unit_positions in units.items():
-        buckets = {history_bucket(start) for start, _ in unit_positions}
+        buckets = {(start + _TOKEN_OFFSET) >> _BUCKET_SHIFT for start, _ in unit_positions}  # `history_bucket`
         for index, record in due_records_of(unit_keyspace, unit_tables, buckets, unit_positions, repair_type).items():
             found[index] = record
     if sum(map(len, units.values())) < len(segments):  # a segment planned twice: each copy gets the record
@@ -285,10 +288,14 @@ def add_due_records(
 ) -> None:
     """Add to `records` the rows of `DUE_COLUMNS` whose range `ids` names (under the key it names), as
     `DueRecord`s."""
+    # Millions of rows a fleet night: `utc` inlined, and the named tuple made without its Python `__new__`.
+    make, get = tuple.__new__, ids.get
     for start, end, last_success, attempts, run_id in rows:
-        segment_id = ids.get((start, end))
-        if segment_id is not None:
-            records[segment_id] = DueRecord(utc(last_success), attempts or 0, run_id)
+        key = get((start, end))
+        if key is not None:
+            if last_success is not None and last_success.tzinfo is None:
+                last_success = last_success.replace(tzinfo=UTC)
+            records[key] = make(DueRecord, (last_success, attempts or 0, run_id))
 
 
 def record_of_cells(segment_id: str, cells: Sequence[Any], repair_type: str = "full") -> SegmentRecord:

@@ -10,6 +10,7 @@ the stored plans' digests of both trees."""
 from __future__ import annotations
 
 import bisect
+import math
 import random
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -28,8 +29,9 @@ from ringward.repair import (
     select_due_by_type,
 )
 from ringward.repair._arcs import split_evenly, unrolled
-from ringward.repair._config import RepairConfig
+from ringward.repair._config import RepairConfig, SizeSplitter
 from ringward.repair._estimates import NodeSizeEstimate, SizeIndex
+from ringward.repair._planning import _Budget, _pieces_needed, _split_by_size
 from ringward.repair._run import GcGrace, _grace_seconds
 from ringward.repair._state import due_segments, retries_exhausted
 from ringward.repair._types import history_key
@@ -340,6 +342,70 @@ def test_the_density_index_estimates_every_range_as_before(seed: int, every_node
     checked = [*ranges, *drawn, *pieces, TokenRange(MIN_TOKEN, ranges[1].end), TokenRange(ranges[-1].start, MIN_TOKEN)]
     assert [sizes.estimate(r) for r in checked] == [reference.estimate(r) for r in checked]
     assert sum(sizes.estimate(r)[0] for r in ranges) > 0
+    # Many at once (what `plan_segments` asks): the same numbers, bit for bit, in order.
+    assert [tuple(map(float.hex, e)) for e in sizes.estimates(checked)] == [
+        tuple(map(float.hex, reference.estimate(r))) for r in checked
+    ]
+    assert SizeIndex([], "ks", (), ring).estimates(checked[:5]) == [(0.0, 0.0)] * 5
+
+
+def reference_size_segments(
+    ring: Ring, entries: Sequence[tuple[TokenRange, tuple[str, ...]]], unit: RepairUnit, config: RepairConfig,
+    rows: Sequence[NodeSizeEstimate],
+) -> list[Segment]:  # fmt: skip
+    """`plan_segments`' size splitter loop before the estimates were taken at once (a800608), verbatim."""
+    sizes = SizeIndex(rows, unit.keyspace, unit.tables, ring)
+    splitter = config.splitter
+    assert isinstance(splitter, SizeSplitter)
+    budget = _Budget(10**9, config)
+    segments = []
+    for token_range, replicas in entries:
+        data = sizes.estimate(token_range)
+        if _pieces_needed(data, splitter) == 1 or token_range.width() == 1:
+            fitted: Sequence[tuple[TokenRange, float]] = ((token_range, data[0]),)
+        else:
+            fitted = _split_by_size(token_range, splitter, sizes, budget)
+        for split, data_bytes in fitted:
+            if split.start < split.end:
+                segments.append(Segment(unit.keyspace, unit.tables, split, replicas, round(data_bytes)))
+            else:
+                for piece in split.unwrap():
+                    estimated = None if sizes.empty else round(sizes.estimate(piece)[0])
+                    segments.append(Segment(unit.keyspace, unit.tables, piece, replicas, estimated))
+    return segments
+
+
+@pytest.mark.parametrize("limit", ["bytes", "partitions", "both", "at-a-range"])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_size_splitter_cuts_and_estimates_as_before(seed: int, limit: str) -> None:
+    """The ranges' estimates taken at once and the fit decided by the quotients: the same segments with the same
+    bytes as range by range before, on ranges that fit, that are cut, that wrap, and one at the limit."""
+    ring = skewed_ring(seed)
+    rng = random.Random(seed)
+    rows = [
+        NodeSizeEstimate("ks", table, node.address, rng.choice([10**5, 3 * 10**6]), rng.choice([10**9, 4 * 10**11]))
+        for node in ring.nodes
+        for table in ("t1", "t2")
+    ]
+    entries = replica_map(ring, Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2, "dc2": 2})).entries()
+    most_bytes, most_partitions = 20 * 10**9, 2**20
+    if limit == "at-a-range":  # one range's own estimate, rounded up, is the limit: it fits, uncut
+        most_bytes = math.ceil(SizeIndex(rows, "ks", (), ring).estimate(entries[5][0])[0])
+        most_partitions = 2**40
+    splitter: dict[str, object] = {"type": "size", "max_bytes_per_segment": most_bytes,
+                                   "max_partitions_per_segment": most_partitions}  # fmt: skip
+    if limit == "bytes":
+        splitter["max_partitions_per_segment"] = 2**40
+    elif limit == "partitions":
+        splitter["max_bytes_per_segment"] = 2**60
+    config = parse_config({"merge_ranges_with_same_replicas": False, "splitter": splitter})
+    plan = plan_segments(ring, entries, RepairUnit("ks"), config, rows)
+    expected = reference_size_segments(ring, entries, RepairUnit("ks"), config, rows)
+    assert len(expected) > len(entries) + 1  # some ranges were cut (and the wrapping one unwrapped)
+    assert list(plan.segments) == expected
+    assert [s.estimated_bytes for s in plan.segments] == [s.estimated_bytes for s in expected]
+    if limit == "at-a-range":
+        assert sum(1 for s in plan.segments if s.range == entries[5][0]) == 1
 
 
 # -- the plan task's lean read of the history ----------------------------------------------------------------
