@@ -30,7 +30,7 @@ from ringward.repair import (
 )
 from ringward.repair._arcs import split_evenly, unrolled
 from ringward.repair._config import RepairConfig, SizeSplitter
-from ringward.repair._estimates import NodeSizeEstimate, SizeIndex
+from ringward.repair._estimates import NodeSizeEstimate, SizeEstimate, SizeIndex, _node_pieces
 from ringward.repair._planning import _Budget, _pieces_needed, _split_by_size
 from ringward.repair._run import GcGrace, _grace_seconds
 from ringward.repair._state import due_segments, retries_exhausted
@@ -493,3 +493,36 @@ def test_a_steady_night_by_position_runs_every_segment_and_leaves_none_not_due()
     lean[7] = DueRecord(NOW - timedelta(hours=1), 1, "seeded")
     one_recent = select_due(segments, lean, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
     assert one_recent.not_due == (segments[7],) and segments[7] not in one_recent.due
+
+
+@pytest.mark.parametrize("tokens", [8, 1])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_density_index_of_a_whole_ring_is_built_on_the_rings_bounds_as_from_sorted_pieces(
+    seed: int, tokens: int
+) -> None:
+    """Every node reporting (the nightly plan): the index is built on the ring's own bounds and widths
+    (`Ring.unrolled_bounds`, once per ring), with the same bounds, sums and rates, bit for bit, as sorting the
+    node pieces and building from them; a silent node, or range rows beside the node rows, take the general way."""
+    rng = random.Random(seed)
+    drawn = [tuple(rng.randrange(MIN_TOKEN + 1, 2**63) for _ in range(tokens)) for _ in range(6)]
+    ring = Ring.of(Node(f"10.0.0.{n + 1}", f"dc{n % 2 + 1}", "r1", own) for n, own in enumerate(drawn))
+    rows = [
+        NodeSizeEstimate("ks", table, node.address, rng.randrange(1, 10**7), rng.randrange(10**8, 4 * 10**11))
+        for node in ring.nodes
+        for table in ("t1", "t2")
+    ]
+
+    def hexed(index: SizeIndex) -> tuple[object, ...]:
+        (data, data_rate), (partitions, partitions_rate) = index._bytes, index._partitions
+        return (list(index._bounds), *([float(x).hex() for x in column] for column in (data, data_rate, partitions,
+                                                                                       partitions_rate)))  # fmt: skip
+
+    general = SizeIndex([], "ks", ())
+    general._build(sorted(_node_pieces(rows, ring)))
+    fast = SizeIndex(rows, "ks", (), ring)
+    assert hexed(fast) == hexed(general)
+    assert fast._bounds == list(ring.unrolled_bounds[0])
+    silent = [row for row in rows if row.node != ring.nodes[0].address]
+    assert not SizeIndex.__new__(SizeIndex)._build_from_ring(silent, ring)
+    ranged = SizeIndex([*rows, SizeEstimate("ks", "t1", 0, 10, 5, 5)], "ks", (), ring)
+    assert ranged._bounds != fast._bounds
