@@ -72,9 +72,12 @@ def plan_chunks(segments: Sequence[Segment], rows: int) -> list[list[str]]:
     # A unit's segments come one after another, sharing their keyspace and tables objects, and a replica set is
     # one tuple however many keyspaces share the replication: each text is made once and found by identity (the
     # segments keep the objects alive while this runs).
+    # Keyspaces that share a replication share the ring's range objects as well: a range's text with its replicas
+    # (the row after the unit's prefix) is made once, and found again by the range's identity for the next unit.
     encoded: list[str] = []
     append = encoded.append
     lists: dict[int, str] = {}
+    rests: dict[int, tuple[tuple[str, ...], str]] = {}
     keyspace: str | None = None
     tables: tuple[str, ...] | None = None
     prefix = ""
@@ -82,12 +85,14 @@ def plan_chunks(segments: Sequence[Segment], rows: int) -> list[list[str]]:
         if s.keyspace is not keyspace or s.tables is not tables:
             keyspace, tables = s.keyspace, s.tables
             prefix = f"[{text(keyspace)},{text(tables)},"
-        replicas = s.replicas
-        listed = lists.get(id(replicas))
-        if listed is None:
-            listed = lists[id(replicas)] = addresses(replicas)
-        token_range = s.range
-        append(f"{prefix}{token_range.start},{token_range.end},{listed}]")
+        replicas, token_range = s.replicas, s.range
+        known = rests.get(id(token_range))
+        if known is None or known[0] is not replicas:
+            listed = lists.get(id(replicas))
+            if listed is None:
+                listed = lists[id(replicas)] = addresses(replicas)
+            known = rests[id(token_range)] = (replicas, f"{token_range.start},{token_range.end},{listed}]")
+        append(prefix + known[1])
     return [encoded[i : i + rows] for i in range(0, len(encoded), rows)]
 
 

@@ -4,7 +4,10 @@ from cells, and the refusals both stores raise. Pure: no driver, so the in-memor
 
 from __future__ import annotations
 
+import collections
 import functools
+import itertools
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
@@ -67,6 +70,9 @@ _BUCKET_SHIFT = 56  # 64-bit tokens, top 8 bits
 
 
 _TOKEN_OFFSET = 2**63
+_UNIT = operator.attrgetter("keyspace", "tables")
+_RANGE = operator.attrgetter("range")
+_BOUNDS = operator.attrgetter("start", "end")
 
 
 def history_bucket(token: int) -> int:
@@ -115,21 +121,21 @@ def due_records_in_order(
     """What due selection reads of `segments`' records of one type by position: the i-th is `segments[i]`'s (None:
     never repaired), read by `due_records_of` from the same partitions as `segment_records`, found by unit and range
     alone: no segment id is computed (a sha256 each; the plan task reads millions a fleet night)."""
+    # A unit's segments come one after another: each run of them is keyed at C speed (no Python step per segment).
     units: dict[tuple[str, tuple[str, ...]], dict[tuple[int, int], int]] = {}
-    keyspace: str | None = None
-    tables: tuple[str, ...] | None = None
-    positions: dict[tuple[int, int], int] = {}
-    for index, segment in enumerate(segments):  # a unit's segments come one after another, sharing their names
-        if segment.keyspace is not keyspace or segment.tables is not tables:
-            keyspace, tables = segment.keyspace, segment.tables
-            positions = units.setdefault((keyspace, tables), {})
-        token_range = segment.range
-        positions[token_range.start, token_range.end] = index
+    index = 0
+    for unit, members in itertools.groupby(segments, _UNIT):
+        run = list(members)
+        positions = zip(map(_BOUNDS, map(_RANGE, run)), range(index, index + len(run)), strict=True)
+        units.setdefault(unit, {}).update(positions)
+        index += len(run)
     found: list[DueRecord | None] = [None] * len(segments)
     for (unit_keyspace, unit_tables), unit_positions in units.items():
-        buckets = {(start + _TOKEN_OFFSET) >> _BUCKET_SHIFT for start, _ in unit_positions}  # `history_bucket`
-        for index, record in due_records_of(unit_keyspace, unit_tables, buckets, unit_positions, repair_type).items():
-            found[index] = record
+        # `history_bucket` of each start, at C speed.
+        starts = map(operator.add, map(operator.itemgetter(0), unit_positions), itertools.repeat(_TOKEN_OFFSET))
+        buckets = set(map(operator.rshift, starts, itertools.repeat(_BUCKET_SHIFT)))
+        records = due_records_of(unit_keyspace, unit_tables, buckets, unit_positions, repair_type)
+        collections.deque(map(found.__setitem__, records.keys(), records.values()), maxlen=0)
     if sum(map(len, units.values())) < len(segments):  # a segment planned twice: each copy gets the record
         for index, segment in enumerate(segments):
             token_range = segment.range
