@@ -315,6 +315,17 @@ def check_due_records_are_what_due_selection_reads_of_the_records(h: Harness) ->
         sid: record for sid, record in h.store.due_records(planned, "full").items() if sid != elsewhere.segment_id
     }
     assert h.store.due_records_of(keyspace, TABLES, [], ids) == {}
+    # By position (what the plan task reads): the i-th segment's record at i, None for one never repaired; a segment
+    # named twice gets its record twice. Keys of `due_records_of` are whatever `ids` maps the ranges to.
+    for kind in ("full", "preview", "paxos"):
+        by_id = h.store.due_records(planned, kind)
+        assert h.store.due_records_in_order(planned, kind) == [by_id.get(s.segment_id) for s in planned]
+    done, failed_once = DueRecord(FINISHED, 1, run_id), DueRecord(None, 2, h.name("old"))
+    twice = [segments[0], *planned, segments[0]]
+    assert h.store.due_records_in_order(twice, "full") == [done, done, failed_once, None, None, done, done]
+    assert h.store.due_records_in_order([], "full") == []
+    positions = {(s.range.start, s.range.end): index for index, s in enumerate(segments)}
+    assert h.store.due_records_of(keyspace, TABLES, range(256), positions) == {0: done, 1: failed_once}
 
 
 def check_preview_findings_kept_latest_first(h: Harness) -> None:

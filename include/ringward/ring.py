@@ -8,6 +8,7 @@ A range is `(start, end]`; when `start >= end` it wraps past the maximum token.
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -181,6 +182,18 @@ class Ring:
         ranges), in `ranges()` order: how a node's own total (system.size_estimates summed) spreads over them."""
         owned = dict(self.primary_widths)
         return tuple(r.width() / owned[a] for r, a in zip(self._ranges, self.primary_owners, strict=True))
+
+    @cached_property
+    def unrolled_bounds(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The ring's ranges as pieces of the line [MIN_TOKEN, MIN_TOKEN + 2**64] in token order, the wrap-around
+        range in two parts (its part from MIN_TOKEN first, its part up to MIN_TOKEN + 2**64 last): the pieces'
+        bounds (one more than the pieces) and widths. What a size index of node totals is built on (`SizeIndex`)."""
+        ranges = self._ranges
+        if not ranges:
+            return (), ()
+        bounds = (MIN_TOKEN, *(r.end for r in ranges), MIN_TOKEN + 2**64)  # the last range ends where the first starts
+        widths = tuple(map(operator.sub, bounds[1:], bounds[:-1]))
+        return bounds, widths
 
     def primary_token(self, token: int) -> int:
         """The ring token whose range `(previous, token]` contains `token`."""

@@ -40,9 +40,11 @@ from ringward_cassandra.ops.layout import (
     LEASE_TTL_SECONDS,
     RECORD_COLUMNS,
     REPAIR_SWITCH,
+    RecordKey,
     add_due_records,
     add_records,
     check_chunk,
+    due_records_in_order,
     history_columns,
     history_row,
     history_table,
@@ -256,15 +258,19 @@ class MemoryOpsStore:
         """What due selection reads of `segments`' records (keyed by segment id), from the same partitions."""
         return segment_records(segments, repair_type, self.due_records_of)
 
+    def due_records_in_order(self, segments: Sequence[Segment], repair_type: str) -> list[DueRecord | None]:
+        """`due_records` by position (the i-th is `segments[i]`'s), without computing segment ids."""
+        return due_records_in_order(segments, repair_type, self.due_records_of)
+
     def due_records_of(
         self,
         keyspace: str,
         tables: Sequence[str],
         buckets: Iterable[int],
-        ids: Mapping[tuple[int, int], str],
+        ids: Mapping[tuple[int, int], RecordKey],
         repair_type: str = "full",
-    ) -> dict[str, DueRecord]:
-        records: dict[str, DueRecord] = {}
+    ) -> dict[RecordKey, DueRecord]:
+        records: dict[RecordKey, DueRecord] = {}
         self._read_cells(keyspace, tables, buckets, repair_type, DUE_COLUMNS,
                          lambda rows: add_due_records(records, rows, ids))  # fmt: skip
         return records

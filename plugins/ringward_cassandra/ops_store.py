@@ -40,6 +40,7 @@ from ringward_cassandra.ops.layout import (
     PLAN_PAGE_COMMANDS,
     RECORD_COLUMNS,
     REPAIR_SWITCH,
+    RecordKey,
     add_records,
     bucket_bounds,
     history_bucket,
@@ -243,14 +244,17 @@ class OpsStore:
     def due_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, DueRecord]:
         return self.history_store.due_records(segments, repair_type)
 
+    def due_records_in_order(self, segments: Sequence[Segment], repair_type: str) -> list[DueRecord | None]:
+        return self.history_store.due_records_in_order(segments, repair_type)
+
     def due_records_of(
         self,
         keyspace: str,
         tables: Sequence[str],
         buckets: Iterable[int],
-        ids: Mapping[tuple[int, int], str],
+        ids: Mapping[tuple[int, int], RecordKey],
         repair_type: str = "full",
-    ) -> dict[str, DueRecord]:
+    ) -> dict[RecordKey, DueRecord]:
         return self.history_store.due_records_of(keyspace, tables, buckets, ids, repair_type)
 
     def record_repairs(self, updates: Iterable[RecordUpdate], ttl_seconds: int | None = None) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ringward.repair._arcs import unrolled
-from ringward.ring import Ring, TokenRange
+from ringward.ring import MIN_TOKEN, Ring, TokenRange
 
 __all__ = ["NodeSizeEstimate", "SizeEstimate", "SizeIndex"]
 
@@ -87,12 +87,41 @@ class SizeIndex:
                 per_node[(row.table, row.node)] = row
             else:
                 per_range[(row.table, row.range_start, row.range_end)] = row
+        if per_node and ring is None:
+            raise ValueError("NodeSizeEstimate rows need the ring: pass ring= to SizeIndex")
+        if per_node and not per_range and ring is not None and self._build_from_ring(per_node.values(), ring):
+            return
         pieces = _range_pieces(per_range.values())
-        if per_node:
-            if ring is None:
-                raise ValueError("NodeSizeEstimate rows need the ring: pass ring= to SizeIndex")
+        if per_node and ring is not None:
             pieces.extend(_node_pieces(per_node.values(), ring))
         self._build(sorted(pieces))
+
+    def _build_from_ring(self, rows: Iterable[NodeSizeEstimate], ring: Ring) -> bool:
+        """`_build` of the node rows' pieces when every node of the ring reported (the nightly plan's case): the
+        pieces are the ring's ranges in token order, the wrap-around range's two parts first and last, so their
+        bounds and widths are the ring's (`Ring.unrolled_bounds`, once per ring) and only each piece's numbers are
+        the unit's own: the same numbers as sorting the pieces and building from them. False (nothing built)
+        when some node is silent or the ring is unusual; `_build` then does it."""
+        data, partitions = _node_totals(rows)
+        ranges = ring.ranges()
+        if not ranges or not ranges[0].wraps or ranges[0].end == MIN_TOKEN:
+            return False
+        if not data.keys() >= dict(ring.primary_widths).keys():
+            return False
+        owners, shares = ring.primary_owners, ring.primary_shares
+        wrapped: list[_Piece] = []  # the wrap-around range's two parts, as `_node_pieces` makes them
+        _split_wrapping(ranges[0], data[owners[0]] * shares[0], partitions[owners[0]] * shares[0], wrapped)
+        (_, _, last_bytes, last_partitions), (_, _, first_bytes, first_partitions) = wrapped
+        bounds, widths = ring.unrolled_bounds
+        sizes = [first_bytes, *map(operator.mul, map(data.__getitem__, owners[1:]), shares[1:]), last_bytes]
+        counts = [first_partitions, *map(operator.mul, map(partitions.__getitem__, owners[1:]), shares[1:]),
+                  last_partitions]  # fmt: skip
+        self._bounds = list(bounds)
+        zero: float = 0  # as `_build_contiguous`
+        self._bytes = (list(itertools.accumulate(sizes, initial=zero)), [*map(operator.truediv, sizes, widths), 0.0])
+        self._partitions = (list(itertools.accumulate(counts, initial=zero)),
+                            [*map(operator.truediv, counts, widths), 0.0])  # fmt: skip
+        return True
 
     def _build(self, pieces: list[_Piece]) -> None:
         lows = [piece[0] for piece in pieces]
@@ -187,6 +216,42 @@ class SizeIndex:
             total_partitions += high_partitions - low_partitions
         return total_bytes, total_partitions
 
+    def estimates(self, ranges: Iterable[TokenRange]) -> list[tuple[float, float]]:
+        """`estimate` of each of `ranges`, in order: the same numbers, without a call per range (a fleet night
+        estimates 3.3 million ring ranges)."""
+        if not self._bounds:
+            return [(0.0, 0.0) for _ in ranges]
+        bounds, bisect_right = self._bounds, bisect.bisect_right
+        (data, data_rate), (partitions, partitions_rate) = self._bytes, self._partitions
+        found: list[tuple[float, float]] = []
+        append = found.append
+        for token_range in ranges:
+            low, high = token_range.start, token_range.end
+            if low >= high:  # wraps (or the whole ring): `estimate`'s two intervals
+                append(self.estimate(token_range))
+                continue
+            # `estimate`'s one interval, as it computes it: the integral at `high`, then at `low`.
+            index = bisect_right(bounds, high) - 1
+            if index < 0:
+                high_bytes, high_partitions = 0.0, 0.0
+            elif high == bounds[index]:
+                high_bytes, high_partitions = data[index], partitions[index]
+            else:
+                offset = high - bounds[index]
+                high_bytes = data[index] + offset * data_rate[index]
+                high_partitions = partitions[index] + offset * partitions_rate[index]
+            index = bisect_right(bounds, low) - 1
+            if index < 0:
+                low_bytes, low_partitions = 0.0, 0.0
+            elif low == bounds[index]:
+                low_bytes, low_partitions = data[index], partitions[index]
+            else:
+                offset = low - bounds[index]
+                low_bytes = data[index] + offset * data_rate[index]
+                low_partitions = partitions[index] + offset * partitions_rate[index]
+            append((0.0 + (high_bytes - low_bytes), 0.0 + (high_partitions - low_partitions)))
+        return found
+
 
 def _split_wrapping(token_range: TokenRange, data: float, partitions: float, out: list[_Piece]) -> None:
     """The two unrolled parts of a wrapping range, each with its share of the range's data; whole numbers stay
@@ -223,13 +288,19 @@ def _range_pieces(rows: Iterable[SizeEstimate]) -> list[_Piece]:
     return pieces
 
 
-def _node_pieces(rows: Iterable[NodeSizeEstimate], ring: Ring) -> list[_Piece]:
-    """Each node's totals spread over its primary ranges in proportion to their width."""
+def _node_totals(rows: Iterable[NodeSizeEstimate]) -> tuple[dict[str, float], dict[str, float]]:
+    """Each node's bytes and partitions over the unit's tables."""
     data: dict[str, float] = {}
     partitions: dict[str, float] = {}
     for row in rows:
         data[row.node] = data.get(row.node, 0.0) + row.data_bytes
         partitions[row.node] = partitions.get(row.node, 0.0) + row.partitions_count
+    return data, partitions
+
+
+def _node_pieces(rows: Iterable[NodeSizeEstimate], ring: Ring) -> list[_Piece]:
+    """Each node's totals spread over its primary ranges in proportion to their width."""
+    data, partitions = _node_totals(rows)
     ranges = ring.ranges()
     owners = ring.primary_owners
     everyone = dict(ring.primary_widths)

@@ -30,7 +30,7 @@ from ringward.repair._scheduler import allowed_parallelism
 from ringward.repair._segments import Segment
 from ringward.repair._state import SegmentRecord, SegmentState, ring_fingerprint
 from ringward.repair._status import RecordedSegment, RepairStatus, coverage_records, status_table
-from ringward.repair._types import TypeDue, coverage_view, history_key, joined_nodes, select_due_by_type, type_plan_id
+from ringward.repair._types import TypeDue, coverage_view, joined_nodes, select_due_by_type, type_plan_id
 
 __all__ = [
     "history_ttl_seconds",
@@ -72,9 +72,12 @@ def plan_chunks(segments: Sequence[Segment], rows: int) -> list[list[str]]:
     # A unit's segments come one after another, sharing their keyspace and tables objects, and a replica set is
     # one tuple however many keyspaces share the replication: each text is made once and found by identity (the
     # segments keep the objects alive while this runs).
+    # Keyspaces that share a replication share the ring's range objects as well: a range's text with its replicas
+    # (the row after the unit's prefix) is made once, and found again by the range's identity for the next unit.
     encoded: list[str] = []
     append = encoded.append
     lists: dict[int, str] = {}
+    rests: dict[int, tuple[tuple[str, ...], str]] = {}
     keyspace: str | None = None
     tables: tuple[str, ...] | None = None
     prefix = ""
@@ -82,12 +85,14 @@ def plan_chunks(segments: Sequence[Segment], rows: int) -> list[list[str]]:
         if s.keyspace is not keyspace or s.tables is not tables:
             keyspace, tables = s.keyspace, s.tables
             prefix = f"[{text(keyspace)},{text(tables)},"
-        replicas = s.replicas
-        listed = lists.get(id(replicas))
-        if listed is None:
-            listed = lists[id(replicas)] = addresses(replicas)
-        token_range = s.range
-        append(f"{prefix}{token_range.start},{token_range.end},{listed}]")
+        replicas, token_range = s.replicas, s.range
+        known = rests.get(id(token_range))
+        if known is None or known[0] is not replicas:
+            listed = lists.get(id(replicas))
+            if listed is None:
+                listed = lists[id(replicas)] = addresses(replicas)
+            known = rests[id(token_range)] = (replicas, f"{token_range.start},{token_range.end},{listed}]")
+        append(prefix + known[1])
     return [encoded[i : i + rows] for i in range(0, len(encoded), rows)]
 
 
@@ -156,10 +161,10 @@ def plan_night(
             for why in plans[group].excluded_tables.values():
                 log.warning("%s", why)
         segments = plans[group].segments
-        history = store.due_records(segments, kind)  # what can make a segment due: three cells a record
-        keyed = history if kind == "full" else {history_key(sid, kind): record for sid, record in history.items()}
-        found = select_due_by_type(segments, keyed, run_id=run_id, now=now, config=config, joined=joined, types=[kind],
-                                   gc_grace=plans[group].gc_grace)  # fmt: skip
+        # What can make a segment due, three cells a record, by position: no segment id is computed.
+        history = store.due_records_in_order(segments, kind)
+        found = select_due_by_type(segments, history, run_id=run_id, now=now, config=config, joined=joined,
+                                   types=[kind], gc_grace=plans[group].gc_grace)  # fmt: skip
         typed.extend(found or [TypeDue(kind, config.for_type(kind), DueSelection((), tuple(segments), ()), 0)])
     types: dict[str, TypePlan] = {}
     for item in typed:

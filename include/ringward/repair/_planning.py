@@ -9,9 +9,11 @@ non-wrapping ranges) -> segments.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from typing import cast
 
 from ringward.errors import ConfigurationError, RingError
 from ringward.placement import replica_map
@@ -79,6 +81,20 @@ def _check_matches_ring(ring: Ring, replica_map: ReplicaMapEntries) -> None:
                 f"Range {token_range} has replicas {list(replicas)} not all in the ring.",
                 "Compute the replica map from the same ring snapshot.",
             )
+
+
+def _plain(replica_map: ReplicaMapEntries) -> bool:
+    """Whether every entry is a (range, replicas) tuple pair with a replicas tuple of two or more: kept as it is."""
+    if not isinstance(replica_map, list | tuple):
+        return False
+    entries = cast("list[tuple[object, ...]]", replica_map)
+    replicas = list(map(operator.itemgetter(1), entries)) if entries else []
+    return (
+        set(map(type, entries)) <= {tuple}
+        and set(map(len, entries)) <= {2}
+        and set(map(type, replicas)) <= {tuple}
+        and min(map(len, replicas), default=2) >= 2
+    )
 
 
 def _in_scope(ring: Ring, unit: RepairUnit, entry: tuple[TokenRange, tuple[str, ...]], pr: bool) -> bool:
@@ -207,7 +223,11 @@ def plan_segments(
         if not _in_scope(ring, unit, entry, config.primary_range_only):
             continue
         _keep_or_skip(unit, entry, datacenter, ignored, kept, skipped)
-    if unit.nodes is None:  # the whole ring: the hot path on fleet rings (256,000 ranges per unit)
+    if unit.nodes is None and not filtering and _plain(replica_map):
+        # The whole ring, every range kept as it is (the hot path on fleet rings: 256,000 ranges per unit): the
+        # entries themselves, checked at C speed instead of one by one.
+        kept.extend(replica_map)
+    elif unit.nodes is None:
         for entry in replica_map:
             if filtering or len(entry[1]) < 2 or type(entry[1]) is not tuple:
                 _keep_or_skip(unit, entry, datacenter, ignored, kept, skipped)
@@ -232,17 +252,26 @@ def plan_segments(
     elif isinstance(config.splitter, SizeSplitter):
         segments = []
         append = segments.append
-        splitter, estimate = config.splitter, sizes.estimate
-        for token_range, replicas in kept:
-            # Most ranges fit as they are: `_split_by_size`'s first step, without its work list.
-            data = estimate(token_range)
-            if _pieces_needed(data, splitter) == 1 or token_range.width() == 1:
-                fitted: Iterable[tuple[TokenRange, float]] = ((token_range, data[0]),)
+        splitter = config.splitter
+        most_bytes, most_partitions = splitter.max_bytes_per_segment, splitter.max_partitions_per_segment
+        estimates = sizes.estimates([token_range for token_range, _ in kept])
+        for (token_range, replicas), (data_bytes, partitions) in zip(kept, estimates, strict=True):
+            # Most ranges fit as they are: `_split_by_size`'s first step, without its work list. `_pieces_needed`
+            # is 1 exactly when neither ceiling exceeds 1, that is when neither quotient does.
+            if (most_bytes is None or data_bytes / most_bytes <= 1.0) and (
+                most_partitions is None or partitions / most_partitions <= 1.0
+            ):
+                if token_range.start < token_range.end:  # the common case: one segment, the range's own bytes
+                    append(make(keyspace, tables, token_range, replicas, round(data_bytes)))
+                    continue
+                fitted: Iterable[tuple[TokenRange, float]] = ((token_range, data_bytes),)
+            elif token_range.width() == 1:
+                fitted = ((token_range, data_bytes),)
             else:
                 fitted = _split_by_size(token_range, splitter, sizes, budget)
-            for split, data_bytes in fitted:
+            for split, piece_bytes in fitted:
                 if split.start < split.end:  # `unwrap` is the piece itself: its bytes are the split's estimate
-                    append(make(keyspace, tables, split, replicas, round(data_bytes)))
+                    append(make(keyspace, tables, split, replicas, round(piece_bytes)))
                 else:
                     for piece in split.unwrap():
                         append(make(keyspace, tables, piece, replicas, _estimated_bytes(sizes, piece)))

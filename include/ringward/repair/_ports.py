@@ -14,9 +14,9 @@ The contract suite (tests/ops_store_contract.py) runs on both stores.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ringward.migration_storage import LeaseReader
 from ringward.repair._backpressure import NodeBacklog
@@ -40,6 +40,7 @@ __all__ = [
     "PreviewFindings",
     "PreviewKeeper",
     "PreviewStorage",
+    "RecordKey",
     "RepairHistoryStorage",
     "RepairRun",
     "RepairRunStorage",
@@ -55,6 +56,10 @@ __all__ = [
 ]
 
 
+# The key `due_records_of` files each record under: whatever its `ids` map the ranges to (segment ids, positions).
+RecordKey = TypeVar("RecordKey", bound=Hashable)
+
+
 # -- ringward_ops: one storage Protocol per record kind --------------------------------------------------------
 # A stage that must see less than a record kind's whole storage gets a narrower Protocol that the kind's own one
 # extends (declared once: the store classes satisfy both); the night's stores are compositions of them.
@@ -67,6 +72,12 @@ class SegmentHistory(Protocol):
     def due_records(self, segments: Sequence[Segment], repair_type: str) -> dict[str, DueRecord]:
         """What due selection reads of `segments`' records of one type, keyed by segment id (a segment never
         repaired has none): the same partitions as `segment_records`, only the cells it needs, no record built."""
+        ...
+
+    def due_records_in_order(self, segments: Sequence[Segment], repair_type: str) -> list[DueRecord | None]:
+        """`due_records` by position: the i-th is `segments[i]`'s (None: never repaired). The same partitions and
+        cells, each record found by its unit and range, so no segment id is computed (a sha256 each: the plan
+        task reads millions a fleet night)."""
         ...
 
     def repair_history(self, keyspace: str | None = None, repair_type: str = "full") -> list[RepairHistoryRow]: ...
@@ -94,9 +105,9 @@ class RepairHistoryStorage(SegmentHistory, Protocol):
     ) -> dict[str, SegmentRecord]: ...  # fmt: skip
 
     def due_records_of(
-        self, keyspace: str, tables: Sequence[str], buckets: Iterable[int], ids: Mapping[tuple[int, int], str],
+        self, keyspace: str, tables: Sequence[str], buckets: Iterable[int], ids: Mapping[tuple[int, int], RecordKey],
         repair_type: str = "full",
-    ) -> dict[str, DueRecord]: ...  # fmt: skip
+    ) -> dict[RecordKey, DueRecord]: ...  # fmt: skip
 
 
 class RunPlanStorage(Protocol):

@@ -8,6 +8,7 @@ metric names.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -87,42 +88,65 @@ def _hold_behind_backlog(
     due: Iterable[tuple[datetime | None, Segment]], now: datetime, grace_of: GcGrace, alarm_share: float
 ) -> tuple[list[Segment], list[Segment]]:
     """`backlog_first` of due segments given with their last success (None: never repaired), in `due`'s order."""
+    given = list(due)
+    segments = [segment for _, segment in given]
+    run, held = _hold_positions_behind_backlog(
+        ((last, index) for index, (last, _) in enumerate(given)), segments, now, grace_of, alarm_share
+    )
+    return [segments[i] for i in run], [segments[i] for i in held]
+
+
+def _hold_positions_behind_backlog(
+    due: Iterable[tuple[datetime | None, int]],
+    segments: Sequence[Segment],
+    now: datetime,
+    grace_of: GcGrace,
+    alarm_share: float,
+) -> tuple[list[int], list[int]]:
+    """`_hold_behind_backlog` of the due segments given by their position in `segments` (with their last success),
+    answered by position too: (what runs, what is held back)."""
     never = datetime.min.replace(tzinfo=now.tzinfo)
     # Per unit (keyspace, tables): its gc_grace and the success before which a segment is backlog (a fleet night
-    # is 2.5 million segments of a few hundred units).
+    # is 3.3 million segments of a few hundred units, whose segments mostly come one after another).
     per_unit: dict[tuple[str, tuple[str, ...]], tuple[timedelta, datetime]] = {}
-    urgent: list[tuple[datetime, Segment]] = []
-    routine: list[tuple[datetime, Segment]] = []
-    for last, segment in due:
+    urgent: list[tuple[datetime, int]] = []
+    routine: list[tuple[datetime, int]] = []
+    keyspace: str | None = None
+    tables: tuple[str, ...] | None = None
+    grace = timedelta()
+    alarm = never
+    for last, index in due:
         if last is None:
-            urgent.append((never, segment))
+            urgent.append((never, index))
             continue
-        unit = (segment.keyspace, segment.tables)
-        known = per_unit.get(unit)
-        if known is None:
-            grace = timedelta(seconds=_grace_seconds(segment, grace_of))
-            known = per_unit[unit] = (grace, now - grace * alarm_share)
-        (urgent if last <= known[1] else routine).append((last + known[0], segment))
+        segment = segments[index]
+        if segment.keyspace is not keyspace or segment.tables is not tables:
+            keyspace, tables = segment.keyspace, segment.tables
+            known = per_unit.get((keyspace, tables))
+            if known is None:
+                unit_grace = timedelta(seconds=_grace_seconds(segment, grace_of))
+                known = per_unit[keyspace, tables] = (unit_grace, now - unit_grace * alarm_share)
+            grace, alarm = known
+        (urgent if last <= alarm else routine).append((last + grace, index))
     # Stable sorts on the deadline alone: ties keep `due`'s order.
-    urgent.sort(key=_first)
-    routine.sort(key=_first)
-    run = [segment for _, segment in urgent]
+    urgent.sort(key=_deadline)
+    routine.sort(key=_deadline)
+    run = [index for _, index in urgent]
     if not urgent:
-        return [segment for _, segment in routine], []
-    backlog_nodes = {node for segment in run for node in segment.replicas}
-    held: list[Segment] = []
-    for _, segment in routine:
-        (held if not backlog_nodes.isdisjoint(segment.replicas) else run).append(segment)
+        return [index for _, index in routine], []
+    backlog_nodes = {node for index in run for node in segments[index].replicas}
+    held: list[int] = []
+    for _, index in routine:
+        (held if not backlog_nodes.isdisjoint(segments[index].replicas) else run).append(index)
     return run, held
 
 
-def _first(entry: tuple[datetime, Segment]) -> datetime:
-    return entry[0]
+_deadline = operator.itemgetter(0)  # the sort key of (deadline, position) pairs
 
 
 def select_due(
     segments: Sequence[Segment],
-    records: Mapping[str, SegmentRecord | DueRecord],
+    records: Mapping[str, SegmentRecord | DueRecord] | Sequence[SegmentRecord | DueRecord | None],
     *,
     run_id: str,
     now: datetime,
@@ -133,20 +157,27 @@ def select_due(
     merely-due segments held back while a backlog needs their nodes; `gc_grace`: the plan's `{keyspace: {table:
     seconds}}`, a table missing from it has Cassandra's default). It builds no waves and leaves nodes that are
     down to the executor (it waits for them during the run): at fleet size the plan is only this list. `records`:
-    the segments' records, whole or as due selection reads them (`DueRecord`, what the plan task reads)."""
+    the segments' records, whole or as due selection reads them (`DueRecord`, what the plan task reads), keyed by
+    segment id, or by position (a sequence: the i-th is `segments[i]`'s, None when it has none; no segment id is
+    computed then)."""
     if not config.enabled:
         return DueSelection((), tuple(segments), ())
-    # One pass, one history lookup per segment: `due_segments`, `retries_exhausted` and `backlog_first` inlined
-    # (a fleet night is 2.5 million segments). The order is theirs: due by urgency (never repaired first, then
-    # the oldest success; ties in plan order), the exhausted taken out, then `backlog_first`'s stable sorts.
+    if isinstance(records, Mapping):
+        get = records.get
+        in_order: Sequence[SegmentRecord | DueRecord | None] = [get(segment.segment_id) for segment in segments]
+    else:
+        in_order = records
+        if len(in_order) != len(segments):
+            raise ValueError(f"{len(in_order)} records by position for {len(segments)} segments")
+    # One pass, one record per segment: `due_segments`, `retries_exhausted` and `backlog_first` inlined (a fleet
+    # night is 3.3 million segments). The order is theirs: due by urgency (never repaired first, then the oldest
+    # success; ties in plan order), the exhausted taken out, then `backlog_first`'s stable sorts.
     never = datetime.min.replace(tzinfo=now.tzinfo)
     interval, max_retries = config.min_repair_interval, config.max_retries
-    get = records.get
     due: list[tuple[datetime | None, int]] = []  # (last success, plan index) of the due segments
     urgency: list[datetime] = []
     exhausted_at: set[int] = set()
-    for index, segment in enumerate(segments):
-        record = get(segment.segment_id)
+    for index, record in enumerate(in_order):
         if record is None:
             due.append((None, index))
             urgency.append(never)
@@ -159,12 +190,20 @@ def select_due(
         if (record.attempts if record.run_id == run_id else 0) > max_retries:  # `retries_exhausted`
             exhausted_at.add(len(due) - 1)
     order = sorted(range(len(due)), key=urgency.__getitem__)  # stable: ties keep plan order
-    exhausted = tuple(segments[due[i][1]] for i in order if i in exhausted_at) if exhausted_at else ()
-    ordered = ((due[i][0], segments[due[i][1]]) for i in order if i not in exhausted_at)
-    run, held = _hold_behind_backlog(ordered, now, gc_grace or {}, config.gc_grace_alarm)
-    chosen = {s.segment_id for s in run} | {s.segment_id for s in exhausted}
-    not_due = tuple(s for s in segments if s.segment_id not in chosen)
-    return DueSelection(tuple(run), not_due, exhausted, tuple(held))
+    exhausted_positions = [due[i][1] for i in order if i in exhausted_at] if exhausted_at else []
+    exhausted = tuple(segments[i] for i in exhausted_positions)
+    ordered = (due[i] for i in order if i not in exhausted_at) if exhausted_at else map(due.__getitem__, order)
+    run, held = _hold_positions_behind_backlog(ordered, segments, now, gc_grace or {}, config.gc_grace_alarm)
+    if len(run) + len(exhausted_positions) == len(segments):  # every segment runs or is exhausted (a steady night)
+        not_due: tuple[Segment, ...] = ()
+    else:
+        chosen = [False] * len(segments)
+        for i in run:
+            chosen[i] = True
+        for i in exhausted_positions:
+            chosen[i] = True
+        not_due = tuple(s for s, taken in zip(segments, chosen, strict=True) if not taken)
+    return DueSelection(tuple(segments[i] for i in run), not_due, exhausted, tuple(segments[i] for i in held))
 
 
 class RunState(Enum):

@@ -102,7 +102,7 @@ class TypeDue:
 
 def select_due_by_type(
     segments: Sequence[Segment],
-    records: Mapping[str, SegmentRecord | DueRecord],
+    records: Mapping[str, SegmentRecord | DueRecord] | Sequence[SegmentRecord | DueRecord | None],
     *,
     run_id: str,
     now: datetime,
@@ -115,7 +115,9 @@ def select_due_by_type(
     paxos, preview); `types` narrows them to those of the enabled types it names (their order is kept).
 
     `records` is keyed by `history_key` (whole records, or `DueRecord`s as the plan task reads them): a type's
-    cadence reads only its own history. A segment with a replica
+    cadence reads only its own history. Or `records` is one type's history by position (a sequence: the i-th is
+    `segments[i]`'s record of that type, or None; as `SegmentHistory.due_records_in_order` reads it): `types` must
+    then name exactly one type. A segment with a replica
     in `force_repair_hosts` or in `joined` (when `repair_new_nodes`) is due whatever its cadence, unless its
     retries in this run are used up (a segment held back behind the backlog, `backlog_first`, too). Due segments
     on `priority_hosts` come first. `gc_grace`: the plan's `{keyspace: {table: seconds}}` (`select_due`).
@@ -125,15 +127,18 @@ def select_due_by_type(
         forced_hosts = set()
     plans: list[TypeDue] = []
     wanted = None if types is None else set(types)
+    if not isinstance(records, Mapping) and (wanted is None or len(wanted) != 1):
+        raise ValueError("records by position are one type's: name that type alone in `types`")
     for kind in config.enabled_types:
         if wanted is not None and kind not in wanted:
             continue
         typed = config.for_type(kind)
         # Full history is keyed by the segment id itself (`history_key`), and `select_due` only looks the planned
-        # segments up: the records as they are. Other types' are re-keyed to the segment ids.
-        own = records if kind == "full" else {
-            s.segment_id: r for s in segments if (r := records.get(history_key(s.segment_id, kind))) is not None
-        }  # fmt: skip
+        # segments up: the records as they are. Other types' are re-keyed to the segment ids. Records by position
+        # are the type's own already.
+        own: Mapping[str, SegmentRecord | DueRecord] | Sequence[SegmentRecord | DueRecord | None] = records
+        if kind != "full" and isinstance(records, Mapping):
+            own = {s.segment_id: r for s in segments if (r := records.get(history_key(s.segment_id, kind))) is not None}
         selection = select_due(segments, own, run_id=run_id, now=now, config=typed, gc_grace=gc_grace)
         forced = [s for s in selection.not_due if not forced_hosts.isdisjoint(s.replicas)] if forced_hosts else []
         if forced:

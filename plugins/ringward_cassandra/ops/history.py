@@ -14,9 +14,11 @@ from ringward_cassandra.ops._cql import READ_CONCURRENCY, OpsKeyspace, quorum
 from ringward_cassandra.ops.layout import (
     DUE_COLUMNS,
     RECORD_COLUMNS,
+    RecordKey,
     add_due_records,
     add_records,
     bucket_bounds,
+    due_records_in_order,
     history_columns,
     history_row,
     history_table,
@@ -123,20 +125,25 @@ class CassandraRepairHistory:
         """What due selection reads of `segments`' records (keyed by segment id), from the same partitions."""
         return segment_records(segments, repair_type, self.due_records_of)
 
+    def due_records_in_order(self, segments: Sequence[Segment], repair_type: str) -> list[DueRecord | None]:
+        """`due_records` by position (the i-th is `segments[i]`'s), without computing segment ids."""
+        return due_records_in_order(segments, repair_type, self.due_records_of)
+
     def due_records_of(
         self,
         keyspace: str,
         tables: Sequence[str],
         buckets: Iterable[int],
-        ids: Mapping[tuple[int, int], str],
+        ids: Mapping[tuple[int, int], RecordKey],
         repair_type: str = "full",
-    ) -> dict[str, DueRecord]:
+    ) -> dict[RecordKey, DueRecord]:
         """`records_of`, reading only the cells due selection needs (`DUE_COLUMNS`: last success, attempts, run
         id), as `DueRecord`s: the plan task's read of every planned segment's history each night."""
         if LEGACY_HISTORY in self.ops.tables():  # an upgraded cluster, until its legacy rows are rewritten
-            whole = self.records_of(keyspace, tables, buckets, ids, repair_type)
-            return {sid: DueRecord(r.last_success, r.attempts, r.run_id) for sid, r in whole.items()}
-        records: dict[str, DueRecord] = {}
+            rows = self.history_of(keyspace, tables, buckets, repair_type)  # `records_of`'s legacy read
+            return {ids[key]: DueRecord(r.record.last_success, r.record.attempts, r.record.run_id) for r in rows
+                    if (key := (r.range.start, r.range.end)) in ids}  # fmt: skip
+        records: dict[RecordKey, DueRecord] = {}
         self._read_cells(keyspace, tables, buckets, repair_type, DUE_COLUMNS,
                          lambda rows: add_due_records(records, rows, ids))  # fmt: skip
         return records

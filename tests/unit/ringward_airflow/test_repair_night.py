@@ -34,7 +34,7 @@ from ringward.repair import (
 )
 from ringward.ring import TokenRange
 from ringward_airflow.repair_ports import ClusterAdapter
-from ringward_cassandra.ops.layout import segment_records
+from ringward_cassandra.ops.layout import due_records_in_order, segment_records
 from ringward_cassandra.ops_store import history_bucket
 from ringward_fleetsim import FleetSpec, Simulator
 from ringward_fleetsim.runtime import SimulatedCassandra, SimulatedRuntime
@@ -328,6 +328,11 @@ class CountingStore:
     def due_records(self, segments: Any, repair_type: str) -> Any:
         """As both stores read them (`layout.segment_records` over their `due_records_of`), over the counting one."""
         return segment_records(segments, repair_type, self.due_records_of)
+
+    def due_records_in_order(self, segments: Any, repair_type: str) -> Any:
+        """As both stores read them (`layout.due_records_in_order` over their `due_records_of`), over the counting
+        one."""
+        return due_records_in_order(segments, repair_type, self.due_records_of)
 
     def repair_history(self, *args: Any, **kwargs: Any) -> Any:
         self.scans += 1

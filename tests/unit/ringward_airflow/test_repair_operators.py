@@ -308,6 +308,11 @@ def test_plan_chunks_hold_each_segment_as_encode_segment_json_and_decode_back() 
         Segment("shop", (), TokenRange(8, 9), ('node"1', "node\\2", "nœud-3", "tab\tbed")),
         Segment("shop", (), TokenRange(9, 10), ()),
     ] * 3
+    # One range object in units of several keyspaces (keyspaces sharing a replication share the ring's ranges),
+    # with the same replicas and with others: each row its own unit's and replicas'.
+    shared = TokenRange(100, 200)
+    segments += [Segment("shop", ("orders",), shared, replicas), Segment("logs", (), shared, ("10.0.0.9", "10.0.0.8")),
+                 Segment("auth", (), shared, replicas), Segment("shop", ("orders",), shared, replicas)]  # fmt: skip
     chunks = plan_chunks(segments, PLAN_CHUNK_ROWS)
     rows = [row for chunk in chunks for row in chunk]
     assert rows == [json.dumps(encode_segment(s), separators=(",", ":")) for s in segments]

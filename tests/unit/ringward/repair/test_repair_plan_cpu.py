@@ -10,6 +10,7 @@ the stored plans' digests of both trees."""
 from __future__ import annotations
 
 import bisect
+import math
 import random
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -28,8 +29,9 @@ from ringward.repair import (
     select_due_by_type,
 )
 from ringward.repair._arcs import split_evenly, unrolled
-from ringward.repair._config import RepairConfig
-from ringward.repair._estimates import NodeSizeEstimate, SizeIndex
+from ringward.repair._config import RepairConfig, SizeSplitter
+from ringward.repair._estimates import NodeSizeEstimate, SizeEstimate, SizeIndex, _node_pieces
+from ringward.repair._planning import _Budget, _pieces_needed, _split_by_size
 from ringward.repair._run import GcGrace, _grace_seconds
 from ringward.repair._state import due_segments, retries_exhausted
 from ringward.repair._types import history_key
@@ -340,6 +342,70 @@ def test_the_density_index_estimates_every_range_as_before(seed: int, every_node
     checked = [*ranges, *drawn, *pieces, TokenRange(MIN_TOKEN, ranges[1].end), TokenRange(ranges[-1].start, MIN_TOKEN)]
     assert [sizes.estimate(r) for r in checked] == [reference.estimate(r) for r in checked]
     assert sum(sizes.estimate(r)[0] for r in ranges) > 0
+    # Many at once (what `plan_segments` asks): the same numbers, bit for bit, in order.
+    assert [tuple(map(float.hex, e)) for e in sizes.estimates(checked)] == [
+        tuple(map(float.hex, reference.estimate(r))) for r in checked
+    ]
+    assert SizeIndex([], "ks", (), ring).estimates(checked[:5]) == [(0.0, 0.0)] * 5
+
+
+def reference_size_segments(
+    ring: Ring, entries: Sequence[tuple[TokenRange, tuple[str, ...]]], unit: RepairUnit, config: RepairConfig,
+    rows: Sequence[NodeSizeEstimate],
+) -> list[Segment]:  # fmt: skip
+    """`plan_segments`' size splitter loop before the estimates were taken at once (a800608), verbatim."""
+    sizes = SizeIndex(rows, unit.keyspace, unit.tables, ring)
+    splitter = config.splitter
+    assert isinstance(splitter, SizeSplitter)
+    budget = _Budget(10**9, config)
+    segments = []
+    for token_range, replicas in entries:
+        data = sizes.estimate(token_range)
+        if _pieces_needed(data, splitter) == 1 or token_range.width() == 1:
+            fitted: Sequence[tuple[TokenRange, float]] = ((token_range, data[0]),)
+        else:
+            fitted = _split_by_size(token_range, splitter, sizes, budget)
+        for split, data_bytes in fitted:
+            if split.start < split.end:
+                segments.append(Segment(unit.keyspace, unit.tables, split, replicas, round(data_bytes)))
+            else:
+                for piece in split.unwrap():
+                    estimated = None if sizes.empty else round(sizes.estimate(piece)[0])
+                    segments.append(Segment(unit.keyspace, unit.tables, piece, replicas, estimated))
+    return segments
+
+
+@pytest.mark.parametrize("limit", ["bytes", "partitions", "both", "at-a-range"])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_size_splitter_cuts_and_estimates_as_before(seed: int, limit: str) -> None:
+    """The ranges' estimates taken at once and the fit decided by the quotients: the same segments with the same
+    bytes as range by range before, on ranges that fit, that are cut, that wrap, and one at the limit."""
+    ring = skewed_ring(seed)
+    rng = random.Random(seed)
+    rows = [
+        NodeSizeEstimate("ks", table, node.address, rng.choice([10**5, 3 * 10**6]), rng.choice([10**9, 4 * 10**11]))
+        for node in ring.nodes
+        for table in ("t1", "t2")
+    ]
+    entries = replica_map(ring, Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 2, "dc2": 2})).entries()
+    most_bytes, most_partitions = 20 * 10**9, 2**20
+    if limit == "at-a-range":  # one range's own estimate, rounded up, is the limit: it fits, uncut
+        most_bytes = math.ceil(SizeIndex(rows, "ks", (), ring).estimate(entries[5][0])[0])
+        most_partitions = 2**40
+    splitter: dict[str, object] = {"type": "size", "max_bytes_per_segment": most_bytes,
+                                   "max_partitions_per_segment": most_partitions}  # fmt: skip
+    if limit == "bytes":
+        splitter["max_partitions_per_segment"] = 2**40
+    elif limit == "partitions":
+        splitter["max_bytes_per_segment"] = 2**60
+    config = parse_config({"merge_ranges_with_same_replicas": False, "splitter": splitter})
+    plan = plan_segments(ring, entries, RepairUnit("ks"), config, rows)
+    expected = reference_size_segments(ring, entries, RepairUnit("ks"), config, rows)
+    assert len(expected) > len(entries) + 1  # some ranges were cut (and the wrapping one unwrapped)
+    assert list(plan.segments) == expected
+    assert [s.estimated_bytes for s in plan.segments] == [s.estimated_bytes for s in expected]
+    if limit == "at-a-range":
+        assert sum(1 for s in plan.segments if s.range == entries[5][0]) == 1
 
 
 # -- the plan task's lean read of the history ----------------------------------------------------------------
@@ -359,3 +425,104 @@ def test_the_due_cells_of_the_records_choose_and_order_as_the_whole_records_did(
     (found,) = select_due_by_type(segments, lean, run_id=RUN, now=NOW, config=CONFIG, types=["full"],
                                   gc_grace=GC_GRACE)  # fmt: skip
     assert found.selection == expected
+
+
+# -- the records by position: no segment id computed ----------------------------------------------------------
+
+
+def by_position(segments: Sequence[Segment], records: Mapping[str, SegmentRecord]) -> list[DueRecord | None]:
+    """`records` as `SegmentHistory.due_records_in_order` hands them to the plan task: the i-th is segment i's."""
+    lean = [records.get(s.segment_id) for s in segments]
+    return [None if r is None else DueRecord(r.last_success, r.attempts, r.run_id) for r in lean]
+
+
+@pytest.mark.parametrize("backlog", [True, False], ids=["with-backlog", "no-backlog"])
+@pytest.mark.parametrize("seed", range(8))
+def test_records_by_position_choose_and_order_as_records_by_id(
+    seed: int, backlog: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan task reads the records by position (`due_records_in_order`): the same selection, in the same
+    order, as the records keyed by segment id before the change, on every drawn case; and no segment id is
+    computed on the way (a sha256 each, millions a fleet night)."""
+    segments, records = night(seed, backlog)
+    expected = reference_select_due(segments, records, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    assert expected.due and expected.not_due and expected.exhausted and bool(expected.held_back) is backlog
+    lean = by_position(segments, records)
+    fresh = [Segment(s.keyspace, s.tables, s.range, s.replicas) for s in segments]  # no id computed yet
+
+    def no_ids(*_: object) -> str:
+        raise AssertionError("a segment id was computed")
+
+    monkeypatch.setattr("ringward.repair._segments._segment_id", no_ids)
+    found = select_due(fresh, lean, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    (typed,) = select_due_by_type(fresh, lean, run_id=RUN, now=NOW, config=CONFIG, types=["full"],
+                                  gc_grace=GC_GRACE)  # fmt: skip
+    monkeypatch.undo()
+    assert found == expected
+    assert typed.selection == expected
+
+
+def test_records_by_position_are_the_named_types_own() -> None:
+    """A type other than full reads its own history by position as it is (no re-keying), and chooses as the
+    records keyed by `history_key` did; records by position name one type, and one record per segment."""
+    segments, full = night(5, backlog=True)
+    config = parse_config({"max_retries": 3, "repair_types": {"incremental": {"enabled": True}}})
+    keyed = {history_key(sid, "incremental"): record for sid, record in full.items()}
+    (before,) = select_due_by_type(segments, keyed, run_id=RUN, now=NOW, config=config, types=["incremental"],
+                                   gc_grace=GC_GRACE)  # fmt: skip
+    (found,) = select_due_by_type(segments, by_position(segments, full), run_id=RUN, now=NOW, config=config,
+                                  types=["incremental"], gc_grace=GC_GRACE)  # fmt: skip
+    assert found == before and found.selection.held_back
+    with pytest.raises(ValueError, match="one type"):
+        select_due_by_type(segments, by_position(segments, full), run_id=RUN, now=NOW, config=config)
+    with pytest.raises(ValueError, match="by position"):
+        select_due(segments, by_position(segments, full)[1:], run_id=RUN, now=NOW, config=CONFIG)
+
+
+def test_a_steady_night_by_position_runs_every_segment_and_leaves_none_not_due() -> None:
+    """Every segment due (the steady night at fleet size): all run, in plan order (equal last successes), none is
+    left not due; one segment repaired within the interval is the only one not due."""
+    segments = [Segment(keyspace, tables, TokenRange(i * 10, i * 10 + 5), (NODES[i % 10], NODES[(i + 1) % 10]))
+                for i, (keyspace, tables) in enumerate(UNITS * 20)]  # fmt: skip
+    old = DueRecord(NOW - timedelta(hours=25), 1, "seeded")
+    steady = select_due(segments, [old] * len(segments), run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    records = {s.segment_id: SegmentRecord(s.segment_id, last_success=old.last_success) for s in segments}
+    assert steady == reference_select_due(segments, records, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    assert steady.not_due == () and len(steady.due) == len(segments)
+    lean: list[DueRecord | None] = [old] * len(segments)
+    lean[7] = DueRecord(NOW - timedelta(hours=1), 1, "seeded")
+    one_recent = select_due(segments, lean, run_id=RUN, now=NOW, config=CONFIG, gc_grace=GC_GRACE)
+    assert one_recent.not_due == (segments[7],) and segments[7] not in one_recent.due
+
+
+@pytest.mark.parametrize("tokens", [8, 1])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_density_index_of_a_whole_ring_is_built_on_the_rings_bounds_as_from_sorted_pieces(
+    seed: int, tokens: int
+) -> None:
+    """Every node reporting (the nightly plan): the index is built on the ring's own bounds and widths
+    (`Ring.unrolled_bounds`, once per ring), with the same bounds, sums and rates, bit for bit, as sorting the
+    node pieces and building from them; a silent node, or range rows beside the node rows, take the general way."""
+    rng = random.Random(seed)
+    drawn = [tuple(rng.randrange(MIN_TOKEN + 1, 2**63) for _ in range(tokens)) for _ in range(6)]
+    ring = Ring.of(Node(f"10.0.0.{n + 1}", f"dc{n % 2 + 1}", "r1", own) for n, own in enumerate(drawn))
+    rows = [
+        NodeSizeEstimate("ks", table, node.address, rng.randrange(1, 10**7), rng.randrange(10**8, 4 * 10**11))
+        for node in ring.nodes
+        for table in ("t1", "t2")
+    ]
+
+    def hexed(index: SizeIndex) -> tuple[object, ...]:
+        (data, data_rate), (partitions, partitions_rate) = index._bytes, index._partitions
+        return (list(index._bounds), *([float(x).hex() for x in column] for column in (data, data_rate, partitions,
+                                                                                       partitions_rate)))  # fmt: skip
+
+    general = SizeIndex([], "ks", ())
+    general._build(sorted(_node_pieces(rows, ring)))
+    fast = SizeIndex(rows, "ks", (), ring)
+    assert hexed(fast) == hexed(general)
+    assert fast._bounds == list(ring.unrolled_bounds[0])
+    silent = [row for row in rows if row.node != ring.nodes[0].address]
+    assert not SizeIndex.__new__(SizeIndex)._build_from_ring(silent, ring)
+    ranged = SizeIndex([*rows, SizeEstimate("ks", "t1", 0, 10, 5, 5)], "ks", (), ring)
+    assert ranged._bounds != fast._bounds
