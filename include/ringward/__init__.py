@@ -19,6 +19,7 @@ __all__ = [
     "governance",
     "markdown",
     "migration",
+    "migration_page_codec",
     "migration_pages",
     "migration_record",
     "migration_storage",
