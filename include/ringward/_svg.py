@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Sequence
 from xml.sax.saxutils import escape, quoteattr
 
@@ -125,3 +126,39 @@ def short_names(addresses: Sequence[str]) -> dict[str, str]:
     if len(prefixes) == 1 and all(a.count(".") == 3 for a in addresses):
         return {a: "." + a.rsplit(".", 1)[1] for a in addresses}
     return {a: a for a in addresses}
+
+
+# What `document` and the building blocks above write, and nothing else: the elements, and their attributes.
+_SVG = "{http://www.w3.org/2000/svg}"
+_ELEMENTS = frozenset({"svg", "rect", "line", "path", "text", "title"})
+_ATTRIBUTES = frozenset({
+    "width", "height", "viewBox", "x", "y", "x1", "y1", "x2", "y2", "rx", "d", "class", "fill", "fill-opacity",
+    "stroke", "stroke-width", "font-family", "font-size", "font-weight", "text-anchor", "dominant-baseline",
+})  # fmt: skip
+
+
+def checked_document(markup: str) -> str:
+    """`markup` if it is a picture these building blocks could have drawn; `ValueError` otherwise.
+
+    For markup a page inlines but did not just draw (a view of a plan read from ringward_ops, which whoever may
+    write that keyspace could have changed): one well-formed SVG document of the elements and attributes above
+    only, with no declaration, comment, CDATA section or processing instruction (where an XML parser and a
+    browser's HTML parser could read the same text differently). No element or attribute that can run script,
+    load a resource or hold HTML passes; text is text either way.
+    """
+    if "<!" in markup or "<?" in markup:
+        raise ValueError("an SVG picture with a declaration, comment, CDATA section or processing instruction")
+    try:
+        root = ElementTree.fromstring(markup)
+    except ElementTree.ParseError as error:
+        raise ValueError(f"an SVG picture that is not well-formed ({error})") from error
+    if root.tag != f"{_SVG}svg":
+        raise ValueError(f"an SVG picture whose root is {root.tag!r}")
+    for element in root.iter():
+        name = element.tag[len(_SVG) :] if isinstance(element.tag, str) and element.tag.startswith(_SVG) else None
+        if name not in _ELEMENTS:
+            raise ValueError(f"an SVG picture with the element {element.tag!r}")
+        unknown = sorted(set(element.attrib) - _ATTRIBUTES)
+        if unknown:
+            raise ValueError(f"an SVG picture with the attributes {unknown} on {name!r}")
+    return markup

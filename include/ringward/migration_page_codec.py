@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from itertools import accumulate, chain
 from typing import Any, overload
 
+from ringward._svg import checked_document
 from ringward.migration_pages import (
     PLACEMENT_ARCS,
     MigrationPages,
@@ -211,7 +212,9 @@ def pages_from_bytes(data: bytes) -> MigrationPages:
     try:
         header = json.loads(bytes(data[_HEAD.size : _HEAD.size + size]))
         arrays = _arrays(data, _HEAD.size + size, header)
-        return _pages(header, arrays)
+        pages = _pages(header, arrays)
+        checked_document(pages.svg)  # the page inlines it: only markup ringward draws (`checked_document`)
+        return pages
     except (KeyError, TypeError, IndexError, AssertionError) as error:
         raise ValueError(f"malformed Migration page view ({type(error).__name__}: {error})") from error
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import threading
 import time
@@ -44,6 +45,8 @@ from ringward_cassandra.ops_store import REPAIR_SWITCH, MigrationRow, OpsStore
 from ringward_airflow.ui.airflow_reads import AirflowAccessRefused
 from ringward_airflow.ui.formats import format_replication
 from ringward_airflow.ui.source import Source
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MIGRATION_DAGS",
@@ -269,8 +272,10 @@ def _build(row: MigrationRow, read_view: Callable[[], bytes | None]) -> Migratio
     if data is not None:
         try:
             pages = pages_from_bytes(data)
-        except ValueError:  # another format (an older worker's), or not written whole: built here instead
-            pass
+        except ValueError as error:  # another format (an older worker's), not written whole, or markup
+            # ringward does not draw (`checked_document`): built here instead, from the record
+            log.warning("Migration %s: the stored view of its plan is not used (%s); the page builds it from the "
+                        "record.", row.migration_id, error)  # fmt: skip
         else:
             STORED_VIEWS[row.migration_id] += 1
             return pages

@@ -1198,9 +1198,10 @@ def test_the_view_its_precheck_stored_is_read_instead_of_built_and_serves_the_sa
 ) -> None:
     """The precheck stores the page's view of the plan beside the record (`store_page_view`): the page reads it
     and plans nothing, and serves what it serves when it builds the view itself. A view stored for another version
-    of the record (edited since), or one that cannot be read (another format, cut short), is not used: the page
-    builds the view from the record."""
-    from ringward.migration_page_codec import view_version
+    of the record (edited since), one that cannot be read (another format, cut short), or one whose picture is
+    markup ringward does not draw (someone wrote it into ringward_ops) is not used: the page builds the view from
+    the record."""
+    from ringward.migration_page_codec import pages_from_bytes, pages_to_bytes, view_version
     from ringward_airflow.migration_stages import store_page_view
     from ringward_airflow.ui import views
 
@@ -1227,11 +1228,17 @@ def test_the_view_its_precheck_stored_is_read_instead_of_built_and_serves_the_sa
     assert served(1) == (expected, (0, 1))  # read, not built: the same pages
     assert store_page_view(world.store, record(2)) is None  # the view of record 2, not of record 3
     assert served(3) == (expected, (1, 0))
-    for n, damage in ((4, lambda data: data[:-1]), (5, lambda data: b"XXXX" + data[4:])):
+
+    def injected(data: bytes) -> bytes:  # the format intact, the picture markup ringward does not draw
+        pages = pages_from_bytes(data)
+        markup = "<svg xmlns='http://www.w3.org/2000/svg' onload='alert(1)'><text>INJECTED</text></svg>"
+        return pages_to_bytes(replace(pages, svg=markup))
+
+    for n, damage in ((4, lambda data: data[:-1]), (5, lambda data: b"XXXX" + data[4:]), (6, injected)):
         assert store_page_view(world.store, record(n)) is None
         key = (migration_id, view_version(record(n)))
         world.store.pages[key] = damage(world.store.pages[key])
-        assert served(n) == (expected, (1, 0))
+        assert served(n) == (expected, (1, 0))  # not INJECTED: the picture drawn from the record
 
 
 # -- what ringward stores, or the connection, cannot be read: a clear answer, not a 500 ---------------------
