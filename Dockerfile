@@ -66,6 +66,8 @@ ENV RINGWARD_SPARK_JARS_DIR=/opt/ringward/spark-jars
 
 USER airflow
 
+# Bytecode compiled at build time (--compile-bytecode): a task process then imports Airflow and ringward from .pyc
+# instead of compiling them from source at every start (where PYTHONDONTWRITEBYTECODE is set, at every start).
 # Project dependencies exactly as locked (uv.lock), with Airflow pinned to the image's own version
 # as the official image asks for extra packages. The override mirrors [tool.uv] in pyproject.toml:
 # the Spark provider's pyspark-client (Spark Connect, writes into the same `pyspark` package) is
@@ -73,7 +75,7 @@ USER airflow
 # Flask-AppBuilder's cap below 3.
 COPY --from=lock-export --chown=airflow:0 /requirements.txt /tmp/ringward-requirements.txt
 RUN printf 'pyspark-client; sys_platform == "never"\npython-dateutil>=4\n' > /tmp/ringward-overrides.txt \
-    && uv pip install --no-cache \
+    && uv pip install --no-cache --compile-bytecode \
         --overrides /tmp/ringward-overrides.txt \
         "apache-airflow==${AIRFLOW_VERSION}" \
         -r /tmp/ringward-requirements.txt \
@@ -83,7 +85,7 @@ RUN printf 'pyspark-client; sys_platform == "never"\npython-dateutil>=4\n' > /tm
 COPY --chown=airflow:0 pyproject.toml uv.lock README.md /opt/ringward/src/
 COPY --chown=airflow:0 include /opt/ringward/src/include
 COPY --chown=airflow:0 plugins /opt/ringward/src/plugins
-RUN uv pip install --no-cache --no-deps /opt/ringward/src
+RUN uv pip install --no-cache --compile-bytecode --no-deps /opt/ringward/src
 COPY --chown=airflow:0 dags /opt/airflow/dags
 COPY --chown=airflow:0 plugins /opt/airflow/plugins
 COPY --chown=airflow:0 include /opt/airflow/include

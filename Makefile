@@ -14,8 +14,13 @@ $(UV):
 	python3 -m pip install --user --quiet uv || python3 -m pip install --quiet uv \
 		|| python3 -m pip install --user --break-system-packages --quiet uv
 
+# Bytecode compiled once at install: with PYTHONDONTWRITEBYTECODE set (as on this project's CI machine) no .pyc is
+# ever written, and every Python process (each Airflow task, CLI call and pytest worker) compiled Airflow and its
+# libraries from source again: `import airflow` took 5.3 s of CPU instead of 2.0 s, and the unit and DAG tests
+# 8 min 43 s of CPU instead of 6 min 40 s (2026-11-29). Up-to-date files are skipped (under a second then).
 setup: $(UV)
-	$(UV) sync --frozen
+	$(UV) sync --frozen --compile-bytecode
+	$(VENV)/bin/python -m compileall -q -j 2 include plugins dags tests benchmarks tools >/dev/null
 	$(RINGWARD) cluster jars
 	@echo "ready: run ringward as $(RINGWARD) (uv is $(UV); add $$(dirname $(UV)) to PATH to use 'uv run')"
 
@@ -112,7 +117,7 @@ AF34_AIRFLOW := apache-airflow==3.4.0b2
 venv-af34: $(UV)
 	@test -x $(AF34_VENV)/bin/python || $(UV) venv -q --python 3.11 $(AF34_VENV)
 	@printf '%s\n' "$(AF34_AIRFLOW)" "pyspark-client; sys_platform == 'never'" > $(AF34_VENV)/airflow-override.txt
-	$(UV) pip install -q --python $(AF34_VENV)/bin/python --prerelease allow \
+	$(UV) pip install -q --compile-bytecode --python $(AF34_VENV)/bin/python --prerelease allow \
 		--override $(AF34_VENV)/airflow-override.txt -e '.[local,statsd]' --group spark \
 		pytest pytest-timeout pytest-xdist hypothesis jsonschema
 	$(AF34_VENV)/bin/python -c "import airflow; print('Airflow', airflow.__version__, 'in $(AF34_VENV)')"
