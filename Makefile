@@ -14,7 +14,7 @@ $(UV):
 	python3 -m pip install --user --quiet uv || python3 -m pip install --quiet uv \
 		|| python3 -m pip install --user --break-system-packages --quiet uv
 
-# Bytecode compiled once at install: with PYTHONDONTWRITEBYTECODE set (as on this project's CI machine) no .pyc is
+# Bytecode compiled once at install: with PYTHONDONTWRITEBYTECODE set (as on this machine) no .pyc is
 # ever written, and every Python process (each Airflow task, CLI call and pytest worker) compiled Airflow and its
 # libraries from source again: `import airflow` took 5.3 s of CPU instead of 2.0 s, and the unit and DAG tests
 # 8 min 43 s of CPU instead of 6 min 40 s (2026-11-29). Up-to-date files are skipped (under a second then).
