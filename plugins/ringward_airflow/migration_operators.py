@@ -178,7 +178,7 @@ class MigrationPrecheckOperator(MigrationOperator):
             store = OpsStore(session)
             resumed = store.migration(migration_id) if store.exists() else None
             if resumed is not None:
-                self.log.info("Resuming migration %s recorded earlier; its plan stands.", migration_id)
+                self.log.info("Resuming migration %r recorded earlier; its plan stands.", migration_id)
                 return resumed
             if not self.rollback_of and store.exists():
                 unfinished = unfinished_migration(store, keyspace, target)
@@ -245,7 +245,7 @@ class MigrationPrecheckOperator(MigrationOperator):
             )
         dag_id = getattr(context.get("dag"), "dag_id", None)
         left = take_over(unfinished, store, run_id=context["run_id"], dag_id=dag_id)
-        self.log.info("Resuming the unfinished migration %s:\n%s", unfinished.migration_id, "\n".join(left))
+        self.log.info("Resuming the unfinished migration %r:\n%s", unfinished.migration_id, "\n".join(left))
         resumed = dict(record, resumed_by=context["run_id"])
         resumed["approval_md"] = (
             f"## RESUMING the unfinished migration {markdown_code(unfinished.migration_id)} "
@@ -268,12 +268,12 @@ class MigrationPrecheckOperator(MigrationOperator):
         dag_id, run_id = record.get("dag_id"), record.get("run_id")
         ask = getattr(context["ti"], "get_dagrun_state", None)
         if not (dag_id and run_id and callable(ask)):
-            self.log.warning("Cannot tell whether the run that started %s still runs.", record["migration_id"])
+            self.log.warning("Cannot tell whether the run that started %r still runs.", record["migration_id"])
             return None
         try:
             return str(ask(dag_id=dag_id, run_id=run_id))
         except Exception as error:  # a deleted run: nothing runs it any more
-            self.log.info("The run that started %s is not known to Airflow (%s).", record["migration_id"], error)
+            self.log.info("The run that started %r is not known to Airflow (%s).", record["migration_id"], error)
             return None
 
     def _rollback_target(self, migration_id: str) -> tuple[str, Any, str]:

@@ -274,7 +274,7 @@ def _build(row: MigrationRow, read_view: Callable[[], bytes | None]) -> Migratio
             pages = pages_from_bytes(data)
         except ValueError as error:  # another format (an older worker's), not written whole, or markup
             # ringward does not draw (`checked_document`): built here instead, from the record
-            log.warning("Migration %s: the stored view of its plan is not used (%s); the page builds it from the "
+            log.warning("Migration %r: the stored view of its plan is not used (%s); the page builds it from the "
                         "record.", row.migration_id, error)  # fmt: skip
         else:
             STORED_VIEWS[row.migration_id] += 1
