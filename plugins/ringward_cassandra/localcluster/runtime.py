@@ -223,10 +223,10 @@ def server_jvm_options(heap_mb: int) -> list[str]:
         "-Dcassandra.ring_delay_ms=1000",
         "-Dcassandra.superuser_setup_delay_ms=0",
         "-Dcassandra.migration_task_wait_in_seconds=1",
-        # The approximate clock is refreshed every 10 ms (Cassandra 3.x's default) instead of every 2 ms: on an idle
-        # 5.0 node the refresh thread (ScheduledFastTasks) used about 40 % of the node's CPU (2026-11-29); its
-        # readings (timeouts, expiry) are then coarse by up to 20 ms, nothing a throwaway cluster notices.
-        "-Dcassandra.approximate_time_precision_ms=10",
+        # Not `cassandra.approximate_time_precision_ms=10`: its refresh thread (ScheduledFastTasks, every 2 ms) is
+        # about 40 % of an idle 5.0 node's CPU, and at 10 ms three idle nodes used 355 ticks a minute instead of
+        # 632; but the one suite run with it (2026-11-29) lost the fresh two-DC cluster (127.0.0.5 on a schema
+        # version of its own, then 127.0.0.2 answering no request for 15 minutes). Not tried again since.
         # Not `cassandra.schema_pull_interval_ms=5000`: with pulls every 5 s, every full suite run on two
         # cores left a node of the fresh two-DC cluster on a schema version of its own for minutes (same
         # schema rows, different digest); the runs before it and the runs of Cassandra's 60 s default did not.
