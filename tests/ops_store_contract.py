@@ -347,16 +347,18 @@ def check_a_lease_lives_its_ttl_from_its_owners_last_renewal(h: Harness) -> None
     nobody else takes it meanwhile; once expired it is free (and the nightly repair sees the keyspace again)."""
     keyspace = h.name("leased")
     resource = f"keyspace:{keyspace}"
-    h.store.lease_ttl_seconds = 3
+    # Cassandra counts a TTL in whole seconds (the cell dies at the second it was written, truncated, plus the TTL):
+    # a 5 s lease lives more than 4 s, and the reads below leave a second for a loaded node to answer.
+    h.store.lease_ttl_seconds = 5
     h.store.acquire_lease(resource, "m1", "keyspace_migration")
     with pytest.raises(MigrationError, match="is held by m1") as refused:
         h.store.acquire_lease(resource, "m2", "keyspace_migration")
     assert f"WHERE resource = '{resource}' IF owner = 'm1'" in refused.value.fix  # how to free a dead run's lease
-    h.advance(2)
-    h.store.acquire_lease(resource, "m1", "keyspace_migration")  # renewed: 3 s from now
-    h.advance(2)  # past the first take's TTL, within the renewal's
+    h.advance(3)
+    h.store.acquire_lease(resource, "m1", "keyspace_migration")  # renewed: 5 s from now
+    h.advance(3)  # past the first take's TTL, within the renewal's
     assert keyspace in h.store.leased_keyspaces() and _owner(h, resource) == "m1"
-    h.advance(1.5)  # past the renewal's
+    h.advance(2.5)  # past the renewal's
     assert keyspace not in h.store.leased_keyspaces() and h.store.lease(resource) is None
     h.store.acquire_lease(resource, "m2", "keyspace_migration")  # expired: free for another migration
     h.store.release_lease(resource, "m1")  # not its owner: changes nothing

@@ -388,6 +388,30 @@ def test_repair_page_shows_the_stored_report_and_the_live_progress_without_plann
     assert "http-equiv='refresh'" not in test_client.get("/ringward/repair", headers=admin).text
 
 
+def test_repair_page_indexes_the_reports_once_and_sees_a_rewritten_report(
+    client: tuple[Any, FakeSource, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reports' per-table index is built once per set of stored reports (not on each 15 s reload); a report
+    written again (its time changes) is indexed anew and shown."""
+    from ringward_airflow.ui import views
+
+    test_client, world, tokens = client
+    admin = bearer(tokens["admin"])
+    built: list[int] = []
+    index_reports = views._index_reports
+    monkeypatch.setattr(views, "_index_reports", lambda runs: built.append(len(runs)) or index_reports(runs))
+    views._REPORT_INDEXES.clear()
+    first = test_client.get("/ringward/api/repair", headers=admin).json()
+    again = test_client.get("/ringward/api/repair", headers=admin).json()
+    assert first["tables"][0]["repaired"] == again["tables"][0]["repaired"] == "40.0%"
+    assert built == [len(world.store.runs)]  # indexed once for both requests
+    latest = world.store.runs[0]
+    world.store.runs[0] = replace(latest, summary={**latest.summary, "tables": {"app.events": "77.0%"}},
+                                  updated_at=latest.updated_at + timedelta(minutes=1))  # fmt: skip
+    rewritten = test_client.get("/ringward/api/repair", headers=admin).json()
+    assert rewritten["tables"][0]["repaired"] == "77.0%" and len(built) == 2
+
+
 def test_repair_page_escapes_what_it_reads_from_the_store(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
     test_client, world, tokens = client
     admin = bearer(tokens["admin"])
