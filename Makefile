@@ -42,9 +42,10 @@ redis:
 demo: setup
 	$(VENV)/bin/python -m ringward_cli.demo $(if $(SECURED),--secured)
 
+LINTED := include plugins dags tests benchmarks tools/fleetsim
 lint: setup
-	$(VENV)/bin/ruff check include plugins dags tests benchmarks tools/fleetsim
-	$(VENV)/bin/ruff format --check include plugins dags tests benchmarks tools/fleetsim
+	$(VENV)/bin/ruff check $(LINTED)
+	$(VENV)/bin/ruff format --check $(LINTED)
 	$(MAKE) --no-print-directory dag-import-errors
 
 # Airflow itself parses every DAG file and lists what fails to import (exit 1 on any), in a throwaway
@@ -71,7 +72,8 @@ test-integration: setup browser redis venv-af34
 	$(VENV)/bin/python -m pytest tests/integration -q
 
 # The integration tests run in two lanes at once, each on a cluster of its own (tests/integration/conftest.py says
-# which files run in the second, on which addresses). Beside them, a third stream runs the unit and DAG tests on
+# which files run in the second, on which addresses). Beside them, a third stream runs `make lint typecheck`'s
+# checks (before the lanes until 2026-11-29: two minutes in which one core idled), then the unit and DAG tests on
 # Airflow 3.3 and then on 3.4, one pytest-xdist worker each (each worker has its own Airflow home, tests/conftest.py,
 # and `ringward airflow` a home of its own under .local/unit), instead of for 6.5 minutes before them: the lanes
 # then take about 3 minutes longer each and the whole run about 2 minutes less (41 min against 43, 2 cores,
@@ -82,19 +84,24 @@ test-integration: setup browser redis venv-af34
 # end, however the lanes ended (test_two_clusters.py's second cluster, `beta`, lives beside its lane's own).
 LANE_B_ENV := RINGWARD_TEST_LANE=b RINGWARD_CLUSTER_HOME=$(CURDIR)/.local/lane-b/cluster \
 	RINGWARD_AIRFLOW_HOME=$(CURDIR)/.local/lane-b/airflow
-test: lint typecheck browser redis venv-af34
+test: setup browser redis venv-af34
 	$(RINGWARD) spark jars >/dev/null; mkdir -p .artifacts; \
-	( RINGWARD_AIRFLOW_HOME=$(CURDIR)/.local/unit/airflow $(VENV)/bin/python -m pytest tests/unit tests/dags -q \
-		-p no:cacheprovider -n 1 --durations=15 > .artifacts/unit.log 2>&1; unit=$$?; \
+	( { $(VENV)/bin/ruff check $(LINTED) && $(VENV)/bin/ruff format --check $(LINTED) \
+		&& $(MAKE) --no-print-directory dag-import-errors && $(VENV)/bin/mypy; } > .artifacts/unit.log 2>&1; \
+		checks=$$?; [ $$checks -eq 0 ] || echo "FAILED lint or typecheck (make lint typecheck): exit $$checks" \
+		>> .artifacts/unit.log; \
+		RINGWARD_AIRFLOW_HOME=$(CURDIR)/.local/unit/airflow $(VENV)/bin/python -m pytest tests/unit tests/dags -q \
+		-p no:cacheprovider -n 1 --durations=15 >> .artifacts/unit.log 2>&1; unit=$$?; \
 		$(AF34_TESTS) 1 $(AF34_IN_SUITE) >> .artifacts/unit.log 2>&1; af34=$$?; \
-		if [ $$unit -ne 0 ]; then echo $$unit; else echo $$af34; fi > .artifacts/unit.status ) & \
+		first=0; for code in $$checks $$unit $$af34; do [ $$code -eq 0 ] || { first=$$code; break; }; done; \
+		echo $$first > .artifacts/unit.status ) & \
 	( $(LANE_B_ENV) $(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=25 \
 		> .artifacts/integration-lane-b.log 2>&1; echo $$? > .artifacts/integration-lane-b.status ) & \
 	RINGWARD_TEST_LANE=a $(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=25 \
 		> .artifacts/integration-lane-a.log 2>&1; \
 	status=$$?; wait; echo "== integration, first lane =="; cat .artifacts/integration-lane-a.log; \
 	echo "== integration, second lane =="; cat .artifacts/integration-lane-b.log; \
-	echo "== unit and DAG tests (Airflow 3.3, then 3.4) =="; cat .artifacts/unit.log; \
+	echo "== lint and types, then unit and DAG tests (Airflow 3.3, then 3.4) =="; cat .artifacts/unit.log; \
 	echo "== when each integration test started and ended, first lane then second =="; \
 	cat .artifacts/timeline-a.log .artifacts/timeline-b.log 2>/dev/null; \
 	echo "== what failed, in all three (each line cut at 600 characters; the logs above have the rest) =="; \
