@@ -239,13 +239,13 @@ class MigrationPrecheckOperator(MigrationOperator):
         earlier = None if unfinished.run_id == context["run_id"] else self._earlier_run_state(context, record)
         if earlier in {"running", "queued"}:
             raise MigrationError(
-                f"Migration {unfinished.migration_id} is unfinished, and its run {unfinished.run_id} is still "
+                f"Migration {unfinished.migration_id!r} is unfinished, and its run {unfinished.run_id!r} is still "
                 f"{earlier}.",
                 "Let that run go on (or mark it failed in the Airflow UI), then trigger again to resume.",
             )
         dag_id = getattr(context.get("dag"), "dag_id", None)
         left = take_over(unfinished, store, run_id=context["run_id"], dag_id=dag_id)
-        self.log.info("Resuming the unfinished migration %r:\n%s", unfinished.migration_id, "\n".join(left))
+        self.log.info("Resuming the unfinished migration %r:\n%s", unfinished.migration_id, _log_lines(left))
         resumed = dict(record, resumed_by=context["run_id"])
         resumed["approval_md"] = (
             f"## RESUMING the unfinished migration {markdown_code(unfinished.migration_id)} "

@@ -219,7 +219,7 @@ def rollback_target(store: RecordedMigrations, migration_id: str) -> tuple[str, 
         )
     if state is not None and MigrationState.parse(state).phase is MigrationPhase.CLEANED:
         raise MigrationError(
-            f"Migration {migration_id} already ran cleanup: the former replicas no longer hold their data.",
+            f"Migration {migration_id!r} already ran cleanup: the former replicas no longer hold their data.",
             "Roll back is possible only until cleanup; run a new keyspace_migration to the old setting instead.",
         )
     return str(original["keyspace"]), original["old"], str(original.get("lease_owner") or migration_id)

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from airflow_stack import AirflowStack, start_stack
+from airflow_stack import AirflowStack, start_stack, topology_under_test
 from cassandra import ConsistencyLevel
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import Cluster, NoHostAvailable
@@ -31,7 +31,7 @@ from ringward.permissions import (
     spark_keyspace_grants,
 )
 from ringward_cassandra.cql import connect
-from ringward_cassandra.localcluster import LocalCluster
+from ringward_cassandra.localcluster import LocalCluster, load_topology
 from ringward_cassandra.localcluster.roles import admin_settings
 from ringward_cassandra.localcluster.security import ADMIN_ROLE
 from ringward_cassandra.ops_store import OpsStore
@@ -40,7 +40,8 @@ from test_airflow_scheduler import approve_when_asked, failed_tries
 
 pytestmark = pytest.mark.integration
 
-NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+NODES = list(load_topology(topology_under_test("secured")).addresses)  # 127.0.0.2-4, or the lane's own
+FIRST, SECOND, THIRD = NODES  # rack1, rack1, rack2: the seed article's nodes
 MIGRATION, ROLLBACK, NIGHTLY = "keyspace_migration", "keyspace_migration_rollback", "nightly_subrange_repair"
 MIGRATED, NIGHTLY_KEYSPACE = "sec_safe", "sec_nightly"
 
@@ -88,11 +89,11 @@ def test_only_ringwards_own_role_over_tls_gets_in(secured_cluster: LocalCluster,
     wanted = {(p, _resource(g.resource)) for g in cluster_grants() for p in _permissions(g.permission)}
     assert {(p, r) for p, r in held if "sec_" not in r} == wanted
     # JMX runs over TLS only (issue 36): a plain-text nodetool is refused whatever its login, before any login.
-    node = secured_cluster.topology().node("127.0.0.2")
+    node = secured_cluster.topology().node(FIRST)
     plain = [str(secured_cluster.nodetool_path), "-h", "127.0.0.1", "-p", str(node.jmx_port)]
     admin_login = ["-u", ADMIN_ROLE, "-pwf", found.admin_jmx_password_file(True)]
     in_clear = subprocess.run([*plain, *admin_login, "status"], capture_output=True, text=True, check=False)
-    assert in_clear.returncode != 0 and "UN  127.0.0.2" not in in_clear.stdout, in_clear.stdout[-600:]
+    assert in_clear.returncode != 0 and f"UN  {FIRST}" not in in_clear.stdout, in_clear.stdout[-600:]
     assert "FailedLoginException" not in in_clear.stdout + in_clear.stderr  # refused by TLS, not by the login
     # JMX logins are Cassandra roles: nodetool over TLS without one is refused.
     base = [str(secured_cluster.nodetool_path), "--ssl", "-h", "127.0.0.1", "-p", str(node.jmx_port)]
@@ -106,7 +107,7 @@ def test_only_ringwards_own_role_over_tls_gets_in(secured_cluster: LocalCluster,
     assert jmx_held == {(g.permission, _mbean_resource(g.resource)) for g in jmx_grants(auto_repair=False)}
     as_jmx_role = [*base, "-u", JMX_ROLE, "-pwf", found.jmx_password_file]
     allowed = subprocess.run([*as_jmx_role, "status"], capture_output=True, text=True, check=False)
-    assert allowed.returncode == 0 and "UN  127.0.0.2" in allowed.stdout, allowed.stdout + allowed.stderr
+    assert allowed.returncode == 0 and f"UN  {FIRST}" in allowed.stdout, allowed.stdout + allowed.stderr
     refused = subprocess.run([*as_jmx_role, "info"], capture_output=True, text=True, check=False)
     assert refused.returncode != 0 and "Access Denied" in refused.stdout + refused.stderr, refused.stderr[-600:]
 
@@ -161,14 +162,14 @@ def test_a_migration_approved_deferred_and_verified_on_the_secured_cluster(
     assert ("SELECT", f"<keyspace {MIGRATED}>") not in ringward_held, ringward_held
     assert json.loads(secured_stack.env["AIRFLOW_CONN_CASSANDRA_SPARK"])["login"] == SPARK_ROLE
     # The seed's hazard, carried through on the secured cluster: the new replica serves the row at CL ONE.
-    assert count_at_one_from("127.0.0.4", MIGRATED, **admin(secured_cluster)) == 1
+    assert count_at_one_from(THIRD, MIGRATED, **admin(secured_cluster)) == 1
 
 
 def test_the_rollback_restores_the_previous_replication_and_cleans_up(
     secured_cluster: LocalCluster, secured_stack: AirflowStack, approved_migration: tuple[str, str]
 ) -> None:
     _, migration_id = approved_migration
-    with connect(NODES, **admin(secured_cluster)) as session:  # written after the ALTER: only on .3 and .4
+    with connect(NODES, **admin(secured_cluster)) as session:  # written after the ALTER: only on SECOND and THIRD
         session.execute(SimpleStatement(f"INSERT INTO {MIGRATED}.users (app_id, id, name) VALUES (1, 2, 'during')",
                                         consistency_level=ConsistencyLevel.ALL))  # fmt: skip
     secured_stack.set_paused(ROLLBACK, False)
@@ -176,13 +177,13 @@ def test_the_rollback_restores_the_previous_replication_and_cleans_up(
     run = secured_stack.wait_for_state(ROLLBACK, run_id, {"success", "failed"}, timeout=900)
     assert run["state"] == "success", secured_stack.describe(ROLLBACK, run_id)
     assert failed_tries(secured_stack, ROLLBACK, run_id) == []
-    endpoints = secured_cluster.nodetool("127.0.0.2", ["getendpoints", MIGRATED, "users", "1"]).stdout.split()
-    assert endpoints == ["127.0.0.3", "127.0.0.2"]
-    assert count_at_one_from("127.0.0.2", MIGRATED, **admin(secured_cluster)) == 2
+    endpoints = secured_cluster.nodetool(FIRST, ["getendpoints", MIGRATED, "users", "1"]).stdout.split()
+    assert endpoints == [SECOND, FIRST]
+    assert count_at_one_from(FIRST, MIGRATED, **admin(secured_cluster)) == 2
     cleanup = secured_stack.task_instance(ROLLBACK, run_id, "cleanup")
     assert cleanup["state"] == "success"
-    assert secured_cluster.nodetool("127.0.0.4", ["flush", MIGRATED]).returncode == 0
-    held = secured_cluster.nodetool("127.0.0.4", ["getsstables", MIGRATED, "users", "1"])
+    assert secured_cluster.nodetool(THIRD, ["flush", MIGRATED]).returncode == 0
+    held = secured_cluster.nodetool(THIRD, ["getsstables", MIGRATED, "users", "1"])
     assert held.returncode == 0 and held.stdout.strip() == ""  # the former replica cleaned up
 
 
@@ -219,7 +220,7 @@ def test_the_ui_pages_read_the_secured_cluster(
     assert body["connection"]["ssl"] is True and body["connection"]["login_set"] is True
     assert secured_cluster.secrets_required().ringward_password not in cluster.text
     pages = {
-        "cluster": "127.0.0.4",
+        "cluster": THIRD,
         "repair": NIGHTLY_KEYSPACE,
         f"migration/{MIGRATION}/{run_id}": MIGRATED,
     }

@@ -223,13 +223,14 @@ def server_jvm_options(heap_mb: int) -> list[str]:
         "-Dcassandra.ring_delay_ms=1000",
         "-Dcassandra.superuser_setup_delay_ms=0",
         "-Dcassandra.migration_task_wait_in_seconds=1",
-        # The approximate clock is the precise one (System.nanoTime, a vDSO call): no thread refreshing a sampled
-        # clock every 2 ms, which was about 40 % of an idle node's CPU. Cassandra 4.0-5.0 read this property
-        # (MonotonicClock: `approx` returns the precise clock when both are SystemClock). Three idle 5.0 nodes,
-        # 30 s from 20 s after start: 122 ticks instead of 378, then 107 instead of 271 (2026-11-29). Clocks only
-        # get more exact. Not `cassandra.approximate_time_precision_ms=10` (a coarser sampled clock): the one
-        # suite run with it lost the fresh two-DC cluster (2026-11-29; its part in that is not known).
-        "-Dcassandra.monotonic_clock.approx=org.apache.cassandra.utils.MonotonicClock$SystemClock",
+        # Cassandra's own approximate clock kept, though its refresh thread (ScheduledFastTasks, every 2 ms) is
+        # about 40 % of an idle 5.0 node's CPU (three idle nodes: 378 ticks in 30 s against 122 without it). Both
+        # suite runs that changed it lost the fresh two-DC cluster, 127.0.0.2 each time (2026-11-29): with a 10 ms
+        # sampled clock (127.0.0.5 on a schema version of its own, then 127.0.0.2 answering no request for 15
+        # minutes) and with `cassandra.monotonic_clock.approx=...MonotonicClock$SystemClock` (127.0.0.2 on a schema
+        # version of its own for the rest of the run, its connections defunct by heartbeat; seven tests failed).
+        # On an idle machine the two-DC tests passed with the latter, and schema agreement after DDL took as long
+        # as without it; why the loaded runs broke is not known.
         # Not `cassandra.schema_pull_interval_ms=5000`: with pulls every 5 s, every full suite run on two
         # cores left a node of the fresh two-DC cluster on a schema version of its own for minutes (same
         # schema rows, different digest); the runs before it and the runs of Cassandra's 60 s default did not.
