@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from itertools import groupby
 from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ringward.clusters import ClusterTarget
 from ringward.errors import RingwardError
@@ -290,6 +290,31 @@ class _Building:
     error: BaseException | None = None
 
 
+class _Latest(Generic[T]):
+    """The `kept` latest-used values, by what each was built from: a value is built outside the lock (two requests
+    asking for a new key at once may both build it; the last one built is kept), looked up and stored under it."""
+
+    def __init__(self, kept: int) -> None:
+        self.kept = kept
+        self._values: OrderedDict[tuple[Any, ...], T] = OrderedDict()
+
+    def get(self, key: tuple[Any, ...], build: Callable[[], T]) -> T:
+        with _PLANS_LOCK:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        value = build()
+        with _PLANS_LOCK:
+            self._values[key] = value
+            while len(self._values) > self.kept:
+                self._values.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with _PLANS_LOCK:
+            self._values.clear()
+
+
 _PLANS: OrderedDict[tuple[str, ...], MigrationPages] = OrderedDict()  # record key -> its built plan, latest used last
 _BUILDING: dict[tuple[str, ...], _Building] = {}
 _PLANS_LOCK = threading.Lock()
@@ -539,7 +564,7 @@ def repair_view(
         skipped = latest.summary.get("skipped_keyspaces")
         for keyspace, why in sorted(skipped.items() if isinstance(skipped, Mapping) else ()):
             excluded.append(Exclusion(keyspace, None, f"skipped by the latest run ({latest.run_id}): {why}"))
-    index = _report_index(runs)
+    index = _report_index(cluster.name, runs)
     reported = index.reported
     tables = []
     first = window.start(len(covered)) if window.triage else window.offset  # the page's: clamped to the last
@@ -621,25 +646,15 @@ def _index_reports(runs: Sequence[Any]) -> _ReportIndex:
     return _ReportIndex(dict(reported_coverage(runs)), coverage, shares, previewed, frozenset(kinds))
 
 
-# The reports' index, per set of reports as stored (each report's run, state and when it was written: a report is
-# rewritten, never changed in place). A fleet's two months of reports (60 x 4,000 tables) took 0.8 s of CPU to
-# index, on every reload of the page (every 15 s while a run goes on); reading them is what a request still pays.
-_REPORT_INDEXES: OrderedDict[tuple[Any, ...], _ReportIndex] = OrderedDict()
-REPORT_INDEXES_KEPT = 4  # one per cluster whose page is being watched, about
+# The reports' index, per cluster and set of reports as stored (each report's run, state and when it was written: a
+# report is rewritten, never changed in place). A fleet's two months of reports (60 x 4,000 tables) took 0.8 s of CPU
+# to index, on every reload of the page (every 15 s while a run goes on); reading them is what a request still pays.
+_REPORT_INDEXES = _Latest[_ReportIndex](kept=4)  # one per cluster whose page is being watched, about
 
 
-def _report_index(runs: Sequence[Any]) -> _ReportIndex:
-    key = tuple((run.run_id, run.state, run.updated_at) for run in runs)
-    with _PLANS_LOCK:
-        if key in _REPORT_INDEXES:
-            _REPORT_INDEXES.move_to_end(key)
-            return _REPORT_INDEXES[key]
-    index = _index_reports(runs)
-    with _PLANS_LOCK:
-        _REPORT_INDEXES[key] = index
-        while len(_REPORT_INDEXES) > REPORT_INDEXES_KEPT:
-            _REPORT_INDEXES.popitem(last=False)
-    return index
+def _report_index(cluster: str | None, runs: Sequence[Any]) -> _ReportIndex:
+    key = (cluster, *((run.run_id, run.state, run.updated_at) for run in runs))
+    return _REPORT_INDEXES.get(key, lambda: _index_reports(runs))
 
 
 def by_type_view(
@@ -769,8 +784,7 @@ def cluster_view(
     return data, _ring_picture(ring)
 
 
-_RING_PICTURES: OrderedDict[tuple[Any, ...], str] = OrderedDict()  # what the picture shows -> the picture
-RING_PICTURES_KEPT = 2
+_RING_PICTURES = _Latest[str](kept=2)  # what the picture shows -> the picture
 
 
 def _ring_picture(ring: Ring) -> str:
@@ -778,14 +792,7 @@ def _ring_picture(ring: Ring) -> str:
     fleet's ring (256,000 ranges) takes 0.4 s to draw even in `RING_ARCS` arcs. The same for every viewer (the
     Cluster routes serve only users who may read the connection)."""
     key = tuple((n.address, n.datacenter, n.rack, n.state, n.tokens) for n in ring.nodes)
-    with _PLANS_LOCK:
-        if key in _RING_PICTURES:
-            _RING_PICTURES.move_to_end(key)
-            return _RING_PICTURES[key]
     title = f"{len(ring.nodes)} nodes, {len(ring.sorted_tokens)} tokens: primary ranges by owner"
-    svg = render_ring_svg(ring, title=title, max_arcs=RING_ARCS, max_legend=RING_LEGEND)
-    with _PLANS_LOCK:
-        _RING_PICTURES[key] = svg
-        while len(_RING_PICTURES) > RING_PICTURES_KEPT:
-            _RING_PICTURES.popitem(last=False)
-    return svg
+    return _RING_PICTURES.get(
+        key, lambda: render_ring_svg(ring, title=title, max_arcs=RING_ARCS, max_legend=RING_LEGEND)
+    )

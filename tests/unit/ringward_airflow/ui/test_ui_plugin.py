@@ -412,6 +412,27 @@ def test_repair_page_indexes_the_reports_once_and_sees_a_rewritten_report(
     assert rewritten["tables"][0]["repaired"] == "77.0%" and len(built) == 2
 
 
+def test_the_report_index_is_kept_per_cluster_and_for_the_latest_sets_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two clusters' nightly DAGs share run ids (one schedule): each cluster's reports get an index of their own.
+    Only the latest-used indexes are kept."""
+    from types import SimpleNamespace
+
+    from ringward_airflow.ui import views
+
+    built: list[tuple[str, ...]] = []
+    monkeypatch.setattr(views, "_index_reports", lambda runs: built.append(tuple(r.cluster for r in runs)) or runs)
+    views._REPORT_INDEXES.clear()
+    night = "scheduled__2026-11-23T02:00:00+00:00"
+    alpha = [SimpleNamespace(run_id=night, state="success", updated_at=None, cluster="alpha")]
+    beta = [SimpleNamespace(run_id=night, state="success", updated_at=None, cluster="beta")]
+    assert views._report_index("alpha", alpha) is alpha and views._report_index("beta", beta) is beta
+    assert views._report_index("alpha", alpha) is alpha and built == [("alpha",), ("beta",)]
+    for other in range(views._REPORT_INDEXES.kept):  # alpha's becomes the least recently used, then goes
+        views._report_index(f"other-{other}", [])
+    views._report_index("alpha", alpha)
+    assert built[-1] == ("alpha",) and len(built) == 3 + views._REPORT_INDEXES.kept
+
+
 def test_repair_page_escapes_what_it_reads_from_the_store(client: tuple[Any, FakeSource, dict[str, str]]) -> None:
     test_client, world, tokens = client
     admin = bearer(tokens["admin"])
