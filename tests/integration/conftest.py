@@ -65,7 +65,9 @@ if LANE == "b":
 
 class ClusterManager:
     def __init__(self) -> None:
-        self.cluster = LocalCluster(log=lambda line: print(f"[cluster] {line}"))
+        # One resident nodetool JVM for the tests' commands: a JVM per command cost about 1.5 s of CPU, 205 of
+        # them in the first 30 minutes of a full run (2026-11-29), on a suite that is CPU-bound on two cores.
+        self.cluster = LocalCluster(log=lambda line: print(f"[cluster] {line}"), resident_nodetool=True)
         self.current: str | None = None
 
     def ensure(self, topology: str) -> Topology:

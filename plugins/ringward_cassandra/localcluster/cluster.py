@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -54,10 +55,17 @@ class NodeStatus:
 class LocalCluster:
     """Start, stop and inspect the local cluster kept under `<home>/.local/cluster` (or RINGWARD_CLUSTER_HOME)."""
 
-    def __init__(self, home: Path | None = None, log: Callable[[str], None] = print) -> None:
+    def __init__(
+        self, home: Path | None = None, log: Callable[[str], None] = print, *, resident_nodetool: bool = False
+    ) -> None:
+        """`resident_nodetool`: `nodetool` runs its commands in one resident JVM (`nodetool_client`), kept until
+        `down`, instead of a JVM each (about 1.5 s of CPU per command: a test session sends hundreds)."""
         self.root = runtime.cluster_root(home)
         self.log = log
         self._spawned: dict[str, subprocess.Popen[bytes]] = {}
+        self._resident_nodetool = resident_nodetool
+        self._resident: tuple[tuple[str, bool], NodetoolClient] | None = None  # (what it was made for, the client)
+        self._resident_lock = threading.Lock()
 
     # -- topology -------------------------------------------------------------------------------------
     @property
@@ -132,6 +140,7 @@ class LocalCluster:
     def down(self, purge: bool = False) -> None:
         """Stop every node of this cluster, all at once: SIGTERM, then SIGKILL after a grace period; with `purge`,
         SIGKILL at once (the data is deleted next: a graceful shutdown would only flush what is thrown away)."""
+        self.close_nodetool()
         running = self.running_pids()
         for address, pid in running.items():
             self.log(f"stopping {address} (pid {pid}){' and purging its data' if purge else ''}")
@@ -143,6 +152,7 @@ class LocalCluster:
             self.purge()
 
     def purge(self) -> None:
+        self.close_nodetool()  # its trust store and password file are about to go
         if self.running_pids():
             raise LocalClusterError("Nodes are still running.", "Run `ringward cluster down` first.")
         shutil.rmtree(self.root, ignore_errors=True)
@@ -234,11 +244,33 @@ class LocalCluster:
     def nodetool(self, address: str, args: Sequence[str], capture: bool = True) -> subprocess.CompletedProcess[str]:
         """Run Cassandra's own NodeTool against one node's JMX port (over TLS on a secured cluster: `--ssl`,
         which the generated script turns into NodeTool's -Dssl.enable=true; it trusts the test CA)."""
+        if capture and self._resident_nodetool:
+            return self._resident_client().run(address, list(args))
         topology = self.topology()
         node = topology.node(address)
         command = [str(self.nodetool_path), *(["--ssl"] if topology.secured else []), "-h", "127.0.0.1",
                    "-p", str(node.jmx_port), *self._jmx_login(), *args]  # fmt: skip
         return subprocess.run(command, capture_output=capture, text=True, check=False)
+
+    def _resident_client(self) -> NodetoolClient:
+        """The resident client for the cluster as it is now (its topology file, version and secrets): made anew,
+        the former one closed, when the cluster was made again in between."""
+        made_for = (self._state_file.read_text() if self._state_file.exists() else "", self._secrets_dir.exists())
+        with self._resident_lock:
+            held = self._resident
+            if held is not None and held[0] == made_for:
+                return held[1]
+            self._resident = (made_for, self.nodetool_client())
+        if held is not None:
+            held[1].close()
+        return self._resident[1]
+
+    def close_nodetool(self) -> None:
+        """Stop the resident nodetool JVM, if one runs (the next command starts another)."""
+        with self._resident_lock:
+            held, self._resident = self._resident, None
+        if held is not None:
+            held[1].close()
 
     def nodetool_client(self) -> NodetoolClient:
         """The client ringward's operators use, pointed at this cluster's nodes (JMX on 127.0.0.1), its

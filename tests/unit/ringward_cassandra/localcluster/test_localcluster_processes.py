@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from ringward_cassandra.localcluster import LocalCluster
 from ringward_cassandra.localcluster import cluster as cluster_module
 
@@ -110,3 +111,50 @@ def test_down_with_purge_kills_at_once_what_it_deletes_next(tmp_path: Path) -> N
         assert not cluster.root.exists()
     finally:
         _cleanup(children)
+
+
+def test_a_resident_nodetool_is_kept_per_cluster_made_and_closed_by_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `resident_nodetool`, commands go to one client (its resident JVM) while the cluster stays as it was
+    made; a cluster made again gets a new client (the old one closed), and `down` closes it."""
+    made: list[FakeClient] = []
+
+    class FakeClient:
+        def __init__(self) -> None:
+            self.commands: list[tuple[str, list[str]]] = []
+            self.closed = False
+            made.append(self)
+
+        def run(self, address: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+            self.commands.append((address, args))
+            return subprocess.CompletedProcess(["nodetool", *args], 0, "UN  127.0.0.2  ...\n", "")
+
+        def close(self) -> None:
+            self.closed = True
+
+    cluster = LocalCluster(home=tmp_path, log=lambda _: None, resident_nodetool=True)
+    monkeypatch.setattr(cluster, "nodetool_client", FakeClient)
+    cluster.root.mkdir(parents=True)
+    cluster._state_file.write_text('{"topology_file": "seed.json", "cassandra_version": "5.0.9"}')
+
+    assert cluster.nodetool("127.0.0.2", ["status"]).stdout.startswith("UN")
+    cluster.nodetool("127.0.0.3", ["describecluster"])
+    assert len(made) == 1 and made[0].commands == [("127.0.0.2", ["status"]), ("127.0.0.3", ["describecluster"])]
+
+    cluster._state_file.write_text('{"topology_file": "cassandra41.json", "cassandra_version": "4.1.10"}')
+    cluster.nodetool("127.0.0.2", ["status"])
+    assert len(made) == 2 and made[0].closed and not made[1].closed
+
+    cluster.down()
+    assert made[1].closed
+    cluster.nodetool("127.0.0.2", ["status"])  # a later command starts another
+    assert len(made) == 3
+
+
+def test_without_a_resident_nodetool_each_command_is_a_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = LocalCluster(home=tmp_path, log=lambda _: None)
+    monkeypatch.setattr(cluster, "nodetool_client", lambda: pytest.fail("no resident client without the option"))
+    monkeypatch.setattr(cluster, "topology", lambda: pytest.fail("reached the process path"))
+    with pytest.raises(pytest.fail.Exception, match="reached the process path"):
+        cluster.nodetool("127.0.0.2", ["status"])
