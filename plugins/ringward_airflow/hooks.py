@@ -87,7 +87,8 @@ class NodetoolHook(BaseHook):
     `password_file` (an existing nodetool password file instead of the password), `nodetool_path`, `jmx_host`,
     `jmx_ports` {node: port}, `ssl`, and
     optionally `java_classpath` (Cassandra's jars, e.g. "/usr/share/cassandra/lib/*"), `java_options`,
-    `java_binary`: then the commands run in one resident JVM per task instead of a nodetool process each.
+    `java_binary`: then the commands run in one resident JVM per task instead of a nodetool process each;
+    `share_jvm`: one resident JVM for every task the process runs (`airflow dags test`).
 
     Its connection type is `ringward_nodetool` (the form in Airflow's UI, ringward_airflow.provider_info); the
     hook reads any connection by id, so one of type `generic` works the same. Empty form fields mean the
@@ -118,6 +119,7 @@ class NodetoolHook(BaseHook):
             java_classpath=extra.get("java_classpath") or None,
             java_options=tuple(extra.get("java_options") or ()),
             java_binary=extra.get("java_binary") or "java",
+            share_jvm=bool(extra.get("share_jvm", False)),
         )
 
 

@@ -7,6 +7,7 @@ credentials and TLS).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
@@ -83,6 +84,11 @@ class NodetoolClient:
     readable by every local user (`ps`). `password_file` names an operator's own file (`user password`
     lines, as jmxremote.password); given only `password`, the client writes one, 0600, removed by `close()`.
 
+    `share_jvm`: clients of one process with the same Java settings share one resident JVM, kept until the
+    process ends (`close` leaves it running): `airflow dags test` runs every task of a run in one process, each
+    task with a client of its own, and each JVM start costs about 1.5 s of CPU. Where each task is a process of
+    its own (any executor), it changes nothing.
+
     `ssl`: JMX over TLS. A `nodetool` process gets `--ssl` and the -D options of `java_options` (the trust
     store: Cassandra's bin/nodetool hands -D arguments to its JVM and turns `--ssl` into -Dssl.enable=true); the
     resident JVM starts with `java_options` and -Dssl.enable=true (NodeTool itself has no `--ssl` option).
@@ -99,6 +105,7 @@ class NodetoolClient:
     java_classpath: str | None = None
     java_options: tuple[str, ...] = ()
     java_binary: str = "java"
+    share_jvm: bool = False
     _resident: ResidentNodetool | None = field(default=None, repr=False)
     _running: set[subprocess.Popen[Any]] = field(default_factory=set, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -191,7 +198,7 @@ class NodetoolClient:
         with self._lock:
             resident, self._resident = self._resident, None
             written, self._written_password_file = self._written_password_file, None
-        if resident is not None:
+        if resident is not None and not self.share_jvm:
             resident.close()
         if written is not None:
             with contextlib.suppress(FileNotFoundError):
@@ -201,7 +208,8 @@ class NodetoolClient:
         with self._lock:
             if self._resident is None:
                 assert self.java_classpath is not None
-                self._resident = ResidentNodetool(self.java_classpath, self.resident_java_options(), self.java_binary)
+                settings = (self.java_classpath, self.resident_java_options(), self.java_binary)
+                self._resident = _shared_jvm(*settings) if self.share_jvm else ResidentNodetool(*settings)
             return self._resident
 
     # -- commands ---------------------------------------------------------------------------------------
@@ -370,6 +378,31 @@ class NodetoolClient:
                 f"Call StorageService.forceTerminateAllRepairSessions on {address} over JMX (Cassandra 3.11 has "
                 "no `nodetool sjk`: use jmxterm), or wait for them to finish (`nodetool repair_admin list`).",
             )
+
+
+_SHARED_JVMS: dict[tuple[str, tuple[str, ...], str], ResidentNodetool] = {}  # Java settings -> the JVM
+_SHARED_JVMS_LOCK = threading.Lock()
+
+
+def _shared_jvm(classpath: str, options: tuple[str, ...], java: str) -> ResidentNodetool:
+    """This process's resident JVM for these Java settings (`NodetoolClient.share_jvm`), stopped at exit."""
+    with _SHARED_JVMS_LOCK:
+        key = (classpath, options, java)
+        if key not in _SHARED_JVMS:
+            _SHARED_JVMS[key] = ResidentNodetool(classpath, options, java)
+        return _SHARED_JVMS[key]
+
+
+def close_shared_jvms() -> None:
+    """Stop the JVMs shared by `share_jvm` clients (at exit; a later command starts another)."""
+    with _SHARED_JVMS_LOCK:
+        shared = list(_SHARED_JVMS.values())
+        _SHARED_JVMS.clear()
+    for resident in shared:
+        resident.close()
+
+
+atexit.register(close_shared_jvms)
 
 
 def _await_repair_start(process: subprocess.Popen[bytes], deadline: float) -> tuple[str | None, list[str], bool]:

@@ -297,6 +297,8 @@ class LocalCluster:
             "java_binary": runtime.java_binary(),
             "java_classpath": runtime.cassandra_classpath(conf, self.version()),
             "java_options": [*runtime.client_jvm_options(), f"-Dlogback.configurationFile={conf}/logback-tools.xml"],
+            # `ringward airflow dags test` runs a whole DAG run in one process: its tasks share one JVM.
+            "share_jvm": True,
         }
         if topology.secured:  # JMX over TLS only: nodetool `--ssl`, trusting the test CA (security.py)
             trust = ensure_secrets(self._secrets_dir, topology.addresses).jmx_client_options()

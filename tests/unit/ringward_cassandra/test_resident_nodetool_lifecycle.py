@@ -32,6 +32,31 @@ def test_a_closed_resident_nodetool_refuses_commands() -> None:
         resident.run(["status"], timeout=5)
 
 
+def test_share_jvm_clients_of_one_process_share_one_jvm_that_close_leaves_until_exit() -> None:
+    """`share_jvm`: clients with the same Java settings get the same resident JVM, and closing one client leaves
+    it for the others (it stops when the process ends); without it each client has its own, closed with it."""
+    from ringward_cassandra import nodetool
+    from ringward_cassandra.nodetool import NodetoolClient
+
+    settings = {"java_classpath": CLASSPATH, "java_binary": "/nonexistent/java"}
+    first, second = NodetoolClient(**settings, share_jvm=True), NodetoolClient(**settings, share_jvm=True)
+    other = NodetoolClient(**settings, java_options=("-Xmx64m",), share_jvm=True)
+    alone = NodetoolClient(**settings)
+    try:
+        shared = first._resident_jvm()
+        assert second._resident_jvm() is shared and other._resident_jvm() is not shared
+        assert alone._resident_jvm() is not shared
+        first.close()
+        assert not shared._closed and second._resident_jvm() is shared  # left running for the other tasks
+        alone_jvm = alone._resident_jvm()
+        alone.close()
+        assert alone_jvm._closed
+    finally:
+        nodetool.close_shared_jvms()  # what exit does
+    assert shared._closed and NodetoolClient(**settings, share_jvm=True)._resident_jvm() is not shared
+    nodetool.close_shared_jvms()
+
+
 # -- where the server's compiled classes come from (security review, issue 25, finding 6) --------------------
 CLASSPATH = "/nonexistent/cassandra.jar"
 
