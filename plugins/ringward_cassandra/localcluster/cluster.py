@@ -64,7 +64,7 @@ class LocalCluster:
         self.log = log
         self._spawned: dict[str, subprocess.Popen[bytes]] = {}
         self._resident_nodetool = resident_nodetool
-        self._resident: tuple[tuple[str, bool], NodetoolClient] | None = None  # (what it was made for, the client)
+        self._resident: tuple[tuple[str, tuple[str, str] | None], NodetoolClient] | None = None  # (made for, it)
         self._resident_lock = threading.Lock()
 
     # -- topology -------------------------------------------------------------------------------------
@@ -200,10 +200,19 @@ class LocalCluster:
         """nodetool's login options for the test setup's own calls on a secured cluster (flush, stop, status: an
         administrator's, never ringward's role): a password *file* (`-pwf`), never the password on the command
         line, where `ps` shows it to every local user."""
+        login = self._admin_jmx_login()
+        return ["-u", login[0], "-pwf", login[1]] if login else []
+
+    def _admin_jmx_login(self) -> tuple[str, str] | None:
+        """(user, password file) of the test setup's own nodetool calls on a secured cluster: Cassandra's default
+        superuser until the roles exist, the setup's administrator after. None: a cluster without logins."""
         found = self.secrets()
         if found is None:
-            return []
+            return None
         from ringward_cassandra.localcluster.roles import ADMIN_LOGINS_READY, roles_created
+
+        created = roles_created(found)
+        return (ADMIN_LOGINS_READY if created else "cassandra"), found.admin_jmx_password_file(created)
 
         created = roles_created(found)
         user = ADMIN_LOGINS_READY if created else "cassandra"
@@ -253,14 +262,16 @@ class LocalCluster:
         return subprocess.run(command, capture_output=capture, text=True, check=False)
 
     def _resident_client(self) -> NodetoolClient:
-        """The resident client for the cluster as it is now (its topology file, version and secrets): made anew,
-        the former one closed, when the cluster was made again in between."""
-        made_for = (self._state_file.read_text() if self._state_file.exists() else "", self._secrets_dir.exists())
+        """The resident client of the setup's own calls, for the cluster as it is now (its topology file and
+        version, and on a secured cluster the administrator's login, as `_jmx_login` gives it to a nodetool
+        process): made anew, the former one closed, when either changed in between."""
+        login = self._admin_jmx_login()
+        made_for = (self._state_file.read_text() if self._state_file.exists() else "", login)
         with self._resident_lock:
             held = self._resident
             if held is not None and held[0] == made_for:
                 return held[1]
-            self._resident = (made_for, self.nodetool_client())
+            self._resident = (made_for, self.nodetool_client(login=login))
         if held is not None:
             held[1].close()
         return self._resident[1]
@@ -272,16 +283,22 @@ class LocalCluster:
         if held is not None:
             held[1].close()
 
-    def nodetool_client(self) -> NodetoolClient:
+    def nodetool_client(self, login: tuple[str, str] | None = None) -> NodetoolClient:
         """The client ringward's operators use, pointed at this cluster's nodes (JMX on 127.0.0.1), its
-        commands run in one resident JVM (see `nodetool_connection_extra`)."""
+        commands run in one resident JVM (see `nodetool_connection_extra`); on a secured cluster it logs in as
+        ringward's JMX role, or with `login` (user, password file) when given."""
         extra = self.nodetool_connection_extra(self.topology())
         found = self.secrets()
+        user: str | None = JMX_USER if found else None
+        password: str | None = found.jmx_password if found else None
+        password_file: str | None = None
+        if login is not None:
+            user, password, password_file = login[0], None, login[1]
         return NodetoolClient(
             nodetool_path=extra["nodetool_path"], jmx_host=extra["jmx_host"], jmx_ports=extra["jmx_ports"],
             java_classpath=extra["java_classpath"], java_options=tuple(extra["java_options"]),
-            java_binary=extra["java_binary"], ssl=bool(extra.get("ssl", False)), username=JMX_USER if found else None,
-            password=found.jmx_password if found else None,
+            java_binary=extra["java_binary"], ssl=bool(extra.get("ssl", False)), username=user, password=password,
+            password_file=password_file,
         )  # fmt: skip
 
     def nodetool_connection_extra(self, topology: Topology) -> dict[str, Any]:

@@ -134,7 +134,7 @@ def test_a_resident_nodetool_is_kept_per_cluster_made_and_closed_by_down(
             self.closed = True
 
     cluster = LocalCluster(home=tmp_path, log=lambda _: None, resident_nodetool=True)
-    monkeypatch.setattr(cluster, "nodetool_client", FakeClient)
+    monkeypatch.setattr(cluster, "nodetool_client", lambda login=None: FakeClient())
     cluster.root.mkdir(parents=True)
     cluster._state_file.write_text('{"topology_file": "seed.json", "cassandra_version": "5.0.9"}')
 
