@@ -214,10 +214,6 @@ class LocalCluster:
         created = roles_created(found)
         return (ADMIN_LOGINS_READY if created else "cassandra"), found.admin_jmx_password_file(created)
 
-        created = roles_created(found)
-        user = ADMIN_LOGINS_READY if created else "cassandra"
-        return ["-u", user, "-pwf", found.admin_jmx_password_file(created)]
-
     # -- inspection -----------------------------------------------------------------------------------
     def running_pids(self) -> dict[str, int]:
         """Address -> pid of every live node process of this cluster, read from /proc."""
