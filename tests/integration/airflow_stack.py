@@ -48,7 +48,7 @@ import httpx
 import urllib3
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
-from ringward_cli.airflow_env import ensure_repair_pool
+from ringward_cli.airflow_env import ensure_repair_pool, migrate_airflow_db
 
 ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "admin", "ringward-test"
@@ -176,7 +176,7 @@ class AirflowStack:
         (self.home / "passwords.json").write_text(json.dumps({USER: PASSWORD, APPROVER: PASSWORD}))
         if self.executor == "celery":
             self._start_redis()
-        subprocess.run([self.airflow, "db", "migrate"], env=self.env, check=True, capture_output=True, timeout=300)
+        migrate_airflow_db(self.env, self.airflow)  # a copy of the first stack's new database, when it can be
         ensure_repair_pool(self.env, self.airflow)
         for name in COMPONENTS:
             self._spawn(name, [self.airflow, name], self.env)

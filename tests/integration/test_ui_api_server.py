@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from ringward_cli.airflow_env import migrate_airflow_db
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
@@ -123,7 +124,7 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         "PYTHONPATH": os.pathsep.join([str(ROOT / "include"), str(ROOT / "plugins")]),
         "AIRFLOW_CONN_CASSANDRA_DEFAULT": '{"conn_type": "cassandra", "host": "127.0.0.1", "port": 1}',
     })  # fmt: skip
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True, timeout=600)
+    migrate_airflow_db(env, str(AIRFLOW))
     made = subprocess.run([sys.executable, "-c", MAKE_RUNS, str(dags)], env=env, capture_output=True, text=True,
                           timeout=600)  # fmt: skip
     runs = [line.split() for line in made.stdout.splitlines() if line.startswith("RUNS ")]

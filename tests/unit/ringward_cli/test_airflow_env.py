@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from ringward_cli.airflow_env import (
     airflow_environment,
     connections_to_import,
     ensure_airflow_connections,
+    migrate_airflow_db,
     private_database,
 )
 
@@ -111,3 +114,65 @@ def test_local_spark_drivers_compile_with_c1_only_unless_the_user_says_otherwise
     assert airflow_environment(ROOT, "seed")["SPARK_SUBMIT_OPTS"] == "-XX:TieredStopAtLevel=1"
     monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Xss4m")
     assert airflow_environment(ROOT, "seed")["SPARK_SUBMIT_OPTS"] == "-Xss4m"
+
+
+def fake_airflow(folder: Path, version: str) -> tuple[Path, Path]:
+    """An installation whose `airflow db migrate` writes one table naming the settings it ran with, and counts its
+    runs in calls.log: (its `airflow`, the log)."""
+    (folder / "lib" / "python3.11" / "site-packages" / f"apache_airflow-{version}.dist-info").mkdir(parents=True)
+    calls = folder / "calls.log"
+    airflow = folder / "bin" / "airflow"
+    airflow.parent.mkdir()
+    writer = (
+        "import os, sqlite3, sys; c = sqlite3.connect(os.environ['AIRFLOW__DATABASE__SQL_ALCHEMY_CONN'][10:]); "
+        "c.execute('CREATE TABLE IF NOT EXISTS made (version, auth)'); "
+        f"c.execute('INSERT INTO made VALUES (?, ?)', ({version!r}, os.environ.get('AIRFLOW__CORE__AUTH_MANAGER'))); "
+        "c.commit()"
+    )
+    airflow.write_text(
+        f'#!/bin/sh\necho "$@" >> {calls}\n'
+        f'case "$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" in sqlite*) exec {sys.executable} -c "{writer}";; esac\n'
+    )
+    airflow.chmod(0o755)
+    return airflow, calls
+
+
+def made(home: Path) -> list[tuple[str, str | None]]:
+    with sqlite3.connect(home / "airflow.db") as connection:
+        return list(connection.execute("SELECT version, auth FROM made"))
+
+
+def test_a_new_database_is_a_copy_of_the_first_one_the_same_installation_and_settings_migrated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RINGWARD_HOME", str(tmp_path / "checkout"))  # the templates go to its .cache/airflow-db
+    airflow, calls = fake_airflow(tmp_path / "venv", "3.3.2")
+    other, other_calls = fake_airflow(tmp_path / "venv-af34", "3.4.0b2")
+
+    def env(name: str, **settings: str) -> dict[str, str]:
+        home = tmp_path / name
+        home.mkdir()
+        return {"AIRFLOW_HOME": str(home), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+                **settings}  # fmt: skip
+
+    first = env("first")
+    migrate_airflow_db(first, str(airflow))  # the command runs; its database is kept
+    assert calls.read_text().splitlines() == ["db migrate"] and made(tmp_path / "first") == [("3.3.2", None)]
+    migrate_airflow_db(second := env("second"), str(airflow))
+    assert len(calls.read_text().splitlines()) == 1, "the second new database is a copy, the command not run"
+    assert made(Path(second["AIRFLOW_HOME"])) == [("3.3.2", None)]
+    assert stat.S_IMODE((Path(second["AIRFLOW_HOME"]) / "airflow.db").stat().st_mode) == 0o600
+
+    migrate_airflow_db(first, str(airflow))  # a written database: the command, always
+    assert len(calls.read_text().splitlines()) == 2
+    fab = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
+    migrate_airflow_db(env("fab", AIRFLOW__CORE__AUTH_MANAGER=fab), str(airflow))  # other settings: its own
+    assert len(calls.read_text().splitlines()) == 3 and made(tmp_path / "fab") == [("3.3.2", fab)]
+    migrate_airflow_db(env("af34"), str(other))  # another installation: its own
+    assert other_calls.read_text().splitlines() == ["db migrate"] and made(tmp_path / "af34") == [("3.4.0b2", None)]
+    migrate_airflow_db(env("af34-again"), str(other))
+    assert len(other_calls.read_text().splitlines()) == 1 and made(tmp_path / "af34-again") == [("3.4.0b2", None)]
+
+    server = {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql://db/airflow"}
+    migrate_airflow_db(server, str(other))  # not SQLite: the command
+    assert len(other_calls.read_text().splitlines()) == 2

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ringward_cli.airflow_env import migrate_airflow_db
 
 ROOT = Path(__file__).resolve().parents[4]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -62,8 +63,7 @@ def fab(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
     }
     airflow = Path(sys.executable).parent / "airflow"
-    migrate = subprocess.run([str(airflow), "db", "migrate"], env=env, capture_output=True, text=True, check=False)
-    assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
+    migrate_airflow_db(env, str(airflow))
     result = home / "result.json"
     run = subprocess.run([sys.executable, str(ROOT / "tests" / "fab_pages.py"), str(result)], env=env,
                          capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
