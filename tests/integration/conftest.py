@@ -22,45 +22,54 @@ ROOT = Path(__file__).resolve().parents[2]
 _TOPOLOGY_ORDER = {"seed_cluster": 0, "two_dc_cluster": 1, "autorepair_cluster": 2, "secured_cluster": 3,
                    "cassandra41_cluster": 4, "cassandra40_cluster": 5}  # fmt: skip
 
-# `make test` runs the integration tests in two lanes at once, each with a cluster of its own: one lane alone leaves
+# `make test` runs the integration tests in three lanes, each with a cluster of its own: one lane alone leaves
 # much of the two cores idle while it waits on nodes, JVMs and Airflow (side by side each test takes about 1.4 times
-# as long as alone, measured on 2026-11-28; the lanes hold about the same work). RINGWARD_TEST_LANE=a runs every file
-# but these, =b only these, on a second cluster kept in RINGWARD_CLUSTER_HOME on the preset topologies' addresses
-# shifted by SECOND_LANE_SHIFT (127.0.0.12-14 for the seed's 127.0.0.2-4). Unset: every file, one cluster.
-# These files take their addresses from the topology they run on, never as constants.
-SECOND_LANE = ("test_cassandra_4x.py", "test_nightly_repair.py", "test_airflow_celery.py", "test_airflow_34.py",
-               "test_newcomer_install.py", "test_airflow_scheduler.py", "test_airflow_faults.py",
-               "test_airflow_ui.py", "test_two_clusters.py")  # fmt: skip
-# test_secured_cluster.py takes its addresses from its topology too, and passed in this lane (2026-11-29); but the
-# full run with it here took 58:36 (this lane 57:22: the secured block, then 4.1 and 4.0 last; the first 49:44),
-# where the lanes of the last run with it in the first ended together (57:42, 7a76260).
-SECOND_LANE_SHIFT = 10
+# as long as alone, measured on 2026-11-28). RINGWARD_TEST_LANE=a runs every file but the two lists below; =b the
+# files SECOND_LANE names, beside lane a from the start; =c the files THIRD_LANE names, which `make test` starts
+# once the unit stream has ended (about 22 minutes in: its core would otherwise go to the first two lanes' waits).
+# Lanes b and c keep their clusters in RINGWARD_CLUSTER_HOME, on the preset topologies' addresses shifted by
+# LANE_SHIFT (127.0.0.12-14 in lane b, 127.0.0.22-24 in lane c, for the seed's 127.0.0.2-4). Unset: every file,
+# one cluster. These files take their addresses from the topology they run on, never as constants.
+SECOND_LANE = ("test_nightly_repair.py", "test_airflow_celery.py", "test_airflow_34.py", "test_newcomer_install.py",
+               "test_airflow_scheduler.py", "test_airflow_faults.py", "test_airflow_ui.py",
+               "test_two_clusters.py")  # fmt: skip
+# The two blocks that start clusters of their own (the secured preset, then Cassandra 4.1 and 4.0): in the
+# last full run with two lanes (CI, 261fa18: 46:34), they ended lanes a and b, each lane about 44 minutes long
+# while the unit stream's core was free from about minute 22.
+THIRD_LANE = ("test_secured_cluster.py", "test_cassandra_4x.py")
+LANE_FILES = {"b": SECOND_LANE, "c": THIRD_LANE}
+LANE_SHIFT = {"b": 10, "c": 20}
 LANE = os.environ.get("RINGWARD_TEST_LANE", "")
 
 
-def _second_lane_topologies() -> None:
+def _lane_of(file_name: str) -> str:
+    return next((lane for lane, files in LANE_FILES.items() if file_name in files), "a")
+
+
+def _shifted_topologies(lane: str) -> None:
     """Point RINGWARD_TEST_TOPOLOGY_<NAME> at copies of the presets on shifted addresses (set before any test
     reads them); refuse to run without a cluster home of the lane's own (its first step purges that cluster)."""
     if not os.environ.get("RINGWARD_CLUSTER_HOME"):
-        pytest.exit("RINGWARD_TEST_LANE=b needs RINGWARD_CLUSTER_HOME: a folder for the second cluster (the first "
-                    "lane's cluster would be purged). Fix: run it as `make test` does.", returncode=4)  # fmt: skip
+        pytest.exit(f"RINGWARD_TEST_LANE={lane} needs RINGWARD_CLUSTER_HOME: a folder for the lane's own cluster "
+                    "(the first lane's cluster would be purged). Fix: run it as `make test` does.",
+                    returncode=4)  # fmt: skip
     from ringward_cassandra.localcluster.topology import PRESETS_DIR
 
-    folder = Path(os.environ["RINGWARD_CLUSTER_HOME"]).parent / "lane-b-topologies"
+    folder = Path(os.environ["RINGWARD_CLUSTER_HOME"]).parent / f"lane-{lane}-topologies"
     folder.mkdir(parents=True, exist_ok=True)
     for name in ("seed", "two-dc", "autorepair", "secured", "cassandra41", "cassandra40"):
         document = json.loads((PRESETS_DIR / f"{name}.json").read_text())
         for node in document["nodes"]:
             head, last = node["address"].rsplit(".", 1)
-            node["address"] = f"{head}.{int(last) + SECOND_LANE_SHIFT}"
+            node["address"] = f"{head}.{int(last) + LANE_SHIFT[lane]}"
         (folder / f"{name}.json").write_text(json.dumps(document, indent=2))
         os.environ.setdefault(f"RINGWARD_TEST_TOPOLOGY_{name.upper().replace('-', '_')}", str(folder / f"{name}.json"))
 
 
-if LANE not in ("", "a", "b"):
-    raise pytest.UsageError(f"RINGWARD_TEST_LANE={LANE!r}: give a, b, or leave it unset (one lane, every test).")
-if LANE == "b":
-    _second_lane_topologies()
+if LANE not in ("", "a", *LANE_FILES):
+    raise pytest.UsageError(f"RINGWARD_TEST_LANE={LANE!r}: give a, b, c, or leave it unset (one lane, every test).")
+if LANE in LANE_SHIFT:
+    _shifted_topologies(LANE)
 
 
 class ClusterManager:
@@ -308,7 +317,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """This lane's tests only; all tests of one topology together, so each cluster starts once; and the Airflow
     tests together."""
     if LANE:
-        mine = [item for item in items if (item.path.name in SECOND_LANE) == (LANE == "b")]
+        mine = [item for item in items if _lane_of(item.path.name) == LANE]
         config.hook.pytest_deselected(items=[item for item in items if item not in mine])
         items[:] = mine
 
