@@ -29,13 +29,15 @@ def render_ring_svg(ring: Ring, *, title: str, max_arcs: int | None = None, max_
     colours = {a: _svg.PALETTE[i % len(_svg.PALETTE)] for i, a in enumerate(addresses)}
     body = [_svg.text(400, 30, title, size=17, extra="font-weight='bold'")]
     ranges = ring.ranges()
-    owners = [ring.token_owner[ring.primary_token(r.end)] for r in ranges]
+    owners = [ring.token_owner[r.end] for r in ranges]  # each range ends at its primary token
     if max_arcs is not None and len(ranges) > max_arcs:
         bounds = [len(ranges) * i // max_arcs for i in range(max_arcs + 1)]
+        owned_by = [owner.address for owner in owners]
+        seen_down = {node.address for node in ring.nodes if not node.state.startswith("U")}
         for first, last in pairwise(bounds):
             arc = TokenRange(ranges[first].start, ranges[last - 1].end)
-            counts = Counter(owner.address for owner in owners[first:last])
-            down = sum(1 for owner in owners[first:last] if not owner.state.startswith("U"))
+            counts = Counter(owned_by[first:last])
+            down = sum(n for address, n in counts.items() if address in seen_down)
             main = counts.most_common(1)[0][0]
             top = ", ".join(f"{address} {n}" for address, n in counts.most_common(3))
             more = f" and {len(counts) - 3} more nodes" if len(counts) > 3 else ""
