@@ -72,19 +72,21 @@ test-integration: setup browser redis venv-af34
 	$(VENV)/bin/python -m pytest tests/integration -q
 
 # The integration tests run in two lanes at once, each on a cluster of its own (tests/integration/conftest.py says
-# which files run in the second, on which addresses), and in a third lane (the secured cluster, Cassandra 4.1 and
-# 4.0) that starts where the unit stream ends, on that stream's core. Beside the first two lanes, a third stream runs `make lint typecheck`'s
+# which files run in the second, on which addresses), and in a third lane (the api-server test, the secured
+# cluster, Cassandra 4.1 and 4.0) that starts where the unit stream ends, on that stream's core. Beside the first
+# two lanes, a third stream runs `make lint typecheck`'s
 # checks (before the lanes until 2026-11-29: two minutes in which one core idled), then the unit and DAG tests on
 # Airflow 3.3 and then on 3.4, one pytest-xdist worker each (each worker has its own Airflow home, tests/conftest.py,
 # and `ringward airflow` a home of its own under .local/unit), instead of for 6.5 minutes before them: the lanes
 # then take about 3 minutes longer each and the whole run about 2 minutes less (41 min against 43, 2 cores,
 # measured 2026-11-28; the cores were 92-97 % busy either way). All run whatever the others' outcome. Each writes
-# its output to .artifacts/, printed when all have ended: the first lane's, the second's, the third stream's, when
+# its output to .artifacts/, printed when all have ended: the lanes' (first, second, third), the third stream's, when
 # each integration test ran (a test that failed under the other lane's load shows beside what that lane ran), and
 # last every FAILED and ERROR line with its message, where a log's tail shows them. Every cluster is stopped at the
 # end, however the lanes ended (test_two_clusters.py's second cluster, `beta`, lives beside its lane's own).
-# The third lane ran in the second until 2026-11-29 (CI's run of 261fa18: 46:34, both lanes about 44 minutes, the
-# unit stream's core left to their waits from about minute 22).
+# Until 2026-11-29 the secured block ended the first lane and Cassandra 4.1 and 4.0 the second (the run of c724f11
+# here: lanes 42:39 and 44:25, the first with the secured block failing at its start; CI's run of 261fa18: 46:34),
+# while the unit stream's core went to the two lanes' waits from about minute 22.
 LANE_B_ENV := RINGWARD_TEST_LANE=b RINGWARD_CLUSTER_HOME=$(CURDIR)/.local/lane-b/cluster \
 	RINGWARD_AIRFLOW_HOME=$(CURDIR)/.local/lane-b/airflow
 LANE_C_ENV := RINGWARD_TEST_LANE=c RINGWARD_CLUSTER_HOME=$(CURDIR)/.local/lane-c/cluster \

@@ -35,14 +35,21 @@ def failed_tries(stack: AirflowStack, dag_id: str, run_id: str) -> list[str]:
 
 def approve_when_asked(stack: AirflowStack, dag_id: str, run_id: str, timeout: float = 300) -> dict[str, Any]:
     """Wait for the run's pending approval (found through the API, as Required Actions lists it) and approve
-    it at once: the quickest possible answer is the one that used to race the scheduler."""
+    it as soon as its task is parked for the answer: the quickest answer is the one that used to race the
+    scheduler (its worker's end, reported while the answer resumes the task).
+
+    Not before the park: Airflow orders an answer and the park by row locks (`SELECT ... FOR UPDATE` in both, so
+    an answer given while the task is still writing its request resumes it when it parks), and SQLite, the
+    stacks' database here, has none. An answer in that window was lost in a full run (2026-11-29, the Celery
+    stack under three lanes' load): the approval stayed `awaiting_input` with its answer recorded, for 600 s."""
     pending: list[dict[str, Any]] = []
 
     def asked() -> bool:
         pending[:] = stack.pending_approvals(dag_id, run_id)
         if not pending and stack.run(dag_id, run_id)["state"] in {"failed", "success"}:
             raise AssertionError(f"the run ended without asking for approval\n{stack.describe(dag_id, run_id)}")
-        return bool(pending)
+        task_id = pending[0]["task_instance"]["task_id"] if pending else None
+        return task_id is not None and stack.task_instance(dag_id, run_id, task_id)["state"] == "awaiting_input"
 
     stack.wait_until(asked, timeout, "the approval request", lambda: stack.describe(dag_id, run_id))
     (detail,) = pending
