@@ -169,6 +169,10 @@ def ensure_airflow_db(env: dict[str, str]) -> None:
     if not marker.exists():
         migrate_airflow_db(env)
         marker.touch()
+    pool_marker = Path(env["AIRFLOW_HOME"]) / ".repair-pool"  # also for homes migrated before the pool existed
+    if not pool_marker.exists():
+        ensure_repair_pool(env)
+        pool_marker.touch()
 
 
 # What decides what `airflow db migrate` writes into a new database, besides the installed distributions: the auth
@@ -224,10 +228,6 @@ def _migrated_template(env: Mapping[str, str], airflow: str) -> Path | None:
         return None
     key = json.dumps([str(venv), distributions, [env.get(name, "") for name in _SCHEMA_SETTINGS]])
     return project_home() / ".cache" / "airflow-db" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.db"
-    pool_marker = Path(env["AIRFLOW_HOME"]) / ".repair-pool"  # also for homes migrated before the pool existed
-    if not pool_marker.exists():
-        ensure_repair_pool(env)
-        pool_marker.touch()
 
 
 REPAIR_POOL_COMMAND = (

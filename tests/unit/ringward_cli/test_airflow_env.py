@@ -11,10 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ringward_cli import airflow_env
 from ringward_cli.airflow_env import (
+    REPAIR_POOL_COMMAND,
     airflow_environment,
     connections_to_import,
     ensure_airflow_connections,
+    ensure_airflow_db,
     migrate_airflow_db,
     private_database,
 )
@@ -176,3 +179,17 @@ def test_a_new_database_is_a_copy_of_the_first_one_the_same_installation_and_set
     server = {"AIRFLOW_HOME": str(tmp_path), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql://db/airflow"}
     migrate_airflow_db(server, str(other))  # not SQLite: the command
     assert len(other_calls.read_text().splitlines()) == 2
+
+
+def test_a_new_home_is_migrated_and_given_the_repair_pool_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ringward airflow` on a new home: the database migrated, then the pool the nightly repair task runs in; an
+    existing home: neither again (the marker files)."""
+    monkeypatch.setenv("RINGWARD_HOME", str(tmp_path / "checkout"))
+    airflow, calls = fake_airflow(tmp_path / "venv", "3.3.2")
+    monkeypatch.setattr(airflow_env, "_airflow_binary", lambda: str(airflow))
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"AIRFLOW_HOME": str(home), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db"}
+    ensure_airflow_db(env)
+    ensure_airflow_db(env)
+    assert calls.read_text().splitlines() == ["db migrate", " ".join(REPAIR_POOL_COMMAND)]
