@@ -129,15 +129,30 @@ former replicas no longer hold their data: the precheck then refuses, and a new 
 the old setting is the way back.
 """
 
+PARAM_SCHEMA_DRAFT = "http://json-schema.org/draft-07/schema#"
+
+
+def _param(*default: Any, **schema: Any) -> Param:
+    """A run setting whose JSON Schema names draft 7 (`$schema`); `default` as Param's (none: a value is required).
+
+    Airflow validates each param with `jsonschema.validate`, which first checks the schema itself against its
+    draft's meta-schema, for every param of every task, each time it serializes the DAG (the dag-processor on every
+    parse, `airflow dags test` twice). Without `$schema` that is draft 2020-12's meta-schema, made of vocabularies
+    tied by `$dynamicRef`: 0.67 ms a check against 0.17 ms for draft 7's, and the migration DAG (38 tasks, 15
+    params) serialized in 0.93 s of CPU against 0.30 s (2026-11-29). The keywords used here (type, enum, minimum,
+    maximum, minLength, title, description) mean the same in both drafts; Airflow's form reads the same keys."""
+    return Param(*default, **{"$schema": PARAM_SCHEMA_DRAFT, **schema})
+
+
 TARGET_PARAMS = {
     # No default: a migration must never have a target nobody chose. The form requires it.
-    "keyspace": Param(
+    "keyspace": _param(
         type="string",
         minLength=1,
         title="Keyspace",
         description="The keyspace to change, as stored (case-sensitive).",
     ),
-    "replication": Param(
+    "replication": _param(
         type="object",
         title="Target replication",
         description='The replication to change to, as JSON, e.g. {"class": "NetworkTopologyStrategy", "dc1": 3}. '
@@ -145,7 +160,7 @@ TARGET_PARAMS = {
     ),
 }
 ROLLBACK_PARAMS = {
-    "rollback_of": Param(
+    "rollback_of": _param(
         type="string",
         minLength=1,
         title="Migration to roll back",
@@ -153,21 +168,21 @@ ROLLBACK_PARAMS = {
     ),
 }
 PARAMS = {
-    "require_approval": Param(
+    "require_approval": _param(
         RUN_DEFAULTS["require_approval"],
         type="boolean",
         title="Require approval",
         description="Wait for another person to approve the plan. Off only where the deployment allows it "
         "([ringward] allow_unapproved_migrations); otherwise the precheck refuses the run.",
     ),
-    "pre_repair": Param(
+    "pre_repair": _param(
         RUN_DEFAULTS["pre_repair"],
         type="boolean",
         title="Repair before the ALTER",
         description="Full repair of the affected ranges on their current replicas first, so the new replicas "
         "receive complete data. Off only where the deployment allows it ([ringward] allow_skipping_pre_repair).",
     ),
-    "client_read_consistency": Param(
+    "client_read_consistency": _param(
         RUN_DEFAULTS["client_read_consistency"],
         type="string",
         enum=["ONE", "LOCAL_ONE", "TWO", "QUORUM", "LOCAL_QUORUM", "EACH_QUORUM", "ALL"],
@@ -175,32 +190,32 @@ PARAMS = {
         description="The consistency level applications read at: the precheck warns which ranges could read "
         "empty at it between the ALTER and the repair.",
     ),
-    "dry_run": Param(
+    "dry_run": _param(
         RUN_DEFAULTS["dry_run"],
         type="boolean",
         title="Dry run",
         description="Only show the plan: stop after the precheck.",
     ),
-    "cleanup": Param(
+    "cleanup": _param(
         RUN_DEFAULTS["cleanup"],
         type="boolean",
         title="Clean up",
         description="Run nodetool cleanup on the nodes that lost ranges (after verification).",
     ),
-    "require_cleanup_approval": Param(
+    "require_cleanup_approval": _param(
         RUN_DEFAULTS["require_cleanup_approval"],
         type="boolean",
         title="Require approval before cleanup",
         description="Ask a person again before cleanup (a rollback is possible until then).",
     ),
-    "snapshot_before_cleanup": Param(
+    "snapshot_before_cleanup": _param(
         RUN_DEFAULTS["snapshot_before_cleanup"],
         type="boolean",
         title="Snapshot before cleanup",
         description="Take a snapshot of the keyspace on each node before its cleanup deletes data. Off only where "
         "the deployment allows it ([ringward] allow_cleanup_without_snapshot).",
     ),
-    "repair_parallelism": Param(
+    "repair_parallelism": _param(
         RUN_DEFAULTS["repair_parallelism"],
         type="integer",
         minimum=RUN_LIMITS["repair_parallelism"][0],
@@ -208,7 +223,7 @@ PARAMS = {
         title="Repair sessions at once",
         description="How many repair sessions run at the same time.",
     ),
-    "repair_session_timeout": Param(
+    "repair_session_timeout": _param(
         RUN_DEFAULTS["repair_session_timeout"],
         type="integer",
         minimum=RUN_LIMITS["repair_session_timeout"][0],
@@ -216,13 +231,13 @@ PARAMS = {
         title="Repair session timeout (seconds)",
         description="A repair session taking longer than this fails and is retried.",
     ),
-    "deferrable": Param(
+    "deferrable": _param(
         RUN_DEFAULTS["deferrable"],
         type="boolean",
         title="Wait in the triggerer",
         description="Wait for repairs in Airflow's triggerer instead of holding a worker slot.",
     ),
-    "allow_quorum_gap": Param(
+    "allow_quorum_gap": _param(
         RUN_DEFAULTS["allow_quorum_gap"],
         type="boolean",
         title="Allow a QUORUM gap",
@@ -230,7 +245,7 @@ PARAMS = {
         "writes until each step's repair): what a refusal offers when no route keeps QUORUM overlap. Only where "
         "the deployment allows it ([ringward] allow_quorum_gap).",
     ),
-    "node_capacity": Param(
+    "node_capacity": _param(
         dict(RUN_DEFAULTS["node_capacity"]),
         type="object",
         title="Node capacity",
@@ -238,7 +253,7 @@ PARAMS = {
         '"1TiB"}: the precheck refuses a change that fills a node past it (the cassandra connection\'s extra '
         "`capacity` when empty), and warns when a node grows by more than half its load.",
     ),
-    "node_wait_seconds": Param(
+    "node_wait_seconds": _param(
         RUN_DEFAULTS["node_wait_seconds"],
         type="integer",
         minimum=RUN_LIMITS["node_wait_seconds"][0],
@@ -517,7 +532,7 @@ segment limits) cannot be overridden per run (operator's guide, 6.5b).
 
 
 REPAIR_PARAMS = {
-    "scope": Param(
+    "scope": _param(
         "due",
         type="string",
         enum=["due", "all"],
@@ -526,7 +541,7 @@ REPAIR_PARAMS = {
         description="due: what the schedule would repair now. all: every selected segment, even if repaired "
         "recently (a manual repair of the whole selection).",
     ),
-    "enabled": Param(
+    "enabled": _param(
         "config",
         type="string",
         enum=["config", "on", "off"],
@@ -535,19 +550,19 @@ REPAIR_PARAMS = {
         description="The kill switch for this run; off repairs nothing. on cannot override the file's "
         "`enabled: false`, which is also re-read between segments: setting it there stops a running repair.",
     ),
-    "keyspaces": Param(
+    "keyspaces": _param(
         None,
         type=["null", "array"],
         title="Keyspaces",
         description="Keyspace name patterns to repair, one per line (e.g. shop*); empty: the file's selection.",
     ),
-    "tables": Param(
+    "tables": _param(
         None,
         type=["null", "array"],
         title="Tables",
         description="keyspace.table patterns to repair, one per line; empty: the file's selection.",
     ),
-    "repair_type": Param(
+    "repair_type": _param(
         "config",
         type="string",
         enum=["config", "full", "incremental", "preview", "paxos"],
@@ -562,7 +577,7 @@ REPAIR_PARAMS = {
         description="only this type runs tonight (config: every enabled type, one after another); preview "
         "reports ranges out of sync and repairs nothing.",
     ),
-    "parallel_repair_count": Param(
+    "parallel_repair_count": _param(
         None,
         type=["null", "integer"],
         minimum=0,
@@ -570,14 +585,14 @@ REPAIR_PARAMS = {
         description="Repair sessions running at the same time (0: as the file's percentage allows), at most "
         "the file's value; empty: the file's value.",
     ),
-    "max_duration": Param(
+    "max_duration": _param(
         None,
         type=["null", "string", "integer"],
         title="Stop starting segments after",
         description="A duration such as 2h or 45m (or seconds); segments not started by then stay due for the "
         "next run. Empty: the file's window.",
     ),
-    "config_overrides": Param(
+    "config_overrides": _param(
         {},
         type="object",
         title="Other settings",
