@@ -1,20 +1,20 @@
 """The real nightly_subrange_repair DAG, run through Airflow (`dag.test()` in a child process, as
-benchmarks/fleet/airflow_night.py runs it), on simulated fleets that child process puts under the shipped
-operators (`use_runtime`; no connection is set, none could select the simulator). What the
-fleet-size redesign promises, read from Airflow's own database and the simulator's ops store: three task
-instances whatever the ring, small XComs, bounded ops partitions, every table covered; a node down for a while
-gets its ranges repaired once it is back, and a node joining mid-run makes the worker plan what is left again."""
+benchmarks/fleet/airflow_night.py runs it; the child forked from one that imported Airflow already,
+tests/warm_airflow.py), on simulated fleets that child process puts under the shipped operators (`use_runtime`;
+no connection is set, none could select the simulator). What the fleet-size redesign promises, read from
+Airflow's own database and the simulator's ops store: three task instances whatever the ring, small XComs,
+bounded ops partitions, every table covered; a node down for a while gets its ranges repaired once it is back,
+and a node joining mid-run makes the worker plan what is left again."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import warm_airflow
 from ringward_fleetsim import Faults, FleetSpec, NodeDown, NodeJoin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,12 +37,12 @@ def nights(
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_CONN_")}
     ensure_airflow_db(env)  # the test home's metadata database, migrated once
-    result = subprocess.run(
-        [sys.executable, str(NIGHT), "--spec", str(spec_path), "--json", str(out), "--conf", json.dumps(conf or {}),
+    result = warm_airflow.run(
+        [str(NIGHT), "--spec", str(spec_path), "--json", str(out), "--conf", json.dumps(conf or {}),
          "--nights", str(count), *options],
-        capture_output=True, text=True, timeout=600, env=env, cwd=ROOT,
+        timeout=600, env=env, cwd=ROOT,
     )  # fmt: skip
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert result.returncode == 0, result.stdout[-4000:]
     figures = json.loads(out.read_text())
     return [figures] if count == 1 else list(figures)
 

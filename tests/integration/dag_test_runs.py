@@ -1,5 +1,6 @@
 """`ringward airflow dags test …` as an operator runs it, with its whole output kept for the reader of a slow or
-failed run: `.artifacts/dags-test/<test>-<n>.log`, each line stamped with seconds since the command started."""
+failed run: `.artifacts/dags-test/<test>-<n>.log`, each line stamped with seconds since the command started.
+The command's process is forked from a server that has imported Airflow already (tests/warm_airflow.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import threading
 import time
 from itertools import count
 from pathlib import Path
+
+import warm_airflow
 
 ROOT = Path(__file__).resolve().parents[2]
 RINGWARD = str(Path(sys.executable).parent / "ringward")
@@ -31,9 +34,7 @@ def run_dag_test(
     lines: list[str] = []
     with (
         log_path.open("w", encoding="utf-8") as log,
-        subprocess.Popen(
-            command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        ) as process,
+        warm_airflow.start(command, env=env, cwd=cwd) as process,
     ):
         log.write(f"$ {' '.join(command)}\n")
 
