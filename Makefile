@@ -72,19 +72,25 @@ test-integration: setup browser redis venv-af34
 	$(VENV)/bin/python -m pytest tests/integration -q
 
 # The integration tests run in two lanes at once, each on a cluster of its own (tests/integration/conftest.py says
-# which files run in the second, on which addresses; a third lane, started after the unit stream, was measured
-# slower and is empty). Beside them, a third stream runs `make lint typecheck`'s
+# which files run in the second, on which addresses), and in a third lane (the api-server test, the secured
+# cluster, Cassandra 4.1 and 4.0) that starts where the unit stream ends, on that stream's core. Beside the first
+# two lanes, a third stream runs `make lint typecheck`'s
 # checks (before the lanes until 2026-11-29: two minutes in which one core idled), then the unit and DAG tests on
 # Airflow 3.3 and then on 3.4, one pytest-xdist worker each (each worker has its own Airflow home, tests/conftest.py,
 # and `ringward airflow` a home of its own under .local/unit), instead of for 6.5 minutes before them: the lanes
 # then take about 3 minutes longer each and the whole run about 2 minutes less (41 min against 43, 2 cores,
 # measured 2026-11-28; the cores were 92-97 % busy either way). All run whatever the others' outcome. Each writes
-# its output to .artifacts/, printed when all have ended: the first lane's, the second's, the third stream's, when
+# its output to .artifacts/, printed when all have ended: the lanes' (first, second, third), the third stream's, when
 # each integration test ran (a test that failed under the other lane's load shows beside what that lane ran), and
 # last every FAILED and ERROR line with its message, where a log's tail shows them. Every cluster is stopped at the
 # end, however the lanes ended (test_two_clusters.py's second cluster, `beta`, lives beside its lane's own).
+# Until 2026-11-29 the secured block ended the first lane and Cassandra 4.1 and 4.0 the second (the run of c724f11
+# here: lanes 42:39 and 44:25, the first with the secured block failing at its start; CI's run of 261fa18: 46:34),
+# while the unit stream's core went to the two lanes' waits from about minute 22.
 LANE_B_ENV := RINGWARD_TEST_LANE=b RINGWARD_CLUSTER_HOME=$(CURDIR)/.local/lane-b/cluster \
 	RINGWARD_AIRFLOW_HOME=$(CURDIR)/.local/lane-b/airflow
+LANE_C_ENV := RINGWARD_TEST_LANE=c RINGWARD_CLUSTER_HOME=$(CURDIR)/.local/lane-c/cluster \
+	RINGWARD_AIRFLOW_HOME=$(CURDIR)/.local/lane-c/airflow
 test: setup browser redis venv-af34
 	$(RINGWARD) spark jars >/dev/null; mkdir -p .artifacts; rm -f .artifacts/*.status; \
 	( { $(VENV)/bin/ruff check $(LINTED) && $(VENV)/bin/ruff format --check $(LINTED) \
@@ -95,25 +101,30 @@ test: setup browser redis venv-af34
 		-p no:cacheprovider -n 1 --durations=15 >> .artifacts/unit.log 2>&1; unit=$$?; \
 		$(AF34_TESTS) 1 $(AF34_IN_SUITE) >> .artifacts/unit.log 2>&1; af34=$$?; \
 		first=0; for code in $$checks $$unit $$af34; do [ $$code -eq 0 ] || { first=$$code; break; }; done; \
-		echo $$first > .artifacts/unit.status ) & \
+		echo $$first > .artifacts/unit.status; \
+		$(LANE_C_ENV) $(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=15 \
+		> .artifacts/integration-lane-c.log 2>&1; echo $$? > .artifacts/integration-lane-c.status ) & \
 	( $(LANE_B_ENV) $(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=25 \
 		> .artifacts/integration-lane-b.log 2>&1; echo $$? > .artifacts/integration-lane-b.status ) & \
 	RINGWARD_TEST_LANE=a $(VENV)/bin/python -m pytest tests/integration -q -p no:cacheprovider --durations=25 \
 		> .artifacts/integration-lane-a.log 2>&1; \
 	status=$$?; wait; echo "== integration, first lane =="; cat .artifacts/integration-lane-a.log; \
 	echo "== integration, second lane =="; cat .artifacts/integration-lane-b.log; \
+	echo "== integration, third lane (after the unit stream) =="; cat .artifacts/integration-lane-c.log; \
 	echo "== lint and types, then unit and DAG tests (Airflow 3.3, then 3.4) =="; cat .artifacts/unit.log; \
-	echo "== when each integration test started and ended, first lane then second =="; \
-	cat .artifacts/timeline-a.log .artifacts/timeline-b.log 2>/dev/null; \
-	echo "== what failed, in all three (each line cut at 600 characters; the logs above have the rest) =="; \
+	echo "== when each integration test started and ended, first lane, second, third =="; \
+	cat .artifacts/timeline-a.log .artifacts/timeline-b.log .artifacts/timeline-c.log 2>/dev/null; \
+	echo "== what failed, in all four (each line cut at 600 characters; the logs above have the rest) =="; \
 	grep -a -h "^FAILED \|^ERROR " .artifacts/integration-lane-a.log .artifacts/integration-lane-b.log \
-		.artifacts/unit.log | cut -c1-600; \
+		.artifacts/integration-lane-c.log .artifacts/unit.log | cut -c1-600; \
 	second=$$(cat .artifacts/integration-lane-b.status 2>/dev/null || echo 1); \
+	third=$$(cat .artifacts/integration-lane-c.status 2>/dev/null || echo 1); \
 	unit=$$(cat .artifacts/unit.status 2>/dev/null || echo 1); \
 	$(RINGWARD) cluster down >/dev/null 2>&1; $(LANE_B_ENV) $(RINGWARD) cluster down >/dev/null 2>&1; \
+	$(LANE_C_ENV) $(RINGWARD) cluster down >/dev/null 2>&1; \
 	for beta in .local/beta-cluster .local/lane-b/beta-cluster; do \
 		RINGWARD_CLUSTER_HOME=$(CURDIR)/$$beta $(RINGWARD) cluster down --purge >/dev/null 2>&1; done; \
-	for code in $$unit $$status $$second; do [ $$code -eq 0 ] || exit $$code; done
+	for code in $$unit $$status $$second $$third; do [ $$code -eq 0 ] || exit $$code; done
 
 # Airflow 3.4's side environment: the project with apache-airflow overridden to the only 3.4 on PyPI (3.4.0b2;
 # the providers as locked, which accept 3.4), in a venv of its own (.venv-af34). Installed once, about 30 s.

@@ -22,20 +22,23 @@ ROOT = Path(__file__).resolve().parents[2]
 _TOPOLOGY_ORDER = {"seed_cluster": 0, "two_dc_cluster": 1, "autorepair_cluster": 2, "secured_cluster": 3,
                    "cassandra41_cluster": 4, "cassandra40_cluster": 5}  # fmt: skip
 
-# `make test` runs the integration tests in two lanes at once, each with a cluster of its own: one lane alone leaves
+# `make test` runs the integration tests in three lanes, each with a cluster of its own: one lane alone leaves
 # much of the two cores idle while it waits on nodes, JVMs and Airflow (side by side each test takes about 1.4 times
-# as long as alone, measured on 2026-11-28). RINGWARD_TEST_LANE=a runs every file but those SECOND_LANE names; =b
-# those, on a cluster kept in RINGWARD_CLUSTER_HOME on the preset topologies' addresses shifted by LANE_SHIFT
-# (127.0.0.12-14 for the seed's 127.0.0.2-4). Unset: every file, one cluster. These files take their addresses
-# from the topology they run on, never as constants.
-SECOND_LANE = ("test_cassandra_4x.py", "test_nightly_repair.py", "test_airflow_celery.py", "test_airflow_34.py",
-               "test_newcomer_install.py", "test_airflow_scheduler.py", "test_airflow_faults.py",
-               "test_airflow_ui.py", "test_two_clusters.py")  # fmt: skip
-# A third lane (=c, addresses shifted by 20) for files that `make test` started once the unit stream had ended: the
-# api-server test, the secured cluster, Cassandra 4.1 and 4.0. Empty since its full runs (2026-11-29, ea6da3a):
-# green in 48:32 here, the cores 97.7 % busy, and in 50:25 on CI, against CI's 46:34 with two lanes (261fa18): on
-# two cores the suite is CPU-bound, and a third cluster running beside the two only adds its own idle CPU.
-THIRD_LANE: tuple[str, ...] = ()
+# as long as alone, measured on 2026-11-28). RINGWARD_TEST_LANE=a runs every file but the two lists below; =b the
+# files SECOND_LANE names, beside lane a from the start; =c the files THIRD_LANE names, which `make test` starts
+# once the unit stream has ended (about 22 minutes in: its core would otherwise go to the first two lanes' waits).
+# Lanes b and c keep their clusters in RINGWARD_CLUSTER_HOME, on the preset topologies' addresses shifted by
+# LANE_SHIFT (127.0.0.12-14 in lane b, 127.0.0.22-24 in lane c, for the seed's 127.0.0.2-4). Unset: every file,
+# one cluster. These files take their addresses from the topology they run on, never as constants.
+SECOND_LANE = ("test_nightly_repair.py", "test_airflow_celery.py", "test_airflow_34.py", "test_newcomer_install.py",
+               "test_airflow_scheduler.py", "test_airflow_faults.py", "test_airflow_ui.py",
+               "test_two_clusters.py")  # fmt: skip
+# The two blocks that start clusters of their own (the secured preset, then Cassandra 4.1 and 4.0), and the
+# api-server test, which needs no cluster. With two lanes the first two ended lanes a and b (the run of c724f11:
+# lanes 42:39 and 44:25; CI's run of 261fa18: 46:34 in all), while the unit stream's core was free from about
+# minute 22. With the two blocks here, lane a ended last (43:42; this lane 41:10, 2026-11-29): the api-server
+# test (about 2 minutes) moved here from lane a.
+THIRD_LANE = ("test_ui_api_server.py", "test_secured_cluster.py", "test_cassandra_4x.py")
 LANE_FILES = {"b": SECOND_LANE, "c": THIRD_LANE}
 LANE_SHIFT = {"b": 10, "c": 20}
 LANE = os.environ.get("RINGWARD_TEST_LANE", "")
