@@ -39,7 +39,8 @@ from ringward_cassandra.nodetool import NodetoolClient
 __all__ = ["LocalCluster", "NodeStatus", "rotate_log"]
 
 _READY_LINE = "Starting listening for CQL clients"
-# Node processes this Python process started, kept so they can be reaped (no zombies, no ResourceWarning).
+# Node processes (and class-archive dumps) this Python process started, kept so they can be reaped (no zombies, no
+# ResourceWarning).
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 _STATUS_LINE = re.compile(r"^([UD][NLJM])\s+(\S+)\s", re.MULTILINE)
 
@@ -402,8 +403,9 @@ class LocalCluster:
     def _make_class_archive(self) -> None:
         """Once the node that wrote the class list accepts CQL (its start's classes are listed), make the archive."""
         archive, self._archive_to_make = self._archive_to_make, None
-        if archive is not None:
-            archive.make_in_background(self.log)
+        dump = archive.make_in_background(self.log) if archive is not None else None
+        if dump is not None:  # kept to be reaped, as the nodes are (dropped while running, it warns)
+            _CHILDREN[dump.pid] = dump
 
     def _wait_ready(self, node: LocalNode, deadline: float) -> None:
         log_file = self._node_dir(node) / "logs" / "system.log"
