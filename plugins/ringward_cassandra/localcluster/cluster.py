@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from ringward_cassandra.localcluster import runtime
-from ringward_cassandra.localcluster.class_archive import NodeClassArchive
 from ringward_cassandra.localcluster.config import write_node_config
 from ringward_cassandra.localcluster.errors import LocalClusterError
 from ringward_cassandra.localcluster.security import (
@@ -39,8 +38,7 @@ from ringward_cassandra.nodetool import NodetoolClient
 __all__ = ["LocalCluster", "NodeStatus", "rotate_log"]
 
 _READY_LINE = "Starting listening for CQL clients"
-# Node processes (and class-archive dumps) this Python process started, kept so they can be reaped (no zombies, no
-# ResourceWarning).
+# Node processes this Python process started, kept so they can be reaped (no zombies, no ResourceWarning).
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 _STATUS_LINE = re.compile(r"^([UD][NLJM])\s+(\S+)\s", re.MULTILINE)
 
@@ -65,7 +63,6 @@ class LocalCluster:
         self.root = runtime.cluster_root(home)
         self.log = log
         self._spawned: dict[str, subprocess.Popen[bytes]] = {}
-        self._archive_to_make: NodeClassArchive | None = None
         self._resident_nodetool = resident_nodetool
         self._resident: tuple[tuple[str, tuple[str, str] | None], NodetoolClient] | None = None  # (made for, it)
         self._resident_lock = threading.Lock()
@@ -129,7 +126,6 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         for node in to_start:
             self._wait_ready(node, deadline)
-        self._make_class_archive()
         self.wait_all_up(wanted, deadline)
         if to_start:
             self.wait_schema_agreement(wanted, deadline, reset_after=60.0)
@@ -177,7 +173,6 @@ class LocalCluster:
             return
         self._spawn(topology, node, heap_mb)
         self._wait_ready(node, time.monotonic() + timeout)
-        self._make_class_archive()
         self.wait_all_up(topology, time.monotonic() + 60, only=[address])
         # A node that was down missed schema changes; until it pulls them, it refuses queries on
         # keyspaces created meanwhile ("keyspace ... does not exist") when it coordinates.
@@ -366,19 +361,9 @@ class LocalCluster:
                 "-Dcassandra.jmx.authorizer=org.apache.cassandra.auth.jmx.AuthorizationProxy",
                 *jmx_tls_options(found),
             ]
-        java, classpath, sharing = runtime.server_java_binary(version), runtime.cassandra_classpath(conf, version), []
-        entries = classpath.split(os.pathsep)
-        if runtime.series(version) >= (5, 0) and entries[0] == str(conf) and entries[1:]:
-            # The classes it loads, from an archive (class_archive.py): the archived jars first, its conf last.
-            archive = NodeClassArchive(java, entries[1:], runtime.project_home() / ".cache" / "cds")
-            sharing = archive.jvm_options()
-            classpath = os.pathsep.join([*entries[1:], str(conf)])
-            if archive.writes_class_list(sharing):
-                self._archive_to_make = archive
         command = [
-            java,
+            runtime.server_java_binary(version),
             *runtime.server_jvm_options(heap_mb),
-            *sharing,
             f"-Dcassandra.config=file://{conf}/cassandra.yaml",
             f"-Dcassandra-rackdc.properties=file://{conf}/cassandra-rackdc.properties",
             f"-Dlogback.configurationFile={conf}/logback.xml",
@@ -387,7 +372,7 @@ class LocalCluster:
             f"-Dcassandra.jmx.local.port={node.jmx_port}",
             *jmx_auth,
             *(["-Dcassandra.autorepair.enable=true"] if topology.auto_repair else []),
-            "-cp", classpath,
+            "-cp", runtime.cassandra_classpath(conf, version),
             "org.apache.cassandra.service.CassandraDaemon",
         ]  # fmt: skip
         # The previous run's logs are kept (system.log.1, ...): a killed node's last words are the evidence.
@@ -399,13 +384,6 @@ class LocalCluster:
                                      start_new_session=True, cwd=node_dir)  # fmt: skip
         _CHILDREN[child.pid] = child
         self._spawned[node.address] = child
-
-    def _make_class_archive(self) -> None:
-        """Once the node that wrote the class list accepts CQL (its start's classes are listed), make the archive."""
-        archive, self._archive_to_make = self._archive_to_make, None
-        dump = archive.make_in_background(self.log) if archive is not None else None
-        if dump is not None:  # kept to be reaped, as the nodes are (dropped while running, it warns)
-            _CHILDREN[dump.pid] = dump
 
     def _wait_ready(self, node: LocalNode, deadline: float) -> None:
         log_file = self._node_dir(node) / "logs" / "system.log"
