@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import sys
 import sysconfig
 import time
@@ -104,6 +106,31 @@ class ClusterManager:
             parts.append(f"-- {address}: last {len(alarms)} WARN/ERROR lines\n" + "\n".join(alarms))
         parts.append(schema_differences(sorted(pids)))
         return "\n".join(parts)
+
+    def thread_dumps(self, test: str) -> str:
+        """Each running node's thread dump, in .artifacts/node-dumps/<test>/ (the clusters are purged at the end):
+        what a node that stopped answering was doing. SIGQUIT makes a HotSpot JVM print its threads to stdout
+        (the node's stdout.log) and go on."""
+        folder = ROOT / ".artifacts" / "node-dumps" / re.sub(r"[^\w.-]+", "_", test)[-150:]
+        folder.mkdir(parents=True, exist_ok=True)
+        logs: dict[str, tuple[Path, int]] = {}
+        for address, pid in self.cluster.running_pids().items():
+            log = self.cluster._node_dir(self.cluster.topology().node(address)) / "logs" / "stdout.log"
+            logs[address] = (log, log.stat().st_size if log.exists() else 0)
+            os.kill(pid, signal.SIGQUIT)
+        deadline = time.monotonic() + 10
+        written = []
+        for address, (log, offset) in sorted(logs.items()):
+            while True:
+                with open(log, "rb") as stdout:
+                    stdout.seek(offset)
+                    dump = stdout.read().decode(errors="replace")
+                if "JNI global refs" in dump or time.monotonic() > deadline:  # HotSpot's dump ends with that line
+                    break
+                time.sleep(0.2)
+            (folder / f"{address}.txt").write_text(dump)
+            written.append(f"{address}: {len(dump.splitlines())} lines")
+        return f"thread dumps in {folder.relative_to(ROOT)}: " + ", ".join(written)
 
 
 _SCHEMA_TABLES = ("keyspaces", "tables", "columns", "dropped_columns", "types", "indexes", "views", "triggers")
@@ -286,10 +313,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()
     manager = getattr(item, "funcargs", {}).get("cluster_manager")
     if report.when == "call" and report.failed and isinstance(manager, ClusterManager):
-        try:
-            report.sections.append(("cluster at failure", manager.diagnostics()))
-        except Exception as error:  # the report must survive a cluster that cannot answer
-            report.sections.append(("cluster at failure", f"could not read the cluster state: {error!r}"))
+        for title, read in (("cluster at failure", manager.diagnostics),
+                            ("nodes' threads at failure", lambda: manager.thread_dumps(item.nodeid))):  # fmt: skip
+            try:
+                report.sections.append((title, read()))
+            except Exception as error:  # the report must survive a cluster that cannot answer
+                report.sections.append((title, f"could not read it: {error!r}"))
 
 
 _TIMELINE = ROOT / ".artifacts" / f"timeline-{LANE or 'all'}.log"
