@@ -237,8 +237,10 @@ def _serve(socket_path: str, ringward: bool, ready: int) -> None:
     while True:
         for key, _ in selector.select():
             if key.data == "stdin":
-                if not sys.stdin.readline():
-                    return  # the caller closed it, or is gone
+                if not sys.stdin.readline():  # the caller closed it, or is gone (a pytest-xdist worker ends
+                    # without running atexit): the server's folder goes with it, socket, log and all
+                    shutil.rmtree(Path(socket_path).parent, ignore_errors=True)
+                    return
             elif key.data == "accept":
                 connection, _ = listener.accept()
                 header, fds, _, _ = socket.recv_fds(connection, 8, 1)

@@ -7,6 +7,7 @@ own LocalExecutor (it carries the deferral/approval race fix ringward's subclass
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,12 +26,23 @@ from test_airflow_scheduler import (
 pytestmark = pytest.mark.integration
 
 AIRFLOW_34 = ROOT / ".venv-af34" / "bin" / "airflow"
+READY = ROOT / ".venv-af34" / ".ready"  # `make venv-af34` writes it once the install has ended
+
+
+def wait_for_side_environment(timeout: float = 900.0) -> None:
+    """`make test` installs the side environment in its unit stream, beside the lanes (the install took 47 s
+    before the lanes started): wait for that install to end."""
+    deadline = time.monotonic() + timeout
+    while not READY.exists():
+        if not READY.parent.exists() or time.monotonic() > deadline:
+            pytest.fail(f"No Airflow 3.4 side environment at {READY.parent} (or its install never ended: no "
+                        f"{READY.name}). Fix: make venv-af34")  # fmt: skip
+        time.sleep(2)
 
 
 @pytest.fixture(scope="module")
 def airflow_34(cluster_manager: Any) -> Iterator[AirflowStack]:
-    if not AIRFLOW_34.exists():
-        pytest.fail(f"No Airflow 3.4 side environment at {AIRFLOW_34.parent.parent}. Fix: make venv-af34")
+    wait_for_side_environment()
     cluster_manager.ensure("seed")
     yield from start_stack(airflow=str(AIRFLOW_34))
 

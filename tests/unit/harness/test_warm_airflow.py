@@ -81,3 +81,14 @@ def test_another_airflow_configuration_runs_afresh(
     assert afresh == [str(script)]  # listed, for the report the server's close prints
     code, output = run(server, [str(script)], dict(os.environ), tmp_path)
     assert code == 0 and json.loads(output.splitlines()[0])["warm"]
+
+
+def test_a_server_whose_caller_is_gone_removes_its_folder(server: warm_airflow.WarmAirflow) -> None:
+    """The caller's end of the server's stdin closes without `close()` (a pytest-xdist worker ends without running
+    atexit): the server ends and removes its folder. Last in this module: it ends the module's server."""
+    folder = Path(server.socket_path).parent
+    assert (folder / "socket").exists()
+    assert server._server.stdin is not None
+    server._server.stdin.close()
+    assert server._server.wait(30) == 0
+    assert not folder.exists()
