@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -183,22 +183,36 @@ def start(args: Sequence[str], *, env: Mapping[str, str], cwd: Path = ROOT) -> W
 
 
 def run(
-    args: Sequence[str], *, env: Mapping[str, str], timeout: float, cwd: Path = ROOT
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    timeout: float,
+    cwd: Path = ROOT,
+    on_line: Callable[[str], None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """`start`, to the end: like `subprocess.run(capture_output=True, text=True)`, stderr merged into stdout."""
+    """`start`, to the end: like `subprocess.run(capture_output=True, text=True)`, stderr merged into stdout;
+    `on_line` sees each line as it comes (a log written while the command runs)."""
+    output: list[str] = []
     with start(args, env=env, cwd=cwd) as process:
-        assert process.stdout is not None
-        output: list[str] = []
-        reader = threading.Thread(target=lambda: output.extend(process.stdout), daemon=True)  # type: ignore[arg-type]
+        stdout = process.stdout
+        assert stdout is not None
+
+        def read() -> None:
+            for line in stdout:
+                output.append(line)
+                if on_line is not None:
+                    on_line(line)
+
+        reader = threading.Thread(target=read, daemon=True)
         reader.start()
         try:
             returncode = process.wait(timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+            reader.join(5)
             raise
-        finally:
-            reader.join(10)
+        reader.join()
     return subprocess.CompletedProcess(list(args), returncode, "".join(output), "")
 
 

@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from itertools import count
 from pathlib import Path
@@ -31,28 +30,12 @@ def run_dag_test(
     log_path = LOG_DIR / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', test)[-120:]}-{next(_numbers)}.log"
     command = [RINGWARD, "airflow", "dags", "test", dag_id, "--conf", conf_json]
     started = time.monotonic()
-    lines: list[str] = []
-    with (
-        log_path.open("w", encoding="utf-8") as log,
-        warm_airflow.start(command, env=env, cwd=cwd) as process,
-    ):
+    with log_path.open("w", encoding="utf-8") as log:
         log.write(f"$ {' '.join(command)}\n")
 
-        def copy() -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                lines.append(line)
-                log.write(f"{time.monotonic() - started:8.1f} {line}")
+        def stamped(line: str) -> None:
+            log.write(f"{time.monotonic() - started:8.1f} {line}")
 
-        reader = threading.Thread(target=copy, daemon=True)
-        reader.start()
-        try:
-            returncode = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            reader.join(5)
-            raise
-        reader.join()
-        log.write(f"exit {returncode} after {time.monotonic() - started:.1f} s\n")
-    return subprocess.CompletedProcess(command, returncode, "".join(lines), "")
+        result = warm_airflow.run(command, env=env, cwd=cwd, timeout=timeout, on_line=stamped)
+        log.write(f"exit {result.returncode} after {time.monotonic() - started:.1f} s\n")
+    return result
