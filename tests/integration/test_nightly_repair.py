@@ -173,9 +173,12 @@ def test_a_short_window_leaves_a_partial_run_and_the_next_finishes_without_repea
     with connect(seeds) as session:
         create_keyspace(session, "nightly_window", 2)
         write_rows(session, "nightly_window", ConsistencyLevel.ALL)
-    # A 1 s window alone is not enough on a fast machine: the three sessions (0.1-0.3 s each) all fit in it.
-    # An intensity of 0.02 rests each session's nodes 49 times its length, so the window closes in between.
-    first = run_dag(conf("nightly_window", window={"max_duration": "1s"}, intensity=0.02))
+    # A short window alone is not enough on a fast machine: the three sessions (0.1-0.3 s each) all fit in it.
+    # An intensity of 0.01 rests each session's nodes 99 times its length (every two sessions share a node), so
+    # the window closes before the second. The window counts from the night's start, before its setup: 1 s was
+    # too short under the suite's load (the run of f6c7ebd, 2026-11-30: 1.7 s of setup, all 13 segments
+    # postponed, none started); 4 s leaves that setup room and still closes unless a session takes under 40 ms.
+    first = run_dag(conf("nightly_window", window={"max_duration": "4s"}, intensity=0.01))
     assert first.returncode == 0, output(first)[-3000:]
     first_run = latest_run(seeds)
     assert first_run.state == "PARTIAL"
