@@ -18,6 +18,8 @@ def create_seed_keyspace(session: Session, keyspace: str) -> None:
     ks = quote_identifier(keyspace)
     session.execute(f"DROP KEYSPACE IF EXISTS {ks}")
     session.execute(f"CREATE KEYSPACE {ks} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 2}}")
+    # A coordinator that has not seen the keyspace yet refuses the table ("Keyspace ... doesn't exist").
+    session.cluster.control_connection.wait_for_schema_agreement(wait_time=90)
     session.execute(
         f"CREATE TABLE {ks}.users (app_id int, id int, name text, created_at timestamp, "
         "PRIMARY KEY (app_id, id)) WITH speculative_retry = 'NONE' AND read_repair = 'NONE'"

@@ -106,6 +106,13 @@ def airflow_environment(home: Path | None = None, topology: str | None = None, *
             "AIRFLOW_HOME": str(airflow_home),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home}/airflow.db",
+            # a write waits up to a minute for SQLite's one writer, not sqlite3's 5 s (see the module)
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": env.get(
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS", "ringward_airflow.sqlite_settings.SYNC_CONNECT_ARGS"
+            ),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": env.get(
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC", "ringward_airflow.sqlite_settings.ASYNC_CONNECT_ARGS"
+            ),
             "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(home / "plugins"),
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",

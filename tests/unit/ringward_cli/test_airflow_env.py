@@ -193,3 +193,18 @@ def test_a_new_home_is_migrated_and_given_the_repair_pool_once(tmp_path: Path, m
     ensure_airflow_db(env)
     ensure_airflow_db(env)
     assert calls.read_text().splitlines() == ["db migrate", " ".join(REPAIR_POOL_COMMAND)]
+
+
+def test_airflow_waits_a_minute_for_sqlites_writer_not_five_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.configuration import conf
+
+    env = environment(tmp_path)
+    for key in ("sql_alchemy_connect_args", "sql_alchemy_connect_args_async"):
+        variable = f"AIRFLOW__DATABASE__{key.upper()}"
+        monkeypatch.setenv(variable, env[variable])
+        assert conf.getimport("database", key)["timeout"] == 60.0  # what Airflow hands sqlite3 / aiosqlite
+    # a deployment's own choice stands
+    monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS", "mine.ARGS")
+    assert airflow_environment(ROOT, "seed")["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] == "mine.ARGS"
