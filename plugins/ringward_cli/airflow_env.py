@@ -92,6 +92,13 @@ AUTOMATION_SETTINGS = {
 # into the driver's JVM; a Spark cluster's executors keep their JIT. One set in the environment wins.
 LOCAL_SPARK_SETTINGS = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1"}
 
+# What Airflow hands sqlite3 and aiosqlite when it connects to the local SQLite database: a deployment's own setting
+# wins (`[database] sql_alchemy_connect_args`, `..._async`; see ringward_airflow.sqlite_settings).
+SQLITE_CONNECT_ARGS = {
+    "SQL_ALCHEMY_CONNECT_ARGS": "ringward_airflow.sqlite_settings.SYNC_CONNECT_ARGS",
+    "SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "ringward_airflow.sqlite_settings.ASYNC_CONNECT_ARGS",
+}
+
 
 def airflow_environment(home: Path | None = None, topology: str | None = None, *,
                         automation: bool = False) -> dict[str, str]:  # fmt: skip
@@ -106,13 +113,11 @@ def airflow_environment(home: Path | None = None, topology: str | None = None, *
             "AIRFLOW_HOME": str(airflow_home),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home}/airflow.db",
-            # a write waits up to a minute for SQLite's one writer, not sqlite3's 5 s (see the module)
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": env.get(
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS", "ringward_airflow.sqlite_settings.SYNC_CONNECT_ARGS"
-            ),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": env.get(
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC", "ringward_airflow.sqlite_settings.ASYNC_CONNECT_ARGS"
-            ),
+            # a write waits up to a minute for SQLite's one writer, not sqlite3's 5 s (ringward_airflow.sqlite_settings)
+            **{
+                f"AIRFLOW__DATABASE__{key}": env.get(f"AIRFLOW__DATABASE__{key}", value)
+                for key, value in SQLITE_CONNECT_ARGS.items()
+            },
             "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(home / "plugins"),
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
