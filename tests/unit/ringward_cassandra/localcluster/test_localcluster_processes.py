@@ -152,6 +152,42 @@ def test_a_resident_nodetool_is_kept_per_cluster_made_and_closed_by_down(
     assert len(made) == 3
 
 
+def test_a_resident_nodetool_is_made_anew_when_the_setups_login_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a secured cluster the setup logs in as Cassandra's superuser until its roles exist, then as its own
+    administrator (`_admin_jmx_login`): the resident client made for the first login is closed and another made
+    with the second, as a nodetool process would get the new `-u`/`-pwf`; an unchanged login keeps the client."""
+    made: list[tuple[tuple[str, str] | None, list[bool]]] = []
+
+    class FakeClient:
+        def __init__(self, login: tuple[str, str] | None) -> None:
+            self.closed = [False]
+            made.append((login, self.closed))
+
+        def run(self, address: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+            return subprocess.CompletedProcess(["nodetool", *args], 0, "", "")
+
+        def close(self) -> None:
+            self.closed[0] = True
+
+    cluster = LocalCluster(home=tmp_path, log=lambda _: None, resident_nodetool=True)
+    monkeypatch.setattr(cluster, "nodetool_client", lambda login=None: FakeClient(login))
+    cluster.root.mkdir(parents=True)
+    cluster._state_file.write_text('{"topology_file": "secured.json", "cassandra_version": "5.0.9"}')
+    login: tuple[str, str] = ("cassandra", "/secrets/superuser.pw")
+    monkeypatch.setattr(cluster, "_admin_jmx_login", lambda: login)
+
+    cluster.nodetool("127.0.0.2", ["status"])
+    cluster.nodetool("127.0.0.3", ["status"])
+    assert [who for who, _ in made] == [("cassandra", "/secrets/superuser.pw")]  # one client for one login
+
+    login = ("ringward_admin", "/secrets/admin.pw")  # the roles now exist
+    cluster.nodetool("127.0.0.2", ["flush"])
+    assert [who for who, _ in made] == [("cassandra", "/secrets/superuser.pw"), ("ringward_admin", "/secrets/admin.pw")]
+    assert made[0][1] == [True] and made[1][1] == [False]  # the first closed, the new one in use
+
+
 def test_without_a_resident_nodetool_each_command_is_a_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = LocalCluster(home=tmp_path, log=lambda _: None)
     monkeypatch.setattr(cluster, "nodetool_client", lambda: pytest.fail("no resident client without the option"))
