@@ -115,7 +115,7 @@ class ClusterManager:
         folder.mkdir(parents=True, exist_ok=True)
         logs: dict[str, tuple[Path, int]] = {}
         for address, pid in self.cluster.running_pids().items():
-            log = self.cluster._node_dir(self.cluster.topology().node(address)) / "logs" / "stdout.log"
+            log = self.cluster.stdout_log(address)
             logs[address] = (log, log.stat().st_size if log.exists() else 0)
             os.kill(pid, signal.SIGQUIT)
         deadline = time.monotonic() + 10

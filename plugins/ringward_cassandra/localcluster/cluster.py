@@ -322,10 +322,14 @@ class LocalCluster:
     def nodetool_path(self) -> Path:
         return self.root / "bin" / "nodetool"
 
+    def stdout_log(self, address: str) -> Path:
+        """The node's stdout.log: what its JVM printed (a thread dump after SIGQUIT, a crash's last words)."""
+        return self._node_dir(self.topology().node(address)) / "logs" / "stdout.log"
+
     def log_tail(self, address: str, lines: int = 30) -> str:
         node = self.topology().node(address)
         log_file = self._node_dir(node) / "logs" / "system.log"
-        stdout_file = self._node_dir(node) / "logs" / "stdout.log"
+        stdout_file = self.stdout_log(address)
         chunks = [f.read_text(errors="replace").splitlines()[-lines:] for f in (log_file, stdout_file) if f.exists()]
         return "\n".join(line for chunk in chunks for line in chunk)
 

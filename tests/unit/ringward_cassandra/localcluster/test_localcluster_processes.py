@@ -194,3 +194,19 @@ def test_without_a_resident_nodetool_each_command_is_a_process(tmp_path: Path, m
     monkeypatch.setattr(cluster, "topology", lambda: pytest.fail("reached the process path"))
     with pytest.raises(pytest.fail.Exception, match="reached the process path"):
         cluster.nodetool("127.0.0.2", ["status"])
+
+
+def test_a_nodes_logs_are_found_by_its_address(tmp_path: Path) -> None:
+    """`stdout_log` (where a SIGQUIT thread dump lands) and `log_tail` (system.log, then stdout.log) read the
+    folder of the node at that address."""
+    cluster = LocalCluster(home=tmp_path, log=lambda _: None)
+    cluster.root.mkdir(parents=True)
+    cluster._state_file.write_text('{"topology_file": "seed", "cassandra_version": "5.0.9"}')
+    node = cluster.topology().nodes[1]
+    logs = cluster.root / node.name / "logs"
+    logs.mkdir(parents=True)
+    (logs / "system.log").write_text("INFO one\nWARN two\n")
+    (logs / "stdout.log").write_text('"main" #1 prio=5\nJNI global refs: 12\n')
+
+    assert cluster.stdout_log(node.address) == logs / "stdout.log"
+    assert cluster.log_tail(node.address, lines=1) == "WARN two\nJNI global refs: 12"
