@@ -215,14 +215,15 @@ def migrate_airflow_db(env: Mapping[str, str], airflow: str | None = None) -> No
     if database is not None and template is not None and database.parent.is_dir():
         _private_database_file(database)  # a new database: an empty file before the copy or the command
     new = database is not None and not database.is_symlink() and database.is_file() and not database.stat().st_size
-    copyable = database is not None and template is not None and new
-    if copyable and template is not None and database is not None and template.is_file():
+    if database is None or not new:  # a written database: only the command knows what it lacks
+        template = None
+    elif template is not None and template.is_file():
         # Into the file, as the command writes it (its 0600 mode kept). The descriptor this closes would drop
         # POSIX locks an SQLite connection of this process held on the file; on an empty file none holds one.
         shutil.copyfile(template, database)
         return
     subprocess.run(command, env=dict(env), check=True, stdout=subprocess.DEVNULL)
-    if not copyable or template is None or database is None:  # a written database: only the command knows
+    if database is None or template is None:  # nothing to keep a copy of, or nowhere to keep it
         return
     with contextlib.suppress(OSError):  # no template (a read-only checkout): the next new database migrates too
         template.parent.mkdir(parents=True, exist_ok=True)
