@@ -6,6 +6,7 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -198,13 +199,24 @@ def test_a_new_home_is_migrated_and_given_the_repair_pool_once(tmp_path: Path, m
 def test_airflow_waits_a_minute_for_sqlites_writer_not_five_seconds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow.configuration import conf
-
-    env = environment(tmp_path)
-    for key in ("sql_alchemy_connect_args", "sql_alchemy_connect_args_async"):
-        variable = f"AIRFLOW__DATABASE__{key.upper()}"
-        monkeypatch.setenv(variable, env[variable])
-        assert conf.getimport("database", key)["timeout"] == 60.0  # what Airflow hands sqlite3 / aiosqlite
+    """Airflow's own engines, made from `ringward airflow`'s environment, open SQLite with a 60 s busy timeout:
+    the synchronous one (sqlite3) and the asynchronous one (aiosqlite), each asked by `PRAGMA busy_timeout` on a
+    connection it made (sqlite3's default is 5 s: 5000)."""
+    env = environment(tmp_path) | {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path}/airflow.db"}
+    probe = (
+        "import asyncio\n"
+        "from airflow import settings\n"
+        "with settings.engine.connect() as c:\n"
+        "    print('sync', c.exec_driver_sql('PRAGMA busy_timeout').scalar())\n"
+        "async def main():\n"
+        "    async with settings.async_engine.connect() as c:\n"
+        "        print('async', (await c.exec_driver_sql('PRAGMA busy_timeout')).scalar())\n"
+        "    await settings.async_engine.dispose()\n"
+        "asyncio.run(main())\n"
+    )
+    found = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0, found.stderr[-3000:]
+    assert found.stdout.split() == ["sync", "60000", "async", "60000"], found.stdout + found.stderr[-3000:]
     # a deployment's own choice stands
     monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS", "mine.ARGS")
     assert airflow_environment(ROOT, "seed")["AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS"] == "mine.ARGS"
