@@ -42,7 +42,11 @@ def _versions(session: Any) -> dict[str, str] | None:
     """Node -> schema version of every node the driver sees up, as one of them sees itself (system.local) and
     the others (system.peers, from gossip): what the driver's own wait compares. None when it did not answer in
     time."""
-    hosts = [host for host in session.cluster.metadata.all_hosts() if host.is_up]
+    # Every node not known to be down counts, as in the driver's own wait (`is_up is not False`): a DC-local
+    # session keeps no connection to the other datacenter's nodes, whose `is_up` stays None. Counting only
+    # `is_up` True left them out: a dc2 node alone on its version passed for agreement, no reset followed, and
+    # the two-DC tests failed on it (CI runs of 2026-11-29 and 2026-11-30, 127.0.0.6).
+    hosts = [host for host in session.cluster.metadata.all_hosts() if host.is_up is not False]
     pooled = [host for host in session.get_pool_state() if host.is_up]  # a pinned or DC-local session's own
     if not pooled:
         return None
@@ -52,7 +56,7 @@ def _versions(session: Any) -> dict[str, str] | None:
         peers = session.execute("SELECT peer, schema_version FROM system.peers", timeout=QUERY_TIMEOUT, host=host)
     except Exception:  # a timeout or a node going down: look again
         return None
-    up = {str(up_host.address) for up_host in hosts}  # as the driver's wait does, nodes that are down do not count
+    up = {str(up_host.address) for up_host in hosts}  # as the driver's wait does, nodes known down do not count
     versions = {str(host.address): str(local.schema_version)}
     versions.update({str(row.peer): str(row.schema_version) for row in peers if str(row.peer) in up})
     return versions
