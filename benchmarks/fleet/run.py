@@ -134,11 +134,16 @@ def run_dag(spec: FleetSpec) -> tuple[SchedulerResult, dict[str, Any]]:
 
 
 def cost_model(choice: str) -> DurationModel:
-    """`assumed` | `calibrated`, then `,xF` for every cost F times as large (the sensitivity rows)."""
+    """`assumed` | `calibrated` (the refit, benchmarks/calibrate_terms.py) | `calibrated3` (the first three-term fit,
+    benchmarks/calibrate_cost.py), then `,xF` for every cost F times as large (the sensitivity rows)."""
     name, _, scale = choice.partition(",")
-    if name not in ("assumed", "calibrated") or (scale and not scale.startswith("x")):
-        raise SystemExit(f"--cost {choice!r}: expected assumed or calibrated, optionally ,xF (e.g. calibrated,x0.5)")
-    model = DurationModel.calibrated() if name == "calibrated" else DurationModel()
+    if name not in ("assumed", "calibrated", "calibrated3") or (scale and not scale.startswith("x")):
+        raise SystemExit(
+            f"--cost {choice!r}: expected assumed, calibrated or calibrated3, optionally ,xF (e.g. calibrated,x0.5)"
+        )
+    models = {"assumed": DurationModel, "calibrated": DurationModel.calibrated,
+              "calibrated3": DurationModel.calibrated_three_terms}  # fmt: skip
+    model = models[name]()
     return model.scaled(float(scale[1:])) if scale else model
 
 
@@ -166,8 +171,9 @@ def main() -> int:
     parser.add_argument("--config", help="ringward repair configuration YAML (default: the shipped one)")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--cost", default="assumed",
-                        help="the duration model: `assumed` (DurationModel's defaults) or `calibrated` (fitted on real "
-                             "sessions by benchmarks/calibrate_cost.py), optionally `xF` scaled (e.g. calibrated,x3): "
+                        help="the duration model: `assumed` (DurationModel's defaults), `calibrated` (fitted on real "
+                             "sessions by benchmarks/calibrate_terms.py) or `calibrated3` (the first fit, "
+                             "benchmarks/calibrate_cost.py), optionally `xF` scaled (e.g. calibrated,x3): "
                              "every row runs on the same model")  # fmt: skip
     args = parser.parse_args()
     spec = build_spec(args)
