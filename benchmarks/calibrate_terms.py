@@ -198,10 +198,14 @@ def main() -> int:
     parser.add_argument("--drift-fractions", default="0.015,0.03,0.05")
     parser.add_argument("--skip", default="", help="steps to leave out: streaming,autorepair")
     parser.add_argument("--out", default=str(REFIT_FILE))
-    parser.add_argument("--from-raw", help="no measuring: refit the measurements of an earlier run's OUT file")
+    parser.add_argument("--markdown", help="no measuring: print the fits of this OUT file as markdown tables")
+    parser.add_argument("--from-raw", help="no measuring: refit the measurements of earlier runs' OUT files (a,b)")
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
     if args.from_raw:
-        return refit(Path(args.from_raw), Path(args.out))
+        return refit([Path(x) for x in args.from_raw.split(",")], Path(args.out))
     skip = set(filter(None, args.skip.split(",")))
     sizes = [float(x) for x in args.sizes.split(",")]
     fractions = [float(x) for x in args.fractions.split(",")]
@@ -392,24 +396,72 @@ def main() -> int:
     return 0
 
 
-def refit(source: Path, out: Path) -> int:
-    """The fits of an earlier run recomputed from its measurements (its date, commit, machine and load kept)."""
-    record = json.loads(source.read_text())
-    raw = record.get("raw", record)
-    meta = {k: v for k, v in record.items() if k not in ("raw", "fits", "model", "points", "autorepair_points",
-                                                           "repeat_spread")}  # fmt: skip
+def refit(sources: Sequence[Path], out: Path) -> int:
+    """The fits of earlier runs recomputed from their measurements, pooled (several runs: each run's groups named
+    `rN:` after its place in the list; their dates, commits, machines and loads kept in `runs`)."""
+    records = [json.loads(source.read_text()) for source in sources]
+    skipped = ("raw", "fits", "model", "points", "autorepair_points", "repeat_spread", "runs")
+    runs = [{k: v for k, v in r.items() if k not in skipped} for r in records]
+    raws = [r.get("raw", r) for r in records]
 
-    def points(entries: list[dict[str, Any]], key: str = "seconds") -> list[Point]:
-        return [Point(e["group"], e[key], e["features"]) for e in entries if key in e]
+    def points(key: str, field: str = "seconds") -> list[Point]:
+        return [
+            Point(f"r{i + 1}:{e['group']}" if len(raws) > 1 else e["group"], e[field], e["features"])
+            for i, raw in enumerate(raws)
+            for e in raw[key]
+            if field in e
+        ]
 
-    report = {**meta, "refitted_with": commit(),
-              **fit_report(points(raw["nodetool"]), points(raw["autorepair"]),
-                           points(raw["nodetool"], "in_server_seconds")),
-              "raw": raw}  # fmt: skip
+    found = fit_report(points("nodetool"), points("autorepair"), points("nodetool", "in_server_seconds"))
+    report = {**runs[0], "runs": runs, "refitted_with": commit(), **found,
+              "raw": raws[0] if len(raws) == 1 else {"runs": raws}}  # fmt: skip
     out.write_text(json.dumps(report, indent=1, default=str) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k not in ("raw", "points", "autorepair_points")}, indent=1))
     print(f"written: {out}")
     return 0
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """Every fit's terms (+- standard error) and relative errors, as the tables in docs/benchmarks.md."""
+
+    def term(name: str, value: float, standard: float | None) -> str:
+        spread = "" if standard is None else f" +- {standard * 1000:.1f}"
+        if name in ("validation", "streaming"):
+            rate = f"{1 / value / 2**20:.1f} MiB/s" if value > 0 else "not positive"
+            spread = "" if standard is None else f" +- {standard / value:.0%}" if value > 0 else f" +- {standard:.1e}"
+            return f"{value * 1e9:.2f} ns/B{spread} (= {rate})"
+        return f"{value * 1000:.1f}{spread} ms"
+
+    def errors_(found: dict[str, Any]) -> str:
+        if not isinstance(found, dict) or not found:
+            return f"{found}"
+        return " / ".join(f"{found[k]:.0%}" for k in ("rms_relative", "median_relative", "max_relative"))
+
+    lines = ["| fit | points | terms (+- standard error) | error of the fit (RMS / median / max) | "
+             "leave one group out |", "|---|---|---|---|---|"]  # fmt: skip
+    for name, fit in report["fits"].items():
+        if "terms" not in fit:
+            lines.append(f"| {name} | | not fitted: {fit.get('not_fitted')} | | |")
+            continue
+        shown = ", ".join(f"{k} {term(k, v, fit['standard_error'][k])}" for k, v in fit["terms"].items())
+        lines.append(f"| {name} | {fit['points']} | {shown} | {errors_(fit['error']['fit'])} | "
+                     f"{errors_(fit['error']['leave_one_group_out'])} |")  # fmt: skip
+    model = report.get("model", {})
+    if "terms" in model:
+        shown = ", ".join(f"{k} {term(k, v, model['standard_error'].get(k))}" for k, v in model["terms"].items())
+        error = model["error"]
+        lines.append(f"| **the simulator's** ({model['from']}, dropped as negative: "
+                     f"{', '.join(model['dropped_negative']) or 'none'}) | | {shown} | "
+                     f"{errors_(error['fit'])} | {errors_(error['leave_one_group_out'])} |")  # fmt: skip
+        if "in_process" in model:
+            found = model["in_process"]
+            error, tasks = found["error"], len(report.get("autorepair_points", []))
+            lines.append(f"| **in-process overhead** (AutoRepair tasks, the simulator's other terms held) | "
+                         f"{tasks} | {found['in_process_overhead'] * 1000:.1f} ms | "
+                         f"{errors_(error['fit'])} | {errors_(error['leave_one_group_out'])} |")  # fmt: skip
+    spread = ", ".join(f"{k} {v:.2f}x" for k, v in report.get("repeat_spread", {}).items() if v == v)
+    lines.append(f"\nRepeats (median over distinct commands of slowest / fastest): {spread}.")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

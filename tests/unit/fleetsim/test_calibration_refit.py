@@ -184,3 +184,18 @@ def test_calibrated_reads_the_refit_and_refuses_what_no_duration_can_have(tmp_pa
     path.write_text("{}")
     with pytest.raises(ValueError, match=r"calibrate_terms\.py"):
         DurationModel.calibrated(path)
+
+
+def test_the_lower_bound_charges_each_session_the_least_any_session_costs() -> None:
+    from ringward_fleetsim import lower_bound
+
+    spec = FleetSpec.fleet(nodes=30, vnodes=4, keyspaces=2, tables=1, table_bytes_median=MiB)
+    fixed = DurationModel(command_overhead=5.0, session_overhead=0.0, validation_rate=2**50, mismatch_share=0,
+                          table_overhead=40.0, range_overhead=10.0, in_process_overhead=50.0)  # fmt: skip
+    bound = lower_bound(spec, fixed, max_sessions=3)
+    # in-process start dearer than a command: the command's 5 s, plus one table (40) and one range (10)
+    assert bound.session_seconds == pytest.approx(bound.fewest_sessions * (5 + 40 + 10) / 3)
+    cheap_start = DurationModel(**{**fixed.__dict__, "in_process_overhead": 1.0})
+    assert lower_bound(spec, cheap_start, max_sessions=3).session_seconds == pytest.approx(
+        bound.fewest_sessions * (1 + 40 + 10) / 3
+    )

@@ -257,7 +257,6 @@ def fit_report(
         "nodetool_medians": (medians(nodetool), terms),
         "nodetool_in_server": (in_server, terms),
         "autorepair_in_process": (in_process, IN_PROCESS_TERMS),
-        "autorepair_in_process_medians": (medians(in_process), IN_PROCESS_TERMS),
     }
     for name, (points, names) in sets.items():
         if not points:
@@ -344,8 +343,17 @@ def choose_model(report: dict[str, Any], in_process: Sequence[Point], nodetool: 
     terms = list(report["fits"][key]["terms"])
     values, dropped = nonnegative_fit(nodetool, terms, per_table)
     fitted = relative_errors(nodetool, [predict(values, p, per_table) for p in nodetool])
-    model: dict[str, Any] = {"from": key, "range_per_table": per_table, "terms": values, "dropped_negative": dropped,
-                             "error": {"fit": fitted}}  # fmt: skip
+    kept = [t for t in terms if t not in dropped]
+    _, standard = fit_linear(nodetool, kept, per_table)
+    loo = held_out(nodetool, kept, per_table)
+    model: dict[str, Any] = {
+        "from": key,
+        "range_per_table": per_table,
+        "terms": values,
+        "dropped_negative": dropped,
+        "standard_error": standard,
+        "error": {"fit": fitted, "leave_one_group_out": loo},
+    }
     if in_process:
         model["in_process"] = in_process_overhead(in_process, values, per_table)
     return model
