@@ -54,7 +54,7 @@ sys.path[:0] = [
     str(ROOT / "benchmarks"),
 ]
 
-from calibrate_cost import commit, machine  # noqa: E402
+from calibrate_cost import commit, machine, shipped_terms  # noqa: E402
 from cassandra import ConsistencyLevel  # noqa: E402
 from cassandra.concurrent import execute_concurrent_with_args  # noqa: E402
 from cassandra.query import SimpleStatement  # noqa: E402
@@ -63,7 +63,7 @@ from ringward.ring import TokenRange  # noqa: E402
 from ringward_cassandra.cql import connect  # noqa: E402
 from ringward_cassandra.localcluster import LocalCluster  # noqa: E402
 from ringward_cassandra.nodetool import NodetoolClient  # noqa: E402
-from ringward_fleetsim.calibration import REFIT_FILE, Point, fit_report  # noqa: E402
+from ringward_fleetsim.calibration import REFIT_FILE, Measured, Point, errors, fit_report, load_terms  # noqa: E402
 
 NODES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 COORDINATOR = "127.0.0.4"  # rack2's only node: a replica of every range
@@ -220,6 +220,7 @@ def main() -> int:
                 f"the widest range of {rack1}'s set is {width(r) / RING:.3f} of the ring: lower --fractions"
             )
     started_at = datetime.now(UTC)
+    measured_with = commit()  # the code that measures: HEAD when the run starts
     points: list[Point] = []
     autorepair_points: list[Point] = []
     raw: dict[str, Any] = {"nodetool": [], "autorepair": [], "sizes": {}}
@@ -373,7 +374,9 @@ def main() -> int:
         nodetool.close()
     finally:
         cluster.down(purge=True)
-        Path(args.out + ".raw").write_text(json.dumps(raw, indent=1, default=str) + "\n")
+        kept = ROOT / ".local" / f"calibrate_terms-{started_at:%Y%m%dT%H%M%S}.raw.json"  # a run that fails keeps them
+        kept.parent.mkdir(exist_ok=True)
+        kept.write_text(json.dumps(raw, indent=1, default=str) + "\n")
     finished_at = datetime.now(UTC)
     in_server = [
         Point(e["group"], e["in_server_seconds"], e["features"]) for e in raw["nodetool"] if "in_server_seconds" in e
@@ -382,27 +385,75 @@ def main() -> int:
         "date": started_at.strftime("%Y-%m-%d"),
         "started": started_at.isoformat(timespec="seconds"),
         "finished": finished_at.isoformat(timespec="seconds"),
-        "commit": commit(),
+        "commit": measured_with,
         "machine": machine(),
         "load_average_1m": loads,
         "cluster": "local seed cluster, Cassandra 5.0, 3 nodes, NTS dc1: 2, coordinator 127.0.0.4",
         "command": " ".join(sys.argv),
         **fit_report(points, autorepair_points, in_server),
-        "raw": raw,
     }
-    Path(args.out).write_text(json.dumps(report, indent=1, default=str) + "\n")
-    print(json.dumps({k: v for k, v in report.items() if k not in ("raw", "points", "autorepair_points")}, indent=1))
+    report.pop("points"), report.pop("autorepair_points")
+    write_record(Path(args.out), report, [compact(raw)])
+    print(json.dumps(report, indent=1, default=str))
     print(f"written: {args.out}")
     return 0
+
+
+COLUMNS = ("group", "seconds", "sessions", "tables", "ranges", "bytes", "mismatched", "in_server_seconds")
+
+
+def compact(raw: dict[str, Any]) -> dict[str, Any]:
+    """A run's measurements as rows of `COLUMNS` (AutoRepair's: also keyspace and repair_by_keyspace), for the
+    committed record; `expand` reads them back."""
+
+    def row(e: dict[str, Any], *more: Any) -> list[Any]:
+        f = e["features"]
+        return [e["group"], round(e["seconds"], 6), f["sessions"], f["tables"], f["ranges"], round(f["bytes"]),
+                round(f["mismatched"]), e.get("in_server_seconds"), *more]  # fmt: skip
+
+    return {
+        "columns": [*COLUMNS, "keyspace / parent_id", "repair_by_keyspace"],
+        "nodetool": [row(e, e.get("parent_id")) for e in raw["nodetool"]],
+        "autorepair": [row(e, e["keyspace"], e["repair_by_keyspace"]) for e in raw["autorepair"]],
+        "sizes": raw["sizes"],
+    }
+
+
+def expand(run: dict[str, Any]) -> dict[str, Any]:
+    if "columns" not in run:
+        return run
+
+    def entry(r: list[Any]) -> dict[str, Any]:
+        e: dict[str, Any] = {"group": r[0], "seconds": r[1], "features": dict(zip(COLUMNS[2:7], r[2:7], strict=True))}
+        if r[7] is not None:
+            e["in_server_seconds"] = r[7]
+        return e
+
+    return {"nodetool": [entry(r) for r in run["nodetool"]], "autorepair": [entry(r) for r in run["autorepair"]]}
+
+
+def write_record(out: Path, report: dict[str, Any], runs: list[dict[str, Any]]) -> None:
+    """The report (indented) and every measurement, one row a line."""
+    text = json.dumps(report, indent=1, default=str)
+    rows = ",\n".join(
+        "  {" + ", ".join(f'"{key}": ' + ("[\n   " + ",\n   ".join(json.dumps(r) for r in value) + "]"
+                                          if key in ("nodetool", "autorepair") else json.dumps(value))
+                          for key, value in run.items()) + "}"
+        for run in runs
+    )  # fmt: skip
+    out.write_text(text[:-2] + ',\n "measurements": {"runs": [\n' + rows + "\n ]}\n}\n")
 
 
 def refit(sources: Sequence[Path], out: Path) -> int:
     """The fits of earlier runs recomputed from their measurements, pooled (several runs: each run's groups named
     `rN:` after its place in the list; their dates, commits, machines and loads kept in `runs`)."""
     records = [json.loads(source.read_text()) for source in sources]
-    skipped = ("raw", "fits", "model", "points", "autorepair_points", "repeat_spread", "runs")
-    runs = [{k: v for k, v in r.items() if k not in skipped} for r in records]
-    raws = [r.get("raw", r) for r in records]
+    skipped = ("raw", "measurements", "fits", "model", "points", "autorepair_points", "repeat_spread", "runs")
+    runs = [run for r in records for run in r.get("runs", [{k: v for k, v in r.items() if k not in skipped}])]
+    raws = []
+    for record in records:
+        raw = record.get("measurements", record.get("raw", record))
+        raws.extend(expand(run) for run in raw["runs"]) if "runs" in raw else raws.append(expand(raw))
 
     def points(key: str, field: str = "seconds") -> list[Point]:
         return [
@@ -413,10 +464,15 @@ def refit(sources: Sequence[Path], out: Path) -> int:
         ]
 
     found = fit_report(points("nodetool"), points("autorepair"), points("nodetool", "in_server_seconds"))
-    report = {**runs[0], "runs": runs, "refitted_with": commit(), **found,
-              "raw": raws[0] if len(raws) == 1 else {"runs": raws}}  # fmt: skip
-    out.write_text(json.dumps(report, indent=1, default=str) + "\n")
-    print(json.dumps({k: v for k, v in report.items() if k not in ("raw", "points", "autorepair_points")}, indent=1))
+    found.pop("points"), found.pop("autorepair_points")  # in `raw` already
+    # the first fit's three terms (calibration.json) and the assumed ones, on these commands
+    nodetool = points("nodetool")
+    for name, terms in (("first_fit_terms", load_terms()[0]), ("assumed_terms", shipped_terms())):
+        predicted = [terms.predict(int(p.features["sessions"]), p.features["bytes"]) for p in nodetool]
+        found[f"error_of_{name}"] = errors([Measured(p.group, 1, 0.0, p.seconds) for p in nodetool], predicted)
+    report = {**runs[0], "runs": runs, "refitted_with": commit(), **found}
+    write_record(out, report, [compact(raw) for raw in raws if "sizes" in raw])
+    print(json.dumps(report, indent=1))
     print(f"written: {out}")
     return 0
 
@@ -455,10 +511,14 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{errors_(error['fit'])} | {errors_(error['leave_one_group_out'])} |")  # fmt: skip
         if "in_process" in model:
             found = model["in_process"]
-            error, tasks = found["error"], len(report.get("autorepair_points", []))
+            error, tasks = found["error"], report["fits"].get("autorepair_in_process", {}).get("points", "")
             lines.append(f"| **in-process overhead** (AutoRepair tasks, the simulator's other terms held) | "
                          f"{tasks} | {found['in_process_overhead'] * 1000:.1f} ms | "
                          f"{errors_(error['fit'])} | {errors_(error['leave_one_group_out'])} |")  # fmt: skip
+    for name in ("first_fit_terms", "assumed_terms"):
+        if f"error_of_{name}" in report:
+            lines.append(f"| {name.replace('_', ' ')} (command, session, per byte) on the same commands | | | "
+                         f"{errors_(report[f'error_of_{name}'])} | |")  # fmt: skip
     spread = ", ".join(f"{k} {v:.2f}x" for k, v in report.get("repeat_spread", {}).items() if v == v)
     lines.append(f"\nRepeats (median over distinct commands of slowest / fastest): {spread}.")
     return "\n".join(lines)

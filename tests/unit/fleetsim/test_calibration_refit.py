@@ -199,3 +199,8 @@ def test_the_lower_bound_charges_each_session_the_least_any_session_costs() -> N
     assert lower_bound(spec, cheap_start, max_sessions=3).session_seconds == pytest.approx(
         bound.fewest_sessions * (1 + 40 + 10) / 3
     )
+
+
+def test_the_shipped_refit_loads() -> None:
+    model = DurationModel.calibrated()
+    assert model.command_overhead >= 0 and model.table_overhead >= 0 and model.validation_rate > 0
