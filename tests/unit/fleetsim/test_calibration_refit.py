@@ -204,3 +204,12 @@ def test_the_lower_bound_charges_each_session_the_least_any_session_costs() -> N
 def test_the_shipped_refit_loads() -> None:
     model = DurationModel.calibrated()
     assert model.command_overhead >= 0 and model.table_overhead >= 0 and model.validation_rate > 0
+
+
+def test_scaled_fixed_scales_the_overheads_and_keeps_the_rates() -> None:
+    triple = PRICED.scaled_fixed(3.0)
+    assert (triple.validation_rate, triple.stream_rate) == (PRICED.validation_rate, PRICED.stream_rate)
+    data = 100 * MiB * (1 / PRICED.validation_rate + PRICED.mismatch_share / PRICED.stream_rate)
+    fixed = PRICED.seconds(0, sessions=2, tables=5, ranges=4)
+    assert triple.seconds(100 * MiB, sessions=2, tables=5, ranges=4) == pytest.approx(3 * fixed + data)
+    assert triple.in_process_overhead == pytest.approx(3 * PRICED.in_process_overhead)

@@ -108,6 +108,18 @@ class DurationModel:
             stream_rate=self.stream_rate / factor,
         )
 
+    def scaled_fixed(self, factor: float) -> DurationModel:
+        """The fixed terms alone `factor` times as large (command, session, per-table, per-range and in-process
+        overheads; the per-byte rates as they are): the sensitivity rows on the fixed costs."""
+        return replace(
+            self,
+            command_overhead=self.command_overhead * factor,
+            session_overhead=self.session_overhead * factor,
+            table_overhead=self.table_overhead * factor,
+            range_overhead=self.range_overhead * factor,
+            in_process_overhead=self.in_process_overhead * factor,
+        )
+
     @property
     def seconds_per_byte(self) -> float:
         """Validation plus the streamed share, per byte of one replica's copy, alone on its nodes (k = 1)."""
