@@ -21,7 +21,9 @@ terms by least squares:
 Prints every measured command beside the fitted and the shipped model's prediction, the fitted terms, and the
 error: RMS and largest relative error of the fit, and of a leave-one-step-out fit (the terms fitted without one
 data size, predicting it). Writes the figures to tools/fleetsim/ringward_fleetsim/calibration.json (date,
-commit, machine), which `DurationModel.calibrated()` reads.
+commit, machine), which `DurationModel.calibrated_three_terms()` reads (`run.py --cost calibrated3`). The refit
+with per-table, per-range, streaming and in-process terms, which `DurationModel.calibrated()` reads, is
+benchmarks/calibrate_terms.py.
 
 Run: uv run python benchmarks/calibrate_cost.py [--megabytes 24,64,128] [--fractions 0.04,0.12,0.3] [--repeats 2]
 """

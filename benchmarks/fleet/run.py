@@ -134,12 +134,21 @@ def run_dag(spec: FleetSpec) -> tuple[SchedulerResult, dict[str, Any]]:
 
 
 def cost_model(choice: str) -> DurationModel:
-    """`assumed` | `calibrated`, then `,xF` for every cost F times as large (the sensitivity rows)."""
+    """`assumed` | `calibrated` (the refit, benchmarks/calibrate_terms.py) | `calibrated3` (the first three-term fit,
+    benchmarks/calibrate_cost.py), then `,xF` for every cost F times as large or `,fF` for the fixed terms alone
+    (command, session, per-table, per-range, in-process overheads; the rates as they are): the sensitivity rows."""
     name, _, scale = choice.partition(",")
-    if name not in ("assumed", "calibrated") or (scale and not scale.startswith("x")):
-        raise SystemExit(f"--cost {choice!r}: expected assumed or calibrated, optionally ,xF (e.g. calibrated,x0.5)")
-    model = DurationModel.calibrated() if name == "calibrated" else DurationModel()
-    return model.scaled(float(scale[1:])) if scale else model
+    if name not in ("assumed", "calibrated", "calibrated3") or (scale and scale[:1] not in ("x", "f")):
+        raise SystemExit(
+            f"--cost {choice!r}: expected assumed, calibrated or calibrated3, optionally ,xF or ,fF "
+            "(e.g. calibrated,x0.5, calibrated,f3)"
+        )
+    models = {"assumed": DurationModel, "calibrated": DurationModel.calibrated,
+              "calibrated3": DurationModel.calibrated_three_terms}  # fmt: skip
+    model = models[name]()
+    if not scale:
+        return model
+    return model.scaled(float(scale[1:])) if scale[0] == "x" else model.scaled_fixed(float(scale[1:]))
 
 
 def hours(seconds: float | None, stopped_at: float | None = None) -> str:
@@ -166,8 +175,10 @@ def main() -> int:
     parser.add_argument("--config", help="ringward repair configuration YAML (default: the shipped one)")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--cost", default="assumed",
-                        help="the duration model: `assumed` (DurationModel's defaults) or `calibrated` (fitted on real "
-                             "sessions by benchmarks/calibrate_cost.py), optionally `xF` scaled (e.g. calibrated,x3): "
+                        help="the duration model: `assumed` (DurationModel's defaults), `calibrated` (fitted on real "
+                             "sessions by benchmarks/calibrate_terms.py) or `calibrated3` (the first fit, "
+                             "benchmarks/calibrate_cost.py), optionally `xF` scaled (e.g. calibrated,x3) or `fF` "
+                             "(the fixed terms alone, e.g. calibrated,f3): "
                              "every row runs on the same model")  # fmt: skip
     args = parser.parse_args()
     spec = build_spec(args)
@@ -221,7 +232,7 @@ def main() -> int:
     if "bound" in chosen:
         print(f"{'lower bound':<{width}} {hours(bound.seconds):>18} {bound.seconds / HOUR:>7.2f} h {1:>10.3f}  "
               f"work {bound.work_seconds / HOUR:.2f} h (node {bound.busiest_node}), sessions "
-              f"{bound.fewest_sessions:,} x session_overhead / {bound.max_sessions} = "
+              f"{bound.fewest_sessions:,} x the least session cost / {bound.max_sessions} = "
               f"{bound.session_seconds / HOUR:.2f} h")  # fmt: skip
     for result in results.values():
         for note in result.notes:

@@ -325,7 +325,7 @@ def test_measurements_that_cannot_separate_the_terms_are_refused() -> None:
         fit(one_session)
 
 
-def test_the_calibrated_model_reads_the_fitted_terms_and_scales_for_sensitivity(
+def test_the_three_term_calibration_reads_the_first_fit_and_scales_for_sensitivity(
     tmp_path: Any, monkeypatch: Any
 ) -> None:
     import ringward_fleetsim.calibration as calibration
@@ -334,7 +334,7 @@ def test_the_calibrated_model_reads_the_fitted_terms_and_scales_for_sensitivity(
     path.write_text(json.dumps({"terms": {"command_overhead": 0.7, "session_overhead": 0.2,
                                           "seconds_per_byte": 1 / (50 * 2**20)}}))  # fmt: skip
     monkeypatch.setattr(calibration, "CALIBRATION_FILE", path)
-    model = DurationModel.calibrated()
+    model = DurationModel.calibrated_three_terms()
     assert (model.command_overhead, model.session_overhead) == (0.7, 0.2)
     assert model.validation_rate == pytest.approx(50 * 2**20)
     assert model.mismatch_share == DurationModel().mismatch_share  # not fitted: kept as assumed
@@ -342,4 +342,4 @@ def test_the_calibrated_model_reads_the_fitted_terms_and_scales_for_sensitivity(
     assert triple.seconds(10 * 2**20, sessions=2) == pytest.approx(3 * model.seconds(10 * 2**20, sessions=2))
     path.write_text("{}")
     with pytest.raises(ValueError, match=r"calibrate_cost\.py"):
-        DurationModel.calibrated()
+        DurationModel.calibrated_three_terms()

@@ -199,7 +199,8 @@ def run_cep37(
       `repair_retry_backoff = "30s"`): a failed task is retried up to 3 times 30 s after its (floored) end, then
       its range stays unrepaired until the node's next turn.
     - `in_process`: AutoRepair submits the repair in the node's own process (AutoRepairState.getRepairRunnable ->
-      a RepairCoordinator): no nodetool/JMX round trip, so the model's `command_overhead` is not charged.
+      a RepairCoordinator): no nodetool/JMX round trip, so the model's `in_process_overhead` (fitted on AutoRepair's
+      own sessions; 0 on the assumed model) is charged instead of its `command_overhead`.
     - No cross-node lock when turns do run together: concurrent turns share replicas (processor sharing).
 
     `equal_budget=True`: the same concurrency and intensity as ringward's shipped configuration (`budget`,
@@ -232,7 +233,7 @@ def run_cep37(
     if splitter not in ("repair_token_range", "fixed"):
         raise ValueError(f"splitter {splitter!r}: use 'repair_token_range' (shipped) or 'fixed' (the early draft)")
     cluster = cluster or SimCluster(spec, model, record=False)
-    overhead = 0.0 if in_process else None
+    overhead = cluster.model.in_process_overhead if in_process else None
     ring = cluster.initial_ring
     ranges = ring.ranges()
     widths = [r.width() for r in ranges]
@@ -381,14 +382,14 @@ def run_cep37(
                 turn.attempts = 0
                 if turn.item is None:
                     return False
-            _, _, width, reps, per_token, _, table_key, limit = turn.item
+            units, _, width, reps, per_token, _, table_key, limit = turn.item
             if table_key != turn.table:
                 turn.table, turn.table_start = table_key, now
                 turn.range_failed = False
             elif now - turn.table_start > limit:
                 turn.item = None  # table_max_repair_time: skip the rest of the table (keyspace)
                 continue
-            end, ok = cluster.begin(reps, width * per_token, now, command_overhead=overhead)
+            end, ok = cluster.begin(reps, width * per_token, now, command_overhead=overhead, tables=len(units))
             turn.start, turn.end, turn.ok = now, end, ok
             push(end, _END, node)
             return True
@@ -682,8 +683,9 @@ def _reaper_runner(
                     threads += 1
                     peak_threads = max(peak_threads, threads)
                     end, ok = cluster.begin(
-                        seg.nodes[found], seg.bytes[found], t, validation_factor=seg.validation[found]
-                    )
+                        seg.nodes[found], seg.bytes[found], t, validation_factor=seg.validation[found],
+                        tables=len(seg.run_units[seg.run[found]]),
+                    )  # fmt: skip
                     starts[found] = (t, end, ok)
                     push(end, _END, found)
             active = sum(1 for r in range(runs) if left[r] and allowed(r))
@@ -795,7 +797,9 @@ def _reaper_idealised(
         for n in reps:
             busy[n] = 1
         blocked |= masks[s]
-        end, ok = cluster.begin(reps, seg_bytes[s], now, validation_factor=seg.validation[s])
+        end, ok = cluster.begin(
+            reps, seg_bytes[s], now, validation_factor=seg.validation[s], tables=len(seg.run_units[seg_run[s]])
+        )
         starts[s] = (now, end, ok)
         push(end, _END, s)
 

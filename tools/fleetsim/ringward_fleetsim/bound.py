@@ -22,8 +22,9 @@ of the benchmarks does; the tests check it on small specs.
 
 Session bound. A repair session has one replica set, and a command repairs one keyspace: covering a keyspace
 takes at least one session per distinct replica set of its repairable ranges. Each session costs at least
-`session_overhead` (a command started in-process pays no `command_overhead`), and the overheads are latency that
-overlaps only across concurrent sessions: fewest sessions x session_overhead / `max_sessions`, the most sessions
+`session_overhead`, one table's and one range's overhead, and the cheaper of `command_overhead` and
+`in_process_overhead` (a command started in-process pays the latter), and the overheads are latency that
+overlaps only across concurrent sessions: fewest sessions x that least cost / `max_sessions`, the most sessions
 the compared configurations run at once (default: ringward's shipped `allowed_parallelism` on the ring, which the
 equal-budget rows share; a scheduler with more concurrency is not bounded by this term).
 """
@@ -102,5 +103,8 @@ def lower_bound(
     work = node_bounds[busiest] if node_bounds else 0.0
     if max_sessions is None:
         max_sessions = allowed_parallelism(budget if budget is not None else load_config(), len(ring.nodes))
-    sessions = fewest * model.session_overhead / max(1, max_sessions)
+    # The least any session costs beyond its data: the cheaper of a command's and an in-process start, its session,
+    # and one table over one range (every session has at least one of each).
+    least = min(model.command_overhead, model.in_process_overhead) + model.fixed(sessions=1, tables=1, ranges=1)
+    sessions = fewest * least / max(1, max_sessions)
     return LowerBound(max(work, sessions), work, cluster.addresses[busiest], sessions, fewest, max_sessions)

@@ -3,8 +3,14 @@
 Duration of one repair command (docs/design/nightly-at-fleet-size.md), started at t:
 
     command_overhead + sessions x session_overhead
+      + sessions x tables x table_overhead               (a repair job per table per session)
+      + ranges x tables x range_overhead                 (a Merkle tree per range per table; x 1 table when the
+                                                          fit says per range: `range_per_table` False)
       + k x bytes_per_replica / validation_rate          (Merkle trees: every replica reads its copy)
       + k x mismatch_share x bytes_per_replica / stream_rate
+
+A command started in-process (AutoRepair's tasks) pays `in_process_overhead` instead of `command_overhead`.
+The assumed terms (the defaults) have no per-table or per-range cost; `calibrated()` reads them fitted.
 
 `sessions` = the command's distinct replica sets (1 for a RepairCommand: its segments share them);
 `bytes_per_replica` = the data of the command's tables in its ranges, which every replica holds in full;
@@ -23,8 +29,9 @@ import heapq
 import math
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from ringward.repair import NodeBacklog, RepairCommand, SessionResult
 from ringward.ring import Ring, TokenRange
@@ -61,12 +68,25 @@ class DurationModel:
     validation_rate: float = 64 * MiB  # bytes/s one node reads and hashes for Merkle trees
     stream_rate: float = 24 * MiB  # bytes/s one node streams
     mismatch_share: float = 0.01  # share of the compared data that differs and is streamed
+    table_overhead: float = 0.0  # s per table per session (a repair job)
+    range_overhead: float = 0.0  # s per range (x per table when `range_per_table`)
+    range_per_table: bool = True
+    in_process_overhead: float = 0.0  # s per command started in the node's process (AutoRepair), for command_overhead
 
     @classmethod
-    def calibrated(cls) -> DurationModel:
-        """The terms fitted on real repair commands (benchmarks/calibrate_cost.py, `calibration.json`): both
-        overheads and the validation rate (the measured data was in sync, so its per-byte term is validation
-        alone); the streaming terms keep their assumed values."""
+    def calibrated(cls, path: Path | None = None) -> DurationModel:
+        """The terms fitted on real repair sessions (benchmarks/calibrate_terms.py, `calibration_refit.json`):
+        command, session, per-table, per-range, validation and streaming (seconds per byte of missed writes =
+        1 / stream_rate; the share of data that differs, `mismatch_share`, keeps its assumed value) from nodetool
+        commands, and AutoRepair's in-process overhead with those terms held."""
+        from ringward_fleetsim.calibration import load_model
+
+        return cls(**load_model(path))
+
+    @classmethod
+    def calibrated_three_terms(cls) -> DurationModel:
+        """The first fit (benchmarks/calibrate_cost.py, `calibration.json`, 2026-11-28): both overheads and the
+        validation rate on one table in sync; every other term as assumed. Kept so its figures can be re-run."""
         from ringward_fleetsim.calibration import load_terms
 
         terms, _record = load_terms()
@@ -77,15 +97,38 @@ class DurationModel:
 
     def scaled(self, factor: float) -> DurationModel:
         """Every cost `factor` times as large (overheads x factor, rates / factor): the sensitivity rows."""
-        return DurationModel(command_overhead=self.command_overhead * factor,
-                             session_overhead=self.session_overhead * factor,
-                             validation_rate=self.validation_rate / factor, stream_rate=self.stream_rate / factor,
-                             mismatch_share=self.mismatch_share)  # fmt: skip
+        return replace(
+            self,
+            command_overhead=self.command_overhead * factor,
+            session_overhead=self.session_overhead * factor,
+            table_overhead=self.table_overhead * factor,
+            range_overhead=self.range_overhead * factor,
+            in_process_overhead=self.in_process_overhead * factor,
+            validation_rate=self.validation_rate / factor,
+            stream_rate=self.stream_rate / factor,
+        )
+
+    def scaled_fixed(self, factor: float) -> DurationModel:
+        """The fixed terms alone `factor` times as large (command, session, per-table, per-range and in-process
+        overheads; the per-byte rates as they are): the sensitivity rows on the fixed costs."""
+        return replace(
+            self,
+            command_overhead=self.command_overhead * factor,
+            session_overhead=self.session_overhead * factor,
+            table_overhead=self.table_overhead * factor,
+            range_overhead=self.range_overhead * factor,
+            in_process_overhead=self.in_process_overhead * factor,
+        )
 
     @property
     def seconds_per_byte(self) -> float:
         """Validation plus the streamed share, per byte of one replica's copy, alone on its nodes (k = 1)."""
         return 1 / self.validation_rate + self.mismatch_share / self.stream_rate
+
+    def fixed(self, sessions: int = 1, tables: int = 1, ranges: int = 1) -> float:
+        """The session, per-table and per-range terms of a command (not its command overhead)."""
+        trees = ranges * tables if self.range_per_table else ranges
+        return sessions * (self.session_overhead + tables * self.table_overhead) + trees * self.range_overhead
 
     def seconds(
         self,
@@ -95,14 +138,17 @@ class DurationModel:
         *,
         validation_factor: float = 1.0,
         command_overhead: float | None = None,
+        tables: int = 1,
+        ranges: int = 1,
     ) -> float:
         """`validation_factor`: validations one after another (DC-aware validation: the most replicas in one DC);
-        `command_overhead`: instead of the model's (0 for a repair started in-process, without nodetool/JMX)."""
+        `command_overhead`: instead of the model's (`in_process_overhead` for a repair started in-process, without
+        nodetool/JMX); `tables`, `ranges`: the command's tables and token ranges (over its sessions)."""
         data = (
             k * bytes_per_replica * (validation_factor / self.validation_rate + self.mismatch_share / self.stream_rate)
         )
         fixed = self.command_overhead if command_overhead is None else command_overhead
-        return fixed + sessions * self.session_overhead + data
+        return fixed + self.fixed(sessions, tables, ranges) + data
 
 
 @dataclass(frozen=True)
@@ -208,6 +254,10 @@ class SimCluster:
             value = self._unit_per_token[key] = sum(sizes[t] for t in tables) if tables else sum(sizes.values())
         return value
 
+    def table_count(self, keyspace: str) -> int:
+        """The tables of `keyspace` (a command naming none repairs them all)."""
+        return len(self._per_token[keyspace])
+
     # -- sessions -----------------------------------------------------------------------------------------
     def begin(
         self,
@@ -218,15 +268,18 @@ class SimCluster:
         *,
         validation_factor: float = 1.0,
         command_overhead: float | None = None,
+        tables: int = 1,
+        ranges: int = 1,
     ) -> tuple[float, bool]:
         """Start a session on `nodes` at `t`: (end time, succeeded). Call `end(nodes, ...)` at the end time.
-        `validation_factor` and `command_overhead`: as `DurationModel.seconds`."""
+        `validation_factor`, `command_overhead`, `tables`, `ranges`: as `DurationModel.seconds`."""
         model = self.model
         active = self.active
         k = 1 + max([active[n] for n in nodes])
         duration = model.seconds(
-            bytes_per_replica, sessions, k, validation_factor=validation_factor, command_overhead=command_overhead
-        )
+            bytes_per_replica, sessions, k, validation_factor=validation_factor, command_overhead=command_overhead,
+            tables=tables, ranges=ranges,
+        )  # fmt: skip
         ok = True
         if self.any_down and not self._faulty.isdisjoint(nodes):
             for n in nodes:
@@ -302,7 +355,8 @@ class VirtualSessionPool:
         nodes = tuple(cluster.ids[a] for a in command.replicas)
         width = sum(r.width() for r in command.ranges)
         bytes_per_replica = width * cluster.bytes_per_token(command.keyspace, command.tables)
-        end, ok = cluster.begin(nodes, bytes_per_replica, t)
+        tables = len(command.tables) or cluster.table_count(command.keyspace)
+        end, ok = cluster.begin(nodes, bytes_per_replica, t, tables=tables, ranges=len(command.ranges))
         self._seq += 1
         heapq.heappush(self._heap, _Running(end, self._seq, command, nodes, t, ok))
 
