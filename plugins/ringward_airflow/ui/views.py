@@ -552,8 +552,10 @@ def _window_entries(stage: PageStage, summary: _StageSummary, indexes: Sequence[
              for run in runs]  # fmt: skip
     read = summary.read(spans)
     entries = {(e.range.start, e.range.end): e for e in read}
-    if len(read) >= len(wanted) + _SPAN_SLACK and any((starts[i], ends[i]) not in entries for i in wanted):
-        return None
+    missing = {i for i in wanted if (starts[i], ends[i]) not in entries}
+    for run, (low, high, cap) in zip(runs, spans, strict=True) if missing else ():
+        if missing.intersection(run) and sum(1 for key in entries if low <= key <= high) >= cap:
+            return None  # cut short by its limit before an entry it was for
     return {ends[i]: entries[starts[i], ends[i]] for i in wanted if (starts[i], ends[i]) in entries}
 
 

@@ -157,6 +157,31 @@ def test_a_journal_without_progress_is_read_whole_and_a_progress_of_other_segmen
     assert "the stored progress of" in caplog.text and "is not used" in caplog.text
 
 
+def test_a_span_cut_short_by_entries_of_no_segment_reads_the_stage_whole(fresh: None) -> None:
+    """More entries of no segment among a window's rows than a span's slack (written by hand: no worker writes
+    them): the span's limit cuts it short of rows it was for; the page then reads the stage's journal whole rather
+    than show those rows pending. Same page as from the whole journal."""
+    whole, segments = _mixed_world()
+    kept, _ = _mixed_world()
+    kept.runs = whole.runs
+    _keep_progress(kept, segments)
+    stage = "post_repair:1"
+    ranges = segments[stage]
+    statuses = {e.range: e.status for e in kept.store.journal if e.step == stage}
+    done = [i for i in range(40) if statuses.get(ranges[i]) == "done" and statuses.get(ranges[i + 1]) == "done"]
+    k = done[0]
+    assert ranges[k].start + 40 < ranges[k].end and ranges[k + 1].start == ranges[k].end
+    strays = [JournalEntry(stage, TokenRange(ranges[k].start + j, ranges[k].end), "done", "x", 1, 0.0, "by hand")
+              for j in range(1, 31)]  # fmt: skip
+    for world in (whole, kept):
+        world.store.journal = sorted(world.store.journal + strays, key=lambda e: (e.step, e.range.start, e.range.end))
+    window = views.Window(0, 200)
+    expected = _view(whole, window)
+    views.JOURNAL_READS.clear()
+    assert _view(kept, window) == expected
+    assert views.JOURNAL_READS[MIGRATION_ID] >= len(kept.store.journal)  # read whole
+
+
 def test_a_change_the_worker_stores_shows_on_the_next_request(fresh: None) -> None:
     """No journal kept between requests: an entry the worker writes (and its progress) is on the next page."""
     world, segments = _mixed_world()
