@@ -11,12 +11,13 @@ ids its own. Timestamps given to the store are whole seconds (Cassandra keeps mi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
 import pytest
 from ringward.errors import MigrationError, RepairError
+from ringward.migration_progress import stage_progress
 from ringward.migration_storage import JournalEntry, LeaseStorage, MigrationStorage
 from ringward.repair import (
     DueRecord,
@@ -428,6 +429,43 @@ def check_migration_pages_round_trip(h: Harness) -> None:
     assert h.store.migration_pages(f"{migration_id}x", "v1") is None
 
 
+def check_journal_spans_read_only_their_slice(h: Harness) -> None:
+    """A span is the entries of its stage from its first to its last range (both included, in range order), at most
+    its limit; several spans come back in the order given; another stage's entries are never in them."""
+    migration_id = f"{h.name('shop')}@{h.name('manual__1')}"
+    entries = [JournalEntry(step, TokenRange(start, start + 10), "failed" if start == 20 else "done", "127.0.0.2", 1,
+                            1.5, "stream failed" if start == 20 else "")
+               for step in ("post_repair:1", "pre_repair:1") for start in (-30, 0, 10, 20, 40)]  # fmt: skip
+    for entry in entries:
+        h.store.record_journal(migration_id, entry)
+    pre = [e for e in entries if e.step == "pre_repair:1"]
+    assert h.store.journal_spans(migration_id, "pre_repair:1", [((0, 10), (20, 30), 100)]) == pre[1:4]
+    assert h.store.journal_spans(migration_id, "pre_repair:1", [((0, 10), (20, 30), 2)]) == pre[1:3]
+    assert h.store.journal_spans(migration_id, "pre_repair:1", [((40, 50), (40, 50), 1), ((-30, -20), (0, 9), 5)]) == [
+        pre[4], pre[0]]  # fmt: skip
+    assert h.store.journal_spans(migration_id, "pre_repair:1", [((1, 0), (9, 0), 5)]) == []
+    assert h.store.journal_spans(migration_id, "post_repair:2", [((-30, -20), (40, 50), 5)]) == []
+    assert h.store.journal_spans(f"{migration_id}x", "pre_repair:1", [((-30, -20), (40, 50), 5)]) == []
+
+
+def check_stage_progress_round_trip(h: Harness) -> None:
+    """A stage's progress comes back as stored, one row per stage by stage name, the latest write of a stage
+    replacing its row; a migration without any reads as none."""
+    migration_id = f"{h.name('shop')}@{h.name('manual__1')}"
+    ranges = [TokenRange(start, start + 10) for start in range(0, 100, 10)]
+    first = stage_progress("pre_repair:1", ranges, {ranges[0]: "done", ranges[3]: "failed"})
+    post = stage_progress("post_repair:1", ranges[:4], {})
+    h.store.record_stage_progress(migration_id, replace(first, updated_at=STARTED))
+    h.store.record_stage_progress(migration_id, replace(post, updated_at=STARTED))
+    assert h.store.stage_progress(migration_id) == [replace(post, updated_at=STARTED),
+                                                    replace(first, updated_at=STARTED)]  # fmt: skip
+    later = stage_progress("pre_repair:1", ranges, dict.fromkeys(ranges, "done"))
+    h.store.record_stage_progress(migration_id, replace(later, updated_at=FINISHED))
+    stored = h.store.stage_progress(migration_id)
+    assert stored[1] == replace(later, updated_at=FINISHED) and stored[1].codes().done == len(ranges)
+    assert h.store.stage_progress(f"{migration_id}x") == []
+
+
 def _owner(h: Harness, resource: str) -> str | None:
     lease = h.store.lease(resource)
     return None if lease is None else lease.owner
@@ -452,4 +490,6 @@ CHECKS = [
     check_migration_round_trip,
     check_run_migrations_are_the_runs_own,
     check_migration_pages_round_trip,
+    check_journal_spans_read_only_their_slice,
+    check_stage_progress_round_trip,
 ]

@@ -21,6 +21,7 @@ __all__ = [
     "migration",
     "migration_page_codec",
     "migration_pages",
+    "migration_progress",
     "migration_record",
     "migration_storage",
     "permissions",

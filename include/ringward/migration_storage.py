@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from ringward.migration_progress import StageProgress
 from ringward.ring import TokenRange
 
 __all__ = [
     "ControllerPauseStorage",
     "JournalEntry",
+    "JournalSpan",
     "Lease",
     "LeaseReader",
     "LeaseStorage",
@@ -33,6 +35,9 @@ class Lease:
     owner: str
     purpose: str
     acquired_at: datetime | None
+
+
+JournalSpan = tuple[tuple[int, int], tuple[int, int], int]  # (first range, last range, limit): `journal_spans`
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,21 @@ class MigrationStorage(Protocol):
     def journal(self, migration_id: str, step: str) -> dict[TokenRange, JournalEntry]: ...
 
     def record_journal(self, migration_id: str, entry: JournalEntry) -> None: ...
+
+    def journal_spans(self, migration_id: str, step: str, spans: Sequence[JournalSpan]) -> list[JournalEntry]:
+        """The entries of `step` in each of `spans` (first, last, limit): those whose (range start, range end) is
+        from `first` to `last` (both included), at most `limit` of them, in that order; the spans' in the order
+        given. One bounded read of the journal's slice per span (the Migration page's window)."""
+        ...
+
+    def record_stage_progress(self, migration_id: str, progress: StageProgress) -> None:
+        """Store a repair stage's progress (`ringward.migration_progress`), written by the worker that writes its
+        journal, replacing the stage's previous one."""
+        ...
+
+    def stage_progress(self, migration_id: str) -> list[StageProgress]:
+        """The stored progress of each of the migration's stages (one small partition), by stage name."""
+        ...
 
     def record_migration_pages(self, migration_id: str, version: str, chunks: Sequence[bytes]) -> None:
         """Store the Migration page's view of a migration's plan (`ringward.migration_page_codec`), its bytes in

@@ -21,6 +21,7 @@ from ringward.assets import asset_cluster
 from ringward.errors import (
     ConfigurationError,
     MigrationError,
+    RepairError,
     RingwardError,
     UnsafeChangeError,
 )
@@ -28,6 +29,7 @@ from ringward.markdown import markdown_code, markdown_escape
 from ringward.migration import (
     checked_keyspace,
     migration_steps,
+    pending,
     range_count,
 )
 from ringward.migration_record import MigrationRecord, MigrationState
@@ -60,13 +62,14 @@ from ringward_airflow.migration_stages import (
     PrecheckCheck,
     PrecheckInput,
     RepairSettings,
+    StageProgressWriter,
     StageResult,
     apply_step,
     check_health,
     clean_up,
     cluster_release_of,
     hold_lease,
-    journalled_pending,
+    keep_stage_progress,
     lease_resource,
     participant_problems,
     preview_in_sync,
@@ -377,11 +380,15 @@ class MigrationRepairOperator(MigrationOperator):
             store = hook.ops_store()
             hold_lease(store, record)  # each deferred wave comes back through here
             if self.deferrable:
-                todo = journalled_pending(store, record.migration_id, self.stage, segments)
+                statuses = {r: e.status for r, e in store.journal(record.migration_id, self.stage).items()}
+                todo = pending(segments, statuses)
                 done = [segment for segment in segments if segment not in todo]
                 self.log.info("%s: %s to repair, %s already done.", self.stage, range_count(todo), range_count(done))
+                # each wave's call stores the stage's progress as the journal holds it (the page reads it)
+                progress = StageProgressWriter(store, record.migration_id, self.stage, segments, statuses)
+                progress.store(final=True)
                 if todo:
-                    return self._start_wave(context, record, todo, hook)
+                    return self._start_wave(context, record, todo, hook, progress)
                 # a deferred repair's last call finds everything done by the waves before it
                 return StageResult(len(segments), 0, len(segments)).as_json()
             settings = RepairSettings(self.parallelism, int(self.max_attempts), float(self.retry_backoff),
@@ -404,13 +411,15 @@ class MigrationRepairOperator(MigrationOperator):
 
     # -- deferrable mode --------------------------------------------------------------------------------
     def _start_wave(
-        self, context: Context, record: MigrationRecord, todo: list[Segment], hook: RingwardCassandraHook
-    ) -> dict[str, Any]:
+        self, context: Context, record: MigrationRecord, todo: list[Segment], hook: RingwardCassandraHook,
+        progress: StageProgressWriter | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         from ringward_airflow.triggers import RepairSessionTrigger
 
         started = start_wave(
             todo, parallelism=self.parallelism, migration_id=record.migration_id, stage=self.stage,
             journal=hook.ops_store(), nodetool=self._nodetool_client(), await_ready=self._await_participants,
+            progress=progress,
         )  # fmt: skip
         if not started:  # every command finished before it could be followed: the next wave
             return self.execute(context)
@@ -433,8 +442,13 @@ class MigrationRepairOperator(MigrationOperator):
         record = load_migration(context, self.precheck_task_id)
         try:
             store = self.cassandra.ops_store()
-            record_session_outcomes(event, migration_id=record.migration_id, stage=self.stage, journal=store,
-                                    session_timeout=float(self.session_timeout))  # fmt: skip
+            try:
+                record_session_outcomes(event, migration_id=record.migration_id, stage=self.stage, journal=store,
+                                        session_timeout=float(self.session_timeout))  # fmt: skip
+            except RepairError:  # the task fails here: its progress shows the failed sessions' ranges first
+                segments = record.repair_segments(self.step_index, self.phase)  # type: ignore[arg-type]
+                keep_stage_progress(store, record.migration_id, self.stage, segments)
+                raise
         finally:
             self._release()
         return self.execute(context)

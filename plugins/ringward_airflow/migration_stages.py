@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -49,6 +50,7 @@ from ringward.migration import (
     repair_waves,
 )
 from ringward.migration_page_codec import stored_view, view_chunks
+from ringward.migration_progress import ProgressTally, StageProgress
 from ringward.migration_record import MigrationPhase, MigrationRecord, MigrationState
 from ringward.migration_storage import JournalEntry
 from ringward.plan import MigrationPlan
@@ -78,6 +80,7 @@ __all__ = [
     "PrecheckInput",
     "RepairNodetool",
     "RepairSettings",
+    "StageProgressWriter",
     "StageResult",
     "apply_step",
     "check_health",
@@ -86,6 +89,7 @@ __all__ = [
     "confirm_ownership",
     "hold_lease",
     "journalled_pending",
+    "keep_stage_progress",
     "lease_resource",
     "participant_problems",
     "preview_in_sync",
@@ -109,6 +113,64 @@ class Journal(Protocol):
     def journal(self, migration_id: str, step: str) -> dict[TokenRange, JournalEntry]: ...
 
     def record_journal(self, migration_id: str, entry: JournalEntry) -> None: ...
+
+
+class ProgressJournal(Journal, Protocol):
+    """A journal that keeps each stage's progress beside it (`ringward.migration_progress`)."""
+
+    def record_stage_progress(self, migration_id: str, progress: StageProgress) -> None: ...
+
+
+PROGRESS_INTERVAL = 2.0  # seconds: a running stage's progress is stored at most this often, and when it ends
+
+
+class StageProgressWriter:
+    """Keeps a stage's progress row beside its journal, for the Migration page (which then reads the journal
+    entries of its window only): built from the stage's journal as the worker read it when it started, updated with
+    every entry the worker writes (`journalled`), stored when it starts, at most every `PROGRESS_INTERVAL` while
+    it runs, and when it stops (`store(final=True)`). The page's counts and order are thus at most that old, as its
+    rows' own entries are not: it reads those from the journal. A journal without progress (a store from before
+    migration_progress; a test's) keeps none: the page reads the whole journal then.
+
+    A failed write raises, as a failed journal write does (the same keyspace): the task's retry stores the
+    progress again from the journal when it starts."""
+
+    def __init__(
+        self, journal: Journal, migration_id: str, stage: str, segments: Sequence[Segment],
+        statuses: Mapping[TokenRange, str], clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
+        self.migration_id = migration_id
+        self.clock = clock
+        self._record = getattr(journal, "record_stage_progress", None)
+        self._tally = ProgressTally(stage, [s.range for s in segments], statuses) if self._record else None
+        self._stored_at: float | None = None
+        self._lock = threading.Lock()  # the executor's sessions may journal from their threads
+
+    def journalled(self, entry: JournalEntry) -> None:
+        if self._tally is not None:
+            with self._lock:
+                self._tally.update(entry.range, entry.status)
+
+    def store(self, *, final: bool = False) -> None:
+        """Store the progress: now when `final` or never stored yet, else when `PROGRESS_INTERVAL` has passed."""
+        if self._record is None or self._tally is None:
+            return
+        with self._lock:
+            now = self.clock()
+            if not final and self._stored_at is not None and now - self._stored_at < PROGRESS_INTERVAL:
+                return
+            self._stored_at = now
+            progress = self._tally.progress(datetime.now(UTC))
+        self._record(self.migration_id, progress)
+
+
+def keep_stage_progress(journal: Journal, migration_id: str, stage: str, segments: Sequence[Segment]) -> None:
+    """Store `stage`'s progress as its journal holds it now (the deferred repair's calls, each after its journal
+    writes: it reads the stage's journal, on the worker)."""
+    if getattr(journal, "record_stage_progress", None) is None:
+        return
+    statuses = {token_range: entry.status for token_range, entry in journal.journal(migration_id, stage).items()}
+    StageProgressWriter(journal, migration_id, stage, segments, statuses).store(final=True)
 
 
 class RepairNodetool(Protocol):
@@ -560,9 +622,12 @@ def repair_ranges(
     Every finished attempt is journalled. Raises RepairError naming the failed ranges, MigrationError when
     the task was killed.
     """
-    todo = journalled_pending(journal, migration_id, stage, segments)
+    statuses = {token_range: entry.status for token_range, entry in journal.journal(migration_id, stage).items()}
+    todo = pending(segments, statuses)
     done_before = [segment for segment in segments if segment not in todo]
     log(f"{stage}: {range_count(todo)} to repair, {range_count(done_before)} already done.")
+    progress = StageProgressWriter(journal, migration_id, stage, segments, statuses)
+    progress.store(final=True)  # the journal as found (an older worker's, a retried task's)
     if not todo:
         # "repaired" counts this call's sessions; "done" what the journal holds.
         return StageResult(len(segments), 0, len(segments))
@@ -599,11 +664,12 @@ def repair_ranges(
             if update.record.state not in (SegmentState.DONE, SegmentState.FAILED):
                 continue  # the journal keeps finished attempts only
             status = RangeState.DONE if update.record.state is SegmentState.DONE else RangeState.FAILED
-            journal.record_journal(
-                migration_id,
-                JournalEntry(stage, update.segment.range, status.value, update.segment.coordinator,
-                             update.record.attempts, update.record.duration or 0.0, update.record.last_error or ""),
-            )  # fmt: skip
+            entry = JournalEntry(stage, update.segment.range, status.value, update.segment.coordinator,
+                                 update.record.attempts, update.record.duration or 0.0,
+                                 update.record.last_error or "")  # fmt: skip
+            journal.record_journal(migration_id, entry)
+            progress.journalled(entry)
+        progress.store()
 
     participants = {node for segment in todo for node in segment.replicas}
     effects = BatchEffects(
@@ -614,10 +680,13 @@ def repair_ranges(
         log=log,
         sleep=sleep,
     )
-    result = run_batch(
-        todo, {}, config=settings.config(), run_id=f"{migration_id}/{stage}", parallelism=max(1, settings.parallelism),
-        effects=effects, run_started=datetime.now(UTC),
-    )  # fmt: skip
+    try:
+        result = run_batch(
+            todo, {}, config=settings.config(), run_id=f"{migration_id}/{stage}",
+            parallelism=max(1, settings.parallelism), effects=effects, run_started=datetime.now(UTC),
+        )  # fmt: skip
+    finally:
+        progress.store(final=True)  # what the stage journalled, whatever ended it
     if stop_requested():
         raise MigrationError("The task was killed; it stopped what it had started.", "Clear the task to resume.")
     if not_ready:
@@ -651,9 +720,11 @@ def start_wave(
     journal: Journal,
     nodetool: StartingNodetool,
     await_ready: Callable[[Sequence[str]], None],
+    progress: StageProgressWriter | None = None,
 ) -> dict[str, RepairCommand]:
     """Start the first wave of `todo` (replica-disjoint commands) once its participants are ready; return the
-    sessions to wait for by parent id. A command that finished before it could be followed is journalled done."""
+    sessions to wait for by parent id. A command that finished before it could be followed is journalled done (and
+    counted in the stage's `progress`, stored then)."""
     wave = repair_waves(todo, parallelism)[0]
     await_ready(sorted({node for command in wave for node in command.replicas}))
     started: dict[str, RepairCommand] = {}
@@ -661,12 +732,14 @@ def start_wave(
         parent_id = nodetool.start_repair(command.coordinator, command.keyspace, command.ranges)
         if parent_id is None:
             for token_range in command.ranges:
-                journal.record_journal(
-                    migration_id,
-                    JournalEntry(stage, token_range, RangeState.DONE.value, command.coordinator, 1, 0.0, ""),
-                )
+                entry = JournalEntry(stage, token_range, RangeState.DONE.value, command.coordinator, 1, 0.0, "")
+                journal.record_journal(migration_id, entry)
+                if progress is not None:
+                    progress.journalled(entry)
         else:
             started[parent_id] = command
+    if progress is not None and len(started) < len(wave):
+        progress.store(final=True)
     return started
 
 

@@ -21,7 +21,8 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from ringward.migration_storage import JournalEntry, Lease, MigrationRow, migration_run_keys
+from ringward.migration_progress import StageProgress
+from ringward.migration_storage import JournalEntry, JournalSpan, Lease, MigrationRow, migration_run_keys
 from ringward.repair import (
     DueRecord,
     PreviewFinding,
@@ -108,6 +109,22 @@ class _Table:
         live.sort(key=lambda item: item[0], reverse=self.descending)
         return [cells for _, cells in live]
 
+    def slice(self, partition: Key, low: Key, high: Key, limit: int, now: datetime) -> list[dict[str, Any]]:
+        """The live rows of a partition from clustering key `low` to `high` (both included), in clustering order,
+        at most `limit` (a slice read: the other rows are not returned)."""
+        stored = self.partitions.get(partition) or {}
+        keys = sorted(key for key in stored if low <= key <= high)
+        found: list[dict[str, Any]] = []
+        for key in keys:
+            cells = {c: v for c, (v, expires) in stored[key].items() if expires is None or expires > now}
+            if not cells:
+                continue  # expired
+            cells.pop(_MARKER, None)
+            found.append(cells)
+            if len(found) >= limit:
+                break
+        return found
+
     def cells(self, partition: Key, now: datetime, columns: Sequence[str]) -> list[tuple[Any, ...]]:
         """The live rows of a partition as tuples of `columns` (None where a cell is absent or expired), in no
         particular order: the lean read `records_of` makes of millions of rows."""
@@ -156,6 +173,7 @@ class MemoryOpsStore:
                 "migration_runs",
                 "migration_journal",
                 "migration_pages",
+                "migration_progress",
             )
         }
         self.lease_ttl_seconds = LEASE_TTL_SECONDS
@@ -442,6 +460,36 @@ class MemoryOpsStore:
                  "seconds": entry.seconds, "detail": entry.detail[-2000:], "updated_at": self.clock()}  # fmt: skip
         self._upsert("migration_journal", (migration_id,), (entry.step, entry.range.start, entry.range.end), cells,
                      None)  # fmt: skip
+
+    def journal_spans(self, migration_id: str, step: str, spans: Sequence[JournalSpan]) -> list[JournalEntry]:
+        """Each span a slice of the partition's clustering order with its limit (as the Cassandra store reads
+        them): only the rows returned count as read."""
+        found: list[JournalEntry] = []
+        table = self._tables["migration_journal"]
+        now = self.clock()
+        for first, last, limit in spans:
+            low, high = (step, *first), (step, *last)
+            rows = table.slice((migration_id,), low, high, limit, now)
+            self._read["migration_journal"] += len(rows)
+            found += [
+                JournalEntry(r["step"], TokenRange(r["range_start"], r["range_end"]), r["status"],
+                             r.get("coordinator", ""), r.get("attempts", 0), r.get("seconds", 0.0), r.get("detail", ""))
+                for r in rows
+            ]  # fmt: skip
+        return found
+
+    def record_stage_progress(self, migration_id: str, progress: StageProgress) -> None:
+        cells = {"step": progress.step, "segments": progress.segments, "segment_count": progress.count,
+                 "done": progress.done, "failed": progress.failed, "statuses": bytes(progress.statuses),
+                 "updated_at": progress.updated_at or self.clock()}  # fmt: skip
+        self._upsert("migration_progress", (migration_id,), (progress.step,), cells, None)
+
+    def stage_progress(self, migration_id: str) -> list[StageProgress]:
+        return [
+            StageProgress(r["step"], r.get("segments", ""), r.get("segment_count", 0), r.get("done", 0),
+                          r.get("failed", 0), r.get("statuses", b""), r.get("updated_at"))
+            for r in self._rows("migration_progress", (migration_id,))
+        ]  # fmt: skip
 
     # -- leases (none unless a test or the simulator adds one) --------------------------------------------
     def add_lease(self, keyspace: str, owner: str, purpose: str) -> Lease:

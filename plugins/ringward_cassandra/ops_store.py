@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ringward.migration_storage import JournalEntry, Lease, MigrationRow
+from ringward.migration_progress import StageProgress
+from ringward.migration_storage import JournalEntry, JournalSpan, Lease, MigrationRow
 from ringward.permissions import OPS_KEYSPACE
 from ringward.repair import (
     DueRecord,
@@ -211,6 +212,15 @@ class OpsStore:
 
     def record_journal(self, migration_id: str, entry: JournalEntry) -> None:
         self.migration_store.record_journal(migration_id, entry)
+
+    def journal_spans(self, migration_id: str, step: str, spans: Sequence[JournalSpan]) -> list[JournalEntry]:
+        return self.migration_store.journal_spans(migration_id, step, spans)
+
+    def record_stage_progress(self, migration_id: str, progress: StageProgress) -> None:
+        self.migration_store.record_stage_progress(migration_id, progress)
+
+    def stage_progress(self, migration_id: str) -> list[StageProgress]:
+        return self.migration_store.stage_progress(migration_id)
 
     # -- other repair controllers, paused by a migration --------------------------------------------------
     def record_controller_pause(self, migration_id: str, controller: str, saved: object) -> None:

@@ -2,8 +2,9 @@
 
 Built with ringward's own code from what ringward stores: the page's view of the migration's plan is the one its
 precheck built and stored beside the record in ringward_ops, or else rebuilt from the ring and settings the record
-holds (so any API server draws it), progress comes from the journal,
-repair coverage from the nightly runs' stored reports and live progress, the ring from the live cluster.
+holds (so any API server draws it), progress from each repair stage's progress its worker stores beside the
+journal and the journal entries of the rows shown (an older worker's journal, without it: read whole), repair
+coverage from the nightly runs' stored reports and live progress, the ring from the live cluster.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from ringward.clusters import ClusterTarget
 from ringward.errors import RingwardError
 from ringward.migration_page_codec import pages_from_bytes, pages_of_record, view_version
 from ringward.migration_pages import MigrationPages, PageRanges, PageStage
+from ringward.migration_progress import PENDING, StageCodes, StageProgress, segments_digest
 from ringward.migration_record import MigrationRecord, MigrationState
+from ringward.migration_storage import JournalSpan
 from ringward.repair import (
     REPAIR_TYPES,
     Exclusion,
@@ -156,8 +159,8 @@ def migration_view(
 
     `access`: what the user may read of the run besides the migration; nothing read from the rest is returned.
     `window`: which rows of each list of ranges to return (the first `JSON_ROWS` in ring order by default); the
-    counts are of every row. The plan's view is read or built once per stored record (`_planned`), the journal read
-    each time.
+    counts are of every row. The plan's view is read or built once per stored record (`_planned`); each request
+    reads the stages' stored progress and the journal entries of its window (`_journal`).
     `cluster`: the cluster whose store `source` reads (its migration DAGs are the ones shown)."""
     window = window or Window()
     if dag_id not in cluster.migration_dags:  # no cluster or database read for a run of any other DAG
@@ -191,14 +194,16 @@ def migration_view(
     except RingwardError as error:
         raise StoredStateError(f"Migration {found.migration_id} (ringward_ops.migrations): {error.problem}",
                                error.fix) from error  # fmt: skip
-    journal = _journal_state(key, built, lambda: store.journal_of(found.migration_id))
+    journal = _journal(key, built, store, found.migration_id)
     altered = _altered_steps(state, len(built.steps))
     if window.triage:  # the page's window: the same page of every list, clamped to the longest list's last page
         longest = max([len(built.ranges), *(len(stage.starts) for step in built.steps for stage in step.stages)])
         window = replace(window, offset=window.start(longest))
     progress = []
     for step in built.steps:
-        stages = [_stage_progress(stage, journal.get(stage.stage), window) for stage in step.stages]
+        whole = [_whole_stage(key, built, store, found, stage) for stage in step.stages]
+        stages = [_stage_progress(stage, journal.get(stage.stage), window, read)
+                  for stage, read in zip(step.stages, whole, strict=True)]  # fmt: skip
         progress.append({
             "index": step.index, "count": step.count, "before": step.before, "after": step.after,
             "after_shown": step.after_shown, "altered": step.index <= altered, "stages": stages,
@@ -224,6 +229,12 @@ def migration_view(
         "cleanup": _cleanup(xcoms, state),
     }  # fmt: skip
     return data, built.svg
+
+
+def _whole_stage(
+    key: tuple[str, ...], built: MigrationPages, store: OpsStore, row: MigrationRow, stage: PageStage
+) -> Callable[[], _StageJournal]:
+    return lambda: _journal_state(key, built, lambda: store.journal_of(row.migration_id), row.migration_id)[stage.stage]
 
 
 # -- the migration's plan, read or built once per stored record ----------------------------------------------
@@ -388,24 +399,109 @@ class _StageJournal:
     done: list[int]
 
 
+@dataclass(frozen=True)
+class _StageSummary:
+    """A stage's stored progress (`ringward.migration_progress`): its counts and order from its codes; the
+    entries of a window's segments read from the journal (`read`: `journal_spans` of the stage)."""
+
+    migration_id: str
+    codes: StageCodes
+    read: Callable[[Sequence[JournalSpan]], list[Any]]
+
+
 JOURNAL_TTL = 10.0  # seconds a large journal's reading is reused (the Migration page reloads every 10 s)
 JOURNAL_CACHED_FROM = 10_000  # entries: a smaller journal is read for every request
 _JOURNALS: dict[tuple[str, ...], tuple[float, dict[str, _StageJournal]]] = {}  # record key -> (read at, journal)
 _clock = time.monotonic
+JOURNAL_READS = Counter[str]()  # migration id -> journal entries read for its page (what the tests count)
+_SPAN_SLACK = 8  # entries a window's span may read beyond the segments it is for (entries of no segment of the plan)
+_FIRST, _LAST = (-(2**63), -(2**63)), (2**63 - 1, 2**63 - 1)  # a stage's whole slice of the journal
+
+
+def _journal(
+    key: tuple[str, ...], built: MigrationPages, store: OpsStore, migration_id: str
+) -> dict[str, _StageJournal | _StageSummary]:
+    """Each stage's journal as the page reads it. From the stage's stored progress when the store keeps it and it
+    is of the stage's segments (then only a window's entries are read, `_window_entries`); a stage with neither
+    progress nor any journal entry (not started) is all pending; else (a journal written before the progress was
+    kept, by an older worker) the whole journal is read, once per `JOURNAL_TTL` (`_journal_state`)."""
+    stages = [stage for step in built.steps for stage in step.stages]
+    read_progress = getattr(store, "stage_progress", None)
+    read_spans = getattr(store, "journal_spans", None)
+    if read_progress is None or read_spans is None:  # a store without it (an older one)
+        return dict(_journal_state(key, built, lambda: store.journal_of(migration_id), migration_id))
+    stored = {p.step: p for p in _stored("migration_progress", lambda: read_progress(migration_id))}
+    found: dict[str, _StageJournal | _StageSummary] = {}
+    for stage in stages:
+        progress = stored.get(stage.stage)
+        codes = None if progress is None else _progress_codes(key, migration_id, stage, progress)
+        if codes is not None:
+            found[stage.stage] = _StageSummary(migration_id, codes, _spans_reader(read_spans, migration_id, stage))
+        # no progress: a stage not started (all pending), or one whose worker kept none; one entry tells
+        elif progress is None and not _spans_reader(read_spans, migration_id, stage)([(_FIRST, _LAST, 1)]):
+            found[stage.stage] = _StageJournal({}, [], [], [])
+    if len(found) < len(stages):  # a stage's journal without its progress: read whole
+        full = _journal_state(key, built, lambda: store.journal_of(migration_id), migration_id)
+        return {stage.stage: found[stage.stage] if stage.stage in found else full[stage.stage] for stage in stages}
+    return found
+
+
+def _progress_codes(
+    key: tuple[str, ...], migration_id: str, stage: PageStage, progress: StageProgress
+) -> StageCodes | None:
+    """The stage's codes when `progress` is of its segments (same bounds, same order) and readable; else None."""
+    if progress.count != len(stage.starts) or progress.segments != _digest(key, stage):
+        return None  # of another plan of the stage (a resume's) or written by hand: the journal is read
+    try:
+        return progress.codes()
+    except ValueError as error:
+        log.warning("Migration %r: the stored progress of %s is not used (%s); the page reads the journal.",
+                    migration_id, stage.stage, error)  # fmt: skip
+        return None
+
+
+_DIGESTS: dict[tuple[tuple[str, ...], str], str] = {}  # (record key, stage) -> its segments' digest
+
+
+def _digest(key: tuple[str, ...], stage: PageStage) -> str:
+    """`segments_digest` of the stage of the plan of record `key`: hashed once per plan kept (2 x 2 MB at fleet
+    size: 15 ms a stage)."""
+    with _PLANS_LOCK:
+        found = _DIGESTS.get((key, stage.stage))
+    if found is None:
+        found = segments_digest(stage.starts, stage.ends)
+        with _PLANS_LOCK:
+            for old in [k for k in _DIGESTS if k[0] not in _PLANS]:
+                del _DIGESTS[old]
+            _DIGESTS[key, stage.stage] = found
+    return found
+
+
+def _spans_reader(
+    read: Callable[[str, str, Sequence[JournalSpan]], list[Any]], migration_id: str, stage: PageStage
+) -> Callable[[Sequence[JournalSpan]], list[Any]]:
+    def spans(wanted: Sequence[JournalSpan]) -> list[Any]:
+        entries = _stored("migration_journal", lambda: read(migration_id, stage.stage, wanted))
+        JOURNAL_READS[migration_id] += len(entries)
+        return entries
+
+    return spans
 
 
 def _journal_state(
-    key: tuple[str, ...], built: MigrationPages, read: Callable[[], list[Any]]
+    key: tuple[str, ...], built: MigrationPages, read: Callable[[], list[Any]], migration_id: str = ""
 ) -> dict[str, _StageJournal]:
-    """The migration's journal by stage. A large one (a fleet's: 256,000 entries a stage) is read and sorted at
-    most once per `JOURNAL_TTL` for every viewer of the run (the route has checked the viewer may read it; the
-    key is the record's, its DAG and run included): its progress is then up to that old."""
+    """The migration's journal by stage, read whole (a journal whose stages keep no progress: an older worker's).
+    A large one (a fleet's: 256,000 entries a stage) is read and sorted at most once per `JOURNAL_TTL` for every
+    viewer of the run (the route has checked the viewer may read it; the key is the record's, its DAG and run
+    included): its progress is then up to that old."""
     now = _clock()
     with _PLANS_LOCK:
         kept = _JOURNALS.get(key)
     if kept is not None and now - kept[0] < JOURNAL_TTL:
         return kept[1]
     journal = _stored("migration_journal", read)
+    JOURNAL_READS[migration_id] += len(journal)
     # stage -> range end -> entry (a stage's segments do not overlap: their ends differ; the start is checked)
     by_stage: dict[str, dict[int, Any]] = {}
     for step_name, entries in groupby(journal, key=attrgetter("step")):  # stored in (stage, range) order
@@ -434,9 +530,51 @@ def _stage_journal(stage: PageStage, entries: dict[int, Any]) -> _StageJournal:
     return _StageJournal(entries, failed, others, done)
 
 
-def _stage_progress(stage: PageStage, journal: _StageJournal | None, window: Window) -> dict[str, Any]:
-    """A stage's counts and the window's rows, its journal merged in."""
+def _window_entries(stage: PageStage, summary: _StageSummary, indexes: Sequence[int]) -> dict[int, Any] | None:
+    """The journal entries of the window's segments (`indexes`) that have one (their code says so), by range end:
+    read as spans of the journal holding those entries and no other of the stage's segments (a span is cut where
+    an entry not shown lies between two shown ones, or where the ring order wraps), so no more entries are read
+    than the window shows (and `_SPAN_SLACK` per span of entries of no segment of the plan, which nothing writes).
+    None when a span was cut short by its limit before an entry it was for (more such entries than the slack):
+    the caller reads the stage's journal whole then."""
+    codes, starts, ends = summary.codes, stage.starts, stage.ends
+    wanted = sorted(i for i in indexes if codes.code(i) != PENDING)
+    if not wanted:
+        return {}
+    runs: list[list[int]] = [[wanted[0]]]
+    for i in wanted[1:]:
+        last = runs[-1][-1]
+        if (starts[i], ends[i]) > (starts[last], ends[last]) and not codes.entries_between(last + 1, i - 1):
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    spans = [((starts[run[0]], ends[run[0]]), (starts[run[-1]], ends[run[-1]]), len(run) + _SPAN_SLACK)
+             for run in runs]  # fmt: skip
+    read = summary.read(spans)
+    entries = {(e.range.start, e.range.end): e for e in read}
+    missing = {i for i in wanted if (starts[i], ends[i]) not in entries}
+    for run, (low, high, cap) in zip(runs, spans, strict=True) if missing else ():
+        if missing.intersection(run) and sum(1 for key in entries if low <= key <= high) >= cap:
+            return None  # cut short by its limit before an entry it was for
+    return {ends[i]: entries[starts[i], ends[i]] for i in wanted if (starts[i], ends[i]) in entries}
+
+
+def _stage_progress(
+    stage: PageStage, journal: _StageJournal | _StageSummary | None, window: Window, full: Callable[[], _StageJournal]
+) -> dict[str, Any]:
+    """A stage's counts and the window's rows, its journal merged in. `full`: the stage's journal read whole (a
+    window's entries that could not be read in bounded spans)."""
     total = len(stage.starts)
+    if isinstance(journal, _StageSummary):
+        codes = journal.codes
+        if window.triage:
+            indexes: Sequence[int] = codes.triaged(window.offset, window.limit)
+        else:
+            indexes = range(window.offset, min(window.offset + window.limit, total))
+        entries = _window_entries(stage, journal, indexes)
+        if entries is not None:
+            return _stage_rows(stage, indexes, entries, codes.done, codes.failed)
+        journal = full()
     entries = journal.entries if journal else {}
     failed, others, done = (journal.failed, journal.others, journal.done) if journal else ([], [], [])
     if window.triage:  # what needs a look first: failed, then not done yet, then done (ring order within each)
@@ -444,6 +582,12 @@ def _stage_progress(stage: PageStage, journal: _StageJournal | None, window: Win
         indexes = order[window.offset : window.offset + window.limit]
     else:
         indexes = range(window.offset, min(window.offset + window.limit, total))
+    return _stage_rows(stage, indexes, entries, len(done), len(failed))
+
+
+def _stage_rows(
+    stage: PageStage, indexes: Sequence[int], entries: Mapping[int, Any], done: int, failed: int
+) -> dict[str, Any]:
     rows = []
     for i in indexes:
         entry = entries.get(stage.ends[i]) if entries else None
@@ -457,7 +601,7 @@ def _stage_progress(stage: PageStage, journal: _StageJournal | None, window: Win
             "seconds": entry.seconds if entry else None,
             "detail": entry.detail if entry else "",
         })  # fmt: skip
-    return {"stage": stage.stage, "name": stage.name, "total": total, "done": len(done), "failed": len(failed),
+    return {"stage": stage.stage, "name": stage.name, "total": len(stage.starts), "done": done, "failed": failed,
             "ranges": rows}  # fmt: skip
 
 

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ringward.migration_storage import JournalEntry, MigrationRow, migration_run_keys
+from ringward.migration_progress import StageProgress
+from ringward.migration_storage import JournalEntry, JournalSpan, MigrationRow, migration_run_keys
 from ringward.ring import TokenRange
 
 from ringward_cassandra.ops._cql import OpsKeyspace
@@ -160,6 +161,44 @@ class CassandraMigrations:
                 step, token_range, row.status, row.coordinator, row.attempts or 0, row.seconds or 0.0, row.detail or ""
             )
         return entries
+
+    def journal_spans(self, migration_id: str, step: str, spans: Sequence[JournalSpan]) -> list[JournalEntry]:
+        """Each span a slice of the partition's clustering order (step, range_start, range_end), with its LIMIT;
+        the spans read concurrently."""
+        ops = self.ops
+        return ops.concurrent_read(
+            f"SELECT step, range_start, range_end, status, coordinator, attempts, seconds, detail "
+            f"FROM {ops.keyspace}.migration_journal WHERE migration_id = ? "
+            "AND (step, range_start, range_end) >= (?, ?, ?) AND (step, range_start, range_end) <= (?, ?, ?) LIMIT ?",
+            [(migration_id, step, *first, step, *last, limit) for first, last, limit in spans],
+            lambda row: JournalEntry(row.step, TokenRange(row.range_start, row.range_end), row.status,
+                                     row.coordinator or "", row.attempts or 0, row.seconds or 0.0, row.detail or ""),
+        )  # fmt: skip
+
+    def record_stage_progress(self, migration_id: str, progress: StageProgress) -> None:
+        """One row per stage, replaced whole; a store from before migration_progress (until its next ensure_schema)
+        keeps none (the page then reads the journal)."""
+        ops = self.ops
+        if not ops.has_table("migration_progress"):
+            return
+        ops.write(
+            f"INSERT INTO {ops.keyspace}.migration_progress (migration_id, step, segments, segment_count, done, "
+            "failed, statuses, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            (migration_id, progress.step, progress.segments, progress.count, progress.done, progress.failed,
+             progress.statuses, progress.updated_at or datetime.now(UTC)),
+        )  # fmt: skip
+
+    def stage_progress(self, migration_id: str) -> list[StageProgress]:
+        ops = self.ops
+        if not ops.has_table("migration_progress"):
+            return []
+        rows = ops.read(
+            f"SELECT step, segments, segment_count, done, failed, statuses, updated_at "
+            f"FROM {ops.keyspace}.migration_progress WHERE migration_id = %s",
+            (migration_id,),
+        )
+        return [StageProgress(row.step, row.segments or "", row.segment_count or 0, row.done or 0, row.failed or 0,
+                              bytes(row.statuses or b""), utc(row.updated_at)) for row in rows]  # fmt: skip
 
     def record_journal(self, migration_id: str, entry: JournalEntry) -> None:
         self.ops.write(

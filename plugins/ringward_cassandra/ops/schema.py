@@ -32,6 +32,13 @@ SCHEMA = [
     """CREATE TABLE IF NOT EXISTS {ks}.migration_pages (
         migration_id text, version text, chunk int, data blob,
         PRIMARY KEY ((migration_id, version), chunk))""",
+    # Each repair stage's progress (`ringward.migration_progress`): one status byte per segment (zlib), its done
+    # and failed counts, the digest of the segments it is of. Written by the worker that writes the stage's journal,
+    # read by the Migration page instead of the journal (it then reads the journal entries of its window only).
+    """CREATE TABLE IF NOT EXISTS {ks}.migration_progress (
+        migration_id text, step text, segments text, segment_count int, done int, failed int, statuses blob,
+        updated_at timestamp,
+        PRIMARY KEY ((migration_id), step))""",
     """CREATE TABLE IF NOT EXISTS {ks}.repair_runs (
         run_id text PRIMARY KEY, state text, summary text, config text, updated_at timestamp)""",
     # The nightly repair's pause switch, pressed in the UI: every press is a row (who, when, why); the latest
@@ -86,7 +93,7 @@ TABLES = set(TABLE_ORDER)
 # are created by the next ensure_schema, and readers of them treat their absence as "nothing recorded".
 ADDED_LATER = {
     "repair_switch", "controller_pauses", "repair_segments", "repair_plan", "repair_progress", "repair_previews",
-    "repair_type_segments", "migration_runs", "migration_pages",
+    "repair_type_segments", "migration_runs", "migration_pages", "migration_progress",
 }  # fmt: skip
 # The history table of the first layout (one partition per keyspace, never pruned). No longer created or written;
 # on a cluster upgraded from that layout it is read until its rows are rewritten in repair_segments.

@@ -64,3 +64,55 @@ def test_a_participant_that_stays_down_fails_the_try_naming_it(monkeypatch: pyte
         operator._await_participants(["127.0.0.4", "127.0.0.3"])
     assert "127.0.0.3: JMX does not answer" in failure.value.problem
     assert "post_repair" in failure.value.problem or "repair of step 1" in failure.value.problem
+
+
+def test_the_deferred_repair_stores_its_stage_progress_each_wave_and_when_its_event_fails_the_try(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The deferrable repair task on the in-memory ops store: its first call stores the stage's progress (all
+    pending) before it defers; the trigger's event with a failed session fails the try, its progress already
+    listing the failed ranges (no further call runs to store it)."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import TaskDeferred
+    from ringward.errors import RepairError
+    from ringward.migration import MigrationStep
+    from ringward.migration_record import MigrationRecord
+    from ringward.replication import Replication
+    from ringward.ring_sources import load_ring_file
+    from ringward_airflow import migration_operators
+    from ringward_cassandra.memory_ops_store import MemoryOpsStore
+
+    ring = load_ring_file(Path(__file__).resolve().parents[2] / "fixtures" / "rings" / "local_num_tokens_4.json")
+    simple, nts = Replication.simple(2), Replication.parse({"class": "NetworkTopologyStrategy", "dc1": 3})
+    record = MigrationRecord("ks@run-1", "ks", ring, simple, nts, nts, (MigrationStep(1, 1, simple, nts),), "ks@run-1",
+                             "run-1", dag_id="keyspace_migration")  # fmt: skip
+    segments = record.repair_segments(1, "post")
+    store = MemoryOpsStore()
+    store.ensure_schema()
+    hook = SimpleNamespace(native_port=lambda: 9042, ops_store=lambda: store, contact_points=lambda: ["127.0.0.1"],
+                           close=lambda: None)  # fmt: skip
+    nodetool = SimpleNamespace(start_repair=lambda address, keyspace, ranges: f"parent-{address}", close=lambda: None)
+    operator = MigrationRepairOperator(task_id="repair", phase="post", step_index=1, deferrable=True,
+                                       node_wait_seconds=0)  # fmt: skip
+    operator._hook = hook  # type: ignore[assignment]
+    operator._nodetool = nodetool  # type: ignore[assignment]
+    monkeypatch.setattr(migration_operators, "load_migration", lambda context, task_id: record)
+    monkeypatch.setattr(operator, "_await_participants", lambda nodes: None)
+    with pytest.raises(TaskDeferred) as deferred:
+        operator.execute({})  # type: ignore[arg-type]
+    [progress] = store.stage_progress(record.migration_id)
+    assert (progress.step, progress.count, progress.done, progress.failed) == ("post_repair:1", len(segments), 0, 0)
+    labels = deferred.value.trigger.labels  # type: ignore[attr-defined]
+    event = {"status": "dead", "labels": labels,
+             "sessions": {parent: {"ok": False, "error": "boom"} for parent in labels}}  # fmt: skip
+    with pytest.raises(RepairError):
+        operator.execute_complete({}, event)  # type: ignore[arg-type]
+    [progress] = store.stage_progress(record.migration_id)
+    failed = sum(len(label["ranges"]) for label in labels.values())
+    assert failed > 0 and (progress.done, progress.failed) == (0, failed)
+    assert progress.codes().triaged(0, failed) == sorted(
+        i for i, s in enumerate(segments) if [s.range.start, s.range.end] in
+        [r for label in labels.values() for r in label["ranges"]]
+    )  # fmt: skip

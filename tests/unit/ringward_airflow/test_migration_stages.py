@@ -7,6 +7,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from ringward.errors import (
     VerificationError,
 )
 from ringward.migration import MigrationStep, cleanup_nodes
+from ringward.migration_progress import StageProgress, stage_progress
 from ringward.migration_record import MigrationRecord
 from ringward.placement import replica_map
 from ringward.plan import MigrationPlan
@@ -471,6 +473,93 @@ def test_a_session_without_a_result_when_the_wait_timed_out_says_so() -> None:
     with pytest.raises(RepairError) as failed:
         record_session_outcomes(event, migration_id="ks@r", stage=STAGE, journal=MemoryJournal(), session_timeout=60)
     assert "(30, 40] on n2: no result within the session timeout (60 s)" in failed.value.problem
+
+
+# -- the stage's progress beside its journal (what the Migration page reads) -----------------------------
+class ProgressJournal(MemoryJournal):
+    """A journal that keeps each stage's progress, as both ops stores do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stored: list[tuple[str, StageProgress]] = []
+
+    def record_stage_progress(self, migration_id: str, progress: StageProgress) -> None:
+        self.stored.append((migration_id, progress))
+
+    def expected(self, segments: Sequence[Segment] = SEGMENTS) -> StageProgress:
+        """The stage's progress as its journal holds it now."""
+        statuses = {r: e.status for r, e in self.journal("ks@r", STAGE).items()}
+        return stage_progress(STAGE, [s.range for s in segments], statuses)
+
+
+def _without_time(progress: StageProgress) -> StageProgress:
+    return replace(progress, updated_at=None)
+
+
+def test_a_stage_stores_its_progress_as_found_and_as_its_journal_holds_it_when_it_ends() -> None:
+    """Stored when the stage starts (the journal as a retried task finds it) and when it ends, failed or not: each
+    time what `stage_progress` makes of the journal then, its counts the journal's."""
+    journal = ProgressJournal()
+    journal.record_journal("ks@r", JournalEntry(STAGE, TokenRange(30, 40), "done", "n2", 1, 1.0, ""))
+    found = journal.expected()
+    with pytest.raises(RepairError):
+        _run(journal, FakeNodetool(lambda node, attempt: node != "n3"))
+    assert [m for m, _ in journal.stored] == ["ks@r"] * len(journal.stored) and len(journal.stored) >= 2
+    assert _without_time(journal.stored[0][1]) == found and (found.done, found.failed) == (1, 0)
+    last = journal.stored[-1][1]
+    assert _without_time(last) == journal.expected() and (last.done, last.failed) == (3, 1)
+    assert last.updated_at is not None and last.codes().triaged(0, 4) == [2, 0, 1, 3]  # failed first, then done
+    assert _run(journal, FakeNodetool()).repaired == 1  # the retry: the failed range, then all done
+    assert (journal.stored[-1][1].done, journal.stored[-1][1].failed) == (4, 0)
+
+
+def test_a_running_stage_stores_its_progress_at_most_every_interval() -> None:
+    """Between the start and the end, the entries journalled are stored at most every `PROGRESS_INTERVAL`."""
+    from ringward_airflow.migration_stages import PROGRESS_INTERVAL, StageProgressWriter
+
+    journal, now = ProgressJournal(), [0.0]
+    writer = StageProgressWriter(journal, "ks@r", STAGE, SEGMENTS, {}, clock=lambda: now[0])
+    writer.store()
+    for i, segment in enumerate(SEGMENTS):
+        entry = JournalEntry(STAGE, segment.range, "done", "n1", 1, 1.0, "")
+        journal.record_journal("ks@r", entry)
+        writer.journalled(entry)
+        now[0] = (i + 1) * PROGRESS_INTERVAL / 2
+        writer.store()
+    assert [p.done for _, p in journal.stored] == [0, 2, 4]
+    writer.store(final=True)
+    assert [p.done for _, p in journal.stored] == [0, 2, 4, 4]
+
+
+def test_the_deferred_repair_stores_its_progress_after_its_journal_writes() -> None:
+    """A wave's command that finished before it could be followed is journalled done and its progress stored; after
+    the trigger's event, `keep_stage_progress` stores what the journal then holds (the failed session first)."""
+    from ringward.repair import RepairCommand
+    from ringward_airflow.migration_stages import (
+        StageProgressWriter,
+        keep_stage_progress,
+        record_session_outcomes,
+        session_labels,
+        start_wave,
+    )
+
+    journal = ProgressJournal()
+    nodetool = StartingNodetool(finished_at_once={"n3"})
+    writer = StageProgressWriter(journal, "ks@r", STAGE, SEGMENTS, {})
+    started = start_wave(SEGMENTS, parallelism=2, migration_id="ks@r", stage=STAGE, journal=journal,
+                         nodetool=nodetool, await_ready=lambda nodes: None, progress=writer)  # fmt: skip
+    assert list(started) == ["parent-n1"]
+    assert _without_time(journal.stored[-1][1]) == journal.expected() and journal.stored[-1][1].done == 1
+    event = {"status": "dead", "labels": session_labels({"p1": RepairCommand((SEGMENTS[0], SEGMENTS[1]))}),
+             "sessions": {"p1": {"ok": False, "error": "boom"}}}  # fmt: skip
+    with pytest.raises(RepairError):
+        record_session_outcomes(event, migration_id="ks@r", stage=STAGE, journal=journal, session_timeout=60)
+    keep_stage_progress(journal, "ks@r", STAGE, SEGMENTS)
+    assert _without_time(journal.stored[-1][1]) == journal.expected()
+    assert (journal.stored[-1][1].done, journal.stored[-1][1].failed) == (1, 2)
+    stored = len(journal.stored)
+    keep_stage_progress(MemoryJournal(), "ks@r", STAGE, SEGMENTS)  # a journal that keeps no progress: nothing
+    assert len(journal.stored) == stored
 
 
 # -- resuming an unfinished migration -------------------------------------------------------------------

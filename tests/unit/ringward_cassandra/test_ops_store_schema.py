@@ -47,7 +47,7 @@ def test_an_existing_keyspace_is_not_created_again_only_the_tables() -> None:
     session = _Schema(keyspace=True, tables=set())
     OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
     assert not any("CREATE KEYSPACE" in statement for statement in session.statements)
-    assert sum("CREATE TABLE IF NOT EXISTS ringward_ops." in statement for statement in session.statements) == 13
+    assert sum("CREATE TABLE IF NOT EXISTS ringward_ops." in statement for statement in session.statements) == 14
 
 
 def test_a_missing_keyspace_is_created_as_the_grants_command_prints_it() -> None:
@@ -77,8 +77,8 @@ def test_an_upgraded_store_gets_only_its_missing_tables() -> None:
     assert OpsStore(session).exists()  # type: ignore[arg-type]  # an older version's store is a store (its UI must not say "none")
     OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
     created = sorted(s.split("ringward_ops.", 1)[1].split(" ", 1)[0] for s in session.statements if "CREATE" in s)
-    assert created == ["migration_pages", "migration_runs", "repair_plan", "repair_previews", "repair_progress",
-                       "repair_segments", "repair_type_segments"]  # fmt: skip
+    assert created == ["migration_pages", "migration_progress", "migration_runs", "repair_plan", "repair_previews",
+                       "repair_progress", "repair_segments", "repair_type_segments"]  # fmt: skip
     assert not any("ALTER" in s or "repair_history" in s for s in session.statements)
 
 
@@ -102,7 +102,9 @@ def test_an_upgraded_store_indexes_the_migrations_recorded_before_by_their_runs(
     indexed = sorted(tuple(params[:3]) for text, params in zip(session.statements, session.params, strict=True)
                      if text.startswith("INSERT INTO ringward_ops.migration_runs"))  # fmt: skip
     assert indexed == [("keyspace_migration", "run1", "shop@run1"), ("keyspace_migration", "run2", "shop@run1")]
-    session = _Schema(keyspace=True, tables=old | {"migration_runs", "migration_pages"}, migrations=rows)
+    session = _Schema(
+        keyspace=True, tables=old | {"migration_runs", "migration_pages", "migration_progress"}, migrations=rows
+    )
     OpsStore(session).ensure_schema([("dc1", 3)])  # type: ignore[arg-type]
     assert not any("migration" in text for text in session.statements)  # indexed once, when the table is created
 

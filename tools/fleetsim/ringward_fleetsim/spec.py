@@ -51,6 +51,7 @@ SYSTEM_TABLES: tuple[tuple[str, str, int, int], ...] = (
     ("ringward_ops", "migrations", 64 * MiB, 864_000),
     ("ringward_ops", "migration_runs", 64 * KiB, 864_000),
     ("ringward_ops", "migration_pages", 64 * MiB, 864_000),  # one fleet migration's page view: ~55 MB
+    ("ringward_ops", "migration_progress", 1 * MiB, 864_000),  # its stages' progress: <= 256 KB a stage
     ("ringward_ops", "repair_runs", 16 * MiB, 864_000),
     ("ringward_ops", "repair_switch", 16 * KiB, 864_000),
     ("ringward_ops", "controller_pauses", 16 * KiB, 864_000),

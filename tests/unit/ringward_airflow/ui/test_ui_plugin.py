@@ -23,7 +23,8 @@ from urllib.parse import quote, urljoin
 import pytest
 from ringward.migration import migration_steps, repair_segments
 from ringward.migration_pages import PLACEMENT_ARCS
-from ringward.migration_storage import migration_run_keys
+from ringward.migration_progress import StageProgress
+from ringward.migration_storage import JournalSpan, migration_run_keys
 from ringward.placement import replica_map
 from ringward.plan import build_plan
 from ringward.repair import (
@@ -71,6 +72,7 @@ class FakeStore:
     events: list[SwitchEvent] = field(default_factory=list)
     progress: dict[str, dict[str, Any]] = field(default_factory=dict)  # run id -> its live progress
     pages: dict[tuple[str, str], bytes] = field(default_factory=dict)  # (migration id, version) -> its stored view
+    stages: dict[tuple[str, str], StageProgress] = field(default_factory=dict)  # (migration id, stage) -> progress
 
     def migrations(self) -> list[MigrationRow]:
         return list(self.migration_rows)
@@ -82,6 +84,26 @@ class FakeStore:
 
     def journal_of(self, migration_id: str) -> list[JournalEntry]:
         return list(self.journal)
+
+    def record_journal(self, migration_id: str, entry: JournalEntry) -> None:
+        """As a store writes an entry: it replaces the entry of the same (stage, range)."""
+        key = (entry.step, entry.range.start, entry.range.end)
+        self.journal = [e for e in self.journal if (e.step, e.range.start, e.range.end) != key] + [entry]
+        self.journal.sort(key=lambda e: (e.step, e.range.start, e.range.end))
+
+    def journal_spans(self, migration_id: str, step: str, spans: Sequence[JournalSpan]) -> list[JournalEntry]:
+        """As the stores read spans (each a slice of (stage, range start, range end) order, with its limit)."""
+        ordered = sorted((e for e in self.journal if e.step == step), key=lambda e: (e.range.start, e.range.end))
+        found: list[JournalEntry] = []
+        for first, last, limit in spans:
+            found += [e for e in ordered if first <= (e.range.start, e.range.end) <= last][:limit]
+        return found
+
+    def record_stage_progress(self, migration_id: str, progress: StageProgress) -> None:
+        self.stages[migration_id, progress.step] = progress
+
+    def stage_progress(self, migration_id: str) -> list[StageProgress]:
+        return [progress for (mid, _), progress in sorted(self.stages.items()) if mid == migration_id]
 
     def record_migration_pages(self, migration_id: str, version: str, chunks: Sequence[bytes]) -> None:
         self.pages[migration_id, version] = b"".join(chunks)
