@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
 
 from ringward.errors import ClusterError, RepairError
 from ringward.repair._config import RepairConfig, RepairType, dump_config
@@ -99,10 +98,11 @@ def plan_chunks(segments: Sequence[Segment], rows: int) -> list[list[str]]:
         prefix = f"[{text(keyspace)},{text(tables)},"
         run = list(members)
         ranges, replicas = list(map(_RANGE, run)), list(map(_REPLICAS, run))
-        cached = list(map(rests.get, map(id, ranges)))
-        known = cast("list[tuple[tuple[str, ...], str]]", cached)  # when None is not in it
-        if None in cached or not all(map(operator.is_, map(_FIRST, known), replicas)):
-            known = list(map(rest, ranges, replicas))
+        known = list(map(rests.get, map(id, ranges), itertools.repeat(_UNKNOWN)))
+        alike = list(map(operator.is_, map(_FIRST, known), replicas))
+        if False in alike:  # made (and kept) only for the ranges not known with these replicas
+            for index in itertools.compress(range(len(run)), map(operator.not_, alike)):
+                known[index] = rest(ranges[index], replicas[index])
         encoded.extend(map(prefix.__add__, map(_SECOND, known)))
     return [encoded[i : i + rows] for i in range(0, len(encoded), rows)]
 
@@ -110,6 +110,7 @@ def plan_chunks(segments: Sequence[Segment], rows: int) -> list[list[str]]:
 _UNIT = operator.attrgetter("keyspace", "tables")
 _RANGE, _REPLICAS = operator.attrgetter("range"), operator.attrgetter("replicas")
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+_UNKNOWN: tuple[None, str] = (None, "")  # a range not known yet: no replicas are its
 
 
 def live_nodes(nodetool: NodeStatus, ring_addresses: Sequence[str]) -> set[str]:

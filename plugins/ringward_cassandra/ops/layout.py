@@ -236,7 +236,11 @@ def check_chunk(run_id: str, index: int, commands: Sequence[str]) -> None:
             f"{PLAN_CHUNK_ROWS}.",
             "Cut the plan into chunks of at most PLAN_CHUNK_ROWS commands before saving it.",
         )
-    for position, command in enumerate(commands):
+    if all(map(isinstance, commands, itertools.repeat(str))) and not any(
+        map(operator.contains, commands, itertools.repeat("\n"))
+    ):  # every command one line of text, checked at C speed (a fleet night's plan is 3.3 million)
+        return
+    for position, command in enumerate(commands):  # which one is not, named
         if not isinstance(command, str):
             raise RepairError(
                 f"Command {position} of chunk {index} of run {run_id}'s plan is a {type(command).__name__}, "
