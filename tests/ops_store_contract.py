@@ -327,6 +327,15 @@ def check_due_records_are_what_due_selection_reads_of_the_records(h: Harness) ->
     assert h.store.due_records_in_order([], "full") == []
     positions = {(s.range.start, s.range.end): index for index, s in enumerate(segments)}
     assert h.store.due_records_of(keyspace, TABLES, range(256), positions) == {0: done, 1: failed_once}
+    # Units on the same ranges (keyspaces sharing a replication, as a fleet night's 13 units share the ring's
+    # ranges): each unit's own records, at its own positions, whichever unit has a record of a range.
+    alike = [_segment(other, s.range.start, s.range.end) for s in segments]
+    h.store.record_repairs([RecordUpdate(alike[2], _done(alike[2], run_id), STARTED, FINISHED)])
+    shared = [*segments, *alike, *[_segment(keyspace, s.range.start, s.range.end, tables=("users",)) for s in segments]]
+    by_id = h.store.due_records(shared, "full")
+    assert h.store.due_records_in_order(shared, "full") == [by_id.get(s.segment_id) for s in shared]
+    assert h.store.due_records_in_order(shared, "full")[:9] == [done, failed_once, None, None, None, None, done, None,
+                                                                None]  # fmt: skip
 
 
 def check_preview_findings_kept_latest_first(h: Harness) -> None:

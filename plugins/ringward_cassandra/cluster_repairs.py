@@ -28,6 +28,7 @@ from ringward.repair import (
     SkippedSegment,
     TableFeatures,
     bytes_per_replica_node,
+    checked_replica_map,
     coverage_records,
     incremental_unit,
     plan_segments,
@@ -189,8 +190,8 @@ def _plan_cluster(
             replications[unit.keyspace] = catalog.replication(unit.keyspace)
         replication = replications[unit.keyspace]
         key = replication.to_cql()
-        if key not in maps:
-            maps[key] = replica_map(ring, replication).entries()
+        if key not in maps:  # checked against the ring once, for every unit planned on it
+            maps[key] = checked_replica_map(ring, replica_map(ring, replication).entries())
         entries = maps[key]
         if by_size and unit.keyspace not in estimates:
             estimates[unit.keyspace] = catalog.size_estimates(unit.keyspace)

@@ -89,7 +89,14 @@ from ringward.repair._night_records import (
 from ringward.repair._night_run import Sessions, paused, record_progress, repair_error_line, repaired_shares, run_night
 from ringward.repair._ops_rows import PreviewFinding, RepairHistoryRow, RepairRunRow, SwitchEvent
 from ringward.repair._payload import decode_segment, encode_segment
-from ringward.repair._planning import ReplicaMapCache, ReplicaMapEntries, SegmentPlan, plan_segments
+from ringward.repair._planning import (
+    CheckedReplicaMap,
+    ReplicaMapCache,
+    ReplicaMapEntries,
+    SegmentPlan,
+    checked_replica_map,
+    plan_segments,
+)
 from ringward.repair._ports import (
     ClusterPlan,
     ClusterView,
@@ -207,6 +214,7 @@ __all__ = [
     "BackPressure",
     "BatchEffects",
     "BatchResult",
+    "CheckedReplicaMap",
     "ClusterPlan",
     "ClusterView",
     "DiskCapacity",
@@ -298,6 +306,7 @@ __all__ = [
     "backlog_first",
     "backoff_delay",
     "bytes_per_replica_node",
+    "checked_replica_map",
     "configured_disk_capacity",
     "coverage_entries",
     "coverage_records",

@@ -78,6 +78,7 @@ class SizeIndex:
         ring: Ring | None = None,
     ) -> None:
         wanted = frozenset(tables)
+        self._ring_bounds: tuple[int, ...] | None = None  # the ring's bounds, when built on them
         per_range: dict[tuple[str, int | str, int | str], SizeEstimate] = {}
         per_node: dict[tuple[str, str], NodeSizeEstimate] = {}
         for row in rows:
@@ -113,6 +114,7 @@ class SizeIndex:
         _split_wrapping(ranges[0], data[owners[0]] * shares[0], partitions[owners[0]] * shares[0], wrapped)
         (_, _, last_bytes, last_partitions), (_, _, first_bytes, first_partitions) = wrapped
         bounds, widths = ring.unrolled_bounds
+        self._ring_bounds = bounds
         sizes = [first_bytes, *map(operator.mul, map(data.__getitem__, owners[1:]), shares[1:]), last_bytes]
         counts = [first_partitions, *map(operator.mul, map(partitions.__getitem__, owners[1:]), shares[1:]),
                   last_partitions]  # fmt: skip
@@ -215,6 +217,25 @@ class SizeIndex:
             total_bytes += high_bytes - low_bytes
             total_partitions += high_partitions - low_partitions
         return total_bytes, total_partitions
+
+    def ring_estimates(self, ring: Ring) -> tuple[list[float], list[float]] | None:
+        """`estimate` of each of `ring.ranges()`, in order, as two columns (bytes, partitions): the same numbers as
+        `estimates`. None unless the index was built on this ring's bounds (`_build_from_ring`): then each ring
+        range but the wrap-around one is one piece of the index, and its estimate is the difference of two running
+        sums at its bounds (what `estimate`'s bisections find), taken for the whole ring at once."""
+        bounds = self._ring_bounds
+        if bounds is None or ring.unrolled_bounds[0] is not bounds:
+            return None
+        ranges = ring.ranges()
+        count = len(ranges)
+        (data, _), (partitions, _) = self._bytes, self._partitions
+        first_bytes, first_partitions = self.estimate(ranges[0])  # wraps: two pieces
+        # Range k > 0 is (bounds[k], bounds[k + 1]]: `estimate` gives 0.0 + (data[k + 1] - data[k]).
+        zeros = itertools.repeat(0.0)
+        byte_column = [first_bytes, *map(operator.add, zeros, map(operator.sub, data[2 : count + 1], data[1:count]))]
+        counts = map(operator.sub, partitions[2 : count + 1], partitions[1:count])
+        partition_column = [first_partitions, *map(operator.add, zeros, counts)]
+        return byte_column, partition_column
 
     def estimates(self, ranges: Iterable[TokenRange]) -> list[tuple[float, float]]:
         """`estimate` of each of `ranges`, in order: the same numbers, without a call per range (a fleet night

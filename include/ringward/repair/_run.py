@@ -8,12 +8,14 @@ metric names.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from enum import Enum
+from typing import cast
 
 from ringward.repair._config import RepairConfig
 from ringward.repair._segments import Segment
@@ -169,6 +171,21 @@ def select_due(
         in_order = records
         if len(in_order) != len(segments):
             raise ValueError(f"{len(in_order)} records by position for {len(segments)} segments")
+    at_once = _select_due_at_once(segments, in_order, run_id, now, config, gc_grace or {})
+    if at_once is not None:
+        return at_once
+    return _select_due_by_record(segments, in_order, run_id, now, config, gc_grace or {})
+
+
+def _select_due_by_record(
+    segments: Sequence[Segment],
+    in_order: Sequence[SegmentRecord | DueRecord | None],
+    run_id: str,
+    now: datetime,
+    config: RepairConfig,
+    grace_of: GcGrace,
+) -> DueSelection:
+    """`select_due` of records by position, record by record (every case `_select_due_at_once` declines)."""
     # One pass, one record per segment: `due_segments`, `retries_exhausted` and `backlog_first` inlined (a fleet
     # night is 3.3 million segments). The order is theirs: due by urgency (never repaired first, then the oldest
     # success; ties in plan order), the exhausted taken out, then `backlog_first`'s stable sorts.
@@ -193,7 +210,7 @@ def select_due(
     exhausted_positions = [due[i][1] for i in order if i in exhausted_at] if exhausted_at else []
     exhausted = tuple(segments[i] for i in exhausted_positions)
     ordered = (due[i] for i in order if i not in exhausted_at) if exhausted_at else map(due.__getitem__, order)
-    run, held = _hold_positions_behind_backlog(ordered, segments, now, gc_grace or {}, config.gc_grace_alarm)
+    run, held = _hold_positions_behind_backlog(ordered, segments, now, grace_of, config.gc_grace_alarm)
     if len(run) + len(exhausted_positions) == len(segments):  # every segment runs or is exhausted (a steady night)
         not_due: tuple[Segment, ...] = ()
     else:
@@ -204,6 +221,164 @@ def select_due(
             chosen[i] = True
         not_due = tuple(s for s, taken in zip(segments, chosen, strict=True) if not taken)
     return DueSelection(tuple(segments[i] for i in run), not_due, exhausted, tuple(segments[i] for i in held))
+
+
+def _due_cutoff(now: datetime, interval: timedelta) -> datetime | None:
+    """The last success at or before which a segment is due (`now - last >= interval` exactly when `last <= now -
+    interval`), or None when the two can differ: a clock with daylight saving time (`now - interval` is wall-clock
+    arithmetic, the difference of two times is not), or a cutoff before year 1."""
+    zone = now.tzinfo
+    if zone is not None and type(zone) is not timezone:  # a fixed offset (UTC) or naive: the same arithmetic
+        return None
+    try:
+        return now - interval
+    except OverflowError:
+        return None
+
+
+def _unit_deadlines(
+    segments: Sequence[Segment], now: datetime, grace_of: GcGrace, alarm_share: float
+) -> tuple[list[timedelta], list[datetime]] | None:
+    """Each segment's gc_grace and alarm point (the success before which it is backlog), by position, as
+    `_hold_positions_behind_backlog` computes them per unit; None when some gc_grace is negative (a deadline could
+    then come before a never-repaired segment's) or an alarm point falls outside the calendar."""
+    graces: list[timedelta] = []
+    alarms: list[datetime] = []
+    per_unit: dict[tuple[str, tuple[str, ...]], tuple[timedelta, datetime]] = {}
+    for unit, members in itertools.groupby(segments, _UNIT):
+        count = len(list(members))
+        known = per_unit.get(unit)
+        if known is None:
+            grace = timedelta(seconds=_grace_seconds(segments[len(graces)], grace_of))
+            if grace < timedelta():
+                return None
+            try:
+                known = per_unit[unit] = (grace, now - grace * alarm_share)
+            except OverflowError:
+                return None
+        graces.extend(itertools.repeat(known[0], count))
+        alarms.extend(itertools.repeat(known[1], count))
+    return graces, alarms
+
+
+_UNIT = operator.attrgetter("keyspace", "tables")
+_LAST_SUCCESS, _RUN_ID = operator.attrgetter("last_success"), operator.attrgetter("run_id")
+
+
+def _retries_used_up(record: SegmentRecord | DueRecord | None, run_id: str, max_retries: int) -> bool:
+    """`retries_exhausted` of a record by position (None: never tried)."""
+    return record is not None and (record.attempts if record.run_id == run_id else 0) > max_retries
+
+
+def _select_due_at_once(
+    segments: Sequence[Segment],
+    in_order: Sequence[SegmentRecord | DueRecord | None],
+    run_id: str,
+    now: datetime,
+    config: RepairConfig,
+    grace_of: GcGrace,
+) -> DueSelection | None:
+    """`select_due` by position at C speed, without a Python step per record (but for the records of this run,
+    whose retries may be used up): the same choice and order as `_select_due_by_record` (a fleet night is 3.3
+    million records).
+
+    The order is `_select_due_by_record`'s: due segments by urgency (never repaired first, in plan order; then by
+    last success, ties in plan order), the exhausted taken out, then `backlog_first`'s stable sorts by deadline. The
+    never-repaired come first in both sorts (their urgency and deadline are the least of all, given a last success
+    after year 1 and gc_grace >= 0, checked), so only the segments with a last success are sorted: by last success,
+    then by deadline. None when a case is outside that (the caller then goes record by record)."""
+    cutoff = _due_cutoff(now, config.min_repair_interval)
+    if cutoff is None:
+        return None
+    max_retries = config.max_retries
+    if max_retries < 0:  # every record's retries would be used up, whatever its run (not a valid config)
+        return None
+    # Each step below is one pass at C speed over the records (or those left): which have a record, which of them
+    # a last success, which of those are due, and whose retries of this run are used up (only a record of this run
+    # can have used them up: `(attempts if its run is this one else 0) > max_retries`, max_retries >= 0).
+    count = len(in_order)
+    recorded = list(map(operator.is_not, in_order, itertools.repeat(None)))
+    present: Sequence[SegmentRecord | DueRecord] = cast("Sequence[SegmentRecord | DueRecord]", in_order)
+    present_at: Sequence[int] = range(count)
+    never: list[int] = []  # due, never repaired, in plan order (then: urgent, deadline `never`)
+    if False in recorded:
+        never = list(itertools.compress(range(count), map(operator.not_, recorded)))
+        present = list(itertools.compress(in_order, recorded))  # type: ignore[arg-type]
+        present_at = list(itertools.compress(range(count), recorded))
+    of_this_run = run_id in map(_RUN_ID, present)  # else no record has used up retries of this run
+    all_lasts = list(map(_LAST_SUCCESS, present))
+    succeeded = list(map(operator.is_not, all_lasts, itertools.repeat(None)))
+    if False in succeeded:  # recorded, never succeeded (a failed first attempt): never repaired too
+        never = sorted(never + list(itertools.compress(present_at, map(operator.not_, succeeded))))
+        present = list(itertools.compress(present, succeeded))
+        present_at = list(itertools.compress(present_at, succeeded))
+        all_lasts = list(itertools.compress(all_lasts, succeeded))
+    due = list(map(operator.le, all_lasts, itertools.repeat(cutoff)))
+    dated = list(itertools.compress(present_at, due))  # due with a last success, in plan order
+    dated_lasts: list[datetime] = list(itertools.compress(all_lasts, due))
+    never_exhausted: list[int] = []
+    dated_exhausted: list[int] = []
+    exhausted_lasts: list[datetime] = []
+    if of_this_run:
+        used_up = {i for i in (*never, *dated) if _retries_used_up(in_order[i], run_id, max_retries)}
+        if used_up:
+            never_exhausted = [i for i in never if i in used_up]
+            never = [i for i in never if i not in used_up]
+            dated_exhausted = [i for i in dated if i in used_up]
+            exhausted_lasts = [last for i, last in zip(dated, dated_lasts, strict=True) if i in used_up]
+            dated_lasts = [last for i, last in zip(dated, dated_lasts, strict=True) if i not in used_up]
+            dated = [i for i in dated if i not in used_up]
+    lowest = datetime.min.replace(tzinfo=now.tzinfo)
+    if (dated_lasts and min(dated_lasts) <= lowest) or (exhausted_lasts and min(exhausted_lasts) <= lowest):
+        return None
+    deadlines_of = _unit_deadlines(segments, now, grace_of, config.gc_grace_alarm) if dated else ([], [])
+    if deadlines_of is None:
+        return None
+    graces, alarms = deadlines_of
+    # By urgency: by last success, ties in plan order (a stable sort of positions in plan order).
+    by_last = sorted(range(len(dated)), key=dated_lasts.__getitem__)
+    positions = list(map(dated.__getitem__, by_last))
+    lasts = list(map(dated_lasts.__getitem__, by_last))
+    deadlines = list(map(operator.add, lasts, map(graces.__getitem__, positions)))
+    backlog = list(map(operator.le, lasts, map(alarms.__getitem__, positions)))  # past the alarm point
+    if True in backlog:
+        urgent = _by_deadline(list(itertools.compress(positions, backlog)),
+                              list(itertools.compress(deadlines, backlog)))  # fmt: skip
+        merely = list(map(operator.not_, backlog))
+        routine = _by_deadline(list(itertools.compress(positions, merely)), list(itertools.compress(deadlines, merely)))
+    else:
+        urgent, routine = [], _by_deadline(positions, deadlines)
+    run = never + urgent
+    held: list[int] = []
+    if run:
+        backlog_nodes = {node for index in run for node in segments[index].replicas}
+        for index in routine:
+            (held if not backlog_nodes.isdisjoint(segments[index].replicas) else run).append(index)
+    else:
+        run = routine
+    exhausted_positions = never_exhausted + _by_deadline(dated_exhausted, exhausted_lasts)  # by last success
+    return _selection(segments, run, held, exhausted_positions)
+
+
+def _by_deadline(positions: list[int], deadlines: list[datetime]) -> list[int]:
+    """`positions` by deadline, ties in their given order (a stable sort)."""
+    return list(map(positions.__getitem__, sorted(range(len(positions)), key=deadlines.__getitem__)))
+
+
+def _selection(segments: Sequence[Segment], run: list[int], held: list[int], exhausted: list[int]) -> DueSelection:
+    """The selection of segments given by position: what runs and what is held back in their order, the exhausted,
+    and the rest (not due, and held back) in plan order."""
+    if len(run) + len(exhausted) == len(segments):  # every segment runs or is exhausted (a steady night)
+        not_due: tuple[Segment, ...] = ()
+    else:
+        chosen = [False] * len(segments)
+        for i in run:
+            chosen[i] = True
+        for i in exhausted:
+            chosen[i] = True
+        not_due = tuple(s for s, taken in zip(segments, chosen, strict=True) if not taken)
+    get = segments.__getitem__
+    return DueSelection(tuple(map(get, run)), not_due, tuple(map(get, exhausted)), tuple(map(get, held)))
 
 
 class RunState(Enum):

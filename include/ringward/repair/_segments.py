@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from itertools import pairwise
+from itertools import pairwise, repeat
 
 from ringward.repair._config import RepairConfig, RepairType
 from ringward.replication import Replication
@@ -106,14 +106,19 @@ class Segment:
         estimated_bytes: int | None,
     ) -> Segment:
         """A segment from values already in normal form (a unit's sorted tables): skips the checks."""
-        segment = object.__new__(cls)
-        _set(segment, "keyspace", keyspace)
-        _set(segment, "tables", tables)
-        _set(segment, "range", token_range)
-        _set(segment, "replicas", replicas)
-        _set(segment, "estimated_bytes", estimated_bytes)
-        _set(segment, "_id", None)
-        return segment
+        return _segment_of(keyspace, tables, token_range, replicas, estimated_bytes)
+
+    @classmethod
+    def _planned_run(
+        cls,
+        keyspace: str,
+        tables: tuple[str, ...],
+        ranges: Iterable[TokenRange],
+        replicas: Iterable[tuple[str, ...]],
+        estimated_bytes: Iterable[int | None],
+    ) -> list[Segment]:
+        """`_planned` of each (range, replicas, bytes) of one unit, in order (a fleet unit is 256,000 of them)."""
+        return list(map(_segment_of, repeat(keyspace), repeat(tables), ranges, replicas, estimated_bytes))
 
     @property
     def segment_id(self) -> str:
@@ -132,6 +137,31 @@ class Segment:
     def describe(self) -> str:
         tables = ",".join(self.tables) or "*"
         return f"{self.keyspace}.{{{tables}}} {self.range} on {', '.join(self.replicas)}"
+
+
+# Each slot's own setter, called directly: what `object.__setattr__` finds for the slot each time (a fleet night
+# builds 3.3 million segments; a quarter less than `object.__setattr__` by name).
+_SET_KEYSPACE, _SET_TABLES, _SET_RANGE, _SET_REPLICAS, _SET_BYTES, _SET_ID = (
+    Segment.__dict__[name].__set__ for name in ("keyspace", "tables", "range", "replicas", "estimated_bytes", "_id")
+)
+
+
+def _segment_of(
+    keyspace: str,
+    tables: tuple[str, ...],
+    token_range: TokenRange,
+    replicas: tuple[str, ...],
+    estimated_bytes: int | None,
+    new: Callable[[type[Segment]], Segment] = object.__new__,
+) -> Segment:
+    segment = new(Segment)
+    _SET_KEYSPACE(segment, keyspace)
+    _SET_TABLES(segment, tables)
+    _SET_RANGE(segment, token_range)
+    _SET_REPLICAS(segment, replicas)
+    _SET_BYTES(segment, estimated_bytes)
+    _SET_ID(segment, None)
+    return segment
 
 
 @dataclass(frozen=True, slots=True)

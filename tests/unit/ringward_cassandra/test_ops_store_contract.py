@@ -146,3 +146,33 @@ def test_a_preview_on_a_never_repaired_segment_does_not_delay_its_full_repair() 
     assert previewed.record.last_success == clock()  # and moves its own cadence
     due = select_due([segment], records, run_id="night-2", now=clock() + timedelta(hours=1), config=parse_config({}))
     assert due.due == (segment,)
+
+
+def test_due_records_are_made_from_the_cells_as_the_driver_hands_them() -> None:
+    """`add_due_records` (both stores' rows): the driver's naive timestamps made UTC, a missing attempts cell 0, rows
+    of ranges not asked for left out; rows whose cells are already the records (aware or no last success, attempts
+    present, every range asked for: what the in-memory store hands) are taken at once, with the same result."""
+    from ringward.repair import DueRecord
+    from ringward_cassandra.ops.layout import add_due_records
+
+    aware = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
+    naive = aware.replace(tzinfo=None)
+    ids = {(0, 10): "a", (10, 20): "b", (20, 30): "c"}
+    plain = [(0, 10, aware, 1, "r1"), (10, 20, None, 2, "r2"), (20, 30, aware, 0, None)]
+    expected = {"a": DueRecord(aware, 1, "r1"), "b": DueRecord(None, 2, "r2"), "c": DueRecord(aware, 0, None)}
+    for given in (plain, iter(plain)):
+        records: dict[str, DueRecord] = {}
+        add_due_records(records, given, ids)
+        assert records == expected and all(type(r) is DueRecord for r in records.values())
+    row_by_row: list[list[tuple[int, int, datetime | None, int | None, str | None]]] = [
+        [(0, 10, naive, 1, "r1"), (10, 20, None, 2, "r2"), (20, 30, aware, 0, None)],  # a naive timestamp
+        [(0, 10, aware, 1, "r1"), (10, 20, None, 2, "r2"), (20, 30, aware, None, None)],  # attempts missing
+        # A range not asked for.
+        [(0, 10, aware, 1, "r1"), (5, 10, naive, 7, "x"), (10, 20, None, 2, "r2"), (20, 30, aware, 0, None)],
+    ]
+    for rows in row_by_row:
+        records = {}
+        add_due_records(records, rows, ids)
+        assert records == expected
+        assert records["a"].last_success is not None and records["a"].last_success.tzinfo is UTC
+    assert records == expected

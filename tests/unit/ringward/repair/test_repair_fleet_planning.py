@@ -87,3 +87,25 @@ def test_a_replaced_segment_gets_the_id_of_its_new_range_not_the_cached_one() ->
     assert "segment_id" not in repr(segment)
     assert segment == Segment("ks", (), TokenRange(1, 2), ("x", "y"))  # a cached id does not take part
     assert pickle.loads(pickle.dumps(segment)).segment_id == segment.segment_id
+
+
+def test_a_replica_map_checked_once_plans_every_unit_as_checked_each_time() -> None:
+    """`checked_replica_map`: the map checked against the ring once for all the units planned on it (a fleet
+    night's 13 units share one); the same segments as a map checked per unit; refused as `plan_segments` refuses;
+    handed with another ring, it is checked again."""
+    import pytest
+    from ringward.errors import RingError
+    from ringward.repair import CheckedReplicaMap, checked_replica_map
+
+    ring = random_ring()
+    entries = replica_map(ring, NTS).entries()
+    checked = checked_replica_map(ring, entries)
+    assert isinstance(checked, CheckedReplicaMap) and list(checked) == entries
+    assert checked_replica_map(ring, checked) is checked
+    config = parse_config({})
+    for unit in (RepairUnit("ks", ("t2", "t1")), RepairUnit("other"), RepairUnit("ks", nodes=frozenset({"10.0.0.1"}))):
+        assert plan_segments(ring, checked, unit, config) == plan_segments(ring, entries, unit, config)
+    with pytest.raises(RingError):
+        checked_replica_map(ring, entries[1:])
+    with pytest.raises(RingError):  # checked against another ring: checked again, against this one
+        plan_segments(random_ring(seed=4), checked, RepairUnit("ks"), config)

@@ -13,7 +13,7 @@ import bisect
 import math
 import random
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from ringward.placement import replica_map
@@ -349,6 +349,29 @@ def test_the_density_index_estimates_every_range_as_before(seed: int, every_node
     assert SizeIndex([], "ks", (), ring).estimates(checked[:5]) == [(0.0, 0.0)] * 5
 
 
+@pytest.mark.parametrize("every_node", [True, False], ids=["every-node", "one-silent"])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_ring_estimates_are_the_estimates_of_the_ring_ranges(seed: int, every_node: bool) -> None:
+    """`SizeIndex.ring_estimates`: each ring range's (bytes, partitions) as `estimates` gives them, bit for bit,
+    when the index is built on the ring's bounds; None otherwise (a node silent, or another ring)."""
+    ring = skewed_ring(seed)
+    rng = random.Random(seed)
+    nodes = ring.nodes if every_node else ring.nodes[1:]
+    rows = [NodeSizeEstimate("ks", table, node.address, rng.randrange(1, 10**7), rng.randrange(1, 10**12))
+            for node in nodes for table in ("t1", "t2")]  # fmt: skip
+    sizes = SizeIndex(rows, "ks", (), ring)
+    columns = sizes.ring_estimates(ring)
+    if not every_node:
+        assert columns is None
+        return
+    assert columns is not None
+    expected = sizes.estimates(ring.ranges())
+    assert [(float.hex(b), float.hex(p)) for b, p in zip(*columns, strict=True)] == [
+        (float.hex(b), float.hex(p)) for b, p in expected
+    ]
+    assert sizes.ring_estimates(skewed_ring(seed + 10)) is None
+
+
 def reference_size_segments(
     ring: Ring, entries: Sequence[tuple[TokenRange, tuple[str, ...]]], unit: RepairUnit, config: RepairConfig,
     rows: Sequence[NodeSizeEstimate],
@@ -375,11 +398,13 @@ def reference_size_segments(
     return segments
 
 
-@pytest.mark.parametrize("limit", ["bytes", "partitions", "both", "at-a-range"])
+@pytest.mark.parametrize("limit", ["bytes", "partitions", "both", "at-a-range", "none-cut", "at-the-largest"])
 @pytest.mark.parametrize("seed", range(3))
 def test_the_size_splitter_cuts_and_estimates_as_before(seed: int, limit: str) -> None:
     """The ranges' estimates taken at once and the fit decided by the quotients: the same segments with the same
-    bytes as range by range before, on ranges that fit, that are cut, that wrap, and one at the limit."""
+    bytes as range by range before, on ranges that fit, that are cut, that wrap, and one at the limit. With every
+    range but the wrap-around one fitting (`none-cut`, and `at-the-largest`: the limit is the largest of those
+    ranges' estimates), they are made at once from the ring's estimates (`SizeIndex.ring_estimates`)."""
     ring = skewed_ring(seed)
     rng = random.Random(seed)
     rows = [
@@ -398,10 +423,20 @@ def test_the_size_splitter_cuts_and_estimates_as_before(seed: int, limit: str) -
         splitter["max_partitions_per_segment"] = 2**40
     elif limit == "partitions":
         splitter["max_bytes_per_segment"] = 2**60
+    elif limit == "none-cut":
+        splitter.update(max_bytes_per_segment=2**60, max_partitions_per_segment=2**40)
+    elif limit == "at-the-largest":  # the largest range but the wrap-around one is exactly at the limit: it fits
+        estimates = SizeIndex(rows, "ks", (), ring).estimates([token_range for token_range, _ in entries[1:]])
+        splitter.update(max_bytes_per_segment=math.ceil(max(e[0] for e in estimates)),
+                        max_partitions_per_segment=math.ceil(max(e[1] for e in estimates)))  # fmt: skip
     config = parse_config({"merge_ranges_with_same_replicas": False, "splitter": splitter})
     plan = plan_segments(ring, entries, RepairUnit("ks"), config, rows)
     expected = reference_size_segments(ring, entries, RepairUnit("ks"), config, rows)
-    assert len(expected) > len(entries) + 1  # some ranges were cut (and the wrapping one unwrapped)
+    if limit in ("none-cut", "at-the-largest"):  # one segment a range, the wrapping one unwrapped (or cut)
+        assert len(expected) >= len(entries) + 1
+        assert [s.range for s in expected[-(len(entries) - 1) :]] == [r for r, _ in entries[1:]]
+    else:
+        assert len(expected) > len(entries) + 1  # some ranges were cut (and the wrapping one unwrapped)
     assert list(plan.segments) == expected
     assert [s.estimated_bytes for s in plan.segments] == [s.estimated_bytes for s in expected]
     if limit == "at-a-range":
@@ -526,3 +561,49 @@ def test_the_density_index_of_a_whole_ring_is_built_on_the_rings_bounds_as_from_
     assert not SizeIndex.__new__(SizeIndex)._build_from_ring(silent, ring)
     ranged = SizeIndex([*rows, SizeEstimate("ks", "t1", 0, 10, 5, 5)], "ks", (), ring)
     assert ranged._bounds != fast._bounds
+
+
+# -- due selection at C speed --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("clock", ["utc", "fixed-offset", "naive", "daylight-saving"])
+@pytest.mark.parametrize("seed", range(6))
+def test_select_due_at_once_chooses_and_orders_as_record_by_record(seed: int, clock: str) -> None:
+    """`select_due` sorts by position at C speed (`_select_due_at_once`): the same selection as the code before the
+    change, on every drawn case, with the clock in UTC, at a fixed offset or naive; a clock with daylight saving
+    time (where `now - interval` is not the cutoff of `now - last < interval`) goes record by record."""
+    import dataclasses
+    from zoneinfo import ZoneInfo
+
+    from ringward.repair._run import _select_due_at_once
+
+    segments, records = night(seed, backlog=seed % 2 == 0)
+    now = {
+        "utc": NOW,
+        "fixed-offset": NOW.astimezone(timezone(timedelta(hours=5, minutes=30))),
+        "naive": NOW.replace(tzinfo=None),
+        "daylight-saving": NOW.astimezone(ZoneInfo("Europe/Berlin")),
+    }[clock]
+    if clock == "naive":
+        records = {sid: dataclasses.replace(r, last_success=r.last_success and r.last_success.replace(tzinfo=None))
+                   for sid, r in records.items()}  # fmt: skip
+    expected = reference_select_due(segments, records, run_id=RUN, now=now, config=CONFIG, gc_grace=GC_GRACE)
+    assert select_due(segments, records, run_id=RUN, now=now, config=CONFIG, gc_grace=GC_GRACE) == expected
+    lean = by_position(segments, records)
+    assert select_due(segments, lean, run_id=RUN, now=now, config=CONFIG, gc_grace=GC_GRACE) == expected
+    at_once = _select_due_at_once(segments, lean, RUN, now, CONFIG, GC_GRACE)
+    assert (at_once is None) is (clock == "daylight-saving")
+
+
+@pytest.mark.parametrize("grace", [0, -60], ids=["zero", "negative"])
+def test_select_due_with_a_gc_grace_of_zero_or_below_as_before(grace: int) -> None:
+    """gc_grace 0 makes a deadline the last success itself; below 0 a deadline could come before a never-repaired
+    segment's (then record by record): the same selection as before either way."""
+    from ringward.repair._run import _select_due_at_once
+
+    segments, records = night(7, backlog=True)
+    gc_grace = {**GC_GRACE, "ks2": {"d": grace}}
+    expected = reference_select_due(segments, records, run_id=RUN, now=NOW, config=CONFIG, gc_grace=gc_grace)
+    lean = by_position(segments, records)
+    assert select_due(segments, lean, run_id=RUN, now=NOW, config=CONFIG, gc_grace=gc_grace) == expected
+    assert (_select_due_at_once(segments, lean, RUN, NOW, CONFIG, gc_grace) is None) is (grace < 0)
