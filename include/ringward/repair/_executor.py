@@ -66,8 +66,6 @@ _BUSY_WAIT_SECONDS = 2.0  # sessions run and none may start: wait this long for 
 # is read no more often than the caller's `live_nodes` allows: every 15 s in production).
 _DOWN_NODE_POLL_SECONDS = 5.0
 _MAX_IDLE_SLEEP = 5.0  # nothing runs and nothing may start yet: look again at least this often
-_RELEASE_PER_NODE = 16  # parked commands let go when their node is free again, per round (more rounds while
-# the node stays free and the scan has room: see `_drain`)
 _SCAN_LIMIT = 256  # waiting commands looked at per scan: beyond, the next scan gets its turn
 _VERBOSE_UP_TO = 5000  # a line per segment for nights up to this size; beyond, a progress line a minute
 _PROGRESS_EVERY = timedelta(seconds=60)
@@ -236,9 +234,6 @@ class _BatchRun:
         # a scan never walks the same blocked commands again and again.
         self.parked: dict[str, deque[tuple[int, RepairCommand]]] = {}  # (rank, command), in the plan's order
         self.ready: list[tuple[int, RepairCommand]] = []  # heap by rank: parked commands whose node is free
-        # Nodes released with commands still parked on them: while such a node stays free, the scan lets the
-        # next `_RELEASE_PER_NODE` go (`_drain`), until one starts on it or none is left.
-        self.draining: set[str] = set()
         self.waiting = len(commands)  # commands not started, wherever they wait
         self.records = dict(records)
         self.config = config
@@ -322,46 +317,27 @@ class _BatchRun:
         self.parked.setdefault(node, deque()).append((rank, command))
 
     def _release(self, node: str) -> None:
-        """Let the first `_RELEASE_PER_NODE` commands waiting on `node` be looked at again (in plan order).
-        Near saturation most would only be parked again on another busy node: releasing all of them at every
-        session end costs O(waiting) per session. The rest wait for the node's next release, or for the next round of
-        this scan while the node is still free (`_drain`)."""
-        waiting = self.parked.get(node)
+        """Let every command waiting on `node` be looked at again (in plan order; scans take them from the ready
+        heap, `_SCAN_LIMIT` at a time).
+
+        Until 2026-11-30 (issue 40) only the first 16 were let go, to spare CPU: near saturation most of them are
+        only parked again on another busy node. But when those 16 all needed another busy node, the rest waited for
+        this node's next release, which never came while nothing ran on it: the node idled though a command
+        behind them fitted. On the simulated fleets the busiest node lost 5-6 h of its night (medium fleet) in
+        hundreds of such gaps, and ringward packed its node locks worse than the equal-budget Reaper model; all of
+        them let go, it packs them better (docs/benchmarks.md, "Where ringward can win at equal budgets"), for
+        1.7x the executor's CPU on a 1000-node keyspace (112 -> 187 s for 253,365 commands)."""
+        waiting = self.parked.pop(node, None)
         if not waiting:
             return
-        for _ in range(min(_RELEASE_PER_NODE, len(waiting))):
-            heapq.heappush(self.ready, waiting.popleft())
-        if waiting:
-            self.draining.add(node)
-        else:
-            del self.parked[node]
-            self.draining.discard(node)
-
-    def _drain(self, busy: set[str]) -> bool:
-        """After a scan with room left: a released node still free gets its next parked commands looked at
-        (issue 40); True when some were let go (the scan goes on with them, within `_SCAN_LIMIT`).
-
-        The first `_RELEASE_PER_NODE` parked on a node that comes free often all need another busy node too;
-        until 2026-11-30 the rest waited for the node's next release, which never came while nothing ran on it,
-        and the node idled though a command behind them fitted (on the simulated fleets, 5-6 h of the busiest
-        node's night in hundreds of gaps). Each round looks at `_RELEASE_PER_NODE` more of them, so a
-        node's queue is looked at once per time it comes free, up to a command that starts on it, not once per
-        scan; beyond `_SCAN_LIMIT` looks in one scan, the next scan goes on."""
-        released = False
-        for node in list(self.draining):
-            if node in busy or node not in self.parked:
-                self.draining.discard(node)  # taken (its next release comes when it is free) or nothing left
-                continue
-            self._release(node)
-            released = True
-        return released
+        for entry in waiting:
+            heapq.heappush(self.ready, entry)
 
     def _release_all(self) -> None:
         """Nothing runs: no node is busy, every parked command may be looked at."""
         for node in list(self.parked):
             for entry in self.parked.pop(node):
                 heapq.heappush(self.ready, entry)
-        self.draining.clear()
 
     def _waiting_for_nodes(self) -> int:
         return sum(len(commands) for commands in self.blocked_by.values())
@@ -541,22 +517,19 @@ class _BatchRun:
         if len(live) - len(busy) < 2:  # no session fits: every repair needs two free replicas
             return
         looked = 0
-        while True:
-            for command, rank in self._candidates():
-                looked += 1
-                replicas = command.replicas
-                if not busy.isdisjoint(replicas):
-                    for node in replicas:  # the first busy one
-                        if node in busy:
-                            break
-                    self._park(command, node, rank)
-                else:
-                    room -= self._consider(pool, command, rank is not None, live, now)
-                    if room:
-                        busy = busy | set(replicas) if busy is not self.in_session else self.in_session
-                if room <= 0 or looked >= _SCAN_LIMIT:
-                    break
-            if room <= 0 or looked >= _SCAN_LIMIT or not self._drain(busy):
+        for command, rank in self._candidates():
+            looked += 1
+            replicas = command.replicas
+            if not busy.isdisjoint(replicas):
+                for node in replicas:  # the first busy one
+                    if node in busy:
+                        break
+                self._park(command, node, rank)
+            else:
+                room -= self._consider(pool, command, rank is not None, live, now)
+                if room:
+                    busy = busy | set(replicas) if busy is not self.in_session else self.in_session
+            if room <= 0 or looked >= _SCAN_LIMIT:
                 break
         if looked >= _SCAN_LIMIT:
             self.changed = True  # commands beyond what this scan looked at may fit
