@@ -208,19 +208,9 @@ def _select_due_by_record(
             exhausted_at.add(len(due) - 1)
     order = sorted(range(len(due)), key=urgency.__getitem__)  # stable: ties keep plan order
     exhausted_positions = [due[i][1] for i in order if i in exhausted_at] if exhausted_at else []
-    exhausted = tuple(segments[i] for i in exhausted_positions)
     ordered = (due[i] for i in order if i not in exhausted_at) if exhausted_at else map(due.__getitem__, order)
     run, held = _hold_positions_behind_backlog(ordered, segments, now, grace_of, config.gc_grace_alarm)
-    if len(run) + len(exhausted_positions) == len(segments):  # every segment runs or is exhausted (a steady night)
-        not_due: tuple[Segment, ...] = ()
-    else:
-        chosen = [False] * len(segments)
-        for i in run:
-            chosen[i] = True
-        for i in exhausted_positions:
-            chosen[i] = True
-        not_due = tuple(s for s, taken in zip(segments, chosen, strict=True) if not taken)
-    return DueSelection(tuple(segments[i] for i in run), not_due, exhausted, tuple(segments[i] for i in held))
+    return _selection(segments, run, held, exhausted_positions)
 
 
 def _due_cutoff(now: datetime, interval: timedelta) -> datetime | None:

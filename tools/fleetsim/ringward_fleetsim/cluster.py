@@ -97,16 +97,8 @@ class DurationModel:
 
     def scaled(self, factor: float) -> DurationModel:
         """Every cost `factor` times as large (overheads x factor, rates / factor): the sensitivity rows."""
-        return replace(
-            self,
-            command_overhead=self.command_overhead * factor,
-            session_overhead=self.session_overhead * factor,
-            table_overhead=self.table_overhead * factor,
-            range_overhead=self.range_overhead * factor,
-            in_process_overhead=self.in_process_overhead * factor,
-            validation_rate=self.validation_rate / factor,
-            stream_rate=self.stream_rate / factor,
-        )
+        fixed = self.scaled_fixed(factor)
+        return replace(fixed, validation_rate=self.validation_rate / factor, stream_rate=self.stream_rate / factor)
 
     def scaled_fixed(self, factor: float) -> DurationModel:
         """The fixed terms alone `factor` times as large (command, session, per-table, per-range and in-process
