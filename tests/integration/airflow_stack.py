@@ -59,7 +59,10 @@ EXECUTORS = ("local", "celery")
 LOCAL_EXECUTOR = "ringward_airflow.executor.LocalExecutor"
 CELERY_WORKER_CONCURRENCY = 2
 TERMINAL = {"success", "failed"}
-TIMEOUT = 60  # seconds, for each REST call
+# Seconds for each REST call: longer than the 60 s an API server's SQLite write waits for the lock (`ringward airflow`'s
+# sql_alchemy_connect_args), so a call that waited for the writer is answered, not cut by the client (a trigger
+# timed out at 60 s while the other cluster's night ran: test_two_clusters.py, 2026-11-30).
+TIMEOUT = 150
 
 
 _PORTS = random.Random()
